@@ -1,0 +1,88 @@
+"""The oblivio event log.
+
+An append-only log with one stream per (namespace, subject), encrypted under
+per-subject data keys, hash-chained per stream, ordered globally, and with
+the primitives erasure builds on (tombstones, key destruction, stream
+generations, a content-free audit stream).  SQLite is the embedded default;
+PostgreSQL serves many processes.
+"""
+
+from __future__ import annotations
+
+from eventstore.audit import AuditEntry
+from eventstore.backend import Backend
+from eventstore.codec import DEFAULT_MAX_EVENT_BYTES
+from eventstore.connect import create_backend
+from eventstore.errors import (
+    ConflictError,
+    DuplicateEventError,
+    EventErasedError,
+    IntegrityViolationError,
+    InvalidEncodingError,
+    InvalidInputError,
+    KeyUnavailableError,
+    MalformedIdError,
+    NotFoundError,
+    OblivioError,
+    OperationalError,
+    PayloadTooLargeError,
+    WrongExpectedVersionError,
+)
+from eventstore.keys import EnvKeyProvider, KeyProvider, KeyringFile
+from eventstore.model import (
+    ANY,
+    START,
+    ChainBreak,
+    Erasure,
+    ExpectedVersion,
+    KeyDestruction,
+    LogCursor,
+    LogPage,
+    NewEvent,
+    RecordedEvent,
+    StreamHead,
+    StreamRef,
+    Tombstone,
+    VerifyReport,
+)
+from eventstore.store import EventStore
+from eventstore.transaction import Transaction
+
+__all__ = [
+    "ANY",
+    "DEFAULT_MAX_EVENT_BYTES",
+    "START",
+    "AuditEntry",
+    "Backend",
+    "ChainBreak",
+    "ConflictError",
+    "DuplicateEventError",
+    "EnvKeyProvider",
+    "Erasure",
+    "EventErasedError",
+    "EventStore",
+    "ExpectedVersion",
+    "IntegrityViolationError",
+    "InvalidEncodingError",
+    "InvalidInputError",
+    "KeyDestruction",
+    "KeyProvider",
+    "KeyUnavailableError",
+    "KeyringFile",
+    "LogCursor",
+    "LogPage",
+    "MalformedIdError",
+    "NewEvent",
+    "NotFoundError",
+    "OblivioError",
+    "OperationalError",
+    "PayloadTooLargeError",
+    "RecordedEvent",
+    "StreamHead",
+    "StreamRef",
+    "Tombstone",
+    "Transaction",
+    "VerifyReport",
+    "WrongExpectedVersionError",
+    "create_backend",
+]

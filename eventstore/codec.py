@@ -1,0 +1,143 @@
+"""Turns events into the bytes stored on disk and back. No SQL here.
+
+The codec owns the rules for what may be stored (size, UTF-8, JSON) and the
+encryption of every personal field, so the SQL layer only ever sees opaque
+ciphertext, digests and keyed hashes.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from eventstore import crypto
+from eventstore.errors import (
+    InvalidEncodingError,
+    InvalidInputError,
+    PayloadTooLargeError,
+)
+from eventstore.ids import check_event_type
+from eventstore.keys import KeyProvider
+from eventstore.model import NewEvent
+
+DEFAULT_MAX_EVENT_BYTES = 1024 * 1024  # 1 MiB of encoded payload + metadata
+
+
+@dataclass(frozen=True)
+class EncodedEvent:
+    """The plaintext form of one event, validated and ready to encrypt."""
+
+    event_id: uuid.UUID
+    type: str
+    schema_version: int
+    payload: bytes
+    metadata: bytes
+
+
+@dataclass(frozen=True)
+class SealedEvent:
+    """The on-disk form of one event's content."""
+
+    payload: bytes
+    metadata: bytes
+    digest: bytes
+
+
+@dataclass(frozen=True)
+class WrappedKey:
+    dek_id: uuid.UUID
+    kek_version: int
+    wrapped: bytes
+
+
+def to_json_bytes(value: Mapping[str, Any], what: str) -> bytes:
+    """Deterministic JSON (sorted keys, no spaces); refuses NaN and lone surrogates."""
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(f"{what} must be a JSON object")
+    try:
+        text = json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except (TypeError, ValueError) as e:
+        raise InvalidInputError(f"{what} is not serialisable as JSON: {e}") from e
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidEncodingError(f"{what} contains text that is not valid UTF-8") from e
+
+
+def from_json_bytes(raw: bytes) -> dict[str, Any]:
+    value = json.loads(raw.decode("utf-8"))
+    assert isinstance(value, dict)
+    return value
+
+
+class EventCodec:
+    """Validates, encrypts and decrypts event content and data keys."""
+
+    def __init__(self, keys: KeyProvider, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        self.keys = keys
+        self.max_event_bytes = max_event_bytes
+
+    def subject_key(self, namespace: str, subject: str) -> bytes:
+        return crypto.subject_key(self.keys.subject_hmac_key(), namespace, subject)
+
+    def encode(self, event: NewEvent) -> EncodedEvent:
+        """Validate one new event; raises an :class:`InvalidInputError` subclass."""
+        check_event_type(event.type)
+        if not isinstance(event.schema_version, int) or not 1 <= event.schema_version < 2**31:
+            raise InvalidInputError("schema_version must be a positive integer")
+        payload = to_json_bytes(event.data, "event data")
+        metadata = to_json_bytes(event.metadata, "event metadata")
+        size = len(payload) + len(metadata)
+        if size > self.max_event_bytes:
+            raise PayloadTooLargeError(
+                f"event is {size} bytes, the limit is {self.max_event_bytes} bytes"
+            )
+        event_id = event.event_id or uuid.uuid4()
+        if not isinstance(event_id, uuid.UUID):
+            raise InvalidInputError("event_id must be a UUID")
+        return EncodedEvent(event_id, event.type, event.schema_version, payload, metadata)
+
+    def seal(self, dek: bytes, event: EncodedEvent, stream_id: int, version: int) -> SealedEvent:
+        payload = crypto.encrypt(
+            dek, event.payload, crypto.event_aad(event.event_id, stream_id, version, "payload")
+        )
+        metadata = crypto.encrypt(
+            dek, event.metadata, crypto.event_aad(event.event_id, stream_id, version, "metadata")
+        )
+        return SealedEvent(payload, metadata, crypto.ciphertext_digest(payload, metadata))
+
+    def open(
+        self,
+        dek: bytes,
+        event_id: uuid.UUID,
+        stream_id: int,
+        version: int,
+        payload: bytes,
+        metadata: bytes,
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        data = crypto.decrypt(
+            dek, payload, crypto.event_aad(event_id, stream_id, version, "payload")
+        )
+        meta = crypto.decrypt(
+            dek, metadata, crypto.event_aad(event_id, stream_id, version, "metadata")
+        )
+        return from_json_bytes(data), from_json_bytes(meta)
+
+    def new_data_key(self) -> tuple[bytes, WrappedKey]:
+        """A fresh DEK and its wrapped form under the active KEK."""
+        dek = crypto.random_key()
+        return dek, self.wrap(dek, uuid.uuid4())
+
+    def wrap(self, dek: bytes, dek_id: uuid.UUID) -> WrappedKey:
+        version = self.keys.active_kek_version
+        wrapped = crypto.encrypt(self.keys.kek(version), dek, crypto.dek_aad(dek_id, version))
+        return WrappedKey(dek_id, version, wrapped)
+
+    def unwrap(self, key: WrappedKey) -> bytes:
+        kek = self.keys.kek(key.kek_version)
+        return crypto.decrypt(kek, key.wrapped, crypto.dek_aad(key.dek_id, key.kek_version))

@@ -1,0 +1,104 @@
+"""The embedded default: one SQLite file, WAL, one writer at a time."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.sql.dml import Insert
+
+from eventstore.backend import Backend
+from eventstore.errors import ConflictError, OperationalError
+
+DATABASE_FILE = "oblivio.sqlite3"
+BUSY_TIMEOUT_MS = 30_000
+_WRITE_OPTION = "oblivio_write"
+
+
+def sqlite_url(data_dir: str | Path) -> str:
+    """The SQLAlchemy URL of the database file inside ``data_dir``."""
+    return f"sqlite:///{Path(data_dir) / DATABASE_FILE}"
+
+
+def _configure_connection(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
+    # Let SQLAlchemy's "begin" hook issue BEGIN itself (pysqlite would
+    # otherwise start transactions lazily and defer write locks).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    # WAL lets readers run beside the single writer; synchronous=FULL makes
+    # every acknowledged commit durable across power loss and kill -9;
+    # secure_delete overwrites freed pages so erased ciphertext and destroyed
+    # wrapped keys do not linger in the file's free list.
+    for pragma in (
+        "journal_mode=WAL",
+        "synchronous=FULL",
+        "secure_delete=ON",
+        "foreign_keys=ON",
+        f"busy_timeout={BUSY_TIMEOUT_MS}",
+    ):
+        cursor.execute(f"PRAGMA {pragma}")
+    cursor.close()
+
+
+def _begin(conn: Connection) -> None:
+    # Writers take the write lock up front (BEGIN IMMEDIATE): a deferred
+    # transaction that reads the stream head and then upgrades to a write lock
+    # can fail with SQLITE_BUSY instead of waiting, losing the append.
+    write = conn.get_execution_options().get(_WRITE_OPTION, False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def create_sqlite_engine(url: str) -> Engine:
+    path = sa.engine.make_url(url).database
+    if path and path != ":memory:":
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    engine = sa.create_engine(url, connect_args={"check_same_thread": False})
+    event.listen(engine, "connect", _configure_connection)
+    event.listen(engine, "begin", _begin)
+    return engine
+
+
+class SQLiteBackend(Backend):
+    name = "sqlite"
+    embedded = True
+
+    @contextmanager
+    def write_connection(self) -> Iterator[Connection]:
+        with self.translate_errors(), self.engine.connect() as conn:
+            yield conn.execution_options(**{_WRITE_OPTION: True})
+
+    @contextmanager
+    def read_connection(self) -> Iterator[Connection]:
+        with self.translate_errors(), self.engine.connect() as conn:
+            yield conn
+
+    def insert_ignoring_duplicates(self, table: sa.Table) -> Insert:
+        return sqlite_insert(table).on_conflict_do_nothing()
+
+    def commit_group(self) -> sa.ColumnElement[int]:
+        # One writer at a time: commit order is position order, so the group
+        # is constant and AUTOINCREMENT positions alone give the global order.
+        return sa.literal(0, sa.BigInteger)
+
+    def visible_commit_groups(self, column: sa.ColumnElement[int]) -> sa.ColumnElement[bool]:
+        # A reader's snapshot sees only committed rows, and no later commit can
+        # receive a smaller position, so everything visible may be delivered.
+        return sa.true()
+
+    @contextmanager
+    def translate_errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sa.exc.DBAPIError as e:
+            if isinstance(e.orig, sqlite3.IntegrityError):
+                raise ConflictError(f"conflicting write: {e.orig}") from e
+            if isinstance(e.orig, sqlite3.OperationalError):
+                raise OperationalError(f"SQLite could not complete the operation: {e.orig}") from e
+            raise

@@ -1,0 +1,212 @@
+"""The event store: the log's public face."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from eventstore.audit import AuditEntry
+from eventstore.backend import Backend
+from eventstore.codec import DEFAULT_MAX_EVENT_BYTES, EventCodec
+from eventstore.ids import check_namespace, check_subject
+from eventstore.integrity import select_streams, verify_streams
+from eventstore.keys import KeyProvider
+from eventstore.model import (
+    ANY,
+    START,
+    ExpectedVersion,
+    KeyDestruction,
+    LogCursor,
+    LogPage,
+    NewEvent,
+    RecordedEvent,
+    StreamHead,
+    StreamRef,
+    Tombstone,
+    VerifyReport,
+)
+from eventstore.reader import EventDecoder, read_by_ids, select_events
+from eventstore.schema import events, streams
+from eventstore.transaction import Clock, Transaction
+
+DEFAULT_PAGE_SIZE = 500
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class EventStore:
+    """An append-only, encrypted, hash-chained log with one stream per subject."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        keys: KeyProvider,
+        *,
+        clock: Clock = utc_now,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    ) -> None:
+        self.backend = backend
+        self.codec = EventCodec(keys, max_event_bytes)
+        self.clock = clock
+
+    def close(self) -> None:
+        self.backend.dispose()
+
+    # -- writing ---------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """A write transaction: commits when the block ends, rolls back on error."""
+        with self.backend.write_connection() as conn, conn.begin():
+            yield Transaction(conn, self.backend, self.codec, self.clock)
+
+    def append(
+        self,
+        namespace: str,
+        subject: str,
+        new_events: Sequence[NewEvent],
+        expected_version: ExpectedVersion = ANY,
+    ) -> list[RecordedEvent]:
+        """Append events to the subject's stream; see :meth:`Transaction.append`."""
+        with self.transaction() as tx:
+            return tx.append(namespace, subject, new_events, expected_version)
+
+    def append_audit(self, entry: AuditEntry) -> RecordedEvent:
+        with self.transaction() as tx:
+            return tx.append_audit(entry)
+
+    # -- reading ---------------------------------------------------------------
+
+    def read_stream(
+        self,
+        namespace: str,
+        subject: str,
+        *,
+        from_version: int | None = None,
+        backwards: bool = False,
+        limit: int | None = None,
+    ) -> list[RecordedEvent]:
+        """Events of the subject's current stream generation, by version.
+
+        Forwards from ``from_version`` (default 1), or backwards from it
+        (default: the head).
+        """
+        with self.backend.read_connection() as conn:
+            stream = self._current_stream(conn, namespace, subject)
+            if stream is None:
+                return []
+            query = select_events.where(events.c.stream_id == stream.stream_id)
+            if backwards:
+                if from_version is not None:
+                    query = query.where(events.c.version <= from_version)
+                query = query.order_by(events.c.version.desc())
+            else:
+                query = query.where(events.c.version >= (from_version or 1))
+                query = query.order_by(events.c.version)
+            if limit is not None:
+                query = query.limit(limit)
+            return EventDecoder(self.codec).decode_all(conn.execute(query))
+
+    def get_events(self, event_ids: Sequence[uuid.UUID]) -> list[RecordedEvent]:
+        """The stored events among ``event_ids`` (any stream), in log order."""
+        with self.backend.read_connection() as conn:
+            return read_by_ids(conn, self.codec, event_ids)
+
+    def read_all(self, after: LogCursor = START, limit: int = DEFAULT_PAGE_SIZE) -> LogPage:
+        """One page of the whole log in global order, strictly after ``after``."""
+        order = sa.tuple_(events.c.commit_group, events.c.position)
+        query = (
+            select_events.where(
+                order > sa.tuple_(sa.literal(after.commit_group), sa.literal(after.position)),
+                self.backend.visible_commit_groups(events.c.commit_group),
+            )
+            .order_by(events.c.commit_group, events.c.position)
+            .limit(limit)
+        )
+        with self.backend.read_connection() as conn:
+            page = EventDecoder(self.codec).decode_all(conn.execute(query))
+        return LogPage(page, page[-1].cursor if page else after)
+
+    def subscribe(
+        self,
+        after: LogCursor = START,
+        *,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        poll_interval: float = 0.2,
+        stop: threading.Event | None = None,
+    ) -> Iterator[RecordedEvent]:
+        """Follow the log from ``after`` for ever (or until ``stop`` is set)."""
+        stop = stop or threading.Event()
+        cursor = after
+        while not stop.is_set():
+            page = self.read_all(cursor, page_size)
+            yield from page.events
+            cursor = page.next_cursor
+            if len(page.events) < page_size:
+                stop.wait(poll_interval)
+
+    def head(self, namespace: str, subject: str) -> StreamHead | None:
+        """The subject's latest stream generation, or ``None`` if it never wrote."""
+        with self.backend.read_connection() as conn:
+            row = self._current_stream(conn, namespace, subject)
+        if row is None:
+            return None
+        ref = StreamRef(row.stream_id, row.namespace, row.subject_key, row.generation)
+        return StreamHead(ref, row.version, row.chain_hash, row.closed_at, row.key_destroyed_at)
+
+    def subject_ref(self, namespace: str, subject: str) -> str:
+        """The pseudonymous reference (hex keyed hash) of a subject."""
+        check_namespace(namespace)
+        return self.codec.subject_key(namespace, check_subject(subject)).hex()
+
+    def verify(self, namespace: str | None = None, subject: str | None = None) -> VerifyReport:
+        """Walk the chain of one subject's streams, or of the whole log."""
+        with self.backend.read_connection() as conn:
+            query = select_streams()
+            if namespace is not None and subject is not None:
+                key = self.codec.subject_key(check_namespace(namespace), check_subject(subject))
+                query = query.where(streams.c.namespace == namespace, streams.c.subject_key == key)
+            return verify_streams(conn, conn.execute(query).all())
+
+    # -- erasure primitives (each in its own transaction) ---------------------
+
+    def tombstone(
+        self,
+        namespace: str,
+        subject: str,
+        event_ids: Sequence[uuid.UUID] | None,
+        erasure_request_id: uuid.UUID,
+    ) -> list[Tombstone]:
+        """Erase the payload of some (or all) events of the subject's latest stream."""
+        with self.transaction() as tx:
+            stream = tx.lock_stream(namespace, subject)
+            if stream is None:
+                return []
+            return tx.tombstone(stream.stream_id, event_ids, erasure_request_id)
+
+    def destroy_data_key(self, namespace: str, subject: str) -> KeyDestruction | None:
+        """Destroy the data key of the subject's latest stream, if it still exists."""
+        with self.transaction() as tx:
+            stream = tx.lock_stream(namespace, subject)
+            if stream is None:
+                return None
+            return tx.destroy_data_key(stream.stream_id)
+
+    # -- helpers ------------------------------------------------------------
+
+    def _current_stream(self, conn: sa.Connection, namespace: str, subject: str) -> Any:
+        key = self.codec.subject_key(check_namespace(namespace), check_subject(subject))
+        return conn.execute(
+            sa.select(streams)
+            .where(streams.c.namespace == namespace, streams.c.subject_key == key)
+            .order_by(streams.c.generation.desc())
+            .limit(1)
+        ).first()

@@ -1,0 +1,363 @@
+"""One write transaction on the log.
+
+Everything that must commit together goes through one :class:`Transaction`:
+appends, the inline projection that validates against current state, and the
+erasure primitives (tombstones, key destruction, closing a stream generation,
+the audit entry).  Either all of it commits or none of it does.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from eventstore import crypto
+from eventstore.audit import AUDIT_NAMESPACE, AUDIT_SUBJECT, AuditEntry
+from eventstore.backend import Backend
+from eventstore.codec import EncodedEvent, EventCodec, WrappedKey, from_json_bytes
+from eventstore.errors import (
+    DuplicateEventError,
+    EventErasedError,
+    InvalidInputError,
+    KeyUnavailableError,
+    OperationalError,
+    WrongExpectedVersionError,
+)
+from eventstore.ids import check_namespace, check_subject
+from eventstore.model import (
+    ANY,
+    ExpectedVersion,
+    KeyDestruction,
+    LogCursor,
+    NewEvent,
+    RecordedEvent,
+    StreamRef,
+    Tombstone,
+)
+from eventstore.reader import read_by_ids
+from eventstore.schema import data_keys, events, streams
+
+Clock = Callable[[], datetime]
+
+# Appends racing a forget may find their stream generation closed after they
+# waited for its lock; they then move to the next generation.  More than a
+# few rounds means something is wrong, not busy.
+_MAX_STREAM_ATTEMPTS = 3
+
+
+@dataclass
+class _Stream:
+    """A stream row, locked for the rest of the transaction."""
+
+    ref: StreamRef
+    version: int
+    chain_hash: bytes
+    closed_at: datetime | None
+
+
+def _latest_stream(namespace: str, subject_key: bytes) -> sa.Select[Any]:
+    return (
+        sa.select(streams)
+        .where(streams.c.namespace == namespace, streams.c.subject_key == subject_key)
+        .order_by(streams.c.generation.desc())
+        .limit(1)
+    )
+
+
+def _stream_from_row(row: sa.Row[Any]) -> _Stream:
+    ref = StreamRef(row.stream_id, row.namespace, row.subject_key, row.generation)
+    return _Stream(ref, row.version, row.chain_hash, row.closed_at)
+
+
+class Transaction:
+    """A unit of work on the log; obtained from :meth:`EventStore.transaction`."""
+
+    def __init__(self, conn: Connection, backend: Backend, codec: EventCodec, clock: Clock):
+        self.connection = conn
+        self.backend = backend
+        self.codec = codec
+        self.clock = clock
+
+    # -- appending -----------------------------------------------------------------
+
+    def append(
+        self,
+        namespace: str,
+        subject: str,
+        new_events: Sequence[NewEvent],
+        expected_version: ExpectedVersion = ANY,
+    ) -> list[RecordedEvent]:
+        """Append ``new_events`` to the subject's stream, atomically and in order.
+
+        Replaying a batch whose event ids all exist with identical content
+        returns the stored events and writes nothing.
+        """
+        check_namespace(namespace)
+        return self._append(namespace, check_subject(subject), new_events, expected_version)
+
+    def append_audit(self, entry: AuditEntry) -> RecordedEvent:
+        """Append one entry to the content-free audit stream."""
+        return self._append(AUDIT_NAMESPACE, AUDIT_SUBJECT, [entry.to_event()], ANY)[0]
+
+    def _append(
+        self,
+        namespace: str,
+        subject: str,
+        new_events: Sequence[NewEvent],
+        expected_version: ExpectedVersion,
+    ) -> list[RecordedEvent]:
+        encoded = self._encode_batch(new_events, expected_version)
+        stream = self._lock_current_stream(namespace, self.codec.subject_key(namespace, subject))
+        replayed = self._replayed(stream, encoded)
+        if replayed is not None:
+            return replayed
+        if expected_version is not ANY and expected_version != stream.version:
+            raise WrongExpectedVersionError(int(expected_version), stream.version)
+        return self._write(stream, encoded)
+
+    def _encode_batch(
+        self, new_events: Sequence[NewEvent], expected_version: ExpectedVersion
+    ) -> list[EncodedEvent]:
+        if not new_events:
+            raise InvalidInputError("nothing to append")
+        if expected_version is not ANY and (
+            not isinstance(expected_version, int) or expected_version < 0
+        ):
+            raise InvalidInputError("expected_version must be a non-negative integer or ANY")
+        encoded = [self.codec.encode(e) for e in new_events]
+        if len({e.event_id for e in encoded}) != len(encoded):
+            raise InvalidInputError("a batch must not contain the same event id twice")
+        return encoded
+
+    def _lock_current_stream(self, namespace: str, subject_key: bytes) -> _Stream:
+        """Lock the subject's open stream generation, creating it when needed."""
+        query = _latest_stream(namespace, subject_key).with_for_update()
+        for _ in range(_MAX_STREAM_ATTEMPTS):
+            row = self.connection.execute(query).first()
+            if row is not None and row.closed_at is None:
+                return _stream_from_row(row)
+            generation = 1 if row is None else row.generation + 1
+            self._create_stream(namespace, subject_key, generation)
+        raise OperationalError("the stream kept changing generation; retry the append")
+
+    def _create_stream(self, namespace: str, subject_key: bytes, generation: int) -> None:
+        # ON CONFLICT DO NOTHING: a concurrent writer may create the same
+        # generation first; we then lock theirs on the next loop round.
+        stmt = (
+            self.backend.insert_ignoring_duplicates(streams)
+            .values(
+                namespace=namespace,
+                subject_key=subject_key,
+                generation=generation,
+                version=0,
+                chain_hash=crypto.GENESIS_HASH,
+                created_at=self.clock(),
+            )
+            .returning(streams.c.stream_id)
+        )
+        stream_id = self.connection.execute(stmt).scalar()
+        if stream_id is not None:
+            _, wrapped = self.codec.new_data_key()
+            self._insert_data_key(stream_id, wrapped)
+
+    def _insert_data_key(self, stream_id: int, key: WrappedKey) -> None:
+        self.connection.execute(
+            data_keys.insert().values(
+                dek_id=key.dek_id,
+                stream_id=stream_id,
+                kek_version=key.kek_version,
+                wrapped_key=key.wrapped,
+                created_at=self.clock(),
+            )
+        )
+
+    def _replayed(
+        self, stream: _Stream, encoded: Sequence[EncodedEvent]
+    ) -> list[RecordedEvent] | None:
+        """The stored batch if this append repeats it exactly, else ``None``."""
+        ids = [e.event_id for e in encoded]
+        existing = {e.event_id: e for e in read_by_ids(self.connection, self.codec, ids)}
+        if not existing:
+            return None
+        for event in encoded:
+            stored = existing.get(event.event_id)
+            if stored is None:
+                raise DuplicateEventError("part of this batch was already appended")
+            self._check_same(stream, event, stored)
+        return [existing[i] for i in ids]
+
+    def _check_same(self, stream: _Stream, event: EncodedEvent, stored: RecordedEvent) -> None:
+        if stored.erased:
+            raise EventErasedError()
+        same = (
+            stored.stream.stream_id == stream.ref.stream_id
+            and stored.type == event.type
+            and stored.schema_version == event.schema_version
+            and stored.data is not None
+            and stored.data == from_json_bytes(event.payload)
+            and stored.metadata == from_json_bytes(event.metadata)
+        )
+        if not same:
+            raise DuplicateEventError()
+
+    def _write(self, stream: _Stream, encoded: Sequence[EncodedEvent]) -> list[RecordedEvent]:
+        dek = self._data_key(stream.ref.stream_id)
+        now = self.clock()
+        rows: list[dict[str, Any]] = []
+        chain = stream.chain_hash
+        for offset, event in enumerate(encoded, start=1):
+            version = stream.version + offset
+            sealed = self.codec.seal(dek, event, stream.ref.stream_id, version)
+            chain = crypto.chain_hash(
+                chain,
+                event.event_id,
+                version,
+                event.type,
+                event.schema_version,
+                now,
+                sealed.digest,
+            )
+            rows.append(
+                {
+                    "event_id": event.event_id,
+                    "stream_id": stream.ref.stream_id,
+                    "version": version,
+                    "type": event.type,
+                    "schema_version": event.schema_version,
+                    "recorded_at": now,
+                    "payload": sealed.payload,
+                    "metadata": sealed.metadata,
+                    "digest": sealed.digest,
+                    "chain_hash": chain,
+                }
+            )
+        stmt = (
+            events.insert()
+            .values(commit_group=self.backend.commit_group())
+            .returning(events.c.position, events.c.commit_group, sort_by_parameter_order=True)
+        )
+        positions = self.connection.execute(stmt, rows).all()
+        self._move_head(stream, stream.version + len(rows), chain)
+        return [
+            _recorded(stream.ref, row, event, pos)
+            for row, event, pos in zip(rows, encoded, positions, strict=True)
+        ]
+
+    def _move_head(self, stream: _Stream, version: int, chain: bytes) -> None:
+        result = self.connection.execute(
+            streams.update()
+            .where(streams.c.stream_id == stream.ref.stream_id, streams.c.version == stream.version)
+            .values(version=version, chain_hash=chain)
+        )
+        if result.rowcount != 1:  # the row lock makes this unreachable; keep the guard
+            raise OperationalError("stream head moved during the append; retry")
+
+    def _data_key(self, stream_id: int) -> bytes:
+        row = self.connection.execute(
+            sa.select(data_keys).where(data_keys.c.stream_id == stream_id)
+        ).first()
+        if row is None:
+            raise KeyUnavailableError("the data key of this stream was destroyed")
+        return self.codec.unwrap(WrappedKey(row.dek_id, row.kek_version, row.wrapped_key))
+
+    # -- erasure primitives ---------------------------------------------------
+
+    def lock_stream(self, namespace: str, subject: str) -> StreamRef | None:
+        """Lock the subject's latest stream generation (open or closed), if any."""
+        check_namespace(namespace)
+        subject_key = self.codec.subject_key(namespace, check_subject(subject))
+        row = self.connection.execute(
+            _latest_stream(namespace, subject_key).with_for_update()
+        ).first()
+        return None if row is None else _stream_from_row(row).ref
+
+    def tombstone(
+        self, stream_id: int, event_ids: Sequence[uuid.UUID] | None, erasure_request_id: uuid.UUID
+    ) -> list[Tombstone]:
+        """Remove the payload of events in one stream (all when ``event_ids`` is None).
+
+        Position, version, id, type, digest and chain hash stay, so the chain
+        still verifies.  Already erased events are left as they are.
+        """
+        condition = sa.and_(events.c.stream_id == stream_id, events.c.payload.is_not(None))
+        if event_ids is not None:
+            condition = sa.and_(condition, events.c.event_id.in_(list(event_ids)))
+        erased = self.connection.execute(
+            events.update()
+            .where(condition)
+            .values(
+                payload=None,
+                metadata=None,
+                erased_at=self.clock(),
+                erasure_request_id=erasure_request_id,
+            )
+            .returning(
+                events.c.event_id,
+                events.c.version,
+                events.c.position,
+                events.c.type,
+                events.c.digest,
+                events.c.chain_hash,
+            )
+        ).all()
+        tombstones = [
+            Tombstone(
+                row.event_id,
+                row.version,
+                row.position,
+                row.type,
+                row.digest,
+                row.chain_hash,
+                erasure_request_id,
+            )
+            for row in erased
+        ]
+        return sorted(tombstones, key=lambda t: t.version)
+
+    def destroy_data_key(self, stream_id: int) -> KeyDestruction:
+        """Delete the stream's data key; its ciphertext becomes unreadable for good."""
+        row = self.connection.execute(
+            data_keys.delete()
+            .where(data_keys.c.stream_id == stream_id)
+            .returning(data_keys.c.dek_id)
+        ).first()
+        if row is None:
+            raise KeyUnavailableError("the data key of this stream is already destroyed")
+        now = self.clock()
+        self.connection.execute(
+            streams.update().where(streams.c.stream_id == stream_id).values(key_destroyed_at=now)
+        )
+        return KeyDestruction(row.dek_id, now)
+
+    def close_stream(self, stream_id: int) -> None:
+        """End a stream generation: the subject's next write starts a new one."""
+        self.connection.execute(
+            streams.update()
+            .where(streams.c.stream_id == stream_id, streams.c.closed_at.is_(None))
+            .values(closed_at=self.clock())
+        )
+
+
+def _recorded(
+    stream: StreamRef, row: dict[str, Any], event: EncodedEvent, position: sa.Row[Any]
+) -> RecordedEvent:
+    return RecordedEvent(
+        event_id=event.event_id,
+        stream=stream,
+        version=row["version"],
+        position=position.position,
+        cursor=LogCursor(position.commit_group, position.position),
+        type=event.type,
+        schema_version=event.schema_version,
+        recorded_at=row["recorded_at"],
+        data=from_json_bytes(event.payload),
+        metadata=from_json_bytes(event.metadata),
+        digest=row["digest"],
+        chain_hash=row["chain_hash"],
+    )
