@@ -108,7 +108,7 @@ def test_keys_sort_by_utf16_code_units() -> None:
 
 
 def test_strings_use_only_mandatory_escapes() -> None:
-    text = "\b\f\n\r\t\x00\x01\x1f\x7f\"\\/\u2028é😀"
+    text = '\b\f\n\r\t\x00\x01\x1f\x7f"\\/\u2028é😀'
     expected = '"\\b\\f\\n\\r\\t\\u0000\\u0001\\u001f\x7f\\"\\\\/\u2028é😀"'
     assert canonicalize(text) == expected.encode("utf-8")
 
@@ -152,7 +152,9 @@ _SCALARS = (
 )
 _JSON = st.recursive(
     _SCALARS,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4)
+    ),
     max_leaves=16,
 )
 

@@ -48,8 +48,16 @@ def test_leaf_and_node_hashes_are_domain_separated() -> None:
 # The certificate-transparency reference vectors (leaves of 0, 1, 2, 4, 4, 8, 8, 16 bytes).
 _CT_LEAVES = [
     bytes.fromhex(text)
-    for text in ("", "00", "10", "2021", "3031", "40414243", "5051525354555657",
-                 "606162636465666768696a6b6c6d6e6f")
+    for text in (
+        "",
+        "00",
+        "10",
+        "2021",
+        "3031",
+        "40414243",
+        "5051525354555657",
+        "606162636465666768696a6b6c6d6e6f",
+    )
 ]
 _CT_ROOTS = [
     "6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d",

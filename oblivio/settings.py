@@ -1,0 +1,56 @@
+"""Settings, read once from the environment by the composition root."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from eventstore import DEFAULT_MAX_EVENT_BYTES
+
+DEFAULT_DATA_DIR = Path("./oblivio-data")
+DEFAULT_NAMESPACE = "default"
+
+
+class Settings(BaseModel):
+    """Where oblivio keeps its data and how it protects it.
+
+    Environment variables: ``OBLIVIO_DATA_DIR``, ``OBLIVIO_DATABASE_URL``
+    (PostgreSQL; when unset the embedded SQLite file in the data directory is
+    used), ``OBLIVIO_KEYRING`` (keyring file; default ``<data dir>/keyring.json``),
+    ``OBLIVIO_KEKS`` and ``OBLIVIO_SUBJECT_HMAC_KEY`` (keys from the environment,
+    for containers), ``OBLIVIO_MAX_EVENT_BYTES``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    data_dir: Path = DEFAULT_DATA_DIR
+    database_url: str | None = None
+    keyring_path: Path | None = None
+    max_event_bytes: int = Field(default=DEFAULT_MAX_EVENT_BYTES, gt=0)
+    namespace: str = DEFAULT_NAMESPACE
+
+    @property
+    def embedded(self) -> bool:
+        return self.database_url is None
+
+    @property
+    def keyring_file(self) -> Path:
+        return self.keyring_path or self.data_dir / "keyring.json"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+        env = os.environ if environ is None else environ
+        values: dict[str, object] = {}
+        for field, var in (
+            ("data_dir", "OBLIVIO_DATA_DIR"),
+            ("database_url", "OBLIVIO_DATABASE_URL"),
+            ("keyring_path", "OBLIVIO_KEYRING"),
+            ("max_event_bytes", "OBLIVIO_MAX_EVENT_BYTES"),
+        ):
+            if env.get(var):
+                values[field] = env[var]
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.model_validate(values)

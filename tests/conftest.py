@@ -1,0 +1,156 @@
+"""Fixtures shared by the whole suite: real SQLite files and real PostgreSQL databases.
+
+PostgreSQL is found from ``OBLIVIO_TEST_DATABASE_URL`` first, then from
+testcontainers when a Docker daemon answers; otherwise PostgreSQL tests are
+skipped, unless ``OBLIVIO_REQUIRE_POSTGRES=1`` (CI) turns every such skip into
+a failure of the run.  Each test gets a database of its own, cloned from a
+template database that is migrated once per session.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from eventstore import EventStore, KeyringFile, create_backend
+from eventstore.migrate import upgrade
+
+POSTGRES_URL_ENV = "OBLIVIO_TEST_DATABASE_URL"
+REQUIRE_POSTGRES_ENV = "OBLIVIO_REQUIRE_POSTGRES"
+
+_postgres_outcomes: dict[str, list[str]] = {"passed": [], "skipped": []}
+
+
+def _require_postgres() -> bool:
+    return os.environ.get(REQUIRE_POSTGRES_ENV) == "1"
+
+
+def _no_postgres(reason: str) -> None:
+    if _require_postgres():
+        pytest.fail(f"{reason} and {REQUIRE_POSTGRES_ENV}=1", pytrace=False)
+    pytest.skip(reason)
+
+
+def _docker_postgres() -> Iterator[str] | None:
+    try:
+        import docker  # type: ignore[import-untyped]
+        from testcontainers.postgres import PostgresContainer
+
+        docker.from_env().ping()
+    except Exception:  # no client library, no daemon: fall through to skip
+        return None
+
+    def run() -> Iterator[str]:
+        with PostgresContainer("postgres:16", driver="psycopg") as pg:
+            yield pg.get_connection_url()
+
+    return run()
+
+
+@pytest.fixture(scope="session")
+def postgres_server_url() -> Iterator[str]:
+    """A URL of a PostgreSQL server where tests may create databases."""
+    url = os.environ.get(POSTGRES_URL_ENV)
+    if url:
+        yield url
+        return
+    container = _docker_postgres()
+    if container is None:
+        _no_postgres(f"no PostgreSQL: set {POSTGRES_URL_ENV} or start a Docker daemon")
+        return
+    yield from container
+
+
+def _admin_engine(server_url: str) -> sa.Engine:
+    from eventstore.postgres import normalise_postgres_url
+
+    return sa.create_engine(normalise_postgres_url(server_url), isolation_level="AUTOCOMMIT")
+
+
+def database_url(server_url: str, name: str) -> str:
+    return str(sa.engine.make_url(server_url).set(database=name).render_as_string(False))
+
+
+@pytest.fixture(scope="session")
+def postgres_template(postgres_server_url: str) -> Iterator[str]:
+    """A migrated template database, created once per session."""
+    name = f"oblivio_tpl_{uuid.uuid4().hex[:12]}"
+    admin = _admin_engine(postgres_server_url)
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    backend = create_backend(database_url(postgres_server_url, name))
+    upgrade(backend.engine)
+    backend.dispose()  # CREATE DATABASE … TEMPLATE needs the template unused
+    yield name
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    admin.dispose()
+
+
+@pytest.fixture
+def postgres_url(postgres_server_url: str, postgres_template: str) -> Iterator[str]:
+    """A fresh, migrated PostgreSQL database for one test, dropped afterwards."""
+    name = f"oblivio_t_{uuid.uuid4().hex[:12]}"
+    admin = _admin_engine(postgres_server_url)
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}" TEMPLATE "{postgres_template}"')
+    yield database_url(postgres_server_url, name)
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    admin.dispose()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """A fresh, migrated SQLite database file."""
+    url = f"sqlite:///{tmp_path / 'oblivio.sqlite3'}"
+    backend = create_backend(url)
+    upgrade(backend.engine)
+    backend.dispose()
+    return url
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def any_database_url(request: pytest.FixtureRequest) -> str:
+    """Each backend in turn: contract tests take this fixture."""
+    fixture = "sqlite_url" if request.param == "sqlite" else "postgres_url"
+    url: str = request.getfixturevalue(fixture)
+    return url
+
+
+@pytest.fixture
+def keyring(tmp_path: Path) -> KeyringFile:
+    return KeyringFile(tmp_path / "keyring.json")
+
+
+@pytest.fixture
+def store(any_database_url: str, keyring: KeyringFile) -> Iterator[EventStore]:
+    event_store = EventStore(create_backend(any_database_url), keyring)
+    yield event_store
+    event_store.close()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if "postgres" not in report.keywords:
+        return
+    if report.skipped:
+        _postgres_outcomes["skipped"].append(report.nodeid)
+    elif report.passed and report.when == "call":
+        _postgres_outcomes["passed"].append(report.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # CI sets OBLIVIO_REQUIRE_POSTGRES=1: a skipped PostgreSQL test there means
+    # the backend that production runs on went untested, so the run fails.
+    if not _require_postgres():
+        return
+    skipped = _postgres_outcomes["skipped"]
+    if skipped:
+        print(f"\n{len(skipped)} PostgreSQL test(s) were skipped with "
+              f"{REQUIRE_POSTGRES_ENV}=1, e.g. {skipped[0]}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
