@@ -98,7 +98,7 @@ def _split_serialization(jws: Mapping[str, Any] | str) -> tuple[str, str, str]:
     if isinstance(jws, str):
         try:
             document = _strict_json_text(jws)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             _fail("malformed_serialization", f"not a JSON text: {exc}")
     if not isinstance(document, Mapping):
         _fail("malformed_serialization", "a JWS JSON serialization is an object")

@@ -231,6 +231,7 @@ def test_large_doubles_survive_verification(keyring: IssuerKeyring) -> None:
         {"payload": 1, "protected": "e30", "signature": "e30"},
         {"payload": "e30", "signatures": "x"},
         {"payload": "e30", "signatures": ["x"]},
+        "[" * 100_000,
         42,
     ],
 )
