@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from eventstore.audit import AuditEntry
 from eventstore.backend import Backend
-from eventstore.codec import DEFAULT_MAX_EVENT_BYTES
+from eventstore.codec import DEFAULT_MAX_EVENT_BYTES, SubjectCipher
 from eventstore.connect import create_backend
 from eventstore.errors import (
     ConflictError,
@@ -45,8 +45,8 @@ from eventstore.model import (
     Tombstone,
     VerifyReport,
 )
-from eventstore.store import EventStore
-from eventstore.transaction import Transaction
+from eventstore.store import EventStore, Partition
+from eventstore.transaction import LockedStream, Transaction
 
 __all__ = [
     "ANY",
@@ -69,6 +69,7 @@ __all__ = [
     "KeyProvider",
     "KeyUnavailableError",
     "KeyringFile",
+    "LockedStream",
     "LogCursor",
     "LogPage",
     "MalformedIdError",
@@ -76,10 +77,12 @@ __all__ = [
     "NotFoundError",
     "OblivioError",
     "OperationalError",
+    "Partition",
     "PayloadTooLargeError",
     "RecordedEvent",
     "StreamHead",
     "StreamRef",
+    "SubjectCipher",
     "Tombstone",
     "Transaction",
     "VerifyReport",

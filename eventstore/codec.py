@@ -53,6 +53,28 @@ class WrappedKey:
     wrapped: bytes
 
 
+class SubjectCipher:
+    """Encrypts values derived from one subject's events under that subject's key.
+
+    Projections use it for node text and embeddings, so erasing the subject's
+    key makes its projection rows as unreadable as its events.  The associated
+    data names the purpose and the row, so a value cannot be moved elsewhere.
+    """
+
+    def __init__(self, dek: bytes, stream_id: int) -> None:
+        self._dek = dek
+        self.stream_id = stream_id
+
+    def seal(self, purpose: str, row_id: bytes, plaintext: bytes) -> bytes:
+        return crypto.encrypt(self._dek, plaintext, self._aad(purpose, row_id))
+
+    def open(self, purpose: str, row_id: bytes, blob: bytes) -> bytes:
+        return crypto.decrypt(self._dek, blob, self._aad(purpose, row_id))
+
+    def _aad(self, purpose: str, row_id: bytes) -> bytes:
+        return crypto.projection_aad(self.stream_id, purpose, row_id)
+
+
 def to_json_bytes(value: Mapping[str, Any], what: str) -> bytes:
     """Deterministic JSON (sorted keys, no spaces); refuses NaN and lone surrogates."""
     if not isinstance(value, Mapping):

@@ -59,6 +59,17 @@ def event_aad(event_id: uuid.UUID, stream_id: int, version: int, field: str) -> 
     )
 
 
+def projection_aad(stream_id: int, purpose: str, row_id: bytes) -> bytes:
+    """Associated data binding a projection value to its stream, purpose and row."""
+    return (
+        b"oblivio/projection/v1\0"
+        + struct.pack(">Q", stream_id)
+        + purpose.encode()
+        + b"\0"
+        + row_id
+    )
+
+
 def dek_aad(dek_id: uuid.UUID, kek_version: int) -> bytes:
     """Associated data binding a wrapped data key to its id and KEK version."""
     return b"oblivio/dek/v1\0" + dek_id.bytes + struct.pack(">I", kek_version)

@@ -14,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from eventstore.codec import EventCodec, WrappedKey
+from eventstore.codec import EventCodec, SubjectCipher, WrappedKey
 from eventstore.model import Erasure, LogCursor, RecordedEvent, StreamRef
 from eventstore.schema import data_keys, events, streams
 
@@ -94,3 +94,17 @@ def read_by_ids(
         return []
     stmt = select_events.where(events.c.event_id.in_(event_ids)).order_by(events.c.position)
     return EventDecoder(codec).decode_all(conn.execute(stmt))
+
+
+def load_data_key(conn: Connection, codec: EventCodec, stream_id: int) -> bytes | None:
+    """The unwrapped data key of a stream, or ``None`` once it was destroyed."""
+    row = conn.execute(sa.select(data_keys).where(data_keys.c.stream_id == stream_id)).first()
+    if row is None:
+        return None
+    return codec.unwrap(WrappedKey(row.dek_id, row.kek_version, row.wrapped_key))
+
+
+def subject_cipher(conn: Connection, codec: EventCodec, stream_id: int) -> SubjectCipher | None:
+    """A cipher for projections to encrypt personal values under the stream's key."""
+    dek = load_data_key(conn, codec, stream_id)
+    return None if dek is None else SubjectCipher(dek, stream_id)

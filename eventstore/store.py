@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from eventstore.audit import AuditEntry
 from eventstore.backend import Backend
-from eventstore.codec import DEFAULT_MAX_EVENT_BYTES, EventCodec
+from eventstore.codec import DEFAULT_MAX_EVENT_BYTES, EventCodec, SubjectCipher
 from eventstore.ids import check_namespace, check_subject
 from eventstore.integrity import select_streams, verify_streams
 from eventstore.keys import KeyProvider
@@ -31,11 +31,14 @@ from eventstore.model import (
     Tombstone,
     VerifyReport,
 )
-from eventstore.reader import EventDecoder, read_by_ids, select_events
+from eventstore.reader import EventDecoder, read_by_ids, select_events, subject_cipher
 from eventstore.schema import events, streams
 from eventstore.transaction import Clock, Transaction
 
 DEFAULT_PAGE_SIZE = 500
+
+#: ``(index, count)``: the streams whose id modulo ``count`` equals ``index``.
+Partition = tuple[int, int]
 
 
 def utc_now() -> datetime:
@@ -120,17 +123,28 @@ class EventStore:
         with self.backend.read_connection() as conn:
             return read_by_ids(conn, self.codec, event_ids)
 
-    def read_all(self, after: LogCursor = START, limit: int = DEFAULT_PAGE_SIZE) -> LogPage:
-        """One page of the whole log in global order, strictly after ``after``."""
+    def read_all(
+        self,
+        after: LogCursor = START,
+        limit: int = DEFAULT_PAGE_SIZE,
+        *,
+        partition: Partition | None = None,
+    ) -> LogPage:
+        """One page of the whole log in global order, strictly after ``after``.
+
+        With ``partition=(index, count)`` only streams whose id falls in that
+        partition are read: projection workers split the log this way so that
+        each stream is handled by one worker at a time, in order.
+        """
         order = sa.tuple_(events.c.commit_group, events.c.position)
-        query = (
-            select_events.where(
-                order > sa.tuple_(sa.literal(after.commit_group), sa.literal(after.position)),
-                self.backend.visible_commit_groups(events.c.commit_group),
-            )
-            .order_by(events.c.commit_group, events.c.position)
-            .limit(limit)
+        query = select_events.where(
+            order > sa.tuple_(sa.literal(after.commit_group), sa.literal(after.position)),
+            self.backend.visible_commit_groups(events.c.commit_group),
         )
+        if partition is not None:
+            index, count = partition
+            query = query.where(events.c.stream_id % count == index)
+        query = query.order_by(events.c.commit_group, events.c.position).limit(limit)
         with self.backend.read_connection() as conn:
             page = EventDecoder(self.codec).decode_all(conn.execute(query))
         return LogPage(page, page[-1].cursor if page else after)
@@ -161,6 +175,24 @@ class EventStore:
             return None
         ref = StreamRef(row.stream_id, row.namespace, row.subject_key, row.generation)
         return StreamHead(ref, row.version, row.chain_hash, row.closed_at, row.key_destroyed_at)
+
+    def last_cursor(self, namespace: str, subject: str) -> LogCursor | None:
+        """The log cursor of the subject's latest event (what "caught up" waits for)."""
+        with self.backend.read_connection() as conn:
+            stream = self._current_stream(conn, namespace, subject)
+            if stream is None or stream.version == 0:
+                return None
+            row = conn.execute(
+                sa.select(events.c.commit_group, events.c.position).where(
+                    events.c.stream_id == stream.stream_id, events.c.version == stream.version
+                )
+            ).one()
+        return LogCursor(row.commit_group, row.position)
+
+    def cipher(self, stream_id: int) -> SubjectCipher | None:
+        """The cipher of a stream's data key for reading projections, or ``None`` once destroyed."""
+        with self.backend.read_connection() as conn:
+            return subject_cipher(conn, self.codec, stream_id)
 
     def subject_ref(self, namespace: str, subject: str) -> str:
         """The pseudonymous reference (hex keyed hash) of a subject."""

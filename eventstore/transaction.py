@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 from eventstore import crypto
 from eventstore.audit import AUDIT_NAMESPACE, AUDIT_SUBJECT, AuditEntry
 from eventstore.backend import Backend
-from eventstore.codec import EncodedEvent, EventCodec, WrappedKey, from_json_bytes
+from eventstore.codec import EncodedEvent, EventCodec, SubjectCipher, WrappedKey, from_json_bytes
 from eventstore.errors import (
     DuplicateEventError,
     EventErasedError,
@@ -40,7 +40,7 @@ from eventstore.model import (
     StreamRef,
     Tombstone,
 )
-from eventstore.reader import read_by_ids
+from eventstore.reader import load_data_key, read_by_ids, subject_cipher
 from eventstore.schema import data_keys, events, streams
 
 Clock = Callable[[], datetime]
@@ -52,8 +52,12 @@ _MAX_STREAM_ATTEMPTS = 3
 
 
 @dataclass
-class _Stream:
-    """A stream row, locked for the rest of the transaction."""
+class LockedStream:
+    """A stream row, locked for the rest of the transaction.
+
+    ``version`` and ``chain_hash`` follow appends made through the same
+    transaction.
+    """
 
     ref: StreamRef
     version: int
@@ -70,9 +74,9 @@ def _latest_stream(namespace: str, subject_key: bytes) -> sa.Select[Any]:
     )
 
 
-def _stream_from_row(row: sa.Row[Any]) -> _Stream:
+def _stream_from_row(row: sa.Row[Any]) -> LockedStream:
     ref = StreamRef(row.stream_id, row.namespace, row.subject_key, row.generation)
-    return _Stream(ref, row.version, row.chain_hash, row.closed_at)
+    return LockedStream(ref, row.version, row.chain_hash, row.closed_at)
 
 
 class Transaction:
@@ -101,6 +105,39 @@ class Transaction:
         check_namespace(namespace)
         return self._append(namespace, check_subject(subject), new_events, expected_version)
 
+    def open_stream(self, namespace: str, subject: str) -> LockedStream:
+        """Lock the subject's open stream generation, creating it when needed.
+
+        Commands that validate against current state lock first, so no other
+        writer can change the stream between their checks and their append.
+        """
+        check_namespace(namespace)
+        subject_key = self.codec.subject_key(namespace, check_subject(subject))
+        return self._lock_current_stream(namespace, subject_key)
+
+    def lock_stream_id(self, stream_id: int) -> LockedStream | None:
+        """Lock a stream generation by id (open or closed), if it exists."""
+        row = self.connection.execute(
+            sa.select(streams).where(streams.c.stream_id == stream_id).with_for_update()
+        ).first()
+        return None if row is None else _stream_from_row(row)
+
+    def append_locked(
+        self,
+        stream: LockedStream,
+        new_events: Sequence[NewEvent],
+        expected_version: ExpectedVersion = ANY,
+    ) -> list[RecordedEvent]:
+        """Append to a stream this transaction has locked (see :meth:`open_stream`)."""
+        if stream.closed_at is not None:
+            raise EventErasedError("this stream generation was erased; nothing can be appended")
+        encoded = self._encode_batch(new_events, expected_version)
+        return self._append_encoded(stream, encoded, expected_version)
+
+    def cipher(self, stream_id: int) -> SubjectCipher | None:
+        """The cipher of a stream's data key, or ``None`` once the key is destroyed."""
+        return subject_cipher(self.connection, self.codec, stream_id)
+
     def append_audit(self, entry: AuditEntry) -> RecordedEvent:
         """Append one entry to the content-free audit stream."""
         return self._append(AUDIT_NAMESPACE, AUDIT_SUBJECT, [entry.to_event()], ANY)[0]
@@ -114,6 +151,14 @@ class Transaction:
     ) -> list[RecordedEvent]:
         encoded = self._encode_batch(new_events, expected_version)
         stream = self._lock_current_stream(namespace, self.codec.subject_key(namespace, subject))
+        return self._append_encoded(stream, encoded, expected_version)
+
+    def _append_encoded(
+        self,
+        stream: LockedStream,
+        encoded: Sequence[EncodedEvent],
+        expected_version: ExpectedVersion,
+    ) -> list[RecordedEvent]:
         replayed = self._replayed(stream, encoded)
         if replayed is not None:
             return replayed
@@ -135,7 +180,7 @@ class Transaction:
             raise InvalidInputError("a batch must not contain the same event id twice")
         return encoded
 
-    def _lock_current_stream(self, namespace: str, subject_key: bytes) -> _Stream:
+    def _lock_current_stream(self, namespace: str, subject_key: bytes) -> LockedStream:
         """Lock the subject's open stream generation, creating it when needed."""
         query = _latest_stream(namespace, subject_key).with_for_update()
         for _ in range(_MAX_STREAM_ATTEMPTS):
@@ -178,7 +223,7 @@ class Transaction:
         )
 
     def _replayed(
-        self, stream: _Stream, encoded: Sequence[EncodedEvent]
+        self, stream: LockedStream, encoded: Sequence[EncodedEvent]
     ) -> list[RecordedEvent] | None:
         """The stored batch if this append repeats it exactly, else ``None``."""
         ids = [e.event_id for e in encoded]
@@ -192,7 +237,7 @@ class Transaction:
             self._check_same(stream, event, stored)
         return [existing[i] for i in ids]
 
-    def _check_same(self, stream: _Stream, event: EncodedEvent, stored: RecordedEvent) -> None:
+    def _check_same(self, stream: LockedStream, event: EncodedEvent, stored: RecordedEvent) -> None:
         if stored.erased:
             raise EventErasedError()
         same = (
@@ -206,7 +251,7 @@ class Transaction:
         if not same:
             raise DuplicateEventError()
 
-    def _write(self, stream: _Stream, encoded: Sequence[EncodedEvent]) -> list[RecordedEvent]:
+    def _write(self, stream: LockedStream, encoded: Sequence[EncodedEvent]) -> list[RecordedEvent]:
         dek = self._data_key(stream.ref.stream_id)
         now = self.clock()
         rows: list[dict[str, Any]] = []
@@ -244,12 +289,13 @@ class Transaction:
         )
         positions = self.connection.execute(stmt, rows).all()
         self._move_head(stream, stream.version + len(rows), chain)
+        stream.version, stream.chain_hash = stream.version + len(rows), chain
         return [
             _recorded(stream.ref, row, event, pos)
             for row, event, pos in zip(rows, encoded, positions, strict=True)
         ]
 
-    def _move_head(self, stream: _Stream, version: int, chain: bytes) -> None:
+    def _move_head(self, stream: LockedStream, version: int, chain: bytes) -> None:
         result = self.connection.execute(
             streams.update()
             .where(streams.c.stream_id == stream.ref.stream_id, streams.c.version == stream.version)
@@ -259,12 +305,10 @@ class Transaction:
             raise OperationalError("stream head moved during the append; retry")
 
     def _data_key(self, stream_id: int) -> bytes:
-        row = self.connection.execute(
-            sa.select(data_keys).where(data_keys.c.stream_id == stream_id)
-        ).first()
-        if row is None:
+        dek = load_data_key(self.connection, self.codec, stream_id)
+        if dek is None:
             raise KeyUnavailableError("the data key of this stream was destroyed")
-        return self.codec.unwrap(WrappedKey(row.dek_id, row.kek_version, row.wrapped_key))
+        return dek
 
     # -- erasure primitives ---------------------------------------------------
 
