@@ -49,16 +49,6 @@ def schema_differences(engine: Engine, metadatas: Sequence[sa.MetaData] = ()) ->
     """What the database lacks or has beyond the models (empty when they match)."""
     with engine.connect() as conn:
         context = MigrationContext.configure(conn, opts={"compare_type": True})
-        diffs: list[Any] = []
-        for md in (eventstore_metadata, *metadatas):
-            diffs.extend(compare_metadata(context, md))
-        return [d for d in diffs if not _is_alembic_bookkeeping(d, metadatas)]
-
-
-def _is_alembic_bookkeeping(diff: Any, metadatas: Sequence[sa.MetaData]) -> bool:
-    # compare_metadata on one MetaData reports the other packages' tables as
-    # "extra"; only tables no model knows about are real differences.
-    known = set(eventstore_metadata.tables)
-    for md in metadatas:
-        known |= set(md.tables)
-    return bool(isinstance(diff, tuple) and diff[0] == "remove_table" and diff[1].name in known)
+        # compare_metadata accepts a sequence: every package's tables at once.
+        target: Any = [eventstore_metadata, *metadatas]
+        return list(compare_metadata(context, target))

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import os
 
+from sqlalchemy.engine import Engine
+
+import projections
 from eventstore import EnvKeyProvider, EventStore, KeyProvider, KeyringFile, create_backend
 from eventstore.migrate import upgrade
 from eventstore.sqlite import sqlite_url
@@ -25,11 +28,16 @@ def database_url(settings: Settings) -> str:
     return settings.database_url or sqlite_url(settings.data_dir)
 
 
+def upgrade_schema(engine: Engine) -> None:
+    """Bring every package's migration branch to its head."""
+    upgrade(engine, [projections.MIGRATIONS], [projections.metadata])
+
+
 def migrate(settings: Settings) -> None:
     """Bring the database schema up to date (``oblivio db upgrade``)."""
     backend = create_backend(database_url(settings))
     try:
-        upgrade(backend.engine)
+        upgrade_schema(backend.engine)
     finally:
         backend.dispose()
 
@@ -38,7 +46,7 @@ def open_event_store(settings: Settings) -> EventStore:
     """Open the log; the embedded default migrates itself on open."""
     backend = create_backend(database_url(settings))
     if backend.embedded:
-        upgrade(backend.engine)
+        upgrade_schema(backend.engine)
     return EventStore(
         backend, build_key_provider(settings), max_event_bytes=settings.max_event_bytes
     )

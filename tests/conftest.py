@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from eventstore import EventStore, KeyringFile, create_backend
-from eventstore.migrate import upgrade
+from oblivio.bootstrap import upgrade_schema
 
 POSTGRES_URL_ENV = "OBLIVIO_TEST_DATABASE_URL"
 REQUIRE_POSTGRES_ENV = "OBLIVIO_REQUIRE_POSTGRES"
@@ -84,7 +84,7 @@ def postgres_template(postgres_server_url: str) -> Iterator[str]:
     with admin.connect() as conn:
         conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
     backend = create_backend(database_url(postgres_server_url, name))
-    upgrade(backend.engine)
+    upgrade_schema(backend.engine)
     backend.dispose()  # CREATE DATABASE … TEMPLATE needs the template unused
     yield name
     with admin.connect() as conn:
@@ -110,7 +110,7 @@ def sqlite_url(tmp_path: Path) -> str:
     """A fresh, migrated SQLite database file."""
     url = f"sqlite:///{tmp_path / 'oblivio.sqlite3'}"
     backend = create_backend(url)
-    upgrade(backend.engine)
+    upgrade_schema(backend.engine)
     backend.dispose()
     return url
 

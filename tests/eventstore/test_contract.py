@@ -24,7 +24,6 @@ from eventstore import (
     PayloadTooLargeError,
     WrongExpectedVersionError,
 )
-from eventstore.migrate import schema_differences
 from eventstore.schema import events
 
 
@@ -35,10 +34,6 @@ def stored(content: str, **kwargs: object) -> NewEvent:
 def count_events(store: EventStore) -> int:
     with store.backend.read_connection() as conn:
         return int(conn.execute(sa.select(sa.func.count()).select_from(events)).scalar_one())
-
-
-def test_migrations_produce_the_models(store: EventStore) -> None:
-    assert schema_differences(store.backend.engine) == []
 
 
 def test_append_assigns_consecutive_versions_and_reads_back(store: EventStore) -> None:

@@ -1,0 +1,65 @@
+"""The memory event types and their payloads.
+
+Every change to memory is one of these events in the subject's stream; the
+projections are functions of them.  Payloads carry the *result* of each
+decision (the after-state), so replaying them never re-runs a rule that may
+have changed since.  Snapshots hold node state but never node content: the
+content lives only in its source event, so erasing that event erases it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from typing import Any, Final
+
+STORED: Final = "memory.stored"
+SUPERSEDED: Final = "memory.superseded"
+CONTRADICTED: Final = "memory.contradicted"
+CONTRADICTION_RESOLVED: Final = "memory.contradiction_resolved"
+REINFORCED: Final = "memory.reinforced"
+TRIGGER_ADDED: Final = "retrieval.trigger_added"
+TRIGGER_REMOVED: Final = "retrieval.trigger_removed"
+ATTRACTOR_ADDED: Final = "retrieval.attractor_added"
+ATTRACTORS_CLEARED: Final = "retrieval.attractors_cleared"
+
+MEMORY_EVENT_TYPES: Final = frozenset({
+    STORED, SUPERSEDED, CONTRADICTED, CONTRADICTION_RESOLVED, REINFORCED,
+    TRIGGER_ADDED, TRIGGER_REMOVED, ATTRACTOR_ADDED, ATTRACTORS_CLEARED,
+})
+
+# Namespaces for the deterministic ids derived from events (uuid5), so that
+# replaying the log reproduces exactly the same node, edge and operation ids.
+NODE_IDS: Final = uuid.UUID("6f1d7c1e-3c55-4f0e-9a51-0b6a0d0e5a01")
+EDGE_IDS: Final = uuid.UUID("6f1d7c1e-3c55-4f0e-9a51-0b6a0d0e5a02")
+OPERATION_IDS: Final = uuid.UUID("6f1d7c1e-3c55-4f0e-9a51-0b6a0d0e5a03")
+
+
+def node_id(event_id: uuid.UUID, ordinal: int) -> uuid.UUID:
+    """The id of the ``ordinal``-th node extracted from an event."""
+    return uuid.uuid5(NODE_IDS, f"{event_id}/{ordinal}")
+
+
+def edge_id(kind: str, source: uuid.UUID, target: uuid.UUID, event_id: uuid.UUID) -> uuid.UUID:
+    return uuid.uuid5(EDGE_IDS, f"{kind}/{source}/{target}/{event_id}")
+
+
+def operation_id(kind: str, *parts: object) -> uuid.UUID:
+    """Operation ids derived from what the operation acts on, in order."""
+    return uuid.uuid5(OPERATION_IDS, "/".join([kind, *map(str, parts)]))
+
+
+def checksum(record: dict[str, Any]) -> str:
+    """SHA-256 over the canonical JSON of a journal record (without its checksum)."""
+    body = {k: v for k, v in record.items() if k != "checksum"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def with_checksum(record: dict[str, Any]) -> dict[str, Any]:
+    return {**record, "checksum": checksum(record)}
+
+
+def checksum_ok(record: dict[str, Any]) -> bool:
+    return record.get("checksum") == checksum(record)

@@ -1,0 +1,155 @@
+"""What the memory projections hold: nodes, edges, their lifecycle, and scores."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+class NodeType(enum.StrEnum):
+    FACT = "fact"
+    PREFERENCE = "preference"
+    EVENT = "event"
+    INSTRUCTION = "instruction"
+    NOTE = "note"
+    ENTITY = "entity"
+
+
+class Scope(enum.StrEnum):
+    PERSONAL = "personal"
+    SESSION = "session"
+    PROJECT = "project"
+    ORGANISATION = "organisation"
+
+
+class SourceType(enum.StrEnum):
+    USER_STATED = "user_stated"
+    AGENT_INFERRED = "agent_inferred"
+    OBSERVED = "observed"
+    IMPORTED = "imported"
+    SYSTEM = "system"
+
+
+class Role(enum.StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+    TOOL = "tool"
+
+
+class LifecycleState(enum.StrEnum):
+    ACTIVE = "active"
+    CONTESTED = "contested"  # part of an unresolved contradiction
+    SUPERSEDED = "superseded"  # retired by an explicit correction
+
+
+class EdgeKind(enum.StrEnum):
+    SUPERSEDES = "SUPERSEDES"
+    CONTRADICTS = "CONTRADICTS"
+
+
+# Starting values of a new node, and the reinforcement rule of the seeds:
+# each confirmation adds a fixed step up to a cap, never lowering a value
+# that already stands above the cap.
+INITIAL_CONFIDENCE = 0.7
+INITIAL_SALIENCE = 0.5
+REINFORCEMENT_STEP = 0.15
+REINFORCEMENT_CAP = 0.5
+CONFIDENCE_STEP = 0.05
+CONFIDENCE_CAP = 0.95
+
+
+@dataclass(frozen=True)
+class Node:
+    """A unit of memory derived from one source event."""
+
+    id: uuid.UUID
+    event_id: uuid.UUID
+    content: str
+    node_type: NodeType
+    scope: Scope
+    source_type: SourceType
+    lifecycle: LifecycleState
+    confidence_base: float
+    salience_base: float
+    reinforcement_boost: float
+    reinforcement_count: int
+    created_at: datetime
+    updated_at: datetime
+    last_reinforced_at: datetime | None = None
+    superseded_by: uuid.UUID | None = None
+    session_id: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Edge:
+    kind: EdgeKind
+    source: uuid.UUID
+    target: uuid.UUID
+    event_id: uuid.UUID
+    created_at: datetime
+    resolved_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class AssertionState:
+    """Where a node stands: current, contested, or retired, and by what."""
+
+    node_id: uuid.UUID
+    lifecycle: LifecycleState
+    superseded_by: uuid.UUID | None
+    supersedes: list[uuid.UUID]
+    contradicted_by: list[uuid.UUID]
+    confidence_base: float
+    reinforcement_boost: float
+
+    @property
+    def current(self) -> bool:
+        return self.lifecycle is LifecycleState.ACTIVE
+
+
+@dataclass(frozen=True)
+class ScoreComponents:
+    """Every input of a retrieval score, so callers can see why a node ranked."""
+
+    similarity: float
+    recency: float
+    salience: float
+    reinforcement: float
+    confidence: float
+    source_confidence: float
+    trigger_boost: float
+    attractor_penalty: float
+
+
+@dataclass(frozen=True)
+class ScoredNode:
+    node: Node
+    score: float
+    components: ScoreComponents
+
+
+@dataclass(frozen=True)
+class ResonanceTrigger:
+    """Boosts nodes matching a keyword (substring) or a text (embedding cosine)."""
+
+    id: uuid.UUID
+    keyword: str | None
+    text: str | None
+    weight: float
+    threshold: float
+
+
+@dataclass(frozen=True)
+class NegativeAttractor:
+    """Demotes nodes whose embedding aligns with the attractor's."""
+
+    id: uuid.UUID
+    text: str
+    description: str | None
+    source: str | None
+    severity: float

@@ -1,0 +1,121 @@
+"""Tables of the projections, on their own MetaData (migrated as their own branch).
+
+Personal values (node content, caller metadata, session ids, trigger keywords,
+attractor text, embeddings) are stored encrypted under the subject's data key
+via :class:`eventstore.SubjectCipher`; everything else is state and ids.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from eventstore.schema import UTCDateTime
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+StreamId = sa.BigInteger
+
+memory_events = sa.Table(
+    "memory_events",
+    metadata,
+    sa.Column("event_id", sa.Uuid, primary_key=True),
+    sa.Column("stream_id", StreamId, nullable=False, index=True),
+    sa.Column("scope", sa.String(32), nullable=False),
+    sa.Column("recorded_at", UTCDateTime(), nullable=False),
+)
+
+nodes = sa.Table(
+    "memory_nodes",
+    metadata,
+    sa.Column("node_id", sa.Uuid, primary_key=True),
+    sa.Column("stream_id", StreamId, nullable=False, index=True),
+    sa.Column("event_id", sa.Uuid, nullable=False, index=True),
+    sa.Column("ordinal", sa.Integer, nullable=False),
+    sa.Column("node_type", sa.String(32), nullable=False),
+    sa.Column("scope", sa.String(32), nullable=False),
+    sa.Column("source_type", sa.String(32), nullable=False),
+    sa.Column("lifecycle", sa.String(32), nullable=False),
+    sa.Column("content", sa.LargeBinary, nullable=False),
+    sa.Column("meta", sa.LargeBinary, nullable=False),
+    sa.Column("session_id", sa.LargeBinary, nullable=True),
+    sa.Column("confidence_base", sa.Float, nullable=False),
+    sa.Column("salience_base", sa.Float, nullable=False),
+    sa.Column("reinforcement_boost", sa.Float, nullable=False),
+    sa.Column("reinforcement_count", sa.Integer, nullable=False),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Column("updated_at", UTCDateTime(), nullable=False),
+    sa.Column("last_reinforced_at", UTCDateTime(), nullable=True),
+    sa.Column("superseded_by", sa.Uuid, nullable=True),
+)
+
+edges = sa.Table(
+    "memory_edges",
+    metadata,
+    sa.Column("edge_id", sa.Uuid, primary_key=True),
+    sa.Column("stream_id", StreamId, nullable=False, index=True),
+    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("source_node", sa.Uuid, nullable=False, index=True),
+    sa.Column("target_node", sa.Uuid, nullable=False, index=True),
+    sa.Column("event_id", sa.Uuid, nullable=False),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Column("resolved_at", UTCDateTime(), nullable=True),
+)
+
+# Idempotency keys of commands (supersede pairs, reinforce request ids),
+# scoped to one stream generation.  The fingerprint is a keyed hash of the
+# request, so a reused key with a different request is recognised without
+# storing the request itself.
+operations = sa.Table(
+    "memory_operations",
+    metadata,
+    sa.Column("stream_id", StreamId, primary_key=True),
+    sa.Column("operation_key", sa.String(100), primary_key=True),
+    sa.Column("fingerprint", sa.LargeBinary(32), nullable=False),
+    sa.Column("event_id", sa.Uuid, nullable=False),
+)
+
+vectors = sa.Table(
+    "memory_vectors",
+    metadata,
+    sa.Column("node_id", sa.Uuid, primary_key=True),
+    sa.Column("stream_id", StreamId, nullable=False, index=True),
+    sa.Column("embedder", sa.String(100), nullable=False),
+    sa.Column("embedding", sa.LargeBinary, nullable=False),
+)
+
+triggers = sa.Table(
+    "retrieval_triggers",
+    metadata,
+    sa.Column("trigger_id", sa.Uuid, primary_key=True),
+    sa.Column("stream_id", StreamId, nullable=False, index=True),
+    sa.Column("event_id", sa.Uuid, nullable=False),
+    sa.Column("body", sa.LargeBinary, nullable=False),  # keyword/text/embedding, encrypted
+    sa.Column("weight", sa.Float, nullable=False),
+    sa.Column("threshold", sa.Float, nullable=False),
+)
+
+attractors = sa.Table(
+    "retrieval_attractors",
+    metadata,
+    sa.Column("attractor_id", sa.Uuid, primary_key=True),
+    sa.Column("stream_id", StreamId, nullable=False, index=True),
+    sa.Column("event_id", sa.Uuid, nullable=False),
+    sa.Column("body", sa.LargeBinary, nullable=False),  # text/description/source/embedding
+    sa.Column("severity", sa.Float, nullable=False),
+)
+
+checkpoints = sa.Table(
+    "projection_checkpoints",
+    metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("partition", sa.Integer, primary_key=True),
+    sa.Column("commit_group", sa.BigInteger, nullable=False),
+    sa.Column("position", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", UTCDateTime(), nullable=False),
+)
