@@ -45,7 +45,7 @@ from eventstore.model import (
     Tombstone,
     VerifyReport,
 )
-from eventstore.store import EventStore, Partition
+from eventstore.store import EventStore, Partition, ReadView
 from eventstore.transaction import LockedStream, Transaction
 
 __all__ = [
@@ -79,6 +79,7 @@ __all__ = [
     "OperationalError",
     "Partition",
     "PayloadTooLargeError",
+    "ReadView",
     "RecordedEvent",
     "StreamHead",
     "StreamRef",

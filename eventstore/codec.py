@@ -7,6 +7,8 @@ ciphertext, digests and keyed hashes.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import uuid
 from collections.abc import Mapping
@@ -70,6 +72,10 @@ class SubjectCipher:
 
     def open(self, purpose: str, row_id: bytes, blob: bytes) -> bytes:
         return crypto.decrypt(self._dek, blob, self._aad(purpose, row_id))
+
+    def mac(self, purpose: str, message: bytes) -> bytes:
+        """A keyed hash under the subject's key: stable while the key lives, unguessable."""
+        return hmac.new(self._dek, self._aad(purpose, message), hashlib.sha256).digest()
 
     def _aad(self, purpose: str, row_id: bytes) -> bytes:
         return crypto.projection_aad(self.stream_id, purpose, row_id)

@@ -41,6 +41,18 @@ DEFAULT_PAGE_SIZE = 500
 Partition = tuple[int, int]
 
 
+class ReadView:
+    """A connection for reading projection tables, and the ciphers to decrypt them."""
+
+    def __init__(self, conn: sa.Connection, codec: EventCodec) -> None:
+        self.connection = conn
+        self._codec = codec
+
+    def cipher(self, stream_id: int) -> SubjectCipher | None:
+        """The stream's cipher, or ``None`` once its data key is destroyed."""
+        return subject_cipher(self.connection, self._codec, stream_id)
+
+
 def utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -81,6 +93,12 @@ class EventStore:
         """Append events to the subject's stream; see :meth:`Transaction.append`."""
         with self.transaction() as tx:
             return tx.append(namespace, subject, new_events, expected_version)
+
+    @contextmanager
+    def reading(self) -> Iterator[ReadView]:
+        """A read-only view for projections' queries: a connection plus subject ciphers."""
+        with self.backend.read_connection() as conn:
+            yield ReadView(conn, self.codec)
 
     def append_audit(self, entry: AuditEntry) -> RecordedEvent:
         with self.transaction() as tx:

@@ -40,7 +40,13 @@ from eventstore.model import (
     StreamRef,
     Tombstone,
 )
-from eventstore.reader import load_data_key, read_by_ids, subject_cipher
+from eventstore.reader import (
+    EventDecoder,
+    load_data_key,
+    read_by_ids,
+    select_events,
+    subject_cipher,
+)
 from eventstore.schema import data_keys, events, streams
 
 Clock = Callable[[], datetime]
@@ -312,14 +318,24 @@ class Transaction:
 
     # -- erasure primitives ---------------------------------------------------
 
-    def lock_stream(self, namespace: str, subject: str) -> StreamRef | None:
-        """Lock the subject's latest stream generation (open or closed), if any."""
+    def find_stream(self, namespace: str, subject: str) -> LockedStream | None:
+        """Lock the subject's latest stream generation (open or closed) without creating one."""
         check_namespace(namespace)
         subject_key = self.codec.subject_key(namespace, check_subject(subject))
         row = self.connection.execute(
             _latest_stream(namespace, subject_key).with_for_update()
         ).first()
-        return None if row is None else _stream_from_row(row).ref
+        return None if row is None else _stream_from_row(row)
+
+    def lock_stream(self, namespace: str, subject: str) -> StreamRef | None:
+        """Lock the subject's latest stream generation (open or closed), if any."""
+        stream = self.find_stream(namespace, subject)
+        return None if stream is None else stream.ref
+
+    def read_stream_id(self, stream_id: int) -> list[RecordedEvent]:
+        """Every event of one stream generation, by version, as this transaction sees it."""
+        query = select_events.where(events.c.stream_id == stream_id).order_by(events.c.version)
+        return EventDecoder(self.codec).decode_all(self.connection.execute(query))
 
     def tombstone(
         self, stream_id: int, event_ids: Sequence[uuid.UUID] | None, erasure_request_id: uuid.UUID

@@ -2,4 +2,30 @@
 
 from __future__ import annotations
 
+from oblivio.client import MemoryClient, MemoryEngine
+from projections.model import (
+    AssertionState,
+    LifecycleState,
+    Node,
+    NodeType,
+    Role,
+    Scope,
+    ScoredNode,
+    SourceType,
+)
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "AssertionState",
+    "LifecycleState",
+    "MemoryClient",
+    "MemoryEngine",
+    "Node",
+    "NodeType",
+    "Role",
+    "Scope",
+    "ScoredNode",
+    "SourceType",
+    "__version__",
+]

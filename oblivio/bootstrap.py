@@ -7,6 +7,8 @@ engines or key providers, and nothing does so at import time.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from datetime import datetime
 
 from sqlalchemy.engine import Engine
 
@@ -14,7 +16,15 @@ import projections
 from eventstore import EnvKeyProvider, EventStore, KeyProvider, KeyringFile, create_backend
 from eventstore.migrate import upgrade
 from eventstore.sqlite import sqlite_url
+from eventstore.store import utc_now
+from oblivio.memory.context import MemoryContext
 from oblivio.settings import Settings
+from projections.embedders import Embedder, HashingEmbedder
+from projections.extraction import Extractor
+from projections.graph import NodeGraphProjection
+from projections.scoring import ScoringConfig
+from projections.vectors import VectorProjection
+from workers.projector import ProjectionRunner
 
 
 def build_key_provider(settings: Settings) -> KeyProvider:
@@ -40,6 +50,30 @@ def migrate(settings: Settings) -> None:
         upgrade_schema(backend.engine)
     finally:
         backend.dispose()
+
+
+def open_memory(
+    settings: Settings,
+    *,
+    embedder: Embedder | None = None,
+    extractor: Extractor | None = None,
+    scoring: ScoringConfig | None = None,
+    clock: Callable[[], datetime] = utc_now,
+) -> MemoryContext:
+    """Everything the memory operations need, wired together."""
+    store = open_event_store(settings)
+    embedder = embedder or HashingEmbedder()
+    vectors = VectorProjection(embedder, extractor)
+    return MemoryContext(
+        store=store,
+        graph=NodeGraphProjection(extractor),
+        vectors=vectors,
+        runner=ProjectionRunner(store, vectors, partitions=settings.partitions, clock=clock),
+        embedder=embedder,
+        scoring=scoring or ScoringConfig(),
+        namespace=settings.namespace,
+        clock=clock,
+    )
 
 
 def open_event_store(settings: Settings) -> EventStore:

@@ -31,6 +31,7 @@ class Settings(BaseModel):
     keyring_path: Path | None = None
     max_event_bytes: int = Field(default=DEFAULT_MAX_EVENT_BYTES, gt=0)
     namespace: str = DEFAULT_NAMESPACE
+    partitions: int = Field(default=8, ge=1, le=1024)
 
     @property
     def embedded(self) -> bool:
@@ -49,6 +50,7 @@ class Settings(BaseModel):
             ("database_url", "OBLIVIO_DATABASE_URL"),
             ("keyring_path", "OBLIVIO_KEYRING"),
             ("max_event_bytes", "OBLIVIO_MAX_EVENT_BYTES"),
+            ("namespace", "OBLIVIO_NAMESPACE"),
         ):
             if env.get(var):
                 values[field] = env[var]

@@ -24,10 +24,19 @@ TRIGGER_REMOVED: Final = "retrieval.trigger_removed"
 ATTRACTOR_ADDED: Final = "retrieval.attractor_added"
 ATTRACTORS_CLEARED: Final = "retrieval.attractors_cleared"
 
-MEMORY_EVENT_TYPES: Final = frozenset({
-    STORED, SUPERSEDED, CONTRADICTED, CONTRADICTION_RESOLVED, REINFORCED,
-    TRIGGER_ADDED, TRIGGER_REMOVED, ATTRACTOR_ADDED, ATTRACTORS_CLEARED,
-})
+MEMORY_EVENT_TYPES: Final = frozenset(
+    {
+        STORED,
+        SUPERSEDED,
+        CONTRADICTED,
+        CONTRADICTION_RESOLVED,
+        REINFORCED,
+        TRIGGER_ADDED,
+        TRIGGER_REMOVED,
+        ATTRACTOR_ADDED,
+        ATTRACTORS_CLEARED,
+    }
+)
 
 # Namespaces for the deterministic ids derived from events (uuid5), so that
 # replaying the log reproduces exactly the same node, edge and operation ids.

@@ -1,0 +1,147 @@
+"""The Python facade: ``MemoryClient`` (sync) and ``MemoryEngine`` (async), same methods.
+
+Each method is a memory command or query bound to this client's context, so
+signatures and docstrings are defined once, in ``oblivio.memory``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+
+from oblivio.bootstrap import open_memory
+from oblivio.memory import commands, queries
+from oblivio.memory.context import MemoryContext
+from oblivio.memory.digests import replay_comparison
+from oblivio.settings import Settings
+from projections.embedders import Embedder
+from projections.extraction import Extractor
+from projections.scoring import ScoringConfig
+
+P = ParamSpec("P")
+R = TypeVar("R")
+Op = Callable[Concatenate[MemoryContext, P], R]
+
+
+class _Bound(Generic[P, R]):
+    """A memory operation exposed as a method: the client's context is bound first."""
+
+    def __init__(self, operation: Op[P, R]) -> None:
+        self.operation = operation
+        self.__doc__ = operation.__doc__
+
+    def __get__(self, client: _Base, owner: type | None = None) -> Callable[P, R]:
+        return functools.partial(self.operation, client.context)
+
+
+class _Awaited(Generic[P, R]):
+    """The same, run in a worker thread and awaited (for ``MemoryEngine``)."""
+
+    def __init__(self, operation: Op[P, R]) -> None:
+        self.operation = operation
+        self.__doc__ = operation.__doc__
+
+    def __get__(self, engine: _Base, owner: type | None = None) -> Callable[P, Awaitable[R]]:
+        operation, context = self.operation, engine.context
+
+        async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+            return await asyncio.to_thread(operation, context, *args, **kwargs)
+
+        return call
+
+
+class _Base:
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        database_url: str | None = None,
+        namespace: str | None = None,
+        embedder: Embedder | None = None,
+        extractor: Extractor | None = None,
+        scoring: ScoringConfig | None = None,
+        settings: Settings | None = None,
+    ) -> None:
+        if settings is None:
+            settings = Settings.from_env(
+                data_dir=path, database_url=database_url, namespace=namespace
+            )
+        self.settings = settings
+        self.context = open_memory(
+            settings, embedder=embedder, extractor=extractor, scoring=scoring
+        )
+
+    def close(self) -> None:
+        self.context.store.close()
+
+
+class MemoryClient(_Base):
+    """Synchronous access to an oblivio store.
+
+    ``MemoryClient("./memory")`` opens (or creates) an embedded store in that
+    directory; ``MemoryClient(database_url="postgresql+psycopg://…")`` opens
+    PostgreSQL.  Use it as a context manager, or call :meth:`close`.
+    """
+
+    store = _Bound(commands.store)
+    supersede = _Bound(commands.supersede)
+    supersede_many = _Bound(commands.supersede_many)
+    contradict = _Bound(commands.contradict)
+    resolve_contradiction = _Bound(commands.resolve_contradiction)
+    reinforce = _Bound(commands.reinforce)
+    add_resonance_trigger = _Bound(commands.add_resonance_trigger)
+    remove_resonance_trigger = _Bound(commands.remove_resonance_trigger)
+    add_negative_attractor = _Bound(commands.add_negative_attractor)
+    clear_negative_attractors = _Bound(commands.clear_negative_attractors)
+    get_event = _Bound(queries.get_event)
+    get_events = _Bound(queries.get_events)
+    get_event_nodes = _Bound(queries.get_event_nodes)
+    get_node = _Bound(queries.get_node)
+    get_assertion_state = _Bound(queries.get_assertion_state)
+    retrieve = _Bound(queries.retrieve)
+    negative_attractor_count = _Bound(queries.negative_attractor_count)
+    replay_comparison = _Bound(replay_comparison)
+
+    def __enter__(self) -> MemoryClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class MemoryEngine(_Base):
+    """Asynchronous access to an oblivio store: the methods of ``MemoryClient``, awaited."""
+
+    store = _Awaited(commands.store)
+    supersede = _Awaited(commands.supersede)
+    supersede_many = _Awaited(commands.supersede_many)
+    contradict = _Awaited(commands.contradict)
+    resolve_contradiction = _Awaited(commands.resolve_contradiction)
+    reinforce = _Awaited(commands.reinforce)
+    add_resonance_trigger = _Awaited(commands.add_resonance_trigger)
+    remove_resonance_trigger = _Awaited(commands.remove_resonance_trigger)
+    add_negative_attractor = _Awaited(commands.add_negative_attractor)
+    clear_negative_attractors = _Awaited(commands.clear_negative_attractors)
+    get_event = _Awaited(queries.get_event)
+    get_events = _Awaited(queries.get_events)
+    get_event_nodes = _Awaited(queries.get_event_nodes)
+    get_node = _Awaited(queries.get_node)
+    get_assertion_state = _Awaited(queries.get_assertion_state)
+    retrieve = _Awaited(queries.retrieve)
+    negative_attractor_count = _Awaited(queries.negative_attractor_count)
+    replay_comparison = _Awaited(replay_comparison)
+
+    async def __aenter__(self) -> MemoryEngine:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await asyncio.to_thread(self.close)

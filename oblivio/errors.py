@@ -1,0 +1,37 @@
+"""Errors of the memory operations, in the one tree rooted at ``OblivioError``.
+
+Where the seeds specify ``ValueError`` the error derives from it, so callers
+written against those contracts catch it unchanged.
+"""
+
+from __future__ import annotations
+
+from eventstore.errors import ConflictError, InvalidInputError, NotFoundError, OperationalError
+
+
+class NodeUnavailableError(NotFoundError, ValueError):
+    """Node is not available."""
+
+
+class EventUnavailableError(NotFoundError, ValueError):
+    """Event is not available."""
+
+
+class EvidenceUnavailableError(NotFoundError, ValueError):
+    """Evidence event is not available in the node owner and scope"""
+
+
+class OwnerScopeMismatchError(InvalidInputError):
+    """Both nodes must belong to the same owner and scope."""
+
+
+class IdempotencyConflictError(ConflictError, ValueError):
+    """This idempotency key was already used for a different request."""
+
+
+class LifecycleConflictError(ConflictError, ValueError):
+    """The node's lifecycle does not allow this change."""
+
+
+class NotCaughtUpError(OperationalError):
+    """The vector state did not catch up with the caller's last write in time."""

@@ -1,0 +1,1 @@
+"""The memory operations: commands that validate and append, queries that read projections."""

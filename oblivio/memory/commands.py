@@ -1,0 +1,487 @@
+"""Commands: validate against current state, append one journal event, project it inline.
+
+Each command runs in one transaction: lock the owner's stream, read and check
+the state, append the event that records the decision (with before/after
+snapshots and a checksum), and apply it to the node graph.  Either all of
+that commits or nothing does.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from eventstore import LockedStream, NewEvent, RecordedEvent, SubjectCipher, Transaction
+from eventstore.errors import InvalidInputError, KeyUnavailableError
+from oblivio.errors import LifecycleConflictError, NodeUnavailableError
+from oblivio.memory import inputs
+from oblivio.memory.context import MemoryContext
+from oblivio.memory.ownership import check_evidence, earlier_operation, lock_owner
+from oblivio.memory.records import Correction
+from projections import events as ev
+from projections.graph import state_to_json
+from projections.model import (
+    CONFIDENCE_CAP,
+    CONFIDENCE_STEP,
+    REINFORCEMENT_CAP,
+    REINFORCEMENT_STEP,
+    LifecycleState,
+    Node,
+    NodeType,
+    Role,
+    Scope,
+    SourceType,
+)
+from projections.scoring import MAX_TRIGGER_WEIGHT
+from projections.storage.graph_store import GraphStore, NodeRow, node_from_row, state_of
+
+CorrectionEntry = Mapping[str, Any] | Sequence[Any]
+
+
+def _cipher(tx: Transaction, stream: LockedStream) -> SubjectCipher:
+    cipher = tx.cipher(stream.ref.stream_id)
+    if cipher is None:
+        raise KeyUnavailableError("the owner's data key was destroyed")
+    return cipher
+
+
+def _append(
+    ctx: MemoryContext, tx: Transaction, stream: LockedStream, event: NewEvent
+) -> tuple[RecordedEvent, bool]:
+    """Append and project; the flag is True when the append replayed an earlier one."""
+    version_before = stream.version
+    [recorded] = tx.append_locked(stream, [event])
+    fresh = stream.version != version_before
+    if fresh:
+        ctx.graph.apply(tx.connection, _cipher(tx, stream), recorded)
+    return recorded, not fresh
+
+
+def _journal(
+    key: str | None,
+    request: dict[str, Any],
+    before: dict[str, Any],
+    after: dict[str, Any],
+    **fields: Any,
+) -> dict[str, Any]:
+    return ev.with_checksum(
+        {
+            "operation_key": key,
+            "request": request,
+            "before": before,
+            "after": after,
+            **fields,
+        }
+    )
+
+
+def _snapshot(nodes: Sequence[Node]) -> dict[str, Any]:
+    return {str(n.id): state_to_json(state_of(n)) for n in nodes}
+
+
+def _nodes(tx: Transaction, stream: LockedStream, rows: Sequence[NodeRow]) -> list[Node]:
+    cipher = _cipher(tx, stream)
+    return [node_from_row(cipher, row) for row in rows]
+
+
+# -- store ------------------------------------------------------------------------------
+
+
+def store(
+    ctx: MemoryContext,
+    content: str | bytes,
+    *,
+    user_id: str,
+    scope: Scope | str = Scope.PERSONAL,
+    role: Role | str = Role.USER,
+    session_id: str | None = None,
+    source_type: SourceType | str = SourceType.USER_STATED,
+    node_type: NodeType | str = NodeType.FACT,
+    meta: Mapping[str, Any] | None = None,
+    request_id: uuid.UUID | str | None = None,
+) -> uuid.UUID:
+    """Append a memory event and derive its node(s); returns the event id."""
+    user = inputs.user(user_id)
+    data = {
+        "user_id": user,
+        "content": inputs.content(content),
+        "scope": inputs.choice(Scope, scope, "scope").value,
+        "role": inputs.choice(Role, role, "role").value,
+        "session_id": inputs.optional_text(session_id, "session_id", inputs.MAX_SESSION_ID_CHARS),
+        "source_type": inputs.choice(SourceType, source_type, "source_type").value,
+        "node_type": inputs.choice(NodeType, node_type, "node_type").value,
+        "meta": inputs.meta(meta),
+    }
+    request = inputs.request_id(request_id)
+    with ctx.store.transaction() as tx:
+        stream = tx.open_stream(ctx.namespace, user)
+        event_id = (
+            uuid.uuid4()
+            if request is None
+            else ev.operation_id("store", stream.ref.subject_key.hex(), request)
+        )
+        recorded, _ = _append(ctx, tx, stream, NewEvent(ev.STORED, data, event_id=event_id))
+    return recorded.event_id
+
+
+# -- supersede --------------------------------------------------------------------------
+
+
+def supersede(
+    ctx: MemoryContext,
+    old_node_id: uuid.UUID | str,
+    new_node_id: uuid.UUID | str,
+    *,
+    evidence_id: uuid.UUID | str | None = None,
+    user_id: str | None = None,
+    actor_id: str | None = None,
+) -> Correction:
+    """Retire ``old_node_id`` in favour of ``new_node_id`` (same owner and scope)."""
+    [result] = supersede_many(
+        ctx, [(old_node_id, new_node_id, evidence_id)], user_id=user_id, actor_id=actor_id
+    )
+    return result
+
+
+def supersede_many(
+    ctx: MemoryContext,
+    corrections: Sequence[CorrectionEntry],
+    *,
+    user_id: str | None = None,
+    actor_id: str | None = None,
+) -> list[Correction]:
+    """Several supersessions in one transaction: one invalid entry aborts them all."""
+    entries = [_correction_entry(c) for c in corrections]
+    if not entries:
+        raise InvalidInputError("no corrections given")
+    user = None if user_id is None else inputs.user(user_id)
+    actor = inputs.optional_text(actor_id, "actor_id", inputs.MAX_ACTOR_ID_CHARS)
+    with ctx.store.transaction() as tx:
+        return [
+            _supersede_one(ctx, tx, old, new, evidence, user, actor)
+            for old, new, evidence in entries
+        ]
+
+
+def _correction_entry(entry: CorrectionEntry) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID | None]:
+    if isinstance(entry, Mapping):
+        old, new, evidence = (
+            entry.get("old_node_id"),
+            entry.get("new_node_id"),
+            entry.get("evidence_id"),
+        )
+    elif len(entry) in (2, 3):
+        old, new, evidence = (*entry, None)[:3]
+    else:
+        raise InvalidInputError("a correction is (old_node_id, new_node_id[, evidence_id])")
+    return inputs.node_id(old), inputs.node_id(new), inputs.evidence_id(evidence)
+
+
+def _supersede_one(
+    ctx: MemoryContext,
+    tx: Transaction,
+    old_id: uuid.UUID,
+    new_id: uuid.UUID,
+    evidence_id: uuid.UUID | None,
+    user_id: str | None,
+    actor_id: str | None,
+) -> Correction:
+    if old_id == new_id:
+        raise LifecycleConflictError("a node cannot supersede itself")
+    stream, rows = lock_owner(ctx, tx, [old_id, new_id], user_id)
+    operation = ev.operation_id("supersede", old_id, new_id)
+    key = f"supersede:{operation}"
+    request = {
+        "old_node_id": str(old_id),
+        "new_node_id": str(new_id),
+        "evidence_id": _text(evidence_id),
+        "actor_id": actor_id,
+    }
+    earlier = earlier_operation(tx, _cipher(tx, stream), key, request)
+    if earlier is not None:
+        return Correction(operation, earlier, (old_id, new_id), evidence_id, replayed=True)
+    check_evidence(tx, evidence_id, stream.ref.stream_id, rows[0].scope)
+    old, new = _nodes(tx, stream, rows)
+    _require_not_superseded(old, new)
+    now = ctx.clock()
+    retired = _with_state(
+        old, lifecycle=LifecycleState.SUPERSEDED, superseded_by=new.id, updated_at=now
+    )
+    data = _journal(
+        key,
+        request,
+        _snapshot([old, new]),
+        _snapshot([retired, new]),
+        old_node_id=str(old_id),
+        new_node_id=str(new_id),
+        evidence_id=_text(evidence_id),
+        actor_id=actor_id,
+    )
+    recorded, _ = _append(ctx, tx, stream, NewEvent(ev.SUPERSEDED, data, event_id=operation))
+    return Correction(operation, recorded.event_id, (old_id, new_id), evidence_id, replayed=False)
+
+
+# -- contradictions ---------------------------------------------------------------------
+
+
+def contradict(
+    ctx: MemoryContext,
+    node_id: uuid.UUID | str,
+    other_node_id: uuid.UUID | str,
+    *,
+    evidence_id: uuid.UUID | str | None = None,
+    user_id: str | None = None,
+    actor_id: str | None = None,
+) -> Correction:
+    """Record that two nodes contradict each other; both become contested."""
+    a, b = inputs.node_id(node_id), inputs.node_id(other_node_id)
+    evidence = inputs.evidence_id(evidence_id)
+    user = None if user_id is None else inputs.user(user_id)
+    actor = inputs.optional_text(actor_id, "actor_id", inputs.MAX_ACTOR_ID_CHARS)
+    if a == b:
+        raise LifecycleConflictError("a node cannot contradict itself")
+    pair = sorted([a, b])
+    operation = ev.operation_id("contradict", *pair)
+    key = f"contradict:{operation}"
+    request = {
+        "node_ids": [str(n) for n in pair],
+        "evidence_id": _text(evidence),
+        "actor_id": actor,
+    }
+    with ctx.store.transaction() as tx:
+        stream, rows = lock_owner(ctx, tx, [a, b], user)
+        earlier = earlier_operation(tx, _cipher(tx, stream), key, request)
+        if earlier is not None:
+            return Correction(operation, earlier, (a, b), evidence, replayed=True)
+        check_evidence(tx, evidence, stream.ref.stream_id, rows[0].scope)
+        nodes = _nodes(tx, stream, rows)
+        _require_not_superseded(*nodes)
+        now = ctx.clock()
+        contested = [
+            _with_state(n, lifecycle=LifecycleState.CONTESTED, updated_at=now) for n in nodes
+        ]
+        data = _journal(
+            key,
+            request,
+            _snapshot(nodes),
+            _snapshot(contested),
+            node_ids=[str(a), str(b)],
+            evidence_id=_text(evidence),
+            actor_id=actor,
+        )
+        recorded, _ = _append(ctx, tx, stream, NewEvent(ev.CONTRADICTED, data, event_id=operation))
+    return Correction(operation, recorded.event_id, (a, b), evidence, replayed=False)
+
+
+def resolve_contradiction(
+    ctx: MemoryContext,
+    winner_node_id: uuid.UUID | str,
+    loser_node_id: uuid.UUID | str,
+    *,
+    evidence_id: uuid.UUID | str | None = None,
+    user_id: str | None = None,
+    actor_id: str | None = None,
+) -> Correction:
+    """Settle a contradiction: the loser is superseded by the winner."""
+    winner, loser = inputs.node_id(winner_node_id), inputs.node_id(loser_node_id)
+    evidence = inputs.evidence_id(evidence_id)
+    user = None if user_id is None else inputs.user(user_id)
+    actor = inputs.optional_text(actor_id, "actor_id", inputs.MAX_ACTOR_ID_CHARS)
+    pair = sorted([winner, loser])
+    operation = ev.operation_id("resolve", *pair)
+    key = f"resolve:{operation}"
+    request = {
+        "node_ids": [str(n) for n in pair],
+        "winner_node_id": str(winner),
+        "evidence_id": _text(evidence),
+        "actor_id": actor,
+    }
+    with ctx.store.transaction() as tx:
+        stream, rows = lock_owner(ctx, tx, [winner, loser], user)
+        earlier = earlier_operation(tx, _cipher(tx, stream), key, request)
+        if earlier is not None:
+            return Correction(operation, earlier, (winner, loser), evidence, replayed=True)
+        check_evidence(tx, evidence, stream.ref.stream_id, rows[0].scope)
+        open_partners = _open_contradictions(tx, winner)
+        if loser not in open_partners:
+            raise LifecycleConflictError("there is no open contradiction between these nodes")
+        won, lost = _nodes(tx, stream, rows)
+        now = ctx.clock()
+        still_contested = open_partners - {loser}
+        after = [
+            _with_state(
+                won,
+                updated_at=now,
+                lifecycle=(LifecycleState.CONTESTED if still_contested else LifecycleState.ACTIVE),
+            ),
+            _with_state(
+                lost, lifecycle=LifecycleState.SUPERSEDED, superseded_by=winner, updated_at=now
+            ),
+        ]
+        data = _journal(
+            key,
+            request,
+            _snapshot([won, lost]),
+            _snapshot(after),
+            winner_node_id=str(winner),
+            loser_node_id=str(loser),
+            evidence_id=_text(evidence),
+            actor_id=actor,
+        )
+        event = NewEvent(ev.CONTRADICTION_RESOLVED, data, event_id=operation)
+        recorded, _ = _append(ctx, tx, stream, event)
+    return Correction(operation, recorded.event_id, (winner, loser), evidence, replayed=False)
+
+
+def _open_contradictions(tx: Transaction, node_id: uuid.UUID) -> set[uuid.UUID]:
+    partners = set()
+    for edge in GraphStore(tx.connection).edges_touching(node_id):
+        if edge.kind == "CONTRADICTS" and edge.resolved_at is None:
+            partners.add(edge.target_node if edge.source_node == node_id else edge.source_node)
+    return partners
+
+
+# -- reinforce --------------------------------------------------------------------------
+
+
+def reinforce(
+    ctx: MemoryContext,
+    node_id: uuid.UUID | str,
+    *,
+    evidence_id: uuid.UUID | str | None = None,
+    user_id: str | None = None,
+    request_id: uuid.UUID | str | None = None,
+) -> Node:
+    """Apply one confirmation to a node; a repeated ``request_id`` applies it once."""
+    target = inputs.node_id(node_id)
+    evidence = inputs.evidence_id(evidence_id)
+    request_uuid = inputs.request_id(request_id)
+    user = None if user_id is None else inputs.user(user_id)
+    with ctx.store.transaction() as tx:
+        stream, [row] = lock_owner(ctx, tx, [target], user)
+        cipher = _cipher(tx, stream)
+        key = None if request_uuid is None else f"reinforce:{request_uuid}"
+        request = {"node_id": str(target), "evidence_id": _text(evidence)}
+        if key is not None and earlier_operation(tx, cipher, key, request) is not None:
+            return node_from_row(cipher, row)  # the current node; nothing applied again
+        check_evidence(tx, evidence, stream.ref.stream_id, row.scope)
+        [node] = _nodes(tx, stream, [row])
+        if node.lifecycle is LifecycleState.SUPERSEDED:
+            raise NodeUnavailableError()
+        confirmed = _confirmed(node, ctx.clock())
+        data = _journal(
+            key,
+            request,
+            _snapshot([node]),
+            _snapshot([confirmed]),
+            request_id=_text(request_uuid),
+            node_id=str(target),
+            evidence_id=_text(evidence),
+        )
+        event_id = (
+            uuid.uuid4()
+            if request_uuid is None
+            else ev.operation_id("reinforce", stream.ref.stream_id, request_uuid)
+        )
+        _append(ctx, tx, stream, NewEvent(ev.REINFORCED, data, event_id=event_id))
+        return confirmed
+
+
+def _confirmed(node: Node, now: Any) -> Node:
+    """The reinforcement rule: fixed steps up to caps; values above a cap stay."""
+    return _with_state(
+        node,
+        reinforcement_boost=max(
+            node.reinforcement_boost,
+            min(node.reinforcement_boost + REINFORCEMENT_STEP, REINFORCEMENT_CAP),
+        ),
+        confidence_base=max(
+            node.confidence_base, min(node.confidence_base + CONFIDENCE_STEP, CONFIDENCE_CAP)
+        ),
+        reinforcement_count=node.reinforcement_count + 1,
+        last_reinforced_at=now,
+        updated_at=now,
+    )
+
+
+# -- triggers and attractors ------------------------------------------------------------
+
+
+def add_resonance_trigger(
+    ctx: MemoryContext,
+    *,
+    user_id: str,
+    keyword: str | None = None,
+    text: str | None = None,
+    weight: float = 1.0,
+    threshold: float = 0.8,
+) -> uuid.UUID:
+    """Boost nodes containing ``keyword`` or resembling ``text``; weight in [0, 10]."""
+    if (keyword is None) == (text is None):
+        raise InvalidInputError("give exactly one of keyword or text")
+    trigger_id = uuid.uuid4()
+    data = {
+        "trigger_id": str(trigger_id),
+        "keyword": None if keyword is None else inputs.content(keyword),
+        "text": None if text is None else inputs.content(text),
+        "weight": inputs.bounded(weight, "weight", 0.0, MAX_TRIGGER_WEIGHT),
+        "threshold": inputs.bounded(threshold, "threshold", -1.0, 1.0),
+    }
+    _append_for_user(ctx, user_id, NewEvent(ev.TRIGGER_ADDED, data))
+    return trigger_id
+
+
+def remove_resonance_trigger(ctx: MemoryContext, trigger_id: uuid.UUID, *, user_id: str) -> None:
+    _append_for_user(ctx, user_id, NewEvent(ev.TRIGGER_REMOVED, {"trigger_id": str(trigger_id)}))
+
+
+def add_negative_attractor(
+    ctx: MemoryContext,
+    text: str,
+    *,
+    user_id: str,
+    description: str | None = None,
+    source: str | None = None,
+    severity: float = 1.0,
+) -> uuid.UUID:
+    """Demote nodes that resemble ``text`` in retrieval; severity in [0, 1]."""
+    attractor_id = uuid.uuid4()
+    data = {
+        "attractor_id": str(attractor_id),
+        "text": inputs.content(text),
+        "description": inputs.optional_text(description, "description", 1000),
+        "source": inputs.optional_text(source, "source", 200),
+        "severity": inputs.bounded(severity, "severity", 0.0, 1.0),
+    }
+    _append_for_user(ctx, user_id, NewEvent(ev.ATTRACTOR_ADDED, data))
+    return attractor_id
+
+
+def clear_negative_attractors(ctx: MemoryContext, *, user_id: str) -> None:
+    _append_for_user(ctx, user_id, NewEvent(ev.ATTRACTORS_CLEARED, {}))
+
+
+def _append_for_user(ctx: MemoryContext, user_id: str, event: NewEvent) -> RecordedEvent:
+    user = inputs.user(user_id)
+    with ctx.store.transaction() as tx:
+        stream = tx.open_stream(ctx.namespace, user)
+        recorded, _ = _append(ctx, tx, stream, event)
+    return recorded
+
+
+# -- helpers --------------------------------------------------------------------------
+
+
+def _require_not_superseded(*nodes: Node) -> None:
+    if any(n.lifecycle is LifecycleState.SUPERSEDED for n in nodes):
+        raise LifecycleConflictError("a superseded node cannot take part in a correction")
+
+
+def _with_state(node: Node, **changes: Any) -> Node:
+    return replace(node, **changes)
+
+
+def _text(value: uuid.UUID | None) -> str | None:
+    return None if value is None else str(value)

@@ -1,0 +1,108 @@
+"""Parsing what callers hand the memory operations, before anything is written."""
+
+from __future__ import annotations
+
+import enum
+import math
+import uuid
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from eventstore.errors import InvalidEncodingError, InvalidInputError, MalformedIdError
+from eventstore.ids import check_subject, check_utf8, parse_uuid
+from oblivio.errors import EvidenceUnavailableError, NodeUnavailableError
+
+MAX_CONTENT_CHARS = 100_000
+MAX_SESSION_ID_CHARS = 256
+MAX_ACTOR_ID_CHARS = 256
+
+E = TypeVar("E", bound=enum.Enum)
+
+
+def content(value: object) -> str:
+    """Memory text: non-empty UTF-8, bounded in size."""
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InvalidEncodingError("content is not valid UTF-8") from e
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInputError("content must be a non-empty string")
+    if len(value) > MAX_CONTENT_CHARS:
+        raise InvalidInputError(f"content is longer than {MAX_CONTENT_CHARS} characters")
+    return check_utf8(value, "content")
+
+
+def choice(enum_type: type[E], value: object, what: str) -> E:
+    """An enum member from a member or its value."""
+    if isinstance(value, enum_type):
+        return value
+    try:
+        return enum_type(value)
+    except ValueError as e:
+        allowed = ", ".join(str(m.value) for m in enum_type)
+        raise InvalidInputError(f"{what} must be one of: {allowed}") from e
+
+
+def optional_text(value: object, what: str, max_chars: int) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or len(value) > max_chars:
+        raise InvalidInputError(f"{what} must be a non-empty string of at most {max_chars} chars")
+    return check_utf8(value, what)
+
+
+def meta(value: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Caller metadata (e.g. source and confidence): a flat JSON object."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise InvalidInputError("meta must be an object with string keys")
+    for key, item in value.items():
+        if not isinstance(item, str | int | float | bool) and item is not None:
+            raise InvalidInputError(f"meta[{key!r}] must be a string, number, boolean or null")
+        if isinstance(item, float) and not math.isfinite(item):
+            raise InvalidInputError(f"meta[{key!r}] must be finite")
+    confidence = value.get("confidence")
+    if confidence is not None and (
+        isinstance(confidence, bool)
+        or not isinstance(confidence, int | float)
+        or not 0 <= confidence <= 1
+    ):
+        raise InvalidInputError("meta['confidence'] must be a number between 0 and 1")
+    return dict(value)
+
+
+def user(value: object) -> str:
+    return check_subject(value)
+
+
+def node_id(value: object) -> uuid.UUID:
+    """A node id; malformed ids are simply unavailable nodes."""
+    try:
+        return parse_uuid(value, "node id")
+    except MalformedIdError as e:
+        raise NodeUnavailableError() from e
+
+
+def evidence_id(value: object) -> uuid.UUID | None:
+    """Evidence is optional; a malformed reference is unavailable evidence."""
+    if value is None:
+        return None
+    try:
+        return parse_uuid(value, "evidence id")
+    except MalformedIdError as e:
+        raise EvidenceUnavailableError() from e
+
+
+def request_id(value: object) -> uuid.UUID | None:
+    """Idempotency keys must be UUIDs."""
+    return None if value is None else parse_uuid(value, "request id")
+
+
+def bounded(value: object, what: str, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidInputError(f"{what} must be a number")
+    if not low <= value <= high:
+        raise InvalidInputError(f"{what} must be between {low:g} and {high:g}")
+    return float(value)

@@ -1,0 +1,321 @@
+"""Queries: read the projections as a caller may see them.
+
+Reads never return erased content: erased events come back from the log
+without content, purged nodes are gone, and a destroyed key leaves nothing
+to decrypt.  A caller bound to a user id sees other owners' ids exactly like
+ids that do not exist.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection
+
+from eventstore import ReadView, RecordedEvent
+from eventstore.errors import InvalidInputError
+from eventstore.ids import parse_uuid
+from oblivio.errors import NotCaughtUpError
+from oblivio.memory import inputs
+from oblivio.memory.context import MemoryContext
+from oblivio.memory.records import MemoryEvent, Retrieval
+from projections import events as ev
+from projections.model import (
+    AssertionState,
+    EdgeKind,
+    LifecycleState,
+    Node,
+    NodeType,
+    Role,
+    Scope,
+    ScoredNode,
+    SourceType,
+)
+from projections.scoring import AttractorProbe, TriggerProbe, score
+from projections.storage.graph_store import GraphStore, NodeRow, node_from_row
+from projections.storage.vector_store import VectorStore, unpack_vector
+
+DEFAULT_PAGE = 50
+
+
+def _owner_stream(ctx: MemoryContext, user_id: str | None) -> int | None:
+    """The current stream id of a bound caller (None for operators)."""
+    if user_id is None:
+        return None
+    head = ctx.store.head(ctx.namespace, inputs.user(user_id))
+    return -1 if head is None or head.closed_at else head.stream.stream_id
+
+
+def _visible(row: NodeRow | None, owner: int | None) -> NodeRow | None:
+    if row is None or (owner is not None and row.stream_id != owner):
+        return None
+    return row
+
+
+def _decrypt(view: ReadView, row: NodeRow) -> Node | None:
+    cipher = view.cipher(row.stream_id)
+    return None if cipher is None else node_from_row(cipher, row)
+
+
+# -- events -------------------------------------------------------------------------------
+
+
+def get_event(
+    ctx: MemoryContext, event_id: uuid.UUID | str, *, user_id: str | None = None
+) -> MemoryEvent | None:
+    """A stored memory event, or ``None`` when unavailable (missing, foreign, erased)."""
+    wanted = parse_uuid(event_id, "event id")
+    owner_key = None if user_id is None else ctx.store.subject_ref(ctx.namespace, user_id)
+    for event in ctx.store.get_events([wanted]):
+        if _is_memory_event(ctx, event) and (
+            owner_key is None or event.stream.subject_key.hex() == owner_key
+        ):
+            return _memory_event(event)
+    return None
+
+
+def get_events(
+    ctx: MemoryContext,
+    *,
+    user_id: str,
+    after_version: int = 0,
+    limit: int = DEFAULT_PAGE,
+    scope: Scope | str | None = None,
+    session_id: str | None = None,
+    source_type: SourceType | str | None = None,
+) -> list[MemoryEvent]:
+    """The caller's stored memories in order, a page at a time (``after_version``)."""
+    wanted_scope = None if scope is None else inputs.choice(Scope, scope, "scope")
+    wanted_source = (
+        None if source_type is None else inputs.choice(SourceType, source_type, "source_type")
+    )
+    page: list[MemoryEvent] = []
+    version = after_version
+    while len(page) < limit:
+        batch = ctx.store.read_stream(
+            ctx.namespace, inputs.user(user_id), from_version=version + 1, limit=limit * 2
+        )
+        if not batch:
+            break
+        for event in batch:
+            version = event.version
+            if not _is_memory_event(ctx, event):
+                continue
+            memory = _memory_event(event)
+            if _matches(memory, wanted_scope, session_id, wanted_source):
+                page.append(memory)
+                if len(page) == limit:
+                    break
+    return page
+
+
+def _matches(
+    memory: MemoryEvent, scope: Scope | None, session_id: str | None, source: SourceType | None
+) -> bool:
+    return (
+        (scope is None or memory.scope is scope)
+        and (session_id is None or memory.session_id == session_id)
+        and (source is None or memory.source_type is source)
+    )
+
+
+def _is_memory_event(ctx: MemoryContext, event: RecordedEvent) -> bool:
+    return event.type == ev.STORED and event.stream.namespace == ctx.namespace and not event.erased
+
+
+def _memory_event(event: RecordedEvent) -> MemoryEvent:
+    data = event.data or {}
+    return MemoryEvent(
+        id=event.event_id,
+        user_id=data["user_id"],
+        content=data["content"],
+        scope=Scope(data["scope"]),
+        role=Role(data["role"]),
+        source_type=SourceType(data["source_type"]),
+        node_type=NodeType(data["node_type"]),
+        session_id=data.get("session_id"),
+        meta=data.get("meta") or {},
+        version=event.version,
+        recorded_at=event.recorded_at,
+    )
+
+
+# -- nodes --------------------------------------------------------------------------------
+
+
+def get_event_nodes(
+    ctx: MemoryContext, event_id: uuid.UUID | str, *, user_id: str | None = None
+) -> list[Node]:
+    """The nodes derived from one event (all lifecycles), in extraction order."""
+    wanted = parse_uuid(event_id, "event id")
+    owner = _owner_stream(ctx, user_id)
+    with ctx.store.reading() as view:
+        rows = GraphStore(view.connection).nodes_of_event(wanted)
+        visible = [r for r in rows if _visible(r, owner) is not None]
+        return [n for n in (_decrypt(view, r) for r in visible) if n is not None]
+
+
+def get_node(
+    ctx: MemoryContext,
+    node_id: uuid.UUID | str,
+    *,
+    user_id: str | None = None,
+    include_superseded: bool = False,
+) -> Node | None:
+    """A node, or ``None`` when unavailable; superseded nodes only on request."""
+    wanted = parse_uuid(node_id, "node id")
+    owner = _owner_stream(ctx, user_id)
+    with ctx.store.reading() as view:
+        row = _visible(GraphStore(view.connection).node_row(wanted), owner)
+        if row is None:
+            return None
+        if row.lifecycle == LifecycleState.SUPERSEDED and not include_superseded:
+            return None
+        return _decrypt(view, row)
+
+
+def get_assertion_state(
+    ctx: MemoryContext, node_id: uuid.UUID | str, *, user_id: str | None = None
+) -> AssertionState | None:
+    """Whether a node is current, contested or retired, and by which nodes."""
+    wanted = parse_uuid(node_id, "node id")
+    owner = _owner_stream(ctx, user_id)
+    with ctx.store.reading() as view:
+        graph = GraphStore(view.connection)
+        row = _visible(graph.node_row(wanted), owner)
+        if row is None:
+            return None
+        supersedes, contradicted_by = [], []
+        for edge in graph.edges_touching(wanted):
+            if edge.kind == EdgeKind.SUPERSEDES and edge.source_node == wanted:
+                supersedes.append(edge.target_node)
+            elif edge.kind == EdgeKind.CONTRADICTS and edge.resolved_at is None:
+                other = edge.target_node if edge.source_node == wanted else edge.source_node
+                contradicted_by.append(other)
+    return AssertionState(
+        node_id=wanted,
+        lifecycle=LifecycleState(row.lifecycle),
+        superseded_by=row.superseded_by,
+        supersedes=supersedes,
+        contradicted_by=contradicted_by,
+        confidence_base=row.confidence_base,
+        reinforcement_boost=row.reinforcement_boost,
+    )
+
+
+# -- retrieval ----------------------------------------------------------------------------
+
+
+def wait_for_vectors(ctx: MemoryContext, user_id: str) -> int | None:
+    """Block until the vector state includes the caller's last write; the stream id."""
+    head = ctx.store.head(ctx.namespace, user_id)
+    if head is None or head.closed_at is not None:
+        return None
+    cursor = ctx.store.last_cursor(ctx.namespace, user_id)
+    if cursor is not None and not ctx.runner.catch_up(
+        cursor, head.stream.stream_id, ctx.consistency_timeout
+    ):
+        raise NotCaughtUpError()
+    return head.stream.stream_id
+
+
+def retrieve(
+    ctx: MemoryContext,
+    query: str,
+    *,
+    user_id: str,
+    limit: int = 10,
+    scopes: Collection[Scope | str] | None = None,
+    node_types: Collection[NodeType | str] | None = None,
+    exclude_node_types: Collection[NodeType | str] | None = None,
+    source_types: Collection[SourceType | str] | None = None,
+    include_superseded: bool = False,
+    consistent: bool = True,
+) -> Retrieval:
+    """The caller's nodes ranked for ``query``, with every score component."""
+    text = inputs.content(query)
+    user = inputs.user(user_id)
+    if not isinstance(limit, int) or not 1 <= limit <= 1000:
+        raise InvalidInputError("limit must be between 1 and 1000")
+    filters = _Filters(scopes, node_types, exclude_node_types, source_types, include_superseded)
+    if consistent:
+        stream_id = wait_for_vectors(ctx, user)
+    else:
+        head = ctx.store.head(ctx.namespace, user)
+        stream_id = None if head is None or head.closed_at else head.stream.stream_id
+    if stream_id is None:
+        return Retrieval(text, [])
+    [query_vector] = ctx.embedder.embed([text])
+    with ctx.store.reading() as view:
+        scored = _score_stream(ctx, view, stream_id, query_vector, filters)
+    scored.sort(key=lambda s: (-s.score, str(s.node.id)))
+    return Retrieval(text, scored[:limit])
+
+
+class _Filters:
+    def __init__(
+        self,
+        scopes: Collection[Scope | str] | None,
+        node_types: Collection[NodeType | str] | None,
+        exclude_node_types: Collection[NodeType | str] | None,
+        source_types: Collection[SourceType | str] | None,
+        include_superseded: bool,
+    ) -> None:
+        self.scopes = _values(Scope, scopes, "scopes")
+        self.node_types = _values(NodeType, node_types, "node_types")
+        self.excluded = _values(NodeType, exclude_node_types, "exclude_node_types") or set()
+        self.source_types = _values(SourceType, source_types, "source_types")
+        self.include_superseded = include_superseded
+
+    def admits(self, row: NodeRow) -> bool:
+        return (
+            (self.include_superseded or row.lifecycle != LifecycleState.SUPERSEDED)
+            and (self.scopes is None or row.scope in self.scopes)
+            and (self.node_types is None or row.node_type in self.node_types)
+            and row.node_type not in self.excluded
+            and (self.source_types is None or row.source_type in self.source_types)
+        )
+
+
+def _values(
+    enum_type: type[Scope] | type[NodeType] | type[SourceType],
+    values: Collection[object] | None,
+    what: str,
+) -> set[str] | None:
+    if values is None:
+        return None
+    return {inputs.choice(enum_type, v, what).value for v in values}
+
+
+def _score_stream(
+    ctx: MemoryContext, view: ReadView, stream_id: int, query: list[float], filters: _Filters
+) -> list[ScoredNode]:
+    cipher = view.cipher(stream_id)
+    if cipher is None:
+        return []
+    vectors = VectorStore(view.connection)
+    triggers = [
+        TriggerProbe(body.get("keyword"), body.get("vector"), row.weight, row.threshold)
+        for row, body in vectors.stream_triggers(cipher)
+    ]
+    attractors = [
+        AttractorProbe(body["vector"], row.severity)
+        for row, body in vectors.stream_attractors(cipher)
+    ]
+    now = ctx.clock()
+    results = []
+    for row in vectors.node_vectors(stream_id):
+        if not filters.admits(row):
+            continue
+        vector = unpack_vector(cipher.open("vector", row.node_id.bytes, row.embedding))
+        node = node_from_row(cipher, row)
+        results.append(score(ctx.scoring, node, vector, query, now, triggers, attractors))
+    return results
+
+
+def negative_attractor_count(ctx: MemoryContext, *, user_id: str) -> int:
+    """How many negative attractors apply to the caller's retrieval now."""
+    stream_id = wait_for_vectors(ctx, inputs.user(user_id))
+    if stream_id is None:
+        return 0
+    with ctx.store.reading() as view:
+        return VectorStore(view.connection).count_attractors(stream_id)

@@ -1,0 +1,50 @@
+"""What the memory operations return, beyond nodes themselves."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from projections.model import NodeType, Role, Scope, ScoredNode, SourceType
+
+
+@dataclass(frozen=True)
+class MemoryEvent:
+    """A stored memory event as its owner may read it."""
+
+    id: uuid.UUID
+    user_id: str
+    content: str
+    scope: Scope
+    role: Role
+    source_type: SourceType
+    node_type: NodeType
+    session_id: str | None
+    meta: dict[str, Any]
+    version: int
+    recorded_at: datetime
+
+
+@dataclass(frozen=True)
+class Correction:
+    """The outcome of supersede / contradict / resolve_contradiction."""
+
+    operation_id: uuid.UUID
+    event_id: uuid.UUID
+    node_ids: tuple[uuid.UUID, ...]
+    evidence_id: uuid.UUID | None
+    replayed: bool  # True when this call repeated an earlier, identical one
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """Scored nodes, best first."""
+
+    query: str
+    results: list[ScoredNode] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> list[Any]:
+        return [r.node for r in self.results]

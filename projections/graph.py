@@ -1,0 +1,223 @@
+"""The node graph projection (inline: applied in the appending transaction).
+
+Memory events carry the outcome of each decision (after-states), so applying
+them is bookkeeping, not judgement: commands in the application decide and
+validate; this module records.  Nodes whose source event was erased are
+simply absent on replay, and records that mention them only touch the nodes
+that remain.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from eventstore import RecordedEvent, SubjectCipher
+from projections import events as ev
+from projections.digest import state_digest
+from projections.extraction import Extractor, OneNodePerEvent
+from projections.model import (
+    INITIAL_CONFIDENCE,
+    INITIAL_SALIENCE,
+    EdgeKind,
+    LifecycleState,
+    Node,
+    NodeType,
+    Scope,
+    SourceType,
+)
+from projections.storage.graph_store import GraphStore, node_from_row, state_of
+
+
+def state_to_json(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A node state (see ``state_of``) as JSON-safe values for journal snapshots."""
+    return {
+        k: (v.isoformat() if isinstance(v, datetime) else str(v) if isinstance(v, uuid.UUID) else v)
+        for k, v in state.items()
+    }
+
+
+def state_from_json(raw: Mapping[str, Any]) -> dict[str, Any]:
+    state = dict(raw)
+    for key in ("last_reinforced_at", "updated_at"):
+        if state.get(key) is not None:
+            state[key] = datetime.fromisoformat(state[key])
+    if state.get("superseded_by") is not None:
+        state["superseded_by"] = uuid.UUID(state["superseded_by"])
+    return state
+
+
+def operation_fingerprint(cipher: SubjectCipher, key: str, request: Mapping[str, Any]) -> bytes:
+    """Keyed hash of what an idempotency key was first used for."""
+    text = json.dumps({"key": key, **request}, sort_keys=True, separators=(",", ":"))
+    return cipher.mac("operation", text.encode())
+
+
+class NodeGraphProjection:
+    """Nodes, SUPERSEDES/CONTRADICTS edges, lifecycle and idempotency keys."""
+
+    name = "node_graph"
+    version = 1
+
+    def __init__(self, extractor: Extractor | None = None) -> None:
+        self.extractor = extractor or OneNodePerEvent()
+
+    def apply(self, conn: Connection, cipher: SubjectCipher, event: RecordedEvent) -> None:
+        if event.data is None:  # erased: nothing left to derive
+            return
+        store = GraphStore(conn)
+        handler = {
+            ev.STORED: self._stored,
+            ev.SUPERSEDED: self._superseded,
+            ev.CONTRADICTED: self._contradicted,
+            ev.CONTRADICTION_RESOLVED: self._resolved,
+            ev.REINFORCED: self._reinforced,
+        }.get(event.type)
+        if handler is not None:
+            handler(store, cipher, event, event.data)
+
+    def purge(self, conn: Connection, stream_id: int) -> None:
+        GraphStore(conn).purge_stream(stream_id)
+
+    def digest(self, conn: Connection, cipher: SubjectCipher | None, stream_id: int) -> str:
+        store = GraphStore(conn)
+        node_rows = store.stream_nodes(stream_id)
+        if cipher is None and node_rows:
+            raise ValueError("node rows remain for a stream whose key is destroyed")
+        state = {
+            "nodes": sorted(
+                (_node_state(node_from_row(cipher, r)) for r in node_rows if cipher),
+                key=lambda n: n["id"],
+            ),
+            "edges": [_row_dict(r) for r in store.stream_edges(stream_id)],
+            "operations": [_row_dict(r) for r in store.stream_operations(stream_id)],
+            "events": [_row_dict(r) for r in store.stream_memory_events(stream_id)],
+        }
+        return state_digest(state)
+
+    # -- handlers --------------------------------------------------------------
+
+    def _stored(
+        self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
+    ) -> None:
+        scope = Scope(data["scope"])
+        store.add_memory_event(event.event_id, cipher.stream_id, scope, event.recorded_at)
+        drafts = self.extractor.extract(data["content"], NodeType(data["node_type"]))
+        for ordinal, draft in enumerate(drafts):
+            node = Node(
+                id=ev.node_id(event.event_id, ordinal),
+                event_id=event.event_id,
+                content=draft.content,
+                node_type=draft.node_type,
+                scope=scope,
+                source_type=SourceType(data["source_type"]),
+                lifecycle=LifecycleState.ACTIVE,
+                confidence_base=INITIAL_CONFIDENCE,
+                salience_base=INITIAL_SALIENCE,
+                reinforcement_boost=0.0,
+                reinforcement_count=0,
+                created_at=event.recorded_at,
+                updated_at=event.recorded_at,
+                session_id=data.get("session_id"),
+                meta=data.get("meta") or {},
+            )
+            store.insert_node(cipher, node, cipher.stream_id, ordinal)
+
+    def _superseded(
+        self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
+    ) -> None:
+        old, new = uuid.UUID(data["old_node_id"]), uuid.UUID(data["new_node_id"])
+        present = self._apply_after_states(store, data)
+        if {old, new} <= present:
+            store.insert_edge(
+                ev.edge_id(EdgeKind.SUPERSEDES, new, old, event.event_id),
+                cipher.stream_id,
+                EdgeKind.SUPERSEDES,
+                new,
+                old,
+                event.event_id,
+                event.recorded_at,
+            )
+        self._record_operation(store, cipher, event, data)
+
+    def _contradicted(
+        self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
+    ) -> None:
+        a, b = (uuid.UUID(i) for i in data["node_ids"])
+        if {a, b} <= self._apply_after_states(store, data):
+            store.insert_edge(
+                ev.edge_id(EdgeKind.CONTRADICTS, a, b, event.event_id),
+                cipher.stream_id,
+                EdgeKind.CONTRADICTS,
+                a,
+                b,
+                event.event_id,
+                event.recorded_at,
+            )
+        self._record_operation(store, cipher, event, data)
+
+    def _resolved(
+        self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
+    ) -> None:
+        winner, loser = uuid.UUID(data["winner_node_id"]), uuid.UUID(data["loser_node_id"])
+        present = self._apply_after_states(store, data)
+        store.resolve_edges(EdgeKind.CONTRADICTS, {winner, loser}, event.recorded_at)
+        if {winner, loser} <= present:
+            store.insert_edge(
+                ev.edge_id(EdgeKind.SUPERSEDES, winner, loser, event.event_id),
+                cipher.stream_id,
+                EdgeKind.SUPERSEDES,
+                winner,
+                loser,
+                event.event_id,
+                event.recorded_at,
+            )
+        self._record_operation(store, cipher, event, data)
+
+    def _reinforced(
+        self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
+    ) -> None:
+        self._apply_after_states(store, data)
+        if data.get("request_id"):
+            self._record_operation(store, cipher, event, data)
+
+    # -- shared steps ------------------------------------------------------------
+
+    def _apply_after_states(self, store: GraphStore, data: dict[str, Any]) -> set[uuid.UUID]:
+        """Set each recorded after-state on nodes that still exist; return those nodes."""
+        after = {uuid.UUID(k): v for k, v in data["after"].items()}
+        present = {row.node_id for row in store.node_rows(after)}
+        for node_id in present:
+            store.update_state(node_id, state_from_json(after[node_id]))
+        return present
+
+    def _record_operation(
+        self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
+    ) -> None:
+        key, request = data["operation_key"], data["request"]
+        fingerprint = operation_fingerprint(cipher, key, request)
+        store.record_operation(cipher.stream_id, key, fingerprint, event.event_id)
+
+
+def _node_state(node: Node) -> dict[str, Any]:
+    return {
+        "id": node.id,
+        "event_id": node.event_id,
+        "content": node.content,
+        "node_type": node.node_type.value,
+        "scope": node.scope.value,
+        "source_type": node.source_type.value,
+        "session_id": node.session_id,
+        "meta": node.meta,
+        "created_at": node.created_at,
+        **state_of(node),
+    }
+
+
+def _row_dict(row: Any) -> dict[str, Any]:
+    return dict(row._mapping)

@@ -1,0 +1,255 @@
+"""SQL of the node graph: nodes, edges, source-event index, idempotency keys."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Collection, Mapping
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from eventstore import SubjectCipher
+from projections.model import LifecycleState, Node, NodeType, Scope, SourceType
+from projections.storage.tables import edges, memory_events, nodes, operations
+
+NodeRow = sa.Row[Any]
+
+# Columns a node's lifecycle changes may touch; content never changes.
+STATE_COLUMNS = (
+    "lifecycle",
+    "superseded_by",
+    "confidence_base",
+    "salience_base",
+    "reinforcement_boost",
+    "reinforcement_count",
+    "last_reinforced_at",
+    "updated_at",
+)
+
+
+def seal_json(cipher: SubjectCipher, purpose: str, row_id: uuid.UUID, value: Any) -> bytes:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return cipher.seal(purpose, row_id.bytes, text.encode())
+
+
+def open_json(cipher: SubjectCipher, purpose: str, row_id: uuid.UUID, blob: bytes) -> Any:
+    return json.loads(cipher.open(purpose, row_id.bytes, blob))
+
+
+class GraphStore:
+    """Reads and writes the node-graph tables on one connection."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    # -- source events -----------------------------------------------------
+
+    def add_memory_event(
+        self, event_id: uuid.UUID, stream_id: int, scope: Scope, recorded_at: datetime
+    ) -> None:
+        self.conn.execute(
+            memory_events.insert().values(
+                event_id=event_id, stream_id=stream_id, scope=scope.value, recorded_at=recorded_at
+            )
+        )
+
+    def memory_event(self, event_id: uuid.UUID) -> sa.Row[Any] | None:
+        query = sa.select(memory_events).where(memory_events.c.event_id == event_id)
+        return self.conn.execute(query).first()
+
+    # -- nodes ---------------------------------------------------------------
+
+    def insert_node(self, cipher: SubjectCipher, node: Node, stream_id: int, ordinal: int) -> None:
+        session = (
+            None
+            if node.session_id is None
+            else cipher.seal("node.session", node.id.bytes, node.session_id.encode())
+        )
+        self.conn.execute(
+            nodes.insert().values(
+                node_id=node.id,
+                stream_id=stream_id,
+                event_id=node.event_id,
+                ordinal=ordinal,
+                node_type=node.node_type.value,
+                scope=node.scope.value,
+                source_type=node.source_type.value,
+                content=cipher.seal("node.content", node.id.bytes, node.content.encode()),
+                meta=seal_json(cipher, "node.meta", node.id, node.meta),
+                session_id=session,
+                created_at=node.created_at,
+                **state_of(node),
+            )
+        )
+
+    def node_row(self, node_id: uuid.UUID) -> NodeRow | None:
+        return self.conn.execute(sa.select(nodes).where(nodes.c.node_id == node_id)).first()
+
+    def node_rows(self, node_ids: Collection[uuid.UUID]) -> list[NodeRow]:
+        query = sa.select(nodes).where(nodes.c.node_id.in_(list(node_ids)))
+        return list(self.conn.execute(query))
+
+    def nodes_of_event(self, event_id: uuid.UUID) -> list[NodeRow]:
+        query = sa.select(nodes).where(nodes.c.event_id == event_id).order_by(nodes.c.ordinal)
+        return list(self.conn.execute(query))
+
+    def stream_nodes(
+        self,
+        stream_id: int,
+        *,
+        lifecycles: Collection[LifecycleState] | None = None,
+        scopes: Collection[Scope] | None = None,
+        node_types: Collection[NodeType] | None = None,
+        exclude_node_types: Collection[NodeType] | None = None,
+        source_types: Collection[SourceType] | None = None,
+    ) -> list[NodeRow]:
+        query = sa.select(nodes).where(nodes.c.stream_id == stream_id)
+        for column, values in (
+            (nodes.c.lifecycle, lifecycles),
+            (nodes.c.scope, scopes),
+            (nodes.c.node_type, node_types),
+            (nodes.c.source_type, source_types),
+        ):
+            if values is not None:
+                query = query.where(column.in_([v.value for v in values]))
+        if exclude_node_types:
+            query = query.where(nodes.c.node_type.not_in([v.value for v in exclude_node_types]))
+        return list(self.conn.execute(query.order_by(nodes.c.created_at, nodes.c.node_id)))
+
+    def update_state(self, node_id: uuid.UUID, state: Mapping[str, Any]) -> None:
+        values = {k: v for k, v in state.items() if k in STATE_COLUMNS}
+        self.conn.execute(nodes.update().where(nodes.c.node_id == node_id).values(**values))
+
+    # -- edges ---------------------------------------------------------------
+
+    def insert_edge(
+        self,
+        edge_id: uuid.UUID,
+        stream_id: int,
+        kind: str,
+        source: uuid.UUID,
+        target: uuid.UUID,
+        event_id: uuid.UUID,
+        created_at: datetime,
+    ) -> None:
+        self.conn.execute(
+            edges.insert().values(
+                edge_id=edge_id,
+                stream_id=stream_id,
+                kind=kind,
+                source_node=source,
+                target_node=target,
+                event_id=event_id,
+                created_at=created_at,
+            )
+        )
+
+    def resolve_edges(
+        self, kind: str, node_ids: Collection[uuid.UUID], resolved_at: datetime
+    ) -> None:
+        """Mark open edges of ``kind`` between the given nodes as resolved."""
+        ids = list(node_ids)
+        self.conn.execute(
+            edges.update()
+            .where(
+                edges.c.kind == kind,
+                edges.c.source_node.in_(ids),
+                edges.c.target_node.in_(ids),
+                edges.c.resolved_at.is_(None),
+            )
+            .values(resolved_at=resolved_at)
+        )
+
+    def edges_touching(self, node_id: uuid.UUID) -> list[sa.Row[Any]]:
+        query = sa.select(edges).where(
+            sa.or_(edges.c.source_node == node_id, edges.c.target_node == node_id)
+        )
+        return list(self.conn.execute(query.order_by(edges.c.created_at, edges.c.edge_id)))
+
+    def stream_edges(self, stream_id: int) -> list[sa.Row[Any]]:
+        query = sa.select(edges).where(edges.c.stream_id == stream_id).order_by(edges.c.edge_id)
+        return list(self.conn.execute(query))
+
+    # -- idempotency keys ----------------------------------------------------
+
+    def operation(self, stream_id: int, key: str) -> sa.Row[Any] | None:
+        query = sa.select(operations).where(
+            operations.c.stream_id == stream_id, operations.c.operation_key == key
+        )
+        return self.conn.execute(query).first()
+
+    def record_operation(
+        self, stream_id: int, key: str, fingerprint: bytes, event_id: uuid.UUID
+    ) -> None:
+        self.conn.execute(
+            operations.insert().values(
+                stream_id=stream_id, operation_key=key, fingerprint=fingerprint, event_id=event_id
+            )
+        )
+
+    def stream_operations(self, stream_id: int) -> list[sa.Row[Any]]:
+        query = (
+            sa.select(operations)
+            .where(operations.c.stream_id == stream_id)
+            .order_by(operations.c.operation_key)
+        )
+        return list(self.conn.execute(query))
+
+    # -- erasure -------------------------------------------------------------
+
+    def purge_stream(self, stream_id: int) -> None:
+        for table in (nodes, edges, operations, memory_events):
+            self.conn.execute(table.delete().where(table.c.stream_id == stream_id))
+
+    def stream_memory_events(self, stream_id: int) -> list[sa.Row[Any]]:
+        query = (
+            sa.select(memory_events)
+            .where(memory_events.c.stream_id == stream_id)
+            .order_by(memory_events.c.event_id)
+        )
+        return list(self.conn.execute(query))
+
+
+def state_of(node: Node) -> dict[str, Any]:
+    """The mutable part of a node, as stored in rows and journal snapshots."""
+    return {
+        "lifecycle": node.lifecycle.value,
+        "superseded_by": node.superseded_by,
+        "confidence_base": node.confidence_base,
+        "salience_base": node.salience_base,
+        "reinforcement_boost": node.reinforcement_boost,
+        "reinforcement_count": node.reinforcement_count,
+        "last_reinforced_at": node.last_reinforced_at,
+        "updated_at": node.updated_at,
+    }
+
+
+def node_from_row(cipher: SubjectCipher, row: NodeRow) -> Node:
+    """Decrypt a node row (see :meth:`GraphStore.insert_node`)."""
+    session = (
+        None
+        if row.session_id is None
+        else cipher.open("node.session", row.node_id.bytes, row.session_id).decode()
+    )
+    return Node(
+        id=row.node_id,
+        event_id=row.event_id,
+        content=cipher.open("node.content", row.node_id.bytes, row.content).decode(),
+        node_type=NodeType(row.node_type),
+        scope=Scope(row.scope),
+        source_type=SourceType(row.source_type),
+        lifecycle=LifecycleState(row.lifecycle),
+        confidence_base=row.confidence_base,
+        salience_base=row.salience_base,
+        reinforcement_boost=row.reinforcement_boost,
+        reinforcement_count=row.reinforcement_count,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        last_reinforced_at=row.last_reinforced_at,
+        superseded_by=row.superseded_by,
+        session_id=session,
+        meta=open_json(cipher, "node.meta", row.node_id, row.meta),
+    )

@@ -1,0 +1,134 @@
+"""SQL of the vector state: embeddings, resonance triggers, negative attractors."""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from eventstore import SubjectCipher
+from projections.storage.graph_store import open_json, seal_json
+from projections.storage.tables import attractors, nodes, triggers, vectors
+
+
+def pack_vector(values: Sequence[float]) -> bytes:
+    return struct.pack(f"<{len(values)}f", *values)
+
+
+def unpack_vector(raw: bytes) -> list[float]:
+    return list(struct.unpack(f"<{len(raw) // 4}f", raw))
+
+
+class VectorStore:
+    """Reads and writes the vector-state tables on one connection."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def put_vector(
+        self, cipher: SubjectCipher, node_id: uuid.UUID, embedder: str, vector: Sequence[float]
+    ) -> None:
+        sealed = cipher.seal("vector", node_id.bytes, pack_vector(vector))
+        self.conn.execute(vectors.delete().where(vectors.c.node_id == node_id))
+        self.conn.execute(
+            vectors.insert().values(
+                node_id=node_id, stream_id=cipher.stream_id, embedder=embedder, embedding=sealed
+            )
+        )
+
+    def node_vectors(self, stream_id: int) -> list[sa.Row[Any]]:
+        """Node rows joined with their vectors (nodes not yet embedded are left out)."""
+        query = (
+            sa.select(nodes, vectors.c.embedding, vectors.c.embedder)
+            .join(vectors, vectors.c.node_id == nodes.c.node_id)
+            .where(nodes.c.stream_id == stream_id)
+        )
+        return list(self.conn.execute(query))
+
+    def stream_vectors(self, stream_id: int) -> list[sa.Row[Any]]:
+        query = (
+            sa.select(vectors).where(vectors.c.stream_id == stream_id).order_by(vectors.c.node_id)
+        )
+        return list(self.conn.execute(query))
+
+    def add_trigger(
+        self,
+        cipher: SubjectCipher,
+        trigger_id: uuid.UUID,
+        event_id: uuid.UUID,
+        body: dict[str, Any],
+        weight: float,
+        threshold: float,
+    ) -> None:
+        self.conn.execute(
+            triggers.insert().values(
+                trigger_id=trigger_id,
+                stream_id=cipher.stream_id,
+                event_id=event_id,
+                body=seal_json(cipher, "trigger", trigger_id, body),
+                weight=weight,
+                threshold=threshold,
+            )
+        )
+
+    def remove_trigger(self, stream_id: int, trigger_id: uuid.UUID) -> None:
+        self.conn.execute(
+            triggers.delete().where(
+                triggers.c.stream_id == stream_id, triggers.c.trigger_id == trigger_id
+            )
+        )
+
+    def stream_triggers(self, cipher: SubjectCipher) -> list[tuple[sa.Row[Any], Any]]:
+        query = (
+            sa.select(triggers)
+            .where(triggers.c.stream_id == cipher.stream_id)
+            .order_by(triggers.c.trigger_id)
+        )
+        return [
+            (row, open_json(cipher, "trigger", row.trigger_id, row.body))
+            for row in self.conn.execute(query)
+        ]
+
+    def add_attractor(
+        self,
+        cipher: SubjectCipher,
+        attractor_id: uuid.UUID,
+        event_id: uuid.UUID,
+        body: dict[str, Any],
+        severity: float,
+    ) -> None:
+        self.conn.execute(
+            attractors.insert().values(
+                attractor_id=attractor_id,
+                stream_id=cipher.stream_id,
+                event_id=event_id,
+                body=seal_json(cipher, "attractor", attractor_id, body),
+                severity=severity,
+            )
+        )
+
+    def clear_attractors(self, stream_id: int) -> None:
+        self.conn.execute(attractors.delete().where(attractors.c.stream_id == stream_id))
+
+    def stream_attractors(self, cipher: SubjectCipher) -> list[tuple[sa.Row[Any], Any]]:
+        query = (
+            sa.select(attractors)
+            .where(attractors.c.stream_id == cipher.stream_id)
+            .order_by(attractors.c.attractor_id)
+        )
+        return [
+            (row, open_json(cipher, "attractor", row.attractor_id, row.body))
+            for row in self.conn.execute(query)
+        ]
+
+    def count_attractors(self, stream_id: int) -> int:
+        query = sa.select(sa.func.count()).where(attractors.c.stream_id == stream_id)
+        return int(self.conn.execute(query).scalar_one())
+
+    def purge_stream(self, stream_id: int) -> None:
+        for table in (vectors, triggers, attractors):
+            self.conn.execute(table.delete().where(table.c.stream_id == stream_id))

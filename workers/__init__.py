@@ -1,0 +1,1 @@
+"""Workers: the projection runner, replays, and (later) erasure jobs and schedules."""

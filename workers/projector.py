@@ -1,0 +1,113 @@
+"""Runs an asynchronous projection over the log, partition by partition.
+
+The log is split into partitions by stream id.  Each batch of one partition
+is applied in one transaction that also moves that partition's checkpoint;
+the checkpoint row is locked for the batch, so any number of runners (threads
+in one process, or worker processes on PostgreSQL) share the partitions
+without ever applying an event twice, and every stream is applied in order.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+from eventstore import EventStore, LogCursor, RecordedEvent, SubjectCipher, Transaction
+from eventstore.ids import SYSTEM_NAMESPACE
+from eventstore.store import utc_now
+from projections import events as ev
+from projections.base import Projection
+from projections.storage import checkpoints
+
+DEFAULT_PARTITIONS = 8
+DEFAULT_BATCH_SIZE = 200
+IDLE_SLEEP_SECONDS = 0.01
+
+
+class ProjectionRunner:
+    """Applies one projection to the log from its checkpoints."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        projection: Projection,
+        *,
+        partitions: int = DEFAULT_PARTITIONS,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.store = store
+        self.projection = projection
+        self.partitions = partitions
+        self.batch_size = batch_size
+        self.clock = clock
+        with store.transaction() as tx:
+            checkpoints.ensure_checkpoints(
+                tx.connection, store.backend, projection.name, partitions, clock()
+            )
+
+    def partition_of(self, stream_id: int) -> int:
+        return stream_id % self.partitions
+
+    def checkpoint(self, partition: int) -> LogCursor:
+        with self.store.reading() as view:
+            return checkpoints.read(view.connection, self.projection.name, partition)
+
+    def run_once(self, partition: int) -> int | None:
+        """Apply one batch of a partition; ``None`` when another runner holds it."""
+        with self.store.transaction() as tx:
+            cursor = checkpoints.claim(tx.connection, self.projection.name, partition)
+            if cursor is None:
+                return None
+            page = self.store.read_all(
+                cursor, self.batch_size, partition=(partition, self.partitions)
+            )
+            if not page.events:
+                return 0
+            self._apply_page(tx, page.events)
+            checkpoints.advance(
+                tx.connection, self.projection.name, partition, page.next_cursor, self.clock()
+            )
+            return len(page.events)
+
+    def run_pending(self) -> int:
+        """Apply everything visible now in every free partition; the number of events."""
+        total = 0
+        for partition in range(self.partitions):
+            while applied := self.run_once(partition):
+                total += applied
+        return total
+
+    def catch_up(self, cursor: LogCursor, stream_id: int, timeout: float) -> bool:
+        """Wait (helping along) until the stream's partition has applied ``cursor``."""
+        partition = self.partition_of(stream_id)
+        deadline = time.monotonic() + timeout
+        while self.checkpoint(partition) < cursor:
+            if time.monotonic() > deadline:
+                return False
+            if not self.run_once(partition):
+                time.sleep(IDLE_SLEEP_SECONDS)
+        return True
+
+    def run_forever(self, stop: threading.Event, poll_interval: float = 0.2) -> None:
+        """Keep applying until ``stop`` is set (the loop of a worker thread or process)."""
+        while not stop.is_set():
+            if not self.run_pending():
+                stop.wait(poll_interval)
+
+    def _apply_page(self, tx: Transaction, page: list[RecordedEvent]) -> None:
+        ciphers: dict[int, SubjectCipher | None] = {}
+        for event in page:
+            if (
+                event.stream.namespace == SYSTEM_NAMESPACE
+                or event.type not in ev.MEMORY_EVENT_TYPES
+            ):
+                continue
+            stream_id = event.stream.stream_id
+            if stream_id not in ciphers:
+                ciphers[stream_id] = tx.cipher(stream_id)
+            cipher = ciphers[stream_id]
+            if cipher is not None:  # a destroyed key means the subject was forgotten
+                self.projection.apply(tx.connection, cipher, event)
