@@ -113,6 +113,11 @@ class EventCodec:
     def subject_key(self, namespace: str, subject: str) -> bytes:
         return crypto.subject_key(self.keys.subject_hmac_key(), namespace, subject)
 
+    def pseudonym(self, kind: str, value: str) -> str:
+        """A keyed hash naming a person (an actor, a requester) without revealing them."""
+        message = b"pseudonym\0" + kind.encode() + b"\0" + value.encode()
+        return hmac.new(self.keys.subject_hmac_key(), message, hashlib.sha256).hexdigest()
+
     def encode(self, event: NewEvent) -> EncodedEvent:
         """Validate one new event; raises an :class:`InvalidInputError` subclass."""
         check_event_type(event.type)

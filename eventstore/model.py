@@ -156,4 +156,5 @@ class KeyDestruction:
     """Proof-relevant facts about a destroyed data key."""
 
     dek_id: uuid.UUID
+    kek_version: int  # residual wrapped copies need this KEK version to be unwrapped
     destroyed_at: datetime

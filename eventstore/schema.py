@@ -108,3 +108,80 @@ events = sa.Table(
     sa.Index(None, "commit_group", "position"),
     sqlite_autoincrement=True,
 )
+
+# -- erasure bookkeeping -------------------------------------------------------------
+# Content-free by construction: subjects by keyed hash, actors by keyed hash,
+# reasons and legal grounds from fixed vocabularies.
+
+erasure_requests = sa.Table(
+    "erasure_requests",
+    metadata,
+    sa.Column("request_id", sa.Uuid, primary_key=True),
+    sa.Column("kind", sa.String(32), nullable=False),  # forget | delete_event | retention
+    sa.Column("namespace", sa.String(64), nullable=False),
+    sa.Column("subject_key", sa.LargeBinary(32), nullable=False, index=True),
+    sa.Column("stream_id", BigId, nullable=True),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("legal_ground", sa.String(64), nullable=False),
+    sa.Column("reason", sa.String(64), nullable=False),
+    sa.Column("requested_by", sa.String(64), nullable=True),  # hex keyed hash of the actor
+    sa.Column("received_at", UTCDateTime(), nullable=False),
+    sa.Column("deadline_at", UTCDateTime(), nullable=False),
+    sa.Column("erased_at", UTCDateTime(), nullable=True),
+    sa.Column("completed_at", UTCDateTime(), nullable=True),
+    sa.Column("overdue_at", UTCDateTime(), nullable=True),
+    sa.Column("events_erased", sa.Integer, nullable=False),
+    sa.Column("version_from", sa.BigInteger, nullable=True),
+    sa.Column("version_to", sa.BigInteger, nullable=True),
+    sa.Column("merkle_root", sa.LargeBinary(32), nullable=False),
+    sa.Column("dek_id", sa.Uuid, nullable=True),
+    sa.Column("kek_version", sa.Integer, nullable=True),
+    sa.Column("key_destroyed_at", UTCDateTime(), nullable=True),
+    sa.Column("chain_head", sa.LargeBinary(32), nullable=True),
+    sa.Column("stream_version", sa.BigInteger, nullable=True),
+    sa.Column("certificate_id", sa.Uuid, nullable=True),
+    sa.Column("error", sa.String(500), nullable=True),
+)
+
+rebuild_jobs = sa.Table(
+    "rebuild_jobs",
+    metadata,
+    sa.Column("job_id", sa.Uuid, primary_key=True),
+    sa.Column("request_id", sa.Uuid, nullable=False, index=True),
+    sa.Column("projection", sa.String(64), nullable=False),
+    sa.Column("projection_version", sa.Integer, nullable=False),
+    sa.Column("stream_id", BigId, nullable=True),
+    sa.Column("status", sa.String(16), nullable=False),  # queued | running | done | failed
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("max_attempts", sa.Integer, nullable=False),
+    sa.Column("run_after", UTCDateTime(), nullable=False),
+    sa.Column("lease_owner", sa.String(100), nullable=True),
+    sa.Column("lease_expires_at", UTCDateTime(), nullable=True),
+    sa.Column("last_error", sa.String(500), nullable=True),
+    sa.Column("position", sa.String(64), nullable=True),
+    sa.Column("state_digest", sa.String(64), nullable=True),
+    sa.Column("replay_digest", sa.String(64), nullable=True),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Column("finished_at", UTCDateTime(), nullable=True),
+    sa.Index(None, "status", "run_after"),
+)
+
+certificates = sa.Table(
+    "certificates",
+    metadata,
+    sa.Column("certificate_id", sa.Uuid, primary_key=True),
+    sa.Column("request_id", sa.Uuid, nullable=False, unique=True),
+    sa.Column("subject_key", sa.LargeBinary(32), nullable=False, index=True),
+    sa.Column("issued_at", UTCDateTime(), nullable=False),
+    sa.Column("jws", sa.Text, nullable=False),
+)
+
+# Periodic jobs take a lease here before running, so that several worker
+# processes (each with its own scheduler) never run the same job at once.
+scheduler_leases = sa.Table(
+    "scheduler_leases",
+    metadata,
+    sa.Column("name", sa.String(100), primary_key=True),
+    sa.Column("owner", sa.String(100), nullable=False),
+    sa.Column("expires_at", UTCDateTime(), nullable=False),
+)

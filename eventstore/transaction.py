@@ -385,7 +385,7 @@ class Transaction:
         row = self.connection.execute(
             data_keys.delete()
             .where(data_keys.c.stream_id == stream_id)
-            .returning(data_keys.c.dek_id)
+            .returning(data_keys.c.dek_id, data_keys.c.kek_version)
         ).first()
         if row is None:
             raise KeyUnavailableError("the data key of this stream is already destroyed")
@@ -393,7 +393,7 @@ class Transaction:
         self.connection.execute(
             streams.update().where(streams.c.stream_id == stream_id).values(key_destroyed_at=now)
         )
-        return KeyDestruction(row.dek_id, now)
+        return KeyDestruction(row.dek_id, row.kek_version, now)
 
     def close_stream(self, stream_id: int) -> None:
         """End a stream generation: the subject's next write starts a new one."""

@@ -67,12 +67,15 @@ class VectorProjection:
         drafts = self.extractor.extract(data["content"], NodeType(data["node_type"]))
         vectors = self.embedder.embed([d.content for d in drafts])
         for ordinal, vector in enumerate(vectors):
-            store.put_vector(
-                cipher, ev.node_id(event.event_id, ordinal), self.embedder.name, vector
-            )
+            node_id = ev.node_id(event.event_id, ordinal)
+            store.put_vector(cipher, node_id, event.event_id, self.embedder.name, vector)
 
     def purge(self, conn: Connection, stream_id: int) -> None:
         VectorStore(conn).purge_stream(stream_id)
+
+    def purge_event(self, conn: Connection, stream_id: int, event_id: uuid.UUID) -> None:
+        """Drop what one erased event contributed (the rebuild job later replays the rest)."""
+        VectorStore(conn).purge_event(stream_id, event_id)
 
     def digest(self, conn: Connection, cipher: SubjectCipher | None, stream_id: int) -> str:
         store = VectorStore(conn)

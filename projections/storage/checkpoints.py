@@ -50,6 +50,17 @@ def claim(conn: Connection, name: str, partition: int) -> LogCursor | None:
     return None if row is None else LogCursor(row.commit_group, row.position)
 
 
+def hold(conn: Connection, name: str, partition: int) -> None:
+    """Wait for and lock a partition's checkpoint: erasure uses this so that no
+    runner batch can re-insert rows it purges (the runner's batch either
+    committed before, and is purged, or starts after and sees the erasure)."""
+    conn.execute(
+        sa.select(checkpoints.c.name)
+        .where(checkpoints.c.name == name, checkpoints.c.partition == partition)
+        .with_for_update()
+    )
+
+
 def advance(conn: Connection, name: str, partition: int, cursor: LogCursor, now: datetime) -> None:
     conn.execute(
         checkpoints.update()

@@ -85,6 +85,7 @@ vectors = sa.Table(
     metadata,
     sa.Column("node_id", sa.Uuid, primary_key=True),
     sa.Column("stream_id", StreamId, nullable=False, index=True),
+    sa.Column("event_id", sa.Uuid, nullable=False, index=True),
     sa.Column("embedder", sa.String(100), nullable=False),
     sa.Column("embedding", sa.LargeBinary, nullable=False),
 )

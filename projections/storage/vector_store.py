@@ -30,13 +30,22 @@ class VectorStore:
         self.conn = conn
 
     def put_vector(
-        self, cipher: SubjectCipher, node_id: uuid.UUID, embedder: str, vector: Sequence[float]
+        self,
+        cipher: SubjectCipher,
+        node_id: uuid.UUID,
+        event_id: uuid.UUID,
+        embedder: str,
+        vector: Sequence[float],
     ) -> None:
         sealed = cipher.seal("vector", node_id.bytes, pack_vector(vector))
         self.conn.execute(vectors.delete().where(vectors.c.node_id == node_id))
         self.conn.execute(
             vectors.insert().values(
-                node_id=node_id, stream_id=cipher.stream_id, embedder=embedder, embedding=sealed
+                node_id=node_id,
+                stream_id=cipher.stream_id,
+                event_id=event_id,
+                embedder=embedder,
+                embedding=sealed,
             )
         )
 
@@ -55,6 +64,13 @@ class VectorStore:
         )
         return list(self.conn.execute(query))
 
+    def purge_event(self, stream_id: int, event_id: uuid.UUID) -> None:
+        """Remove everything one erased event contributed to the vector state."""
+        for table in (vectors, triggers, attractors):
+            self.conn.execute(
+                table.delete().where(table.c.stream_id == stream_id, table.c.event_id == event_id)
+            )
+
     def add_trigger(
         self,
         cipher: SubjectCipher,
@@ -64,6 +80,7 @@ class VectorStore:
         weight: float,
         threshold: float,
     ) -> None:
+        self.conn.execute(triggers.delete().where(triggers.c.trigger_id == trigger_id))
         self.conn.execute(
             triggers.insert().values(
                 trigger_id=trigger_id,
@@ -101,6 +118,7 @@ class VectorStore:
         body: dict[str, Any],
         severity: float,
     ) -> None:
+        self.conn.execute(attractors.delete().where(attractors.c.attractor_id == attractor_id))
         self.conn.execute(
             attractors.insert().values(
                 attractor_id=attractor_id,

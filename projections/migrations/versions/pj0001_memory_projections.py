@@ -89,11 +89,13 @@ def upgrade() -> None:
         "memory_vectors",
         sa.Column("node_id", sa.Uuid(), nullable=False),
         sa.Column("stream_id", sa.BigInteger(), nullable=False),
+        sa.Column("event_id", sa.Uuid(), nullable=False),
         sa.Column("embedder", sa.String(length=100), nullable=False),
         sa.Column("embedding", sa.LargeBinary(), nullable=False),
         sa.PrimaryKeyConstraint("node_id", name=op.f("pk_memory_vectors")),
     )
     with op.batch_alter_table("memory_vectors", schema=None) as batch_op:
+        batch_op.create_index(batch_op.f("ix_memory_vectors_event_id"), ["event_id"], unique=False)
         batch_op.create_index(
             batch_op.f("ix_memory_vectors_stream_id"), ["stream_id"], unique=False
         )
@@ -150,6 +152,7 @@ def downgrade() -> None:
     op.drop_table("projection_checkpoints")
     with op.batch_alter_table("memory_vectors", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_memory_vectors_stream_id"))
+        batch_op.drop_index(batch_op.f("ix_memory_vectors_event_id"))
 
     op.drop_table("memory_vectors")
     op.drop_table("memory_operations")

@@ -1,0 +1,96 @@
+"""SQL for erasure requests and the certificates that close them."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from eventstore.schema import certificates, erasure_requests
+
+RequestRow = sa.Row[Any]
+
+OPEN_STATUSES = ("received", "erasing", "rebuilding")
+
+
+def insert_request(conn: Connection, values: Mapping[str, Any]) -> None:
+    conn.execute(erasure_requests.insert().values(**values))
+
+
+def get_request(
+    conn: Connection, request_id: uuid.UUID, *, lock: bool = False
+) -> RequestRow | None:
+    query = sa.select(erasure_requests).where(erasure_requests.c.request_id == request_id)
+    if lock:
+        query = query.with_for_update()
+    return conn.execute(query).first()
+
+
+def update_request(conn: Connection, request_id: uuid.UUID, **values: Any) -> None:
+    conn.execute(
+        erasure_requests.update()
+        .where(erasure_requests.c.request_id == request_id)
+        .values(**values)
+    )
+
+
+def latest_request(
+    conn: Connection, namespace: str, subject_key: bytes, kind: str | None = None
+) -> RequestRow | None:
+    query = sa.select(erasure_requests).where(
+        erasure_requests.c.namespace == namespace, erasure_requests.c.subject_key == subject_key
+    )
+    if kind is not None:
+        query = query.where(erasure_requests.c.kind == kind)
+    query = query.order_by(erasure_requests.c.received_at.desc()).limit(1)
+    return conn.execute(query).first()
+
+
+def requests_for_stream(conn: Connection, stream_id: int, kind: str) -> list[RequestRow]:
+    query = sa.select(erasure_requests).where(
+        erasure_requests.c.stream_id == stream_id, erasure_requests.c.kind == kind
+    )
+    return list(conn.execute(query))
+
+
+def open_requests_past(conn: Connection, now: datetime) -> list[RequestRow]:
+    """Requests still open after their legal deadline and not yet flagged overdue."""
+    query = sa.select(erasure_requests).where(
+        erasure_requests.c.status.in_(OPEN_STATUSES),
+        erasure_requests.c.deadline_at < now,
+        erasure_requests.c.overdue_at.is_(None),
+    )
+    return list(conn.execute(query))
+
+
+def insert_certificate(
+    conn: Connection,
+    certificate_id: uuid.UUID,
+    request_id: uuid.UUID,
+    subject_key: bytes,
+    issued_at: datetime,
+    jws: str,
+) -> None:
+    conn.execute(
+        certificates.insert().values(
+            certificate_id=certificate_id,
+            request_id=request_id,
+            subject_key=subject_key,
+            issued_at=issued_at,
+            jws=jws,
+        )
+    )
+
+
+def get_certificate(conn: Connection, certificate_id: uuid.UUID) -> sa.Row[Any] | None:
+    query = sa.select(certificates).where(certificates.c.certificate_id == certificate_id)
+    return conn.execute(query).first()
+
+
+def certificate_of_request(conn: Connection, request_id: uuid.UUID) -> sa.Row[Any] | None:
+    query = sa.select(certificates).where(certificates.c.request_id == request_id)
+    return conn.execute(query).first()
