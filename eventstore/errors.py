@@ -39,6 +39,10 @@ class NotFoundError(OblivioError, LookupError):
     """The requested item is not available."""
 
 
+class EventUnavailableError(NotFoundError, ValueError):
+    """Event is not available."""
+
+
 class ConflictError(OblivioError):
     """The request conflicts with what is already stored."""
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy.engine import Engine
 
 import projections
+from certificates import IssuerKeyring
 from eventstore import EnvKeyProvider, EventStore, KeyProvider, KeyringFile, create_backend
 from eventstore.migrate import upgrade
 from eventstore.sqlite import sqlite_url
@@ -24,7 +25,11 @@ from projections.extraction import Extractor
 from projections.graph import NodeGraphProjection
 from projections.scoring import ScoringConfig
 from projections.vectors import VectorProjection
+from workers.certify import Certifier
+from workers.erasure import AsyncPartitioning, Eraser
+from workers.policy import ErasurePolicy, KeyPolicy
 from workers.projector import ProjectionRunner
+from workers.rebuild import RebuildWorker
 
 
 def build_key_provider(settings: Settings) -> KeyProvider:
@@ -63,17 +68,35 @@ def open_memory(
     """Everything the memory operations need, wired together."""
     store = open_event_store(settings)
     embedder = embedder or HashingEmbedder()
+    graph = NodeGraphProjection(extractor)
     vectors = VectorProjection(embedder, extractor)
+    runner = ProjectionRunner(store, vectors, partitions=settings.partitions, clock=clock)
+    partitioning = [AsyncPartitioning(vectors.name, settings.partitions)]
+    policy = ErasurePolicy(deadline=timedelta(hours=settings.erasure_deadline_hours))
+    issuer = open_issuer_keyring(settings)
+    certifier = Certifier(issuer, store.codec.keys, KeyPolicy(), clock)
     return MemoryContext(
         store=store,
-        graph=NodeGraphProjection(extractor),
+        graph=graph,
         vectors=vectors,
-        runner=ProjectionRunner(store, vectors, partitions=settings.partitions, clock=clock),
+        runner=runner,
         embedder=embedder,
         scoring=scoring or ScoringConfig(),
         namespace=settings.namespace,
         clock=clock,
+        eraser=Eraser(store, [graph, vectors], partitioning, policy, clock),
+        rebuilder=RebuildWorker(store, [graph, vectors], partitioning, certifier, policy, clock),
+        certifier=certifier,
+        issuer=issuer,
     )
+
+
+def open_issuer_keyring(settings: Settings) -> IssuerKeyring:
+    """Certificate signing keys: from ``OBLIVIO_ISSUER_KEYS`` (JSON) or the keyring file."""
+    from_env = os.environ.get("OBLIVIO_ISSUER_KEYS")
+    if from_env:
+        return IssuerKeyring.from_env(from_env)
+    return IssuerKeyring.open(settings.issuer_keys_file)
 
 
 def open_event_store(settings: Settings) -> EventStore:

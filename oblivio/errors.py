@@ -7,14 +7,11 @@ written against those contracts catch it unchanged.
 from __future__ import annotations
 
 from eventstore.errors import ConflictError, InvalidInputError, NotFoundError, OperationalError
+from eventstore.errors import EventUnavailableError as EventUnavailableError
 
 
 class NodeUnavailableError(NotFoundError, ValueError):
     """Node is not available."""
-
-
-class EventUnavailableError(NotFoundError, ValueError):
-    """Event is not available."""
 
 
 class EvidenceUnavailableError(NotFoundError, ValueError):

@@ -21,7 +21,9 @@ class Settings(BaseModel):
     (PostgreSQL; when unset the embedded SQLite file in the data directory is
     used), ``OBLIVIO_KEYRING`` (keyring file; default ``<data dir>/keyring.json``),
     ``OBLIVIO_KEKS`` and ``OBLIVIO_SUBJECT_HMAC_KEY`` (keys from the environment,
-    for containers), ``OBLIVIO_MAX_EVENT_BYTES``.
+    for containers), ``OBLIVIO_ISSUER_KEYS`` (certificate signing keys as JSON) or
+    ``OBLIVIO_ISSUER_KEYS_FILE``, ``OBLIVIO_MAX_EVENT_BYTES``, ``OBLIVIO_NAMESPACE``,
+    ``OBLIVIO_ERASURE_DEADLINE_HOURS`` (default 72).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -32,6 +34,8 @@ class Settings(BaseModel):
     max_event_bytes: int = Field(default=DEFAULT_MAX_EVENT_BYTES, gt=0)
     namespace: str = DEFAULT_NAMESPACE
     partitions: int = Field(default=8, ge=1, le=1024)
+    issuer_keys_path: Path | None = None
+    erasure_deadline_hours: float = Field(default=72.0, gt=0)
 
     @property
     def embedded(self) -> bool:
@@ -40,6 +44,10 @@ class Settings(BaseModel):
     @property
     def keyring_file(self) -> Path:
         return self.keyring_path or self.data_dir / "keyring.json"
+
+    @property
+    def issuer_keys_file(self) -> Path:
+        return self.issuer_keys_path or self.data_dir / "issuer-keys.json"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -51,6 +59,8 @@ class Settings(BaseModel):
             ("keyring_path", "OBLIVIO_KEYRING"),
             ("max_event_bytes", "OBLIVIO_MAX_EVENT_BYTES"),
             ("namespace", "OBLIVIO_NAMESPACE"),
+            ("issuer_keys_path", "OBLIVIO_ISSUER_KEYS_FILE"),
+            ("erasure_deadline_hours", "OBLIVIO_ERASURE_DEADLINE_HOURS"),
         ):
             if env.get(var):
                 values[field] = env[var]

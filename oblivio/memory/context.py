@@ -6,12 +6,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from certificates import IssuerKeyring
 from eventstore import EventStore
 from projections.embedders import Embedder
 from projections.graph import NodeGraphProjection
 from projections.scoring import ScoringConfig
 from projections.vectors import VectorProjection
+from workers.certify import Certifier
+from workers.erasure import Eraser
 from workers.projector import ProjectionRunner
+from workers.rebuild import RebuildWorker
 
 DEFAULT_CONSISTENCY_TIMEOUT = 10.0
 
@@ -26,4 +30,8 @@ class MemoryContext:
     scoring: ScoringConfig
     namespace: str
     clock: Callable[[], datetime]
+    eraser: Eraser
+    rebuilder: RebuildWorker
+    certifier: Certifier
+    issuer: IssuerKeyring
     consistency_timeout: float = DEFAULT_CONSISTENCY_TIMEOUT

@@ -1,0 +1,175 @@
+"""Issuing forget certificates: exactly one per completed erasure request.
+
+The certificate is a JWS (Ed25519, RFC 8785 canonical payload) that anyone
+can verify offline from the published JWKS.  It is issued in the same
+transaction that sees the request's last rebuild job done, under a lock on
+the request row, so concurrent workers cannot issue two.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from certificates import IssuerKeyring, sign
+from eventstore import AuditEntry, Transaction, jobs
+from eventstore import erasure as requests
+from eventstore.keys import KeyProvider, KeyringFile
+from workers.policy import LEGAL_GROUNDS, KeyPolicy
+
+ISSUER = "oblivio"
+CERTIFICATE_FORMAT = "oblivio-forget-certificate/1"
+
+LIMITS = (
+    "This certificate attests what this oblivio deployment did to its own log and "
+    "projections. It cannot attest to copies made outside it: data returned to callers "
+    "before the erasure, application logs, or backups taken before the residual-copy date. "
+    "Other data subjects' memories that mention this person are not erased by it."
+)
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat().replace("+00:00", "Z")
+
+
+class Certifier:
+    """Builds, signs and stores certificates."""
+
+    def __init__(
+        self,
+        keyring: IssuerKeyring,
+        keys: KeyProvider,
+        key_policy: KeyPolicy,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.keyring = keyring
+        self.keys = keys
+        self.key_policy = key_policy
+        self.clock = clock
+
+    def issue_if_complete(self, tx: Transaction, request_id: uuid.UUID) -> uuid.UUID | None:
+        """Issue the request's certificate if all its jobs are done and none exists yet."""
+        request = requests.get_request(tx.connection, request_id, lock=True)
+        if request is None or request.certificate_id is not None:
+            return None
+        request_jobs = jobs.of_request(tx.connection, request_id)
+        if any(job.status != "done" for job in request_jobs):
+            return None
+        certificate_id = uuid.uuid4()
+        now = self.clock()
+        payload = self.payload(certificate_id, now, request, request_jobs)
+        jws = json.dumps(sign(payload, self.keyring.active), separators=(",", ":"))
+        requests.insert_certificate(
+            tx.connection, certificate_id, request_id, request.subject_key, now, jws
+        )
+        requests.update_request(
+            tx.connection,
+            request_id,
+            status="completed",
+            completed_at=now,
+            certificate_id=certificate_id,
+        )
+        tx.append_audit(
+            AuditEntry(
+                "erasure.certified",
+                subject_ref=request.subject_key.hex(),
+                object_refs={"request_id": str(request_id), "certificate_id": str(certificate_id)},
+                counts={"events": request.events_erased},
+                digests={"merkle_root": request.merkle_root.hex()},
+            )
+        )
+        return certificate_id
+
+    def payload(
+        self,
+        certificate_id: uuid.UUID,
+        issued_at: datetime,
+        request: Any,
+        request_jobs: Sequence[Any],
+    ) -> dict[str, Any]:
+        """Every claim the certificate makes (DESIGN §6), as canonical-JSON-safe values."""
+        return {
+            "format": CERTIFICATE_FORMAT,
+            "certificate_id": str(certificate_id),
+            "issued_at": _iso(issued_at),
+            "issuer": {"name": ISSUER, "kid": self.keyring.active.kid},
+            "request": {
+                "request_id": str(request.request_id),
+                "kind": request.kind,
+                "received_at": _iso(request.received_at),
+                "erased_at": _iso(request.erased_at),
+                "legal_ground": request.legal_ground,
+                "legal_ground_text": LEGAL_GROUNDS[request.legal_ground],
+                "reason": request.reason,
+                "requested_by": request.requested_by,
+            },
+            "subject": {"reference": request.subject_key.hex(), "namespace": request.namespace},
+            "erasure": {
+                "events_erased": request.events_erased,
+                "stream_version_range": (
+                    None
+                    if request.version_from is None
+                    else [request.version_from, request.version_to]
+                ),
+                "merkle_root": request.merkle_root.hex(),
+                "merkle_tree": "RFC 6962 over SHA-256 ciphertext digests, in stream order",
+            },
+            "key_destruction": (
+                None
+                if request.dek_id is None
+                else {"dek_id": str(request.dek_id), "destroyed_at": _iso(request.key_destroyed_at)}
+            ),
+            "projections": [
+                {
+                    "name": job.projection,
+                    "version": job.projection_version,
+                    "position": job.position,
+                    "state_digest": job.state_digest,
+                    "replay_digest": job.replay_digest,
+                    "equal": job.state_digest == job.replay_digest,
+                }
+                for job in request_jobs
+            ],
+            "log": {
+                "chain_head": None if request.chain_head is None else request.chain_head.hex(),
+                "stream_version": request.stream_version,
+            },
+            "residual_copies": self.residual_copies(request.kek_version),
+            "limits": LIMITS,
+        }
+
+    def residual_copies(self, kek_version: int | None) -> dict[str, Any]:
+        """When copies of the destroyed key left in backups or dead rows stop being usable."""
+        if kek_version is None:
+            return {
+                "kek_version": None,
+                "unrecoverable_after": None,
+                "statement": "No data key was destroyed; erased payloads were removed from the "
+                "log and projections. Backups taken earlier still hold their ciphertext until "
+                "they expire.",
+            }
+        retire_by = self._retirement_date(kek_version)
+        return {
+            "kek_version": kek_version,
+            "unrecoverable_after": _iso(retire_by),
+            "statement": (
+                "Copies of the destroyed data key can survive in backups, WAL or dead rows only "
+                f"wrapped under key-encryption key version {kek_version}; once that version is "
+                "retired they can no longer be unwrapped."
+            ),
+        }
+
+    def _retirement_date(self, kek_version: int) -> datetime | None:
+        if not isinstance(self.keys, KeyringFile):
+            return None  # an external KMS decides; the statement still names the version
+        for record in self.keys.kek_records():
+            if record.version == kek_version:
+                if record.retired_at is not None:
+                    return record.retired_at
+                return (
+                    record.created_at + self.key_policy.rotate_every + self.key_policy.retire_after
+                )
+        return None

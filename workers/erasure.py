@@ -1,0 +1,317 @@
+"""Erasure orchestration: ``forget`` a subject, ``delete_event`` one event.
+
+Each request commits in one transaction: payloads become tombstones, the
+subject's projection rows are purged (for a single event, the node graph is
+rebuilt from what remains), the data key is destroyed (forget), one rebuild
+job per projection is enqueued and a content-free audit entry is appended.
+From the moment it returns, no read path can return the erased content.  The
+rebuild jobs then prove replay equals the live state, and the last one to
+finish issues the certificate.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from certificates import merkle_root
+from eventstore import AuditEntry, EventStore, LockedStream, Tombstone, Transaction
+from eventstore import erasure as requests
+from eventstore import jobs as job_queue
+from eventstore.errors import EventUnavailableError
+from eventstore.ids import check_namespace, check_subject, parse_uuid
+from eventstore.reader import read_by_ids
+from projections.base import Projection
+from projections.storage import checkpoints
+from projections.vectors import VectorProjection
+from workers.policy import ErasurePolicy, check_legal_ground, check_reason
+from workers.replay import rebuild
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    projection: str
+    status: str
+    attempts: int
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class ErasureStatus:
+    """Where an erasure request stands; ``certificate`` is set once it completed."""
+
+    request_id: uuid.UUID
+    kind: str
+    status: str
+    subject_ref: str
+    received_at: datetime
+    deadline_at: datetime
+    overdue: bool
+    erased_at: datetime | None
+    completed_at: datetime | None
+    events_erased: int
+    certificate_id: uuid.UUID | None
+    certificate: dict[str, Any] | None
+    jobs: list[JobStatus]
+
+
+@dataclass(frozen=True)
+class AsyncPartitioning:
+    """Where an asynchronous projection keeps its checkpoints (see ProjectionRunner)."""
+
+    projection: str
+    partitions: int
+
+
+class Eraser:
+    """Accepts erasure requests and commits their synchronous part."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        projections: Sequence[Projection],
+        async_projections: Sequence[AsyncPartitioning],
+        policy: ErasurePolicy,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.store = store
+        self.projections = list(projections)
+        self.async_projections = list(async_projections)
+        self.policy = policy
+        self.clock = clock
+
+    # -- forget -----------------------------------------------------------------------
+
+    def forget(
+        self,
+        namespace: str,
+        user_id: str,
+        *,
+        reason: str = "user_request",
+        legal_ground: str,
+        actor_id: str | None = None,
+    ) -> uuid.UUID:
+        """Erase every event of the subject's current stream generation; the request id."""
+        check_namespace(namespace)
+        user = check_subject(user_id)
+        check_reason(reason)
+        check_legal_ground(legal_ground)
+        with self.store.transaction() as tx:
+            stream = tx.find_stream(namespace, user)
+            subject_key = self.store.codec.subject_key(namespace, user)
+            if stream is None or stream.closed_at is not None:
+                earlier = requests.latest_request(tx.connection, namespace, subject_key, "forget")
+                if earlier is not None:
+                    return uuid.UUID(str(earlier.request_id))
+            request_id = uuid.uuid4()
+            self._forget_stream(
+                tx, request_id, namespace, subject_key, stream, reason, legal_ground, actor_id
+            )
+        return request_id
+
+    def _forget_stream(
+        self,
+        tx: Transaction,
+        request_id: uuid.UUID,
+        namespace: str,
+        subject_key: bytes,
+        stream: LockedStream | None,
+        reason: str,
+        legal_ground: str,
+        actor_id: str | None,
+    ) -> None:
+        now = self.clock()
+        values = self._request_values(
+            request_id, "forget", namespace, subject_key, reason, legal_ground, actor_id, now
+        )
+        if stream is not None:
+            stream_id = stream.ref.stream_id
+            self._hold_async_partitions(tx, stream_id)
+            tombstones = tx.tombstone(stream_id, None, request_id)
+            destruction = tx.destroy_data_key(stream_id)
+            tx.close_stream(stream_id)
+            for projection in self.projections:
+                projection.purge(tx.connection, stream_id)
+            values |= _erased(stream, tombstones, now) | {
+                "dek_id": destruction.dek_id,
+                "kek_version": destruction.kek_version,
+                "key_destroyed_at": destruction.destroyed_at,
+            }
+        self._record(tx, values, actor_id)
+
+    # -- delete one event ---------------------------------------------------------
+
+    def delete_event(
+        self,
+        namespace: str,
+        event_id: uuid.UUID | str,
+        *,
+        user_id: str | None = None,
+        reason: str = "user_request",
+        legal_ground: str,
+        actor_id: str | None = None,
+    ) -> uuid.UUID:
+        """Erase one event of a subject's current stream; the request id."""
+        wanted = parse_uuid(event_id, "event id")
+        check_reason(reason)
+        check_legal_ground(legal_ground)
+        owner = (
+            None
+            if user_id is None
+            else self.store.codec.subject_key(check_namespace(namespace), check_subject(user_id))
+        )
+        with self.store.transaction() as tx:
+            found = read_by_ids(tx.connection, self.store.codec, [wanted])
+            event = found[0] if found else None
+            if (
+                event is None
+                or event.stream.namespace != namespace
+                or (owner is not None and event.stream.subject_key != owner)
+            ):
+                raise EventUnavailableError()
+            if event.erasure_request_id is not None:
+                return event.erasure_request_id  # already erased: the same request answers
+            stream = tx.lock_stream_id(event.stream.stream_id)
+            if stream is None or stream.closed_at is not None:
+                raise EventUnavailableError()
+            request_id = uuid.uuid4()
+            self._delete_in_stream(tx, request_id, stream, wanted, reason, legal_ground, actor_id)
+        return request_id
+
+    def _delete_in_stream(
+        self,
+        tx: Transaction,
+        request_id: uuid.UUID,
+        stream: LockedStream,
+        event_id: uuid.UUID,
+        reason: str,
+        legal_ground: str,
+        actor_id: str | None,
+    ) -> None:
+        now = self.clock()
+        stream_id = stream.ref.stream_id
+        self._hold_async_partitions(tx, stream_id)
+        tombstones = tx.tombstone(stream_id, [event_id], request_id)
+        for projection in self.projections:
+            if isinstance(projection, VectorProjection):
+                # Embedding everything again would make the call slow; drop what the
+                # event contributed now, and let the rebuild job replay the rest.
+                projection.purge_event(tx.connection, stream_id, event_id)
+            else:
+                rebuild(tx, [projection], stream_id)
+        values = self._request_values(
+            request_id,
+            "delete_event",
+            stream.ref.namespace,
+            stream.ref.subject_key,
+            reason,
+            legal_ground,
+            actor_id,
+            now,
+        )
+        self._record(tx, values | _erased(stream, tombstones, now), actor_id)
+
+    # -- shared steps -------------------------------------------------------------
+
+    def _hold_async_partitions(self, tx: Transaction, stream_id: int) -> None:
+        for spec in self.async_projections:
+            checkpoints.hold(tx.connection, spec.projection, stream_id % spec.partitions)
+
+    def _request_values(
+        self,
+        request_id: uuid.UUID,
+        kind: str,
+        namespace: str,
+        subject_key: bytes,
+        reason: str,
+        legal_ground: str,
+        actor_id: str | None,
+        now: datetime,
+    ) -> dict[str, Any]:
+        return {
+            "request_id": request_id,
+            "kind": kind,
+            "namespace": namespace,
+            "subject_key": subject_key,
+            "status": "rebuilding",
+            "legal_ground": legal_ground,
+            "reason": reason,
+            "requested_by": self._actor_ref(actor_id),
+            "received_at": now,
+            "deadline_at": now + self.policy.deadline,
+            "erased_at": now,
+            "events_erased": 0,
+            "merkle_root": merkle_root([]),
+        }
+
+    def _record(self, tx: Transaction, values: dict[str, Any], actor_id: str | None) -> None:
+        requests.insert_request(tx.connection, values)
+        job_queue.enqueue(
+            tx.connection,
+            values["request_id"],
+            [(p.name, p.version) for p in self.projections],
+            values.get("stream_id"),
+            values["received_at"],
+            self.policy.max_attempts,
+        )
+        tx.append_audit(
+            AuditEntry(
+                f"erasure.{values['kind']}",
+                subject_ref=values["subject_key"].hex(),
+                actor_ref=self._actor_ref(actor_id),
+                object_refs={"request_id": str(values["request_id"])},
+                counts={"events": values["events_erased"]},
+                digests={"merkle_root": values["merkle_root"].hex()},
+            )
+        )
+
+    def _actor_ref(self, actor_id: str | None) -> str | None:
+        return None if actor_id is None else self.store.codec.pseudonym("actor", actor_id)
+
+
+def _erased(stream: LockedStream, tombstones: Sequence[Tombstone], now: datetime) -> dict[str, Any]:
+    """Request columns describing what the tombstones erased."""
+    versions = [t.version for t in tombstones]
+    return {
+        "stream_id": stream.ref.stream_id,
+        "events_erased": len(tombstones),
+        "version_from": min(versions, default=None),
+        "version_to": max(versions, default=None),
+        "merkle_root": merkle_root([t.digest for t in tombstones]),
+        "chain_head": stream.chain_hash,
+        "stream_version": stream.version,
+        "erased_at": now,
+    }
+
+
+def request_status(
+    store: EventStore, request_id: uuid.UUID | str, now: datetime
+) -> ErasureStatus | None:
+    """The status of one erasure request, with its certificate once issued."""
+    wanted = parse_uuid(request_id, "request id")
+    with store.reading() as view:
+        request = requests.get_request(view.connection, wanted)
+        if request is None:
+            return None
+        request_jobs = job_queue.of_request(view.connection, wanted)
+        certificate = requests.certificate_of_request(view.connection, wanted)
+    open_request = request.status in requests.OPEN_STATUSES
+    return ErasureStatus(
+        request_id=request.request_id,
+        kind=request.kind,
+        status=request.status,
+        subject_ref=request.subject_key.hex(),
+        received_at=request.received_at,
+        deadline_at=request.deadline_at,
+        overdue=request.overdue_at is not None or (open_request and now > request.deadline_at),
+        erased_at=request.erased_at,
+        completed_at=request.completed_at,
+        events_erased=request.events_erased,
+        certificate_id=request.certificate_id,
+        certificate=None if certificate is None else json.loads(certificate.jws),
+        jobs=[JobStatus(j.projection, j.status, j.attempts, j.last_error) for j in request_jobs],
+    )

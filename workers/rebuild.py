@@ -1,0 +1,138 @@
+"""The rebuild worker: claims rebuild jobs, replays the subject, certifies.
+
+Each job is claimed with a lease in its own short transaction, then done in a
+second transaction that rebuilds the projection for the subject from what
+remains of the log, records the live and freshly replayed digests, and marks
+the job done only if this worker still holds the lease.  A worker that dies
+mid-job simply lets its lease expire; the next claim picks the job up again.
+Failures are retried with exponential backoff and fail for good after the
+policy's maximum attempts, which marks the request failed.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from eventstore import AuditEntry, EventStore, Transaction
+from eventstore import erasure as requests
+from eventstore import jobs as job_queue
+from projections.base import Projection
+from projections.storage import checkpoints
+from workers.certify import Certifier
+from workers.erasure import AsyncPartitioning
+from workers.policy import ErasurePolicy
+from workers.replay import live_digests, rebuild, replay_digests
+
+
+class LeaseLostError(RuntimeError):
+    """Another worker took this job over after our lease expired."""
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class RebuildWorker:
+    """Processes rebuild jobs until none are runnable."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        projections: Sequence[Projection],
+        async_projections: Sequence[AsyncPartitioning],
+        certifier: Certifier,
+        policy: ErasurePolicy,
+        clock: Callable[[], datetime],
+        worker_id: str | None = None,
+    ) -> None:
+        self.store = store
+        self.projections: Mapping[str, Projection] = {p.name: p for p in projections}
+        self.partitioning = {a.projection: a.partitions for a in async_projections}
+        self.certifier = certifier
+        self.policy = policy
+        self.clock = clock
+        self.worker_id = worker_id or default_worker_id()
+
+    def run_once(self) -> bool:
+        """Claim and process one job; False when there was nothing to do."""
+        with self.store.transaction() as tx:
+            job = job_queue.claim(tx.connection, self.worker_id, self.clock(), self.policy.lease)
+        if job is None:
+            return False
+        try:
+            self._process(job)
+        except Exception as e:  # every failure is recorded and retried, never lost
+            self._record_failure(job, e)
+        return True
+
+    def run_pending(self) -> int:
+        done = 0
+        while self.run_once():
+            done += 1
+        return done
+
+    def run_forever(self, stop: threading.Event, poll_interval: float = 0.5) -> None:
+        while not stop.is_set():
+            if not self.run_pending():
+                stop.wait(poll_interval)
+
+    def _process(self, job: Any) -> None:
+        projection = self.projections[job.projection]
+        with self.store.transaction() as tx:
+            results = self._rebuild(tx, projection, job.stream_id)
+            if not job_queue.finish(
+                tx.connection, job.job_id, self.worker_id, self.clock(), **results
+            ):
+                raise LeaseLostError(f"lease on job {job.job_id} was lost")
+            self.certifier.issue_if_complete(tx, job.request_id)
+
+    def _rebuild(
+        self, tx: Transaction, projection: Projection, stream_id: int | None
+    ) -> dict[str, str]:
+        if stream_id is None:  # a subject that never wrote anything
+            return {"position": "0:0", "state_digest": "", "replay_digest": ""}
+        tx.lock_stream_id(stream_id)
+        if projection.name in self.partitioning:
+            checkpoints.hold(
+                tx.connection, projection.name, stream_id % self.partitioning[projection.name]
+            )
+        rebuild(tx, [projection], stream_id)
+        live = live_digests(tx, [projection], stream_id)[projection.name]
+        fresh = replay_digests(tx, [projection], stream_id)[projection.name]
+        events = tx.read_stream_id(stream_id)
+        position = str(events[-1].cursor) if events else "0:0"
+        return {"position": position, "state_digest": live, "replay_digest": fresh}
+
+    def _record_failure(self, job: Any, error: Exception) -> None:
+        now = self.clock()
+        with self.store.transaction() as tx:
+            status = job_queue.retry_or_fail(
+                tx.connection,
+                job.job_id,
+                self.worker_id,
+                f"{type(error).__name__}: {error}",
+                now + self.policy.backoff(job.attempts),
+                now,
+            )
+            if status == "failed":
+                mark_request_failed(tx, job.request_id, f"rebuild of {job.projection} failed")
+
+
+def mark_request_failed(tx: Transaction, request_id: uuid.UUID, error: str) -> None:
+    request = requests.get_request(tx.connection, request_id, lock=True)
+    if request is None or request.status == "failed":
+        return
+    requests.update_request(tx.connection, request_id, status="failed", error=error[:500])
+    tx.append_audit(
+        AuditEntry(
+            "erasure.failed",
+            subject_ref=request.subject_key.hex(),
+            object_refs={"request_id": str(request_id)},
+        )
+    )
