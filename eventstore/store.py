@@ -11,7 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from eventstore.audit import AuditEntry
+from eventstore.audit import AUDIT_NAMESPACE, AUDIT_SUBJECT, AuditEntry
 from eventstore.backend import Backend
 from eventstore.codec import DEFAULT_MAX_EVENT_BYTES, EventCodec, SubjectCipher
 from eventstore.ids import check_namespace, check_subject
@@ -136,6 +136,18 @@ class EventStore:
                 query = query.limit(limit)
             return EventDecoder(self.codec).decode_all(conn.execute(query))
 
+    def read_audit(self) -> list[RecordedEvent]:
+        """The whole audit stream, by version."""
+        with self.backend.read_connection() as conn:
+            key = self.codec.subject_key(AUDIT_NAMESPACE, AUDIT_SUBJECT)
+            stream = self._stream_by_key(conn, AUDIT_NAMESPACE, key)
+            if stream is None:
+                return []
+            query = select_events.where(events.c.stream_id == stream.stream_id)
+            return EventDecoder(self.codec).decode_all(
+                conn.execute(query.order_by(events.c.version))
+            )
+
     def get_events(self, event_ids: Sequence[uuid.UUID]) -> list[RecordedEvent]:
         """The stored events among ``event_ids`` (any stream), in log order."""
         with self.backend.read_connection() as conn:
@@ -254,6 +266,9 @@ class EventStore:
 
     def _current_stream(self, conn: sa.Connection, namespace: str, subject: str) -> Any:
         key = self.codec.subject_key(check_namespace(namespace), check_subject(subject))
+        return self._stream_by_key(conn, namespace, key)
+
+    def _stream_by_key(self, conn: sa.Connection, namespace: str, key: bytes) -> Any:
         return conn.execute(
             sa.select(streams)
             .where(streams.c.namespace == namespace, streams.c.subject_key == key)

@@ -14,7 +14,7 @@ from types import TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from oblivio.bootstrap import open_memory
-from oblivio.memory import commands, queries
+from oblivio.memory import commands, compliance, queries
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.digests import replay_comparison
 from oblivio.settings import Settings
@@ -105,6 +105,14 @@ class MemoryClient(_Base):
     retrieve = _Bound(queries.retrieve)
     negative_attractor_count = _Bound(queries.negative_attractor_count)
     replay_comparison = _Bound(replay_comparison)
+    delete_event = _Bound(compliance.delete_event)
+    forget = _Bound(compliance.forget)
+    erasure_status = _Bound(compliance.erasure_status)
+    get_certificate = _Bound(compliance.get_certificate)
+    jwks = _Bound(compliance.jwks)
+    verify_certificate = _Bound(compliance.verify_certificate)
+    export_subject = _Bound(compliance.export_subject)
+    export_audit = _Bound(compliance.export_audit)
 
     def __enter__(self) -> MemoryClient:
         return self
@@ -139,6 +147,14 @@ class MemoryEngine(_Base):
     retrieve = _Awaited(queries.retrieve)
     negative_attractor_count = _Awaited(queries.negative_attractor_count)
     replay_comparison = _Awaited(replay_comparison)
+    delete_event = _Awaited(compliance.delete_event)
+    forget = _Awaited(compliance.forget)
+    erasure_status = _Awaited(compliance.erasure_status)
+    get_certificate = _Awaited(compliance.get_certificate)
+    jwks = _Awaited(compliance.jwks)
+    verify_certificate = _Awaited(compliance.verify_certificate)
+    export_subject = _Awaited(compliance.export_subject)
+    export_audit = _Awaited(compliance.export_audit)
 
     async def __aenter__(self) -> MemoryEngine:
         return self

@@ -1,0 +1,258 @@
+"""Compliance operations: erasure, certificates, subject and audit exports.
+
+Erasure requests are committed synchronously (nothing erased is readable once
+the call returns); rebuild and certification happen in workers.  With
+``wait=True`` the caller helps those workers along until the certificate is
+issued or the timeout passes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+from certificates import VerifiedPayload, canonicalize, sign, verify
+from eventstore import erasure as requests
+from eventstore.errors import InvalidInputError, NotFoundError
+from eventstore.exports import audit_slice, chain_problem, dumps_line
+from eventstore.ids import parse_uuid
+from oblivio.memory import inputs
+from oblivio.memory.context import MemoryContext
+from projections.storage.graph_store import GraphStore, node_from_row
+from workers.erasure import ErasureStatus, request_status
+from workers.policy import DEFAULT_LEGAL_GROUND
+
+DEFAULT_WAIT_SECONDS = 10.0
+SUBJECT_EXPORT_TYP = "oblivio-subject-export+jws"
+AUDIT_EXPORT_TYP = "oblivio-audit-export+jws"
+
+
+class ExportVerificationError(InvalidInputError):
+    """The export does not match its signed manifest."""
+
+
+def forget(
+    ctx: MemoryContext,
+    user_id: str,
+    *,
+    reason: str = "user_request",
+    legal_ground: str = DEFAULT_LEGAL_GROUND,
+    actor_id: str | None = None,
+    wait: bool = True,
+    timeout: float = DEFAULT_WAIT_SECONDS,
+) -> ErasureStatus:
+    """Erase everything of ``user_id`` (GDPR Art. 17); the request status.
+
+    With ``wait=True`` the status carries the signed certificate when it is
+    issued within ``timeout`` seconds.  Forgetting an already forgotten
+    subject returns the earlier request and its certificate.
+    """
+    request_id = ctx.eraser.forget(
+        ctx.namespace,
+        inputs.user(user_id),
+        reason=reason,
+        legal_ground=legal_ground,
+        actor_id=actor_id,
+    )
+    return _settle(ctx, request_id, wait, timeout)
+
+
+def delete_event(
+    ctx: MemoryContext,
+    event_id: uuid.UUID | str,
+    *,
+    user_id: str | None = None,
+    reason: str = "user_request",
+    legal_ground: str = DEFAULT_LEGAL_GROUND,
+    actor_id: str | None = None,
+    wait: bool = False,
+    timeout: float = DEFAULT_WAIT_SECONDS,
+) -> ErasureStatus:
+    """Hard-delete one event; its derived nodes and vectors go with it."""
+    request_id = ctx.eraser.delete_event(
+        ctx.namespace,
+        event_id,
+        user_id=user_id,
+        reason=reason,
+        legal_ground=legal_ground,
+        actor_id=actor_id,
+    )
+    return _settle(ctx, request_id, wait, timeout)
+
+
+def erasure_status(ctx: MemoryContext, request_id: uuid.UUID | str) -> ErasureStatus:
+    """Where an erasure request stands (raises ``NotFoundError`` for unknown ids)."""
+    status = request_status(ctx.store, request_id, ctx.clock())
+    if status is None:
+        raise NotFoundError("erasure request is not available")
+    return status
+
+
+def _settle(ctx: MemoryContext, request_id: uuid.UUID, wait: bool, timeout: float) -> ErasureStatus:
+    deadline = time.monotonic() + timeout
+    status = erasure_status(ctx, request_id)
+    while wait and status.status not in ("completed", "failed") and time.monotonic() < deadline:
+        if not ctx.rebuilder.run_once():
+            time.sleep(0.02)
+        status = erasure_status(ctx, request_id)
+    return status
+
+
+# -- certificates ---------------------------------------------------------------------
+
+
+def jwks(ctx: MemoryContext) -> dict[str, Any]:
+    """Public keys of every certificate issuer key, retired ones included (RFC 8037)."""
+    return ctx.issuer.jwks()
+
+
+def verify_certificate(
+    ctx: MemoryContext,
+    certificate: Mapping[str, Any] | str,
+    keys: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The verified certificate payload; raises ``CertificateVerificationError`` naming why."""
+    verified: VerifiedPayload = verify(certificate, keys if keys is not None else jwks(ctx))
+    return dict(verified.payload)
+
+
+# -- subject export (Art. 15 / 20) ---------------------------------------------------
+
+
+def export_subject(ctx: MemoryContext, *, user_id: str) -> dict[str, Any]:
+    """The subject's readable events and current nodes, with a signed manifest of digests."""
+    user = inputs.user(user_id)
+    events = [
+        {
+            "event_id": str(e.event_id),
+            "version": e.version,
+            "type": e.type,
+            "recorded_at": e.recorded_at.isoformat(),
+            "data": e.data,
+            "metadata": e.metadata,
+        }
+        for e in ctx.store.read_stream(ctx.namespace, user)
+        if not e.erased
+    ]
+    nodes = _subject_nodes(ctx, user)
+    exported: dict[str, Any] = {
+        "format": "oblivio-subject-export/1",
+        "exported_at": ctx.clock().isoformat(),
+        "namespace": ctx.namespace,
+        "subject_ref": ctx.store.subject_ref(ctx.namespace, user),
+        "events": events,
+        "nodes": nodes,
+    }
+    exported["manifest"] = sign(
+        _subject_manifest(exported), ctx.issuer.active, typ=SUBJECT_EXPORT_TYP
+    )
+    return exported
+
+
+def _subject_nodes(ctx: MemoryContext, user: str) -> list[dict[str, Any]]:
+    head = ctx.store.head(ctx.namespace, user)
+    if head is None or head.closed_at is not None:
+        return []
+    with ctx.store.reading() as view:
+        cipher = view.cipher(head.stream.stream_id)
+        if cipher is None:
+            return []
+        rows = GraphStore(view.connection).stream_nodes(head.stream.stream_id)
+        nodes = [node_from_row(cipher, row) for row in rows]
+    return [json.loads(json.dumps(_node_json(n), default=str)) for n in nodes]
+
+
+def _node_json(node: Any) -> dict[str, Any]:
+    return asdict(node)
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(canonicalize(value)).hexdigest()
+
+
+def _subject_manifest(exported: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "format": exported["format"],
+        "exported_at": exported["exported_at"],
+        "namespace": exported["namespace"],
+        "subject_ref": exported["subject_ref"],
+        "counts": {"events": len(exported["events"]), "nodes": len(exported["nodes"])},
+        "events_sha256": _digest(exported["events"]),
+        "nodes_sha256": _digest(exported["nodes"]),
+    }
+
+
+def verify_subject_export(exported: Mapping[str, Any], keys: Mapping[str, Any]) -> dict[str, Any]:
+    """Check a subject export offline against its signed manifest; the manifest."""
+    signed = verify(exported["manifest"], keys, typ=SUBJECT_EXPORT_TYP).payload
+    if dict(signed) != _subject_manifest(exported):
+        raise ExportVerificationError("the export's content does not match its signed manifest")
+    return dict(signed)
+
+
+# -- audit export ---------------------------------------------------------------------
+
+
+def export_audit(
+    ctx: MemoryContext, *, since: datetime | None = None, until: datetime | None = None
+) -> str:
+    """The audit stream for ``[since, until)`` as JSON Lines, the signed manifest last."""
+    audit = audit_slice(ctx.store, since, until)
+    body = "".join(dumps_line(line) + "\n" for line in audit.lines)
+    manifest = {
+        "format": "oblivio-audit-export/1",
+        "exported_at": ctx.clock().isoformat(),
+        "since": None if since is None else since.isoformat(),
+        "until": None if until is None else until.isoformat(),
+        "count": len(audit.lines),
+        "lines_sha256": hashlib.sha256(body.encode()).hexdigest(),
+        "previous_chain_hash": audit.previous_chain_hash,
+        "last_chain_hash": audit.lines[-1]["chain_hash"] if audit.lines else None,
+        "chain_head": audit.chain_head,
+    }
+    signed = sign(manifest, ctx.issuer.active, typ=AUDIT_EXPORT_TYP)
+    return body + dumps_line({"manifest": signed}) + "\n"
+
+
+def verify_audit_export(text: str, keys: Mapping[str, Any]) -> dict[str, Any]:
+    """Check an audit export offline: signature, line digest and the hash chain."""
+    raw_lines = text.splitlines(keepends=True)
+    if not raw_lines:
+        raise ExportVerificationError("the export is empty")
+    try:
+        manifest_line = json.loads(raw_lines[-1])
+        lines = [json.loads(line) for line in raw_lines[:-1]]
+    except json.JSONDecodeError as e:
+        raise ExportVerificationError(f"the export is not JSON Lines: {e}") from e
+    if not isinstance(manifest_line, dict) or "manifest" not in manifest_line:
+        raise ExportVerificationError("the last line must hold the signed manifest")
+    manifest = dict(verify(manifest_line["manifest"], keys, typ=AUDIT_EXPORT_TYP).payload)
+    body = "".join(raw_lines[:-1])
+    if hashlib.sha256(body.encode()).hexdigest() != manifest["lines_sha256"]:
+        raise ExportVerificationError("the lines do not match the manifest's digest")
+    if len(lines) != manifest["count"]:
+        raise ExportVerificationError("the number of lines does not match the manifest")
+    problem = chain_problem(lines, manifest["previous_chain_hash"])
+    if problem is not None:
+        raise ExportVerificationError(f"the hash chain is broken: {problem}")
+    last = lines[-1]["chain_hash"] if lines else None
+    if last != manifest["last_chain_hash"]:
+        raise ExportVerificationError("the last line is not the one the manifest names")
+    return manifest
+
+
+def get_certificate(ctx: MemoryContext, certificate_id: uuid.UUID | str) -> dict[str, Any]:
+    """A stored certificate (JWS JSON serialization) by id."""
+    wanted = parse_uuid(certificate_id, "certificate id")
+    with ctx.store.reading() as view:
+        row = requests.get_certificate(view.connection, wanted)
+    if row is None:
+        raise NotFoundError("certificate is not available")
+    certificate: dict[str, Any] = json.loads(row.jws)
+    return certificate
