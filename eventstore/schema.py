@@ -185,3 +185,14 @@ scheduler_leases = sa.Table(
     sa.Column("owner", sa.String(100), nullable=False),
     sa.Column("expires_at", UTCDateTime(), nullable=False),
 )
+
+# APScheduler's SQLAlchemyJobStore table, declared here (same shape as the
+# library's) so that migrations create it: the library would otherwise issue
+# DDL at start, racing the embedded store's single writer.
+apscheduler_jobs = sa.Table(
+    "apscheduler_jobs",
+    metadata,
+    sa.Column("id", sa.Unicode(191), primary_key=True),
+    sa.Column("next_run_time", sa.Float(25), index=True),
+    sa.Column("job_state", sa.LargeBinary, nullable=False),
+)

@@ -27,9 +27,12 @@ from projections.scoring import ScoringConfig
 from projections.vectors import VectorProjection
 from workers.certify import Certifier
 from workers.erasure import AsyncPartitioning, Eraser
+from workers.maintenance import RetentionPolicy
 from workers.policy import ErasurePolicy, KeyPolicy
 from workers.projector import ProjectionRunner
 from workers.rebuild import RebuildWorker
+from workers.scheduler import Maintenance
+from workers.service import WorkerService
 
 
 def build_key_provider(settings: Settings) -> KeyProvider:
@@ -107,3 +110,17 @@ def open_event_store(settings: Settings) -> EventStore:
     return EventStore(
         backend, build_key_provider(settings), max_event_bytes=settings.max_event_bytes
     )
+
+
+def build_worker_service(ctx: MemoryContext, settings: Settings) -> WorkerService:
+    """The asynchronous loops and periodic jobs for ``oblivio worker`` and ``oblivio serve``."""
+    keys = ctx.store.codec.keys
+    maintenance = Maintenance(
+        store=ctx.store,
+        eraser=ctx.eraser,
+        retention=[RetentionPolicy.parse(p) for p in settings.retention],
+        keyring=keys if isinstance(keys, KeyringFile) else None,
+        key_policy=KeyPolicy(),
+        clock=ctx.clock,
+    )
+    return WorkerService(ctx.runner, ctx.rebuilder, maintenance)

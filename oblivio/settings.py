@@ -23,7 +23,8 @@ class Settings(BaseModel):
     ``OBLIVIO_KEKS`` and ``OBLIVIO_SUBJECT_HMAC_KEY`` (keys from the environment,
     for containers), ``OBLIVIO_ISSUER_KEYS`` (certificate signing keys as JSON) or
     ``OBLIVIO_ISSUER_KEYS_FILE``, ``OBLIVIO_MAX_EVENT_BYTES``, ``OBLIVIO_NAMESPACE``,
-    ``OBLIVIO_ERASURE_DEADLINE_HOURS`` (default 72).
+    ``OBLIVIO_ERASURE_DEADLINE_HOURS`` (default 72), ``OBLIVIO_RETENTION``
+    (comma-separated ``namespace/scope=days`` policies).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -36,6 +37,7 @@ class Settings(BaseModel):
     partitions: int = Field(default=8, ge=1, le=1024)
     issuer_keys_path: Path | None = None
     erasure_deadline_hours: float = Field(default=72.0, gt=0)
+    retention: tuple[str, ...] = ()  # "namespace/scope=days" entries
 
     @property
     def embedded(self) -> bool:
@@ -64,5 +66,7 @@ class Settings(BaseModel):
         ):
             if env.get(var):
                 values[field] = env[var]
+        if env.get("OBLIVIO_RETENTION"):
+            values["retention"] = tuple(p.strip() for p in env["OBLIVIO_RETENTION"].split(","))
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(values)

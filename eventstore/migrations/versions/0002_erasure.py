@@ -17,6 +17,16 @@ depends_on = None
 
 
 def upgrade() -> None:
+    op.create_table(
+        "apscheduler_jobs",
+        sa.Column("id", sa.Unicode(length=191), nullable=False),
+        sa.Column("next_run_time", sa.Float(precision=25), nullable=True),
+        sa.Column("job_state", sa.LargeBinary(), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_apscheduler_jobs")),
+    )
+    op.create_index(
+        op.f("ix_apscheduler_jobs_next_run_time"), "apscheduler_jobs", ["next_run_time"]
+    )
 
     op.create_table(
         "certificates",
@@ -106,6 +116,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_index(op.f("ix_apscheduler_jobs_next_run_time"), table_name="apscheduler_jobs")
+    op.drop_table("apscheduler_jobs")
 
     op.drop_table("scheduler_leases")
     with op.batch_alter_table("rebuild_jobs", schema=None) as batch_op:

@@ -1,0 +1,111 @@
+"""Periodic jobs on APScheduler, with its job store in oblivio's own database.
+
+Every worker process runs a scheduler over the same job store.  APScheduler 3
+does not coordinate schedulers that share a store, so each run first takes a
+named lease in ``scheduler_leases``: when two processes fire the same job, one
+runs it and the other returns at once.  The jobs are idempotent passes, so a
+run that follows another one shortly after is harmless.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from eventstore import EventStore, KeyringFile, leases
+from workers.erasure import Eraser
+from workers.keys import rotate_keks
+from workers.maintenance import RetentionPolicy, flag_overdue, reap_leases, sweep_retention
+from workers.policy import KeyPolicy
+from workers.rebuild import default_worker_id
+
+log = logging.getLogger(__name__)
+
+JOBSTORE_TABLE = "apscheduler_jobs"
+LEASE_TTL = timedelta(minutes=10)
+
+
+@dataclass
+class Maintenance:
+    """What the periodic jobs work on, for this process."""
+
+    store: EventStore
+    eraser: Eraser
+    retention: Sequence[RetentionPolicy]
+    keyring: KeyringFile | None  # None when an external KMS rotates keys
+    key_policy: KeyPolicy
+    clock: Callable[[], datetime]
+    owner: str = field(default_factory=default_worker_id)
+
+
+TASKS: Mapping[str, Callable[[Maintenance], object]] = {
+    "lease_reaper": lambda m: reap_leases(m.store, m.clock),
+    "retention_sweep": lambda m: sweep_retention(m.store, m.eraser, m.retention, m.clock),
+    "kek_rotation": lambda m: (
+        None if m.keyring is None else rotate_keks(m.store, m.keyring, m.key_policy, m.clock)
+    ),
+    "overdue_watchdog": lambda m: flag_overdue(m.store, m.clock),
+}
+
+DEFAULT_INTERVALS: Mapping[str, timedelta] = {
+    "lease_reaper": timedelta(seconds=30),
+    "retention_sweep": timedelta(hours=1),
+    "kek_rotation": timedelta(hours=6),
+    "overdue_watchdog": timedelta(minutes=5),
+}
+
+# Persistent job stores keep a reference to a module-level function and its
+# arguments, never live objects; each process registers its Maintenance here.
+_PROCESS: dict[str, Maintenance] = {}
+
+
+def run_task(task: str) -> None:
+    """Run one periodic task if this process can take its lease."""
+    maintenance = _PROCESS["maintenance"]
+    run_exclusively(maintenance, task)
+
+
+def run_exclusively(maintenance: Maintenance, task: str) -> bool:
+    """Run ``task`` under its lease; False when another process holds it."""
+    store, now = maintenance.store, maintenance.clock()
+    with store.transaction() as tx:
+        taken = leases.try_acquire(
+            tx.connection, store.backend, task, maintenance.owner, now, LEASE_TTL
+        )
+    if not taken:
+        return False
+    try:
+        result = TASKS[task](maintenance)
+        log.info("periodic task %s done: %s", task, result)
+    finally:
+        with store.transaction() as tx:
+            leases.release(tx.connection, task, maintenance.owner, maintenance.clock())
+    return True
+
+
+def start_scheduler(
+    maintenance: Maintenance, intervals: Mapping[str, timedelta] = DEFAULT_INTERVALS
+) -> BackgroundScheduler:
+    """Start the periodic jobs in a background thread of this process."""
+    _PROCESS["maintenance"] = maintenance
+    store = SQLAlchemyJobStore(engine=maintenance.store.backend.engine, tablename=JOBSTORE_TABLE)
+    scheduler = BackgroundScheduler(jobstores={"default": store}, timezone=UTC)
+    scheduler.start()
+    for task, interval in intervals.items():
+        scheduler.add_job(
+            run_task,
+            "interval",
+            args=[task],
+            id=f"oblivio.{task}",
+            replace_existing=True,
+            seconds=interval.total_seconds(),
+            coalesce=True,
+            max_instances=1,
+            next_run_time=datetime.now(UTC) + timedelta(seconds=1),
+        )
+    return scheduler

@@ -1,0 +1,77 @@
+"""A worker process: projection runner, rebuild worker and scheduler, with graceful stop.
+
+``run()`` starts the loops in threads and returns; ``stop()`` only sets an
+event, and ``join()`` waits for the loops to finish their current batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from workers.projector import ProjectionRunner
+from workers.rebuild import RebuildWorker
+from workers.scheduler import Maintenance, start_scheduler
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_TIMEOUT = 30.0
+
+
+class WorkerService:
+    """Runs the asynchronous parts of oblivio inside one process."""
+
+    def __init__(
+        self,
+        runner: ProjectionRunner,
+        rebuilder: RebuildWorker,
+        maintenance: Maintenance | None,
+        poll_interval: float = 0.2,
+    ) -> None:
+        self.runner = runner
+        self.rebuilder = rebuilder
+        self.maintenance = maintenance
+        self.poll_interval = poll_interval
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._scheduler: BackgroundScheduler | None = None
+
+    def run(self) -> None:
+        self._spawn(
+            "projection-runner", lambda: self.runner.run_forever(self._stop, self.poll_interval)
+        )
+        self._spawn(
+            "rebuild-worker", lambda: self.rebuilder.run_forever(self._stop, self.poll_interval)
+        )
+        if self.maintenance is not None:
+            self._scheduler = start_scheduler(self.maintenance)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def join(self, timeout: float = SHUTDOWN_TIMEOUT) -> None:
+        if self._scheduler is not None:
+            self._scheduler.shutdown(wait=True)
+        for thread in self._threads:
+            thread.join(timeout)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def _spawn(self, name: str, loop: Callable[[], None]) -> None:
+        def guarded() -> None:
+            # A failing loop must not die silently: log, pause, and go on.
+            while not self._stop.is_set():
+                try:
+                    loop()
+                except Exception:
+                    log.exception("%s failed; restarting", name)
+                    self._stop.wait(1.0)
+
+        thread = threading.Thread(target=guarded, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
