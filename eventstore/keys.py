@@ -12,6 +12,7 @@ any wrapped data key left behind in backups or dead rows cannot be unwrapped.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import tempfile
@@ -112,12 +113,16 @@ class KeyringFile:
         self._save()
 
     def _create(self) -> None:
+        # Several processes may open a new data directory at once.  Only the
+        # first to link its file into place wins; the others load the winner's
+        # keys (see _load after _create), so no one encrypts under keys that
+        # are then lost.
         now = datetime.now(UTC)
         self._hmac_key = random_key()
         self._keks = {1: KekRecord(1, random_key(), now)}
         self._active = 1
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._save()
+        _write_private(self.path, self._document(), replace=False)
 
     def _load(self) -> None:
         raw = json.loads(self.path.read_text())
@@ -128,13 +133,16 @@ class KeyringFile:
         self._active = int(raw["active"])
 
     def _save(self) -> None:
+        _write_private(self.path, self._document(), replace=True)
+
+    def _document(self) -> bytes:
         document: dict[str, Any] = {
             "format": KEYRING_FORMAT,
             "active": self._active,
             "subject_hmac_key": _b64(self._hmac_key),
             "keks": [_kek_to_json(r) for r in self.kek_records()],
         }
-        _write_private(self.path, json.dumps(document, indent=2).encode())
+        return json.dumps(document, indent=2).encode()
 
 
 def _kek_to_json(record: KekRecord) -> dict[str, Any]:
@@ -156,11 +164,12 @@ def _kek_from_json(raw: Mapping[str, Any]) -> KekRecord:
     )
 
 
-def _write_private(path: Path, content: bytes) -> None:
+def _write_private(path: Path, content: bytes, *, replace: bool) -> None:
     """Write ``content`` atomically to a file only the owner can read.
 
     The temporary file is created 0600 by mkstemp, so the secret is never
     readable by others, not even for the moment between write and rename.
+    Without ``replace``, an existing file is kept (``os.link`` fails on it).
     """
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".keyring-")
     try:
@@ -169,11 +178,14 @@ def _write_private(path: Path, content: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
+        if replace:
+            os.replace(tmp, path)
+        else:
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, path)
+    finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-        raise
 
 
 class EnvKeyProvider:
