@@ -186,6 +186,21 @@ scheduler_leases = sa.Table(
     sa.Column("expires_at", UTCDateTime(), nullable=False),
 )
 
+# Bearer API keys: only a hash of each secret is stored.  A user principal's
+# user id is sealed under a key derived from the secret itself, so the raw id
+# is readable only while a request presents that key.
+api_keys = sa.Table(
+    "api_keys",
+    metadata,
+    sa.Column("key_id", sa.String(32), primary_key=True),
+    sa.Column("secret_hash", sa.LargeBinary(32), nullable=False),
+    sa.Column("principal", sa.String(16), nullable=False),  # user | operator | auditor
+    sa.Column("sealed_user_id", sa.LargeBinary, nullable=True),
+    sa.Column("subject_ref", sa.String(64), nullable=True),  # for listing, never the raw id
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Column("revoked_at", UTCDateTime(), nullable=True),
+)
+
 # APScheduler's SQLAlchemyJobStore table, declared here (same shape as the
 # library's) so that migrations create it: the library would otherwise issue
 # DDL at start, racing the embedded store's single writer.

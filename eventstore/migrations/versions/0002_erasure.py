@@ -18,6 +18,17 @@ depends_on = None
 
 def upgrade() -> None:
     op.create_table(
+        "api_keys",
+        sa.Column("key_id", sa.String(length=32), nullable=False),
+        sa.Column("secret_hash", sa.LargeBinary(length=32), nullable=False),
+        sa.Column("principal", sa.String(length=16), nullable=False),
+        sa.Column("sealed_user_id", sa.LargeBinary(), nullable=True),
+        sa.Column("subject_ref", sa.String(length=64), nullable=True),
+        sa.Column("created_at", sa.DateTime(), nullable=False),
+        sa.Column("revoked_at", sa.DateTime(), nullable=True),
+        sa.PrimaryKeyConstraint("key_id", name=op.f("pk_api_keys")),
+    )
+    op.create_table(
         "apscheduler_jobs",
         sa.Column("id", sa.Unicode(length=191), nullable=False),
         sa.Column("next_run_time", sa.Float(precision=25), nullable=True),
@@ -116,6 +127,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_table("api_keys")
     op.drop_index(op.f("ix_apscheduler_jobs_next_run_time"), table_name="apscheduler_jobs")
     op.drop_table("apscheduler_jobs")
 

@@ -1,0 +1,116 @@
+"""Bearer API keys: issue, look up, list, revoke.
+
+A token reads ``obl_<key id>_<secret>``.  The database keeps SHA-256 of the
+secret (compared in constant time) and, for user principals, the user id
+sealed with AES-GCM under a key derived from the secret: a stolen database
+reveals neither usable keys nor whom they belong to.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from eventstore import crypto
+from eventstore.errors import InvalidInputError
+from eventstore.schema import api_keys
+
+PRINCIPALS = frozenset({"user", "operator", "auditor"})
+KEY_PREFIX = "obl"
+
+
+@dataclass(frozen=True)
+class Principal:
+    key_id: str
+    kind: str
+    user_id: str | None  # set for user principals only
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    key_id: str
+    kind: str
+    subject_ref: str | None
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+def _secret_key(secret: str) -> bytes:
+    return hashlib.sha256(b"oblivio/api-key/seal\0" + secret.encode()).digest()
+
+
+def _secret_hash(secret: str) -> bytes:
+    return hashlib.sha256(b"oblivio/api-key/hash\0" + secret.encode()).digest()
+
+
+def create(
+    conn: Connection, kind: str, user_id: str | None, subject_ref: str | None, now: datetime
+) -> str:
+    """Store a new key and return its token (shown once, never stored)."""
+    if kind not in PRINCIPALS:
+        raise InvalidInputError("principal must be user, operator or auditor")
+    if (kind == "user") != (user_id is not None):
+        raise InvalidInputError("a user key needs a user id; other keys must not have one")
+    key_id = secrets.token_hex(8)
+    secret = base64.urlsafe_b64encode(secrets.token_bytes(24)).decode().rstrip("=")
+    sealed = None
+    if user_id is not None:
+        sealed = crypto.encrypt(_secret_key(secret), user_id.encode(), key_id.encode())
+    conn.execute(
+        api_keys.insert().values(
+            key_id=key_id,
+            secret_hash=_secret_hash(secret),
+            principal=kind,
+            sealed_user_id=sealed,
+            subject_ref=subject_ref,
+            created_at=now,
+        )
+    )
+    return f"{KEY_PREFIX}_{key_id}_{secret}"
+
+
+def authenticate(conn: Connection, token: str) -> Principal | None:
+    """The principal a token stands for, or ``None`` (unknown, wrong or revoked)."""
+    prefix, _, rest = token.partition("_")
+    key_id, _, secret = rest.partition("_")
+    if prefix != KEY_PREFIX or not key_id or not secret:
+        return None
+    row = conn.execute(sa.select(api_keys).where(api_keys.c.key_id == key_id)).first()
+    if row is None or row.revoked_at is not None:
+        return None
+    if not hmac.compare_digest(row.secret_hash, _secret_hash(secret)):
+        return None
+    user_id = None
+    if row.sealed_user_id is not None:
+        user_id = crypto.decrypt(_secret_key(secret), row.sealed_user_id, key_id.encode()).decode()
+    return Principal(row.key_id, row.principal, user_id)
+
+
+def list_keys(conn: Connection) -> list[KeyInfo]:
+    rows = conn.execute(sa.select(api_keys).order_by(api_keys.c.created_at))
+    return [KeyInfo(r.key_id, r.principal, r.subject_ref, r.created_at, r.revoked_at) for r in rows]
+
+
+def revoke(conn: Connection, key_id: str, now: datetime) -> bool:
+    result = conn.execute(
+        api_keys.update()
+        .where(api_keys.c.key_id == key_id, api_keys.c.revoked_at.is_(None))
+        .values(revoked_at=now)
+    )
+    return result.rowcount == 1
+
+
+def count_active(conn: Connection, kind: str) -> int:
+    query = sa.select(sa.func.count()).where(
+        api_keys.c.principal == kind, api_keys.c.revoked_at.is_(None)
+    )
+    value: Any = conn.execute(query).scalar_one()
+    return int(value)
