@@ -1,0 +1,86 @@
+"""Bearer API keys and who may do what.
+
+* user: acts only on its own user id, whatever the path or body says;
+* operator: may do everything;
+* auditor: may read audit exports, certificates and keys only.
+
+Missing or bad credentials answer 401; a principal without the right, 403.
+A user naming another user id gets 404, the same as for an id that does not
+exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from eventstore import apikeys
+from eventstore.apikeys import Principal
+from oblivio.memory.context import MemoryContext
+
+bearer = HTTPBearer(auto_error=False, description="An oblivio API key: obl_<id>_<secret>")
+
+
+def context(request: Request) -> MemoryContext:
+    ctx: MemoryContext = request.app.state.context
+    return ctx
+
+
+def principal(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Principal:
+    if credentials is None:
+        raise HTTPException(401, "missing bearer API key", {"WWW-Authenticate": "Bearer"})
+    with context(request).store.reading() as view:
+        found = apikeys.authenticate(view.connection, credentials.credentials)
+    if found is None:
+        raise HTTPException(401, "invalid or revoked API key", {"WWW-Authenticate": "Bearer"})
+    request.state.principal = found
+    return found
+
+
+def allow(*kinds: str) -> Callable[[Principal], Principal]:
+    """A dependency admitting only the given principal kinds."""
+
+    def check(who: Annotated[Principal, Depends(principal)]) -> Principal:
+        if who.kind not in kinds:
+            raise HTTPException(403, f"a {who.kind} key may not do this")
+        return who
+
+    return check
+
+
+members = allow("user", "operator")
+operators = allow("operator")
+readers_of_proofs = allow("user", "operator", "auditor")
+auditors = allow("operator", "auditor")
+
+
+class ForeignUserError(HTTPException):
+    def __init__(self) -> None:
+        super().__init__(404, "not found")
+
+
+def acting_user(who: Principal, named: str | None) -> str | None:
+    """The user id an operation is bound to.
+
+    A user key is bound to its own id; naming any other id is treated as a
+    request for something that does not exist.  Operators act for the user
+    they name, or as trusted operators when they name none.
+    """
+    if who.kind == "user":
+        if named is not None and named != who.user_id:
+            raise ForeignUserError()
+        return who.user_id
+    return named
+
+
+def required_user(who: Principal, named: str | None) -> str:
+    user = acting_user(who, named)
+    if user is None:
+        raise HTTPException(422, "user_id is required for this operation")
+    return user

@@ -1,0 +1,141 @@
+"""Compliance routes: erasure, request status, certificates, keys, exports."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Response
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from eventstore.apikeys import Principal
+from oblivio.http import schemas as s
+from oblivio.http.auth import acting_user, auditors, context, members, readers_of_proofs
+from oblivio.memory import compliance
+from oblivio.memory.context import MemoryContext
+
+router = APIRouter(prefix="/v1/compliance", tags=["compliance"])
+
+Ctx = Annotated[MemoryContext, Depends(context)]
+Member = Annotated[Principal, Depends(members)]
+ProofReader = Annotated[Principal, Depends(readers_of_proofs)]
+Auditor = Annotated[Principal, Depends(auditors)]
+
+USER_REASONS = frozenset({"user_request"})
+
+
+def _reason(who: Principal, reason: str) -> str:
+    # Unlike systems that overwrite every reason, oblivio records the reason
+    # given; a user may only state that they asked.
+    if who.kind == "user" and reason not in USER_REASONS:
+        raise HTTPException(403, "users may only give the reason user_request")
+    return reason
+
+
+def _erasure_response(status: s.ErasureOut) -> JSONResponse:
+    done = status.status in ("completed", "failed")
+    return JSONResponse(
+        status.model_dump(mode="json"),
+        status_code=200 if done else 202,
+        headers={} if done else {"Location": status.status_url},
+    )
+
+
+@router.delete(
+    "/users/{user_id}/memory/{event_id}",
+    response_model=s.ErasureOut,
+    responses={202: {"model": s.ErasureOut, "description": "erasure still rebuilding"}},
+)
+def delete_memory(
+    user_id: str,
+    event_id: uuid.UUID,
+    ctx: Ctx,
+    who: Member,
+    reason: str = "user_request",
+    legal_ground: str = "art17-1-b",
+    wait_seconds: float = 0,
+) -> JSONResponse:
+    """Hard-delete one event of a user (GDPR Art. 17)."""
+    user = acting_user(who, user_id)
+    status = compliance.delete_event(
+        ctx,
+        event_id,
+        user_id=user,
+        reason=_reason(who, reason),
+        legal_ground=legal_ground,
+        wait=wait_seconds > 0,
+        timeout=min(max(wait_seconds, 0), 60),
+    )
+    return _erasure_response(s.ErasureOut.of(status))
+
+
+@router.post(
+    "/users/{user_id}/forget",
+    response_model=s.ErasureOut,
+    responses={202: {"model": s.ErasureOut, "description": "erasure still rebuilding"}},
+)
+def forget(
+    user_id: str, ctx: Ctx, who: Member, body: s.ForgetRequest | None = None
+) -> JSONResponse:
+    """Erase everything of a user; the certificate when it completes within the wait."""
+    body = body or s.ForgetRequest()
+    user = acting_user(who, user_id)
+    assert user is not None
+    status = compliance.forget(
+        ctx,
+        user,
+        reason=_reason(who, body.reason),
+        legal_ground=body.legal_ground,
+        actor_id=body.actor_id,
+        wait=body.wait_seconds > 0,
+        timeout=body.wait_seconds,
+    )
+    return _erasure_response(s.ErasureOut.of(status))
+
+
+@router.get("/requests/{request_id}", response_model=s.ErasureOut)
+def request_status(request_id: uuid.UUID, ctx: Ctx, who: ProofReader) -> s.ErasureOut:
+    """Where an erasure request stands."""
+    status = compliance.erasure_status(ctx, request_id)
+    if who.kind == "user" and status.subject_ref != ctx.store.subject_ref(
+        ctx.namespace, who.user_id or ""
+    ):
+        raise HTTPException(404, "not found")
+    return s.ErasureOut.of(status)
+
+
+@router.get("/certificates/{certificate_id}")
+def get_certificate(certificate_id: uuid.UUID, ctx: Ctx, who: ProofReader) -> dict[str, Any]:
+    """A forget certificate (JWS JSON serialization)."""
+    certificate = compliance.get_certificate(ctx, certificate_id)
+    if who.kind == "user":
+        payload = compliance.verify_certificate(ctx, certificate)
+        if payload["subject"]["reference"] != ctx.store.subject_ref(
+            ctx.namespace, who.user_id or ""
+        ):
+            raise HTTPException(404, "not found")
+    return certificate
+
+
+@router.get("/keys")
+def keys(ctx: Ctx) -> dict[str, Any]:
+    """The JWKS of every certificate issuer key, retired ones included (public)."""
+    return compliance.jwks(ctx)
+
+
+@router.get("/users/{user_id}/export")
+def export_subject(user_id: str, ctx: Ctx, who: Member) -> dict[str, Any]:
+    """Everything oblivio holds about a user (Art. 15/20), with a signed manifest."""
+    user = acting_user(who, user_id)
+    assert user is not None
+    return compliance.export_subject(ctx, user_id=user)
+
+
+@router.get("/audit/export", response_class=PlainTextResponse)
+def export_audit(
+    ctx: Ctx, who: Auditor, since: datetime | None = None, until: datetime | None = None
+) -> Response:
+    """The audit stream as JSON Lines; the last line is the signed manifest."""
+    text = compliance.export_audit(ctx, since=since, until=until)
+    return PlainTextResponse(text, media_type="application/x-ndjson")

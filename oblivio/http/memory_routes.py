@@ -1,0 +1,253 @@
+"""Memory routes: store, read, correct, reinforce, retrieve, triggers and attractors."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Depends, Header, HTTPException, Query, Response
+
+from eventstore.apikeys import Principal
+from eventstore.errors import InvalidInputError
+from oblivio.http import schemas as s
+from oblivio.http.auth import acting_user, context, members, required_user
+from oblivio.memory import commands, queries
+from oblivio.memory.context import MemoryContext
+from oblivio.memory.records import Correction
+
+router = APIRouter(prefix="/v1", tags=["memory"])
+
+Ctx = Annotated[MemoryContext, Depends(context)]
+Member = Annotated[Principal, Depends(members)]
+NOT_FOUND = HTTPException(404, "not found")
+
+
+@router.post("/events", status_code=201, response_model=s.StoreResponse)
+def store_event(body: s.StoreRequest, ctx: Ctx, who: Member) -> s.StoreResponse:
+    """Store a memory for a user and derive its nodes."""
+    user = required_user(who, body.user_id)
+    event_id = commands.store(
+        ctx,
+        body.content,
+        user_id=user,
+        scope=body.scope,
+        role=body.role,
+        session_id=body.session_id,
+        source_type=body.source_type,
+        node_type=body.node_type,
+        meta=body.meta,
+        request_id=body.request_id,
+    )
+    nodes = queries.get_event_nodes(ctx, event_id, user_id=user)
+    return s.StoreResponse(event_id=event_id, node_ids=[n.id for n in nodes])
+
+
+@router.get("/events", response_model=list[s.EventOut])
+def list_events(
+    ctx: Ctx,
+    who: Member,
+    user_id: str | None = None,
+    after_version: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> list[s.EventOut]:
+    """A user's stored memories in order; page with ``after_version``."""
+    user = required_user(who, user_id)
+    events = queries.get_events(ctx, user_id=user, after_version=after_version, limit=limit)
+    return [s.EventOut.of(e) for e in events]
+
+
+@router.get("/events/{event_id}", response_model=s.EventOut)
+def get_event(event_id: uuid.UUID, ctx: Ctx, who: Member) -> s.EventOut:
+    """One stored memory event."""
+    event = queries.get_event(ctx, event_id, user_id=acting_user(who, None))
+    if event is None:
+        raise NOT_FOUND
+    return s.EventOut.of(event)
+
+
+@router.get("/events/{event_id}/nodes", response_model=list[s.NodeOut])
+def get_event_nodes(event_id: uuid.UUID, ctx: Ctx, who: Member) -> list[s.NodeOut]:
+    """The nodes derived from one event."""
+    user = acting_user(who, None)
+    if queries.get_event(ctx, event_id, user_id=user) is None:
+        raise NOT_FOUND
+    return [s.NodeOut.of(n) for n in queries.get_event_nodes(ctx, event_id, user_id=user)]
+
+
+@router.get("/nodes/{node_id}", response_model=s.NodeOut)
+def get_node(
+    node_id: uuid.UUID, ctx: Ctx, who: Member, include_superseded: bool = False
+) -> s.NodeOut:
+    """One node; superseded nodes only with ``include_superseded=true``."""
+    node = queries.get_node(
+        ctx, node_id, user_id=acting_user(who, None), include_superseded=include_superseded
+    )
+    if node is None:
+        raise NOT_FOUND
+    return s.NodeOut.of(node)
+
+
+@router.get("/nodes/{node_id}/assertion-state", response_model=s.AssertionStateOut)
+def get_assertion_state(node_id: uuid.UUID, ctx: Ctx, who: Member) -> s.AssertionStateOut:
+    """Whether a node is current, contested or superseded, and by which nodes."""
+    state = queries.get_assertion_state(ctx, node_id, user_id=acting_user(who, None))
+    if state is None:
+        raise NOT_FOUND
+    return s.AssertionStateOut.of(state)
+
+
+def _correction(result: Correction) -> s.CorrectionOut:
+    return s.CorrectionOut(
+        operation_id=result.operation_id,
+        event_id=result.event_id,
+        node_ids=list(result.node_ids),
+        evidence_id=result.evidence_id,
+        replayed=result.replayed,
+    )
+
+
+@router.post("/supersedences", status_code=201, response_model=list[s.CorrectionOut])
+def supersede(
+    body: s.SupersedeRequest, ctx: Ctx, who: Member, response: Response
+) -> list[s.CorrectionOut]:
+    """Retire old nodes in favour of new ones, atomically; an exact retry is a no-op (200)."""
+    if body.corrections is not None:
+        if body.old_node_id or body.new_node_id or body.evidence_id:
+            raise InvalidInputError("give either corrections or one old/new pair, not both")
+        entries = [c.model_dump() for c in body.corrections]
+    elif body.old_node_id and body.new_node_id:
+        entries = [
+            {
+                "old_node_id": body.old_node_id,
+                "new_node_id": body.new_node_id,
+                "evidence_id": body.evidence_id,
+            }
+        ]
+    else:
+        raise InvalidInputError("old_node_id and new_node_id are required")
+    results = commands.supersede_many(
+        ctx, entries, user_id=acting_user(who, None), actor_id=body.actor_id
+    )
+    if all(r.replayed for r in results):
+        response.status_code = 200
+    return [_correction(r) for r in results]
+
+
+@router.post("/contradictions", status_code=201, response_model=s.CorrectionOut)
+def contradict(body: s.ContradictRequest, ctx: Ctx, who: Member) -> s.CorrectionOut:
+    """Record that two nodes contradict each other."""
+    return _correction(
+        commands.contradict(
+            ctx,
+            body.node_id,
+            body.other_node_id,
+            evidence_id=body.evidence_id,
+            user_id=acting_user(who, None),
+            actor_id=body.actor_id,
+        )
+    )
+
+
+@router.post("/contradictions/resolutions", status_code=201, response_model=s.CorrectionOut)
+def resolve(body: s.ResolveRequest, ctx: Ctx, who: Member) -> s.CorrectionOut:
+    """Settle a contradiction: the loser is superseded by the winner."""
+    return _correction(
+        commands.resolve_contradiction(
+            ctx,
+            body.winner_node_id,
+            body.loser_node_id,
+            evidence_id=body.evidence_id,
+            user_id=acting_user(who, None),
+            actor_id=body.actor_id,
+        )
+    )
+
+
+@router.put("/nodes/{node_id}/reinforce", response_model=s.NodeOut)
+def reinforce(
+    node_id: uuid.UUID,
+    ctx: Ctx,
+    who: Member,
+    body: Annotated[s.ReinforceRequest | None, Body()] = None,
+    idempotency_key: Annotated[uuid.UUID | None, Header()] = None,
+) -> s.NodeOut:
+    """Confirm a node once per ``Idempotency-Key``; returns the current node."""
+    node = commands.reinforce(
+        ctx,
+        node_id,
+        evidence_id=None if body is None else body.evidence_id,
+        user_id=acting_user(who, None),
+        request_id=idempotency_key,
+    )
+    return s.NodeOut.of(node)
+
+
+@router.post("/retrieve", response_model=s.RetrieveResponse)
+def retrieve(body: s.RetrieveRequest, ctx: Ctx, who: Member) -> s.RetrieveResponse:
+    """The user's nodes ranked for a query, with every score component."""
+    result = queries.retrieve(
+        ctx,
+        body.query,
+        user_id=required_user(who, body.user_id),
+        limit=body.limit,
+        scopes=body.scopes,
+        node_types=body.node_types,
+        exclude_node_types=body.exclude_node_types,
+        source_types=body.source_types,
+        include_superseded=body.include_superseded,
+        consistent=body.consistent,
+    )
+    return s.RetrieveResponse(
+        query=result.query, results=[s.ScoredOut.of(r) for r in result.results]
+    )
+
+
+@router.post("/triggers", status_code=201, response_model=s.IdOut)
+def add_trigger(body: s.TriggerRequest, ctx: Ctx, who: Member) -> s.IdOut:
+    """Add a resonance trigger (keyword or text) with a weight in [0, 10]."""
+    trigger_id = commands.add_resonance_trigger(
+        ctx,
+        user_id=required_user(who, body.user_id),
+        keyword=body.keyword,
+        text=body.text,
+        weight=body.weight,
+        threshold=body.threshold,
+    )
+    return s.IdOut(id=trigger_id)
+
+
+@router.delete("/triggers/{trigger_id}", status_code=204)
+def remove_trigger(
+    trigger_id: uuid.UUID, ctx: Ctx, who: Member, user_id: str | None = None
+) -> Response:
+    """Remove a resonance trigger."""
+    commands.remove_resonance_trigger(ctx, trigger_id, user_id=required_user(who, user_id))
+    return Response(status_code=204)
+
+
+@router.post("/attractors", status_code=201, response_model=s.IdOut)
+def add_attractor(body: s.AttractorRequest, ctx: Ctx, who: Member) -> s.IdOut:
+    """Add a negative attractor that demotes similar nodes."""
+    attractor_id = commands.add_negative_attractor(
+        ctx,
+        body.text,
+        user_id=required_user(who, body.user_id),
+        description=body.description,
+        source=body.source,
+        severity=body.severity,
+    )
+    return s.IdOut(id=attractor_id)
+
+
+@router.delete("/attractors", status_code=204)
+def clear_attractors(ctx: Ctx, who: Member, user_id: str | None = None) -> Response:
+    """Remove every negative attractor of the user."""
+    commands.clear_negative_attractors(ctx, user_id=required_user(who, user_id))
+    return Response(status_code=204)
+
+
+@router.get("/attractors/count", response_model=s.CountOut)
+def count_attractors(ctx: Ctx, who: Member, user_id: str | None = None) -> s.CountOut:
+    """How many negative attractors apply to the user's retrieval."""
+    count = queries.negative_attractor_count(ctx, user_id=required_user(who, user_id))
+    return s.CountOut(count=count)

@@ -1,0 +1,240 @@
+"""Request and response bodies of the HTTP API."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from oblivio.memory.records import MemoryEvent
+from projections.model import AssertionState, Node, NodeType, Role, Scope, ScoredNode, SourceType
+from workers.erasure import ErasureStatus
+
+Strict = ConfigDict(extra="forbid")
+
+
+class StoreRequest(BaseModel):
+    model_config = Strict
+    content: str = Field(min_length=1, max_length=100_000)
+    user_id: str | None = Field(default=None, description="Required for operator keys.")
+    scope: Scope = Scope.PERSONAL
+    role: Role = Role.USER
+    session_id: str | None = Field(default=None, max_length=256)
+    source_type: SourceType = SourceType.USER_STATED
+    node_type: NodeType = NodeType.FACT
+    meta: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+    request_id: uuid.UUID | None = None
+
+
+class StoreResponse(BaseModel):
+    event_id: uuid.UUID
+    node_ids: list[uuid.UUID]
+
+
+class EventOut(BaseModel):
+    id: uuid.UUID
+    user_id: str
+    content: str
+    scope: Scope
+    role: Role
+    source_type: SourceType
+    node_type: NodeType
+    session_id: str | None
+    meta: dict[str, Any]
+    version: int
+    recorded_at: datetime
+
+    @classmethod
+    def of(cls, event: MemoryEvent) -> EventOut:
+        return cls.model_validate(event, from_attributes=True)
+
+
+class NodeOut(BaseModel):
+    id: uuid.UUID
+    event_id: uuid.UUID
+    content: str
+    node_type: NodeType
+    scope: Scope
+    source_type: SourceType
+    lifecycle: str
+    confidence_base: float
+    salience_base: float
+    reinforcement_boost: float
+    reinforcement_count: int
+    created_at: datetime
+    updated_at: datetime
+    last_reinforced_at: datetime | None
+    superseded_by: uuid.UUID | None
+    session_id: str | None
+    meta: dict[str, Any]
+
+    @classmethod
+    def of(cls, node: Node) -> NodeOut:
+        return cls.model_validate(node, from_attributes=True)
+
+
+class AssertionStateOut(BaseModel):
+    node_id: uuid.UUID
+    lifecycle: str
+    superseded_by: uuid.UUID | None
+    supersedes: list[uuid.UUID]
+    contradicted_by: list[uuid.UUID]
+    confidence_base: float
+    reinforcement_boost: float
+
+    @classmethod
+    def of(cls, state: AssertionState) -> AssertionStateOut:
+        return cls.model_validate(state, from_attributes=True)
+
+
+class Supersedence(BaseModel):
+    model_config = Strict
+    old_node_id: uuid.UUID
+    new_node_id: uuid.UUID
+    evidence_id: uuid.UUID | None = None
+
+
+class SupersedeRequest(BaseModel):
+    """One correction (``old_node_id``/``new_node_id``) or several in ``corrections``."""
+
+    model_config = Strict
+    old_node_id: uuid.UUID | None = None
+    new_node_id: uuid.UUID | None = None
+    evidence_id: uuid.UUID | None = None
+    corrections: list[Supersedence] | None = Field(default=None, min_length=1, max_length=100)
+    actor_id: str | None = Field(default=None, max_length=256)
+
+
+class CorrectionOut(BaseModel):
+    operation_id: uuid.UUID
+    event_id: uuid.UUID
+    node_ids: list[uuid.UUID]
+    evidence_id: uuid.UUID | None
+    replayed: bool
+
+
+class ContradictRequest(BaseModel):
+    model_config = Strict
+    node_id: uuid.UUID
+    other_node_id: uuid.UUID
+    evidence_id: uuid.UUID | None = None
+    actor_id: str | None = Field(default=None, max_length=256)
+
+
+class ResolveRequest(BaseModel):
+    model_config = Strict
+    winner_node_id: uuid.UUID
+    loser_node_id: uuid.UUID
+    evidence_id: uuid.UUID | None = None
+    actor_id: str | None = Field(default=None, max_length=256)
+
+
+class ReinforceRequest(BaseModel):
+    model_config = Strict
+    evidence_id: uuid.UUID | None = None
+
+
+class RetrieveRequest(BaseModel):
+    model_config = Strict
+    query: str = Field(min_length=1, max_length=10_000)
+    user_id: str | None = None
+    limit: int = Field(default=10, ge=1, le=1000)
+    scopes: list[Scope] | None = None
+    node_types: list[NodeType] | None = None
+    exclude_node_types: list[NodeType] | None = None
+    source_types: list[SourceType] | None = None
+    include_superseded: bool = False
+    consistent: bool = True
+
+
+class ScoredOut(BaseModel):
+    node: NodeOut
+    score: float
+    components: dict[str, float]
+
+    @classmethod
+    def of(cls, scored: ScoredNode) -> ScoredOut:
+        components = scored.components
+        return cls(
+            node=NodeOut.of(scored.node), score=scored.score, components=dict(vars(components))
+        )
+
+
+class RetrieveResponse(BaseModel):
+    query: str
+    results: list[ScoredOut]
+
+
+class TriggerRequest(BaseModel):
+    model_config = Strict
+    user_id: str | None = None
+    keyword: str | None = Field(default=None, min_length=1, max_length=1000)
+    text: str | None = Field(default=None, min_length=1, max_length=10_000)
+    weight: float = Field(default=1.0, ge=0, le=10)
+    threshold: float = Field(default=0.8, ge=-1, le=1)
+
+
+class AttractorRequest(BaseModel):
+    model_config = Strict
+    user_id: str | None = None
+    text: str = Field(min_length=1, max_length=10_000)
+    description: str | None = Field(default=None, max_length=1000)
+    source: str | None = Field(default=None, max_length=200)
+    severity: float = Field(default=1.0, ge=0, le=1)
+
+
+class IdOut(BaseModel):
+    id: uuid.UUID
+
+
+class CountOut(BaseModel):
+    count: int
+
+
+class ForgetRequest(BaseModel):
+    model_config = Strict
+    reason: str = "user_request"
+    legal_ground: str = "art17-1-b"
+    actor_id: str | None = Field(default=None, max_length=256)
+    wait_seconds: float = Field(default=5.0, ge=0, le=60)
+
+
+class JobOut(BaseModel):
+    projection: str
+    status: str
+    attempts: int
+    last_error: str | None
+
+
+class ErasureOut(BaseModel):
+    request_id: uuid.UUID
+    kind: str
+    status: str
+    subject_ref: str
+    received_at: datetime
+    deadline_at: datetime
+    overdue: bool
+    erased_at: datetime | None
+    completed_at: datetime | None
+    events_erased: int
+    certificate_id: uuid.UUID | None
+    certificate: dict[str, Any] | None
+    jobs: list[JobOut]
+    status_url: str
+
+    @classmethod
+    def of(cls, status: ErasureStatus) -> ErasureOut:
+        return cls(
+            **{k: v for k, v in vars(status).items() if k != "jobs"},
+            jobs=[JobOut.model_validate(j, from_attributes=True) for j in status.jobs],
+            status_url=f"/v1/compliance/requests/{status.request_id}",
+        )
+
+
+class HealthOut(BaseModel):
+    status: str
+    database: str
+    backend: str
+    projection_lag: dict[str, int]
