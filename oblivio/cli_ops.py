@@ -1,0 +1,308 @@
+"""CLI commands for running and operating oblivio: serve, worker, keys, forget,
+export, certificate verification.  Registered on ``oblivio.cli.main``."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from certificates import CertificateVerificationError, verify
+from eventstore import KeyringFile, apikeys
+from oblivio.bootstrap import build_worker_service, open_memory
+from oblivio.memory import compliance
+from oblivio.memory.context import MemoryContext
+from oblivio.settings import Settings
+from workers.keys import rotate_keks
+from workers.policy import KeyPolicy
+
+
+def _settings(ctx: click.Context) -> Settings:
+    settings: Settings = ctx.obj
+    return settings
+
+
+def _open(ctx: click.Context) -> MemoryContext:
+    return open_memory(_settings(ctx))
+
+
+def _emit(value: Any, output: Path | None) -> None:
+    text = value if isinstance(value, str) else json.dumps(value, indent=2, default=str) + "\n"
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text)
+        click.echo(f"written to {output}", err=True)
+
+
+def _wait_for_signal() -> None:
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+
+
+# -- serve and worker ---------------------------------------------------------------
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8000, show_default=True, type=int)
+@click.option(
+    "--workers/--no-workers",
+    "run_workers",
+    default=True,
+    show_default=True,
+    help="Run projection and rebuild workers in this process.",
+)
+@click.pass_context
+def serve(ctx: click.Context, host: str, port: int, run_workers: bool) -> None:
+    """Run the HTTP API (plus in-process workers) on the configured store."""
+    import uvicorn
+
+    from oblivio.http import create_app
+
+    settings = _settings(ctx)
+    memory = open_memory(settings)
+    _first_operator_key(memory)
+    service = build_worker_service(memory, settings) if run_workers else None
+    if service is not None:
+        service.run()
+    try:
+        uvicorn.run(create_app(memory), host=host, port=port, log_level="info")
+    finally:
+        if service is not None:
+            service.stop()
+            service.join()
+        memory.store.close()
+
+
+def _first_operator_key(memory: MemoryContext) -> None:
+    """On a store without operator keys, create one and print it once."""
+    with memory.store.transaction() as tx:
+        if apikeys.count_active(tx.connection, "operator"):
+            return
+        token = apikeys.create(tx.connection, "operator", None, None, memory.clock())
+    click.echo("Created the first operator API key. It is shown only this once:", err=True)
+    click.echo(f"  {token}", err=True)
+
+
+@click.command()
+@click.pass_context
+def worker(ctx: click.Context) -> None:
+    """Run projection and rebuild workers plus the scheduler (several may run)."""
+    settings = _settings(ctx)
+    memory = open_memory(settings)
+    service = build_worker_service(memory, settings)
+    service.run()
+    click.echo("worker running; stop with Ctrl-C or SIGTERM", err=True)
+    try:
+        _wait_for_signal()
+    finally:
+        service.stop()
+        service.join()
+        memory.store.close()
+
+
+# -- keys -------------------------------------------------------------------------------
+
+
+@click.group()
+def keys() -> None:
+    """API keys, key-encryption keys and certificate keys."""
+
+
+@keys.command("create")
+@click.option("--principal", type=click.Choice(sorted(apikeys.PRINCIPALS)), required=True)
+@click.option("--user-id", default=None, help="The user a 'user' key is bound to.")
+@click.pass_context
+def keys_create(ctx: click.Context, principal: str, user_id: str | None) -> None:
+    """Create an API key and print its token (shown once)."""
+    memory = _open(ctx)
+    ref = None if user_id is None else memory.store.subject_ref(memory.namespace, user_id)
+    with memory.store.transaction() as tx:
+        token = apikeys.create(tx.connection, principal, user_id, ref, memory.clock())
+    click.echo(token)
+
+
+@keys.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def keys_list(ctx: click.Context, as_json: bool) -> None:
+    """List API keys (ids, principals, pseudonymous subjects; never secrets)."""
+    memory = _open(ctx)
+    with memory.store.reading() as view:
+        found = apikeys.list_keys(view.connection)
+    if as_json:
+        click.echo(json.dumps([vars(k) for k in found], default=str, indent=2))
+        return
+    for k in found:
+        state = f"revoked {k.revoked_at:%Y-%m-%d}" if k.revoked_at else "active"
+        subject = f" subject {k.subject_ref[:12]}…" if k.subject_ref else ""
+        click.echo(f"{k.key_id}  {k.kind:<8} {state}{subject}")
+
+
+@keys.command("revoke")
+@click.argument("key_id")
+@click.pass_context
+def keys_revoke(ctx: click.Context, key_id: str) -> None:
+    """Revoke an API key."""
+    memory = _open(ctx)
+    with memory.store.transaction() as tx:
+        if not apikeys.revoke(tx.connection, key_id, memory.clock()):
+            raise click.ClickException(f"no active key {key_id}")
+    click.echo(f"revoked {key_id}")
+
+
+@keys.command("rotate-kek")
+@click.pass_context
+def keys_rotate_kek(ctx: click.Context) -> None:
+    """Rotate the key-encryption key now and re-wrap every data key under it."""
+    memory = _open(ctx)
+    keyring = memory.store.codec.keys
+    if not isinstance(keyring, KeyringFile):
+        raise click.ClickException("keys come from the environment or a KMS; rotate them there")
+    keyring.rotate(memory.clock())
+    report = rotate_keks(memory.store, keyring, KeyPolicy(), memory.clock)
+    click.echo(
+        f"active KEK version {keyring.active_kek_version}; "
+        f"re-wrapped {report.rewrapped} data keys; retired {report.retired or 'none'}"
+    )
+
+
+@keys.command("jwks")
+@click.pass_context
+def keys_jwks(ctx: click.Context) -> None:
+    """Print the JWKS that verifies forget certificates and export manifests."""
+    click.echo(json.dumps(compliance.jwks(_open(ctx)), indent=2))
+
+
+# -- erasure and exports ------------------------------------------------------------
+
+
+@click.command()
+@click.argument("user_id")
+@click.option("--reason", default="user_request", show_default=True)
+@click.option("--legal-ground", default="art17-1-b", show_default=True)
+@click.option(
+    "--wait",
+    "wait_seconds",
+    default=30.0,
+    show_default=True,
+    help="Seconds to wait for the certificate (0: do not wait).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write the certificate (or status) here.",
+)
+@click.pass_context
+def forget(
+    ctx: click.Context,
+    user_id: str,
+    reason: str,
+    legal_ground: str,
+    wait_seconds: float,
+    output: Path | None,
+) -> None:
+    """Erase everything of USER_ID and print the forget certificate."""
+    memory = _open(ctx)
+    with click.progressbar(length=1, label="erasing and rebuilding", file=sys.stderr) as bar:
+        status = compliance.forget(
+            memory,
+            user_id,
+            reason=reason,
+            legal_ground=legal_ground,
+            actor_id="cli",
+            wait=wait_seconds > 0,
+            timeout=wait_seconds,
+        )
+        bar.update(1)
+    click.echo(
+        f"request {status.request_id}: {status.status}, {status.events_erased} events erased",
+        err=True,
+    )
+    _emit(status.certificate or vars(status), output)
+
+
+@click.group()
+def export() -> None:
+    """Subject and audit exports, each with a signed manifest."""
+
+
+@export.command("subject")
+@click.argument("user_id")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None)
+@click.pass_context
+def export_subject(ctx: click.Context, user_id: str, output: Path | None) -> None:
+    """Everything held about USER_ID (GDPR Art. 15/20) as JSON."""
+    _emit(compliance.export_subject(_open(ctx), user_id=user_id), output)
+
+
+@export.command("audit")
+@click.option("--since", type=click.DateTime(), default=None)
+@click.option("--until", type=click.DateTime(), default=None)
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None)
+@click.pass_context
+def export_audit(
+    ctx: click.Context, since: datetime | None, until: datetime | None, output: Path | None
+) -> None:
+    """The audit stream as JSON Lines with a signed manifest as the last line."""
+    memory = _open(ctx)
+    _emit(compliance.export_audit(memory, since=_utc(since), until=_utc(until)), output)
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    return None if value is None else value.replace(tzinfo=value.tzinfo or UTC)
+
+
+@click.group()
+def certificate() -> None:
+    """Forget certificates."""
+
+
+@certificate.command("verify")
+@click.argument("certificate_file", type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--jwks",
+    "jwks_file",
+    type=click.Path(exists=True, path_type=Path),
+    required=True,
+    help="The issuer's JWKS (oblivio keys jwks, or GET /v1/compliance/keys).",
+)
+def certificate_verify(certificate_file: Path, jwks_file: Path) -> None:
+    """Verify a certificate offline against a JWKS; print its claims."""
+    try:
+        verified = verify(certificate_file.read_text(), json.loads(jwks_file.read_text()))
+    except CertificateVerificationError as e:
+        raise click.ClickException(f"certificate does NOT verify ({e.reason}): {e}") from e
+    payload = dict(verified.payload)
+    click.echo(f"certificate verifies (kid {verified.kid})", err=True)
+    click.echo(json.dumps(payload, indent=2))
+
+
+@click.command()
+@click.option("--api-key", envvar="OBLIVIO_API_KEY", required=True,
+              help="The key the server acts for (or OBLIVIO_API_KEY).")
+@click.pass_context
+def mcp(ctx: click.Context, api_key: str) -> None:
+    """Serve memory tools to an agent over MCP (stdio)."""
+    from oblivio.mcp_server import build_mcp_server
+
+    memory = _open(ctx)
+    with memory.store.reading() as view:
+        who = apikeys.authenticate(view.connection, api_key)
+    if who is None:
+        raise click.ClickException("the API key is unknown or revoked")
+    build_mcp_server(memory, who).run("stdio")
+
+
+COMMANDS = [serve, worker, keys, forget, export, certificate, mcp]
