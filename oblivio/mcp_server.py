@@ -122,7 +122,7 @@ def _memory_tools(server: MCPServer, ctx: MemoryContext, bind: _Binding) -> None
                 node_id,
                 evidence_id=evidence_id,
                 user_id=bind.optional_user(),
-                request_id=request_id or str(uuid.uuid4()),
+                request_id=request_id,
             )
         )
 
