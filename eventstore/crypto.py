@@ -26,7 +26,7 @@ from eventstore.errors import IntegrityViolationError
 
 KEY_BYTES = 32
 NONCE_BYTES = 12
-GENESIS_HASH = bytes(32)
+GENESIS_HASH = bytes(32)  # before anything: an empty audit export starts here
 
 
 def random_key() -> bytes:
@@ -87,6 +87,14 @@ def ciphertext_digest(payload: bytes | None, metadata: bytes | None) -> bytes:
     for part in (payload or b"", metadata or b""):
         h.update(struct.pack(">Q", len(part)))
         h.update(part)
+    return h.digest()
+
+
+def stream_genesis(namespace: str, subject_key: bytes, generation: int) -> bytes:
+    """The chain value before a stream's first event, naming the stream itself, so
+    that moving a stream to another subject or generation breaks its chain."""
+    h = hashlib.sha256(b"oblivio/genesis/v1")
+    h.update(namespace.encode() + b"\0" + subject_key + struct.pack(">I", generation))
     return h.digest()
 
 

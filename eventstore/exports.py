@@ -32,7 +32,7 @@ def audit_slice(
 ) -> AuditSlice:
     """The audit entries recorded in ``[since, until)``, with chain context."""
     events = store.read_audit()
-    previous = crypto.GENESIS_HASH
+    previous = _genesis(events[0]) if events else crypto.GENESIS_HASH
     chosen: list[RecordedEvent] = []
     for event in events:
         if since is not None and event.recorded_at < since:
@@ -43,6 +43,11 @@ def audit_slice(
         chosen.append(event)
     head = events[-1].chain_hash if events else crypto.GENESIS_HASH
     return AuditSlice([_line(e) for e in chosen], previous.hex(), head.hex())
+
+
+def _genesis(event: RecordedEvent) -> bytes:
+    ref = event.stream
+    return crypto.stream_genesis(ref.namespace, ref.subject_key, ref.generation)
 
 
 def _line(event: RecordedEvent) -> dict[str, Any]:

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import json
 import os
+import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -69,19 +71,29 @@ def _unb64(text: str, what: str) -> bytes:
 
 
 class KeyringFile:
-    """A keyring kept as JSON in one file, created with mode 0600."""
+    """A keyring kept as JSON in one file, created with mode 0600.
+
+    Several processes may hold the same keyring.  Each handle re-reads the
+    file when it changed on disk, so a version another process added is
+    found and a version it retired is gone here too; changes are made under
+    an exclusive file lock on a fresh read, so no handle writes back versions
+    it has not seen or material that was retired meanwhile.
+    """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        self._stamp: tuple[int, int] | None = None
         if not self.path.exists():
             self._create()
         self._load()
 
     @property
     def active_kek_version(self) -> int:
+        self._refresh()
         return self._active
 
     def kek(self, version: int) -> bytes:
+        self._refresh()
         record = self._keks.get(version)
         if record is None or record.key is None:
             raise KeyUnavailableError(f"KEK version {version} is not available")
@@ -91,26 +103,50 @@ class KeyringFile:
         return self._hmac_key
 
     def kek_records(self) -> list[KekRecord]:
+        self._refresh()
         return sorted(self._keks.values(), key=lambda r: r.version)
 
     def rotate(self, now: datetime | None = None) -> int:
         """Add a new active KEK version; older versions stay until retired."""
-        version = max(self._keks) + 1
-        self._keks[version] = KekRecord(version, random_key(), now or datetime.now(UTC))
-        self._active = version
-        self._save()
+        with self._locked():
+            version = max(self._keks) + 1
+            self._keks[version] = KekRecord(version, random_key(), now or datetime.now(UTC))
+            self._active = version
+            self._save()
         return version
 
     def retire(self, version: int, now: datetime | None = None) -> None:
         """Delete the material of a non-active KEK version for good."""
-        if version == self._active:
-            raise InvalidInputError("the active KEK version cannot be retired")
-        record = self._keks.get(version)
-        if record is None:
-            raise KeyUnavailableError(f"KEK version {version} does not exist")
-        record.key = None
-        record.retired_at = record.retired_at or now or datetime.now(UTC)
-        self._save()
+        with self._locked():
+            if version == self._active:
+                raise InvalidInputError("the active KEK version cannot be retired")
+            record = self._keks.get(version)
+            if record is None:
+                raise KeyUnavailableError(f"KEK version {version} does not exist")
+            record.key = None
+            record.retired_at = record.retired_at or now or datetime.now(UTC)
+            self._save()
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Exclusive lock for read-modify-write of the keyring file."""
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._load()
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def _refresh(self) -> None:
+        try:
+            stat = self.path.stat()
+        except FileNotFoundError:
+            return
+        if (stat.st_mtime_ns, stat.st_ino) != self._stamp:
+            self._load()
 
     def _create(self) -> None:
         # Several processes may open a new data directory at once.  Only the
@@ -125,15 +161,19 @@ class KeyringFile:
         _write_private(self.path, self._document(), replace=False)
 
     def _load(self) -> None:
+        stat = self.path.stat()
         raw = json.loads(self.path.read_text())
         if raw.get("format") != KEYRING_FORMAT:
             raise InvalidInputError(f"unsupported keyring format in {self.path}")
         self._hmac_key = _unb64(raw["subject_hmac_key"], "subject_hmac_key")
         self._keks = {k.version: k for k in map(_kek_from_json, raw["keks"])}
         self._active = int(raw["active"])
+        self._stamp = (stat.st_mtime_ns, stat.st_ino)
 
     def _save(self) -> None:
         _write_private(self.path, self._document(), replace=True)
+        stat = self.path.stat()
+        self._stamp = (stat.st_mtime_ns, stat.st_ino)
 
     def _document(self) -> bytes:
         document: dict[str, Any] = {
@@ -212,7 +252,7 @@ class EnvKeyProvider:
         keks: dict[int, bytes] = {}
         for item in filter(None, (part.strip() for part in keks_text.split(","))):
             version, sep, key = item.partition(":")
-            if not sep or not version.isdigit():
+            if not sep or not re.fullmatch(r"[0-9]{1,9}", version):
                 raise InvalidInputError("OBLIVIO_KEKS entries must look like '1:base64key'")
             keks[int(version)] = _unb64(key, f"KEK version {version}")
         return cls(keks, _unb64(hmac_text, "OBLIVIO_SUBJECT_HMAC_KEY"))

@@ -207,7 +207,7 @@ class Transaction:
                 subject_key=subject_key,
                 generation=generation,
                 version=0,
-                chain_hash=crypto.GENESIS_HASH,
+                chain_hash=crypto.stream_genesis(namespace, subject_key, generation),
                 created_at=self.clock(),
             )
             .returning(streams.c.stream_id)
