@@ -14,6 +14,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.dml import Insert
 
+from eventstore.model import LogCursor
+
 
 class Backend(abc.ABC):
     """Dialect-specific behaviour of the log."""
@@ -40,6 +42,12 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def commit_group(self) -> sa.ColumnElement[int]:
         """The first half of the global order, evaluated by the writing transaction."""
+
+    @abc.abstractmethod
+    def after_cursor(
+        self, group: sa.ColumnElement[int], position: sa.ColumnElement[int], cursor: LogCursor
+    ) -> sa.ColumnElement[bool]:
+        """Rows strictly after ``cursor`` in the global order, in a form the index serves."""
 
     @abc.abstractmethod
     def visible_commit_groups(self, column: sa.ColumnElement[int]) -> sa.ColumnElement[bool]:

@@ -24,6 +24,7 @@ class Erasure(enum.StrEnum):
 
     TOMBSTONED = "tombstoned"  # payload rows removed by an erasure request
     KEY_DESTROYED = "key_destroyed"  # the subject's data key no longer exists
+    KEY_RETIRED = "key_retired"  # the KEK wrapping the data key was retired before re-wrapping
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from sqlalchemy.sql.dml import Insert
 
 from eventstore.backend import Backend
 from eventstore.errors import ConflictError, DuplicateEventError, OperationalError
+from eventstore.model import LogCursor
 
 # Driver errors that mean "try again": lost connections, serialisation
 # failures, deadlocks, lock timeouts.
@@ -78,6 +79,14 @@ class PostgresBackend(Backend):
     def commit_group(self) -> sa.ColumnElement[int]:
         # xid8 has no cast to bigint; its text form is the decimal number.
         return sa.literal_column("pg_current_xact_id()::text::bigint", sa.BigInteger)
+
+    def after_cursor(
+        self, group: sa.ColumnElement[int], position: sa.ColumnElement[int], cursor: LogCursor
+    ) -> sa.ColumnElement[bool]:
+        # PostgreSQL serves a row-value comparison from the (group, position) index.
+        return sa.tuple_(group, position) > sa.tuple_(
+            sa.literal(cursor.commit_group), sa.literal(cursor.position)
+        )
 
     def visible_commit_groups(self, column: sa.ColumnElement[int]) -> sa.ColumnElement[bool]:
         horizon = sa.literal_column(

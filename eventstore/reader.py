@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from eventstore.codec import EventCodec, SubjectCipher, WrappedKey
+from eventstore.errors import KeyUnavailableError
 from eventstore.model import Erasure, LogCursor, RecordedEvent, StreamRef
 from eventstore.schema import data_keys, events, streams
 
@@ -74,7 +75,12 @@ class EventDecoder:
             return Erasure.TOMBSTONED, None, None
         if row.wrapped_key is None:
             return Erasure.KEY_DESTROYED, None, None
-        dek = self._dek(WrappedKey(row.dek_id, row.kek_version, row.wrapped_key))
+        try:
+            dek = self._dek(WrappedKey(row.dek_id, row.kek_version, row.wrapped_key))
+        except KeyUnavailableError:
+            # Retiring a KEK that still wraps live data keys makes them as
+            # unreadable as destroyed ones; readers of the whole log must go on.
+            return Erasure.KEY_RETIRED, None, None
         data, metadata = self.codec.open(
             dek, row.event_id, row.stream_id, row.version, row.payload, row.metadata
         )

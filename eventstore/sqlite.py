@@ -16,6 +16,7 @@ from sqlalchemy.sql.dml import Insert
 
 from eventstore.backend import Backend
 from eventstore.errors import ConflictError, OperationalError
+from eventstore.model import LogCursor
 
 DATABASE_FILE = "oblivio.sqlite3"
 BUSY_TIMEOUT_MS = 30_000
@@ -86,6 +87,13 @@ class SQLiteBackend(Backend):
         # One writer at a time: commit order is position order, so the group
         # is constant and AUTOINCREMENT positions alone give the global order.
         return sa.literal(0, sa.BigInteger)
+
+    def after_cursor(
+        self, group: sa.ColumnElement[int], position: sa.ColumnElement[int], cursor: LogCursor
+    ) -> sa.ColumnElement[bool]:
+        # The group is always 0 here.  A row-value comparison would make SQLite
+        # seek only on the group and scan every earlier row on each page.
+        return position > cursor.position
 
     def visible_commit_groups(self, column: sa.ColumnElement[int]) -> sa.ColumnElement[bool]:
         # A reader's snapshot sees only committed rows, and no later commit can

@@ -166,9 +166,8 @@ class EventStore:
         partition are read: projection workers split the log this way so that
         each stream is handled by one worker at a time, in order.
         """
-        order = sa.tuple_(events.c.commit_group, events.c.position)
         query = select_events.where(
-            order > sa.tuple_(sa.literal(after.commit_group), sa.literal(after.position)),
+            self.backend.after_cursor(events.c.commit_group, events.c.position, after),
             self.backend.visible_commit_groups(events.c.commit_group),
         )
         if partition is not None:

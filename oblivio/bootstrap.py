@@ -77,7 +77,7 @@ def open_memory(
     partitioning = [AsyncPartitioning(vectors.name, settings.partitions)]
     policy = ErasurePolicy(deadline=timedelta(hours=settings.erasure_deadline_hours))
     issuer = open_issuer_keyring(settings)
-    certifier = Certifier(issuer, store.codec.keys, KeyPolicy(), clock)
+    certifier = Certifier(issuer, store.codec.keys, key_policy(settings), clock)
     return MemoryContext(
         store=store,
         graph=graph,
@@ -94,11 +94,19 @@ def open_memory(
     )
 
 
+def key_policy(settings: Settings) -> KeyPolicy:
+    return KeyPolicy(
+        rotate_every=timedelta(days=settings.kek_rotate_days),
+        retire_after=timedelta(days=settings.kek_retire_days),
+    )
+
+
 def open_issuer_keyring(settings: Settings) -> IssuerKeyring:
     """Certificate signing keys: from ``OBLIVIO_ISSUER_KEYS`` (JSON) or the keyring file."""
     from_env = os.environ.get("OBLIVIO_ISSUER_KEYS")
     if from_env:
         return IssuerKeyring.from_env(from_env)
+    settings.issuer_keys_file.parent.mkdir(parents=True, exist_ok=True)
     return IssuerKeyring.open(settings.issuer_keys_file)
 
 
@@ -120,7 +128,7 @@ def build_worker_service(ctx: MemoryContext, settings: Settings) -> WorkerServic
         eraser=ctx.eraser,
         retention=[RetentionPolicy.parse(p) for p in settings.retention],
         keyring=keys if isinstance(keys, KeyringFile) else None,
-        key_policy=KeyPolicy(),
+        key_policy=key_policy(settings),
         clock=ctx.clock,
     )
     return WorkerService(ctx.runner, ctx.rebuilder, maintenance)

@@ -4,45 +4,31 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 
-from eventstore import NewEvent, OblivioError
 from oblivio import __version__
+from oblivio.bench import DEFAULT_SERVER_URL, BenchConfig, run_eventstore_bench
 from oblivio.bootstrap import database_url, migrate, open_event_store
+from oblivio.cli_ops import COMMANDS
+from oblivio.cli_support import friendly_errors, settings_from
+from oblivio.demo import run_demo
+from oblivio.memory.compliance import verify_audit_export
 from oblivio.settings import Settings
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def friendly_errors(func: F) -> F:
-    """Show user mistakes as one clear line instead of a traceback."""
-
-    @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except OblivioError as e:
-            raise click.ClickException(f"{type(e).__name__}: {e}") from e
-
-    return wrapper  # type: ignore[return-value]
-
-
-def settings_from(ctx: click.Context) -> Settings:
-    settings: Settings = ctx.obj
-    return settings
 
 
 @click.group()
 @click.version_option(__version__, prog_name="oblivio")
-@click.option("--data-dir", type=click.Path(path_type=Path), default=None,
-              help="Data directory of the embedded store (default ./oblivio-data).")
-@click.option("--database-url", default=None,
-              help="PostgreSQL URL; overrides OBLIVIO_DATABASE_URL.")
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Data directory of the embedded store (default ./oblivio-data).",
+)
+@click.option(
+    "--database-url", default=None, help="PostgreSQL URL; overrides OBLIVIO_DATABASE_URL."
+)
 @click.pass_context
 def main(ctx: click.Context, data_dir: Path | None, database_url: str | None) -> None:
     """oblivio: a memory store for AI agents that can prove it forgot."""
@@ -65,11 +51,23 @@ def db_upgrade(ctx: click.Context) -> None:
 
 
 @main.command("verify-log")
+@click.argument("export_file", required=False, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--jwks",
+    "jwks_file",
+    type=click.Path(exists=True, path_type=Path),
+    help="Issuer JWKS for checking an audit export offline.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
 @friendly_errors
-def verify_log(ctx: click.Context, as_json: bool) -> None:
-    """Walk the integrity chain of the whole log and report the first break."""
+def verify_log(
+    ctx: click.Context, export_file: Path | None, jwks_file: Path | None, as_json: bool
+) -> None:
+    """Check the log's integrity chain, or (given EXPORT_FILE) an audit export offline."""
+    if export_file is not None:
+        _verify_export(export_file, jwks_file)
+        return
     store = open_event_store(settings_from(ctx))
     try:
         report = store.verify()
@@ -77,13 +75,23 @@ def verify_log(ctx: click.Context, as_json: bool) -> None:
         store.close()
     brk = report.first_break
     if as_json:
-        click.echo(json.dumps({
-            "ok": report.ok, "streams": report.streams_checked, "events": report.events_checked,
-            "first_break": None if brk is None else {
-                "stream_id": brk.stream_id, "version": brk.version,
-                "event_id": str(brk.event_id) if brk.event_id else None, "reason": brk.reason,
-            },
-        }))
+        click.echo(
+            json.dumps(
+                {
+                    "ok": report.ok,
+                    "streams": report.streams_checked,
+                    "events": report.events_checked,
+                    "first_break": None
+                    if brk is None
+                    else {
+                        "stream_id": brk.stream_id,
+                        "version": brk.version,
+                        "event_id": str(brk.event_id) if brk.event_id else None,
+                        "reason": brk.reason,
+                    },
+                }
+            )
+        )
     elif brk is None:
         click.echo(f"ok: {report.streams_checked} streams, {report.events_checked} events verify")
     else:
@@ -92,41 +100,22 @@ def verify_log(ctx: click.Context, as_json: bool) -> None:
         sys.exit(1)
 
 
+def _verify_export(export_file: Path, jwks_file: Path | None) -> None:
+    if jwks_file is None:
+        raise click.UsageError("checking an export offline needs --jwks")
+    manifest = verify_audit_export(export_file.read_text(), json.loads(jwks_file.read_text()))
+    click.echo(
+        f"ok: {manifest['count']} audit entries, signed manifest and hash chain verify "
+        f"(chain head {manifest['chain_head'][:16]}…)"
+    )
+
+
 @main.command()
 @click.pass_context
 @friendly_errors
 def demo(ctx: click.Context) -> None:
-    """A short guided tour of the log: write, read, erase, verify."""
-    settings = settings_from(ctx)
-    store = open_event_store(settings)
-    try:
-        _run_demo(store, settings)
-    finally:
-        store.close()
-
-
-def _run_demo(store: Any, settings: Settings) -> None:
-    ns = settings.namespace
-    say = click.echo
-    say(f"oblivio {__version__} — store at {_redacted(database_url(settings))}\n")
-    user = "demo-user"
-    written = store.append(ns, user, [
-        NewEvent("memory.stored", {"content": "My current city is Boston."}),
-        NewEvent("memory.stored", {"content": "I moved to Chicago."}),
-    ])
-    for e in written:
-        say(f"  appended v{e.version} at position {e.position}: {e.data['content']}")
-    say(f"  subject reference on disk: {store.subject_ref(ns, user)[:16]}… (keyed hash, no id)")
-    say("\nErasing the first event (tombstone keeps its digest and chain hash)…")
-    import uuid
-
-    store.tombstone(ns, user, [written[0].event_id], uuid.uuid4())
-    for e in store.read_stream(ns, user, from_version=written[0].version):
-        shown = e.erasure.value if e.erasure else e.data["content"]
-        say(f"  v{e.version}: {shown}")
-    report = store.verify(ns, user)
-    say(f"\nIntegrity chain: {'verifies' if report.ok else 'BROKEN'} "
-        f"({report.events_checked} events)")
+    """A guided tour: store, correct, reinforce, retrieve, forget, verify the certificate."""
+    run_demo(settings_from(ctx), click.echo)
 
 
 def _redacted(url: str) -> str:
@@ -134,3 +123,71 @@ def _redacted(url: str) -> str:
         scheme, rest = url.split("://", 1)
         return f"{scheme}://…@{rest.split('@', 1)[1]}"
     return url
+
+
+@main.group()
+def bench() -> None:
+    """Benchmarks (see docs/benchmarks.md)."""
+
+
+@bench.command("eventstore")
+@click.option(
+    "--backend",
+    type=click.Choice(["sqlite", "postgres"]),
+    default="sqlite",
+    show_default=True,
+    help="SQLite in a temporary directory, or scratch databases "
+    "on the PostgreSQL server of --database-url / OBLIVIO_DATABASE_URL "
+    f"(default {DEFAULT_SERVER_URL}).",
+)
+@click.option(
+    "--compare",
+    type=click.Choice(["eventsourcing"]),
+    default=None,
+    help="Run the same workloads with this library in the same run, and print ratios.",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write every figure and the machine info to this file.",
+)
+@click.option(
+    "--rounds",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="Rounds per workload (heavy workloads run half as many).",
+)
+@click.option(
+    "--scale",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Multiply every event count (e.g. 0.05 for a smoke run).",
+)
+@click.pass_context
+@friendly_errors
+def bench_eventstore(
+    ctx: click.Context,
+    backend: str,
+    compare: str | None,
+    json_path: Path | None,
+    rounds: int,
+    scale: float,
+) -> None:
+    """Time the log's appends and reads and print medians (progress goes to stderr)."""
+    server_url = settings_from(ctx).database_url or DEFAULT_SERVER_URL
+    config = BenchConfig(
+        backend=backend, compare=compare, rounds=rounds, scale=scale, server_url=server_url
+    )
+    report = run_eventstore_bench(config, progress=lambda line: click.echo(line, err=True))
+    click.echo(report.table())
+    if json_path is not None:
+        report.write_json(json_path)
+        click.echo(f"\nfigures written to {json_path}", err=True)
+
+
+for _command in COMMANDS:
+    main.add_command(_command)

@@ -16,6 +16,7 @@ import click
 from certificates import CertificateVerificationError, verify
 from eventstore import KeyringFile, apikeys
 from oblivio.bootstrap import build_worker_service, open_memory
+from oblivio.cli_support import friendly_errors, settings_from
 from oblivio.memory import compliance
 from oblivio.memory.context import MemoryContext
 from oblivio.settings import Settings
@@ -24,8 +25,7 @@ from workers.policy import KeyPolicy
 
 
 def _settings(ctx: click.Context) -> Settings:
-    settings: Settings = ctx.obj
-    return settings
+    return settings_from(ctx)
 
 
 def _open(ctx: click.Context) -> MemoryContext:
@@ -62,6 +62,7 @@ def _wait_for_signal() -> None:
     help="Run projection and rebuild workers in this process.",
 )
 @click.pass_context
+@friendly_errors
 def serve(ctx: click.Context, host: str, port: int, run_workers: bool) -> None:
     """Run the HTTP API (plus in-process workers) on the configured store."""
     import uvicorn
@@ -95,6 +96,7 @@ def _first_operator_key(memory: MemoryContext) -> None:
 
 @click.command()
 @click.pass_context
+@friendly_errors
 def worker(ctx: click.Context) -> None:
     """Run projection and rebuild workers plus the scheduler (several may run)."""
     settings = _settings(ctx)
@@ -122,6 +124,7 @@ def keys() -> None:
 @click.option("--principal", type=click.Choice(sorted(apikeys.PRINCIPALS)), required=True)
 @click.option("--user-id", default=None, help="The user a 'user' key is bound to.")
 @click.pass_context
+@friendly_errors
 def keys_create(ctx: click.Context, principal: str, user_id: str | None) -> None:
     """Create an API key and print its token (shown once)."""
     memory = _open(ctx)
@@ -134,6 +137,7 @@ def keys_create(ctx: click.Context, principal: str, user_id: str | None) -> None
 @keys.command("list")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
+@friendly_errors
 def keys_list(ctx: click.Context, as_json: bool) -> None:
     """List API keys (ids, principals, pseudonymous subjects; never secrets)."""
     memory = _open(ctx)
@@ -151,6 +155,7 @@ def keys_list(ctx: click.Context, as_json: bool) -> None:
 @keys.command("revoke")
 @click.argument("key_id")
 @click.pass_context
+@friendly_errors
 def keys_revoke(ctx: click.Context, key_id: str) -> None:
     """Revoke an API key."""
     memory = _open(ctx)
@@ -162,6 +167,7 @@ def keys_revoke(ctx: click.Context, key_id: str) -> None:
 
 @keys.command("rotate-kek")
 @click.pass_context
+@friendly_errors
 def keys_rotate_kek(ctx: click.Context) -> None:
     """Rotate the key-encryption key now and re-wrap every data key under it."""
     memory = _open(ctx)
@@ -178,6 +184,7 @@ def keys_rotate_kek(ctx: click.Context) -> None:
 
 @keys.command("jwks")
 @click.pass_context
+@friendly_errors
 def keys_jwks(ctx: click.Context) -> None:
     """Print the JWKS that verifies forget certificates and export manifests."""
     click.echo(json.dumps(compliance.jwks(_open(ctx)), indent=2))
@@ -205,6 +212,7 @@ def keys_jwks(ctx: click.Context) -> None:
     help="Write the certificate (or status) here.",
 )
 @click.pass_context
+@friendly_errors
 def forget(
     ctx: click.Context,
     user_id: str,
@@ -242,6 +250,7 @@ def export() -> None:
 @click.argument("user_id")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None)
 @click.pass_context
+@friendly_errors
 def export_subject(ctx: click.Context, user_id: str, output: Path | None) -> None:
     """Everything held about USER_ID (GDPR Art. 15/20) as JSON."""
     _emit(compliance.export_subject(_open(ctx), user_id=user_id), output)
@@ -252,6 +261,7 @@ def export_subject(ctx: click.Context, user_id: str, output: Path | None) -> Non
 @click.option("--until", type=click.DateTime(), default=None)
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None)
 @click.pass_context
+@friendly_errors
 def export_audit(
     ctx: click.Context, since: datetime | None, until: datetime | None, output: Path | None
 ) -> None:
@@ -290,9 +300,14 @@ def certificate_verify(certificate_file: Path, jwks_file: Path) -> None:
 
 
 @click.command()
-@click.option("--api-key", envvar="OBLIVIO_API_KEY", required=True,
-              help="The key the server acts for (or OBLIVIO_API_KEY).")
+@click.option(
+    "--api-key",
+    envvar="OBLIVIO_API_KEY",
+    required=True,
+    help="The key the server acts for (or OBLIVIO_API_KEY).",
+)
 @click.pass_context
+@friendly_errors
 def mcp(ctx: click.Context, api_key: str) -> None:
     """Serve memory tools to an agent over MCP (stdio)."""
     from oblivio.mcp_server import build_mcp_server

@@ -24,7 +24,8 @@ class Settings(BaseModel):
     for containers), ``OBLIVIO_ISSUER_KEYS`` (certificate signing keys as JSON) or
     ``OBLIVIO_ISSUER_KEYS_FILE``, ``OBLIVIO_MAX_EVENT_BYTES``, ``OBLIVIO_NAMESPACE``,
     ``OBLIVIO_ERASURE_DEADLINE_HOURS`` (default 72), ``OBLIVIO_RETENTION``
-    (comma-separated ``namespace/scope=days`` policies).
+    (comma-separated ``namespace/scope=days`` policies), ``OBLIVIO_KEK_ROTATE_DAYS`` and
+    ``OBLIVIO_KEK_RETIRE_DAYS`` (KEK rotation schedule, default 30 and 30).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -37,6 +38,8 @@ class Settings(BaseModel):
     partitions: int = Field(default=8, ge=1, le=1024)
     issuer_keys_path: Path | None = None
     erasure_deadline_hours: float = Field(default=72.0, gt=0)
+    kek_rotate_days: float = Field(default=30.0, gt=0)
+    kek_retire_days: float = Field(default=30.0, ge=0)
     retention: tuple[str, ...] = ()  # "namespace/scope=days" entries
 
     @property
@@ -63,6 +66,8 @@ class Settings(BaseModel):
             ("namespace", "OBLIVIO_NAMESPACE"),
             ("issuer_keys_path", "OBLIVIO_ISSUER_KEYS_FILE"),
             ("erasure_deadline_hours", "OBLIVIO_ERASURE_DEADLINE_HOURS"),
+            ("kek_rotate_days", "OBLIVIO_KEK_ROTATE_DAYS"),
+            ("kek_retire_days", "OBLIVIO_KEK_RETIRE_DAYS"),
         ):
             if env.get(var):
                 values[field] = env[var]

@@ -133,6 +133,8 @@ class NodeGraphProjection:
     ) -> None:
         old, new = uuid.UUID(data["old_node_id"]), uuid.UUID(data["new_node_id"])
         present = self._apply_after_states(store, data)
+        # A retired node's contradictions are settled with it.
+        store.resolve_edges_touching(EdgeKind.CONTRADICTS, old, event.recorded_at)
         if {old, new} <= present:
             store.insert_edge(
                 ev.edge_id(EdgeKind.SUPERSEDES, new, old, event.event_id),
@@ -166,7 +168,7 @@ class NodeGraphProjection:
     ) -> None:
         winner, loser = uuid.UUID(data["winner_node_id"]), uuid.UUID(data["loser_node_id"])
         present = self._apply_after_states(store, data)
-        store.resolve_edges(EdgeKind.CONTRADICTS, {winner, loser}, event.recorded_at)
+        store.resolve_edges_touching(EdgeKind.CONTRADICTS, loser, event.recorded_at)
         if {winner, loser} <= present:
             store.insert_edge(
                 ev.edge_id(EdgeKind.SUPERSEDES, winner, loser, event.event_id),

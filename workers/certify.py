@@ -147,14 +147,18 @@ class Certifier:
             return {
                 "kek_version": None,
                 "unrecoverable_after": None,
+                "planned": False,
                 "statement": "No data key was destroyed; erased payloads were removed from the "
                 "log and projections. Backups taken earlier still hold their ciphertext until "
                 "they expire.",
             }
-        retire_by = self._retirement_date(kek_version)
+        retire_by, planned = self._retirement_date(kek_version)
         return {
             "kek_version": kek_version,
             "unrecoverable_after": _iso(retire_by),
+            # planned: the date follows the rotation schedule in force; it becomes a
+            # fact only when that KEK version is retired (see workers.keys).
+            "planned": planned,
             "statement": (
                 "Copies of the destroyed data key can survive in backups, WAL or dead rows only "
                 f"wrapped under key-encryption key version {kek_version}; once that version is "
@@ -162,14 +166,14 @@ class Certifier:
             ),
         }
 
-    def _retirement_date(self, kek_version: int) -> datetime | None:
+    def _retirement_date(self, kek_version: int) -> tuple[datetime | None, bool]:
+        """When the KEK version is (or is scheduled to be) retired, and whether that is a plan."""
         if not isinstance(self.keys, KeyringFile):
-            return None  # an external KMS decides; the statement still names the version
+            return None, True  # an external KMS decides; the statement still names the version
         for record in self.keys.kek_records():
             if record.version == kek_version:
                 if record.retired_at is not None:
-                    return record.retired_at
-                return (
-                    record.created_at + self.key_policy.rotate_every + self.key_policy.retire_after
-                )
-        return None
+                    return record.retired_at, False
+                policy = self.key_policy
+                return record.created_at + policy.rotate_every + policy.retire_after, True
+        return None, True

@@ -19,7 +19,14 @@ from datetime import datetime
 from typing import Any
 
 from certificates import merkle_root
-from eventstore import AuditEntry, EventStore, LockedStream, Tombstone, Transaction
+from eventstore import (
+    AuditEntry,
+    EventStore,
+    LockedStream,
+    RecordedEvent,
+    Tombstone,
+    Transaction,
+)
 from eventstore import erasure as requests
 from eventstore import jobs as job_queue
 from eventstore.errors import EventUnavailableError
@@ -165,8 +172,7 @@ class Eraser:
             else self.store.codec.subject_key(check_namespace(namespace), check_subject(user_id))
         )
         with self.store.transaction() as tx:
-            found = read_by_ids(tx.connection, self.store.codec, [wanted])
-            event = found[0] if found else None
+            event = self._locked_event(tx, wanted)
             if (
                 event is None
                 or event.stream.namespace != namespace
@@ -181,6 +187,20 @@ class Eraser:
             request_id = uuid.uuid4()
             self._delete_in_stream(tx, request_id, stream, wanted, reason, legal_ground, actor_id)
         return request_id
+
+    def _locked_event(self, tx: Transaction, event_id: uuid.UUID) -> RecordedEvent | None:
+        """The event as it stands once its stream is locked.
+
+        Reading first and locking after would let a concurrent delete or
+        forget erase the event in between; re-reading under the lock makes a
+        racing request answer with the request that erased it.
+        """
+        found = read_by_ids(tx.connection, self.store.codec, [event_id])
+        if not found:
+            return None
+        tx.lock_stream_id(found[0].stream.stream_id)
+        again = read_by_ids(tx.connection, self.store.codec, [event_id])
+        return again[0] if again else None
 
     def _delete_in_stream(
         self,

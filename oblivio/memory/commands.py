@@ -11,12 +11,19 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from eventstore import LockedStream, NewEvent, RecordedEvent, SubjectCipher, Transaction
-from eventstore.errors import InvalidInputError, KeyUnavailableError
-from oblivio.errors import LifecycleConflictError, NodeUnavailableError
-from oblivio.memory import inputs
+from eventstore.errors import (
+    DuplicateEventError,
+    InvalidInputError,
+    KeyUnavailableError,
+    NotFoundError,
+)
+from eventstore.ids import parse_uuid
+from oblivio.errors import IdempotencyConflictError, LifecycleConflictError, NodeUnavailableError
+from oblivio.memory import inputs, queries
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.ownership import check_evidence, earlier_operation, lock_owner
 from oblivio.memory.records import Correction
@@ -120,9 +127,14 @@ def store(
         event_id = (
             uuid.uuid4()
             if request is None
-            else ev.operation_id("store", stream.ref.subject_key.hex(), request)
+            # Scoped to the stream generation: after a forget, the subject starts
+            # afresh and may reuse its keys.
+            else ev.operation_id("store", stream.ref.stream_id, request)
         )
-        recorded, _ = _append(ctx, tx, stream, NewEvent(ev.STORED, data, event_id=event_id))
+        try:
+            recorded, _ = _append(ctx, tx, stream, NewEvent(ev.STORED, data, event_id=event_id))
+        except DuplicateEventError as e:
+            raise IdempotencyConflictError() from e
     return recorded.event_id
 
 
@@ -205,15 +217,12 @@ def _supersede_one(
     check_evidence(tx, evidence_id, stream.ref.stream_id, rows[0].scope)
     old, new = _nodes(tx, stream, rows)
     _require_not_superseded(old, new)
-    now = ctx.clock()
-    retired = _with_state(
-        old, lifecycle=LifecycleState.SUPERSEDED, superseded_by=new.id, updated_at=now
-    )
+    before, after = _retire(tx, stream, old, new, ctx.clock())
     data = _journal(
         key,
         request,
-        _snapshot([old, new]),
-        _snapshot([retired, new]),
+        _snapshot(before),
+        _snapshot(after),
         old_node_id=str(old_id),
         new_node_id=str(new_id),
         evidence_id=_text(evidence_id),
@@ -304,26 +313,15 @@ def resolve_contradiction(
         if earlier is not None:
             return Correction(operation, earlier, (winner, loser), evidence, replayed=True)
         check_evidence(tx, evidence, stream.ref.stream_id, rows[0].scope)
-        open_partners = _open_contradictions(tx, winner)
-        if loser not in open_partners:
+        if loser not in _open_contradictions(tx, winner):
             raise LifecycleConflictError("there is no open contradiction between these nodes")
         won, lost = _nodes(tx, stream, rows)
-        now = ctx.clock()
-        still_contested = open_partners - {loser}
-        after = [
-            _with_state(
-                won,
-                updated_at=now,
-                lifecycle=(LifecycleState.CONTESTED if still_contested else LifecycleState.ACTIVE),
-            ),
-            _with_state(
-                lost, lifecycle=LifecycleState.SUPERSEDED, superseded_by=winner, updated_at=now
-            ),
-        ]
+        _require_not_superseded(won, lost)
+        before, after = _retire(tx, stream, lost, won, ctx.clock())
         data = _journal(
             key,
             request,
-            _snapshot([won, lost]),
+            _snapshot(before),
             _snapshot(after),
             winner_node_id=str(winner),
             loser_node_id=str(loser),
@@ -333,6 +331,32 @@ def resolve_contradiction(
         event = NewEvent(ev.CONTRADICTION_RESOLVED, data, event_id=operation)
         recorded, _ = _append(ctx, tx, stream, event)
     return Correction(operation, recorded.event_id, (winner, loser), evidence, replayed=False)
+
+
+def _retire(
+    tx: Transaction, stream: LockedStream, retired: Node, successor: Node, now: datetime
+) -> tuple[list[Node], list[Node]]:
+    """Before- and after-states of every node that retiring ``retired`` changes.
+
+    The retired node's open contradictions are settled with it: each partner
+    stays contested only while it has other open contradictions.
+    """
+    partners = _open_contradictions(tx, retired.id)
+    others = partners - {successor.id}
+    rows = GraphStore(tx.connection).node_rows(others) if others else []
+    touched = {successor.id: successor, **{n.id: n for n in _nodes(tx, stream, rows)}}
+    after = [
+        _with_state(
+            retired, lifecycle=LifecycleState.SUPERSEDED, superseded_by=successor.id, updated_at=now
+        )
+    ]
+    for node in touched.values():
+        if node.id in partners and node.lifecycle is LifecycleState.CONTESTED:
+            still_open = _open_contradictions(tx, node.id) - {retired.id}
+            if not still_open:
+                node = _with_state(node, lifecycle=LifecycleState.ACTIVE, updated_at=now)
+        after.append(node)
+    return [retired, *touched.values()], after
 
 
 def _open_contradictions(tx: Transaction, node_id: uuid.UUID) -> set[uuid.UUID]:
@@ -433,8 +457,14 @@ def add_resonance_trigger(
     return trigger_id
 
 
-def remove_resonance_trigger(ctx: MemoryContext, trigger_id: uuid.UUID, *, user_id: str) -> None:
-    _append_for_user(ctx, user_id, NewEvent(ev.TRIGGER_REMOVED, {"trigger_id": str(trigger_id)}))
+def remove_resonance_trigger(
+    ctx: MemoryContext, trigger_id: uuid.UUID | str, *, user_id: str
+) -> None:
+    """Remove a resonance trigger; unknown ids raise ``NotFoundError``."""
+    wanted = parse_uuid(trigger_id, "trigger id")
+    if wanted not in queries.trigger_ids(ctx, user_id=inputs.user(user_id)):
+        raise NotFoundError("resonance trigger is not available")
+    _append_for_user(ctx, user_id, NewEvent(ev.TRIGGER_REMOVED, {"trigger_id": str(wanted)}))
 
 
 def add_negative_attractor(

@@ -84,6 +84,10 @@ def get_events(
     source_type: SourceType | str | None = None,
 ) -> list[MemoryEvent]:
     """The caller's stored memories in order, a page at a time (``after_version``)."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+        raise InvalidInputError("limit must be an integer between 1 and 1000")
+    if isinstance(after_version, bool) or not isinstance(after_version, int) or after_version < 0:
+        raise InvalidInputError("after_version must be a non-negative integer")
     wanted_scope = None if scope is None else inputs.choice(Scope, scope, "scope")
     wanted_source = (
         None if source_type is None else inputs.choice(SourceType, source_type, "source_type")
@@ -310,6 +314,18 @@ def _score_stream(
         node = node_from_row(cipher, row)
         results.append(score(ctx.scoring, node, vector, query, now, triggers, attractors))
     return results
+
+
+def trigger_ids(ctx: MemoryContext, *, user_id: str) -> set[uuid.UUID]:
+    """Ids of the resonance triggers currently applying to the caller."""
+    stream_id = wait_for_vectors(ctx, inputs.user(user_id))
+    if stream_id is None:
+        return set()
+    with ctx.store.reading() as view:
+        cipher = view.cipher(stream_id)
+        if cipher is None:
+            return set()
+        return {row.trigger_id for row, _ in VectorStore(view.connection).stream_triggers(cipher)}
 
 
 def negative_attractor_count(ctx: MemoryContext, *, user_id: str) -> int:

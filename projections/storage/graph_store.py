@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from eventstore import SubjectCipher
+from eventstore.schema import streams
 from projections.model import LifecycleState, Node, NodeType, Scope, SourceType
 from projections.storage.tables import edges, memory_events, nodes, operations
 
@@ -55,6 +56,23 @@ class GraphStore:
                 event_id=event_id, stream_id=stream_id, scope=scope.value, recorded_at=recorded_at
             )
         )
+
+    def events_recorded_before(
+        self, namespace: str, scope: Scope, cutoff: datetime, limit: int
+    ) -> list[uuid.UUID]:
+        """Live memory events of ``scope`` in ``namespace`` recorded before ``cutoff``."""
+        query = (
+            sa.select(memory_events.c.event_id)
+            .join(streams, streams.c.stream_id == memory_events.c.stream_id)
+            .where(
+                streams.c.namespace == namespace,
+                memory_events.c.scope == scope.value,
+                memory_events.c.recorded_at < cutoff,
+            )
+            .order_by(memory_events.c.recorded_at)
+            .limit(limit)
+        )
+        return list(self.conn.execute(query).scalars())
 
     def memory_event(self, event_id: uuid.UUID) -> sa.Row[Any] | None:
         query = sa.select(memory_events).where(memory_events.c.event_id == event_id)
@@ -147,17 +165,13 @@ class GraphStore:
             )
         )
 
-    def resolve_edges(
-        self, kind: str, node_ids: Collection[uuid.UUID], resolved_at: datetime
-    ) -> None:
-        """Mark open edges of ``kind`` between the given nodes as resolved."""
-        ids = list(node_ids)
+    def resolve_edges_touching(self, kind: str, node_id: uuid.UUID, resolved_at: datetime) -> None:
+        """Mark every open edge of ``kind`` at ``node_id`` as resolved."""
         self.conn.execute(
             edges.update()
             .where(
                 edges.c.kind == kind,
-                edges.c.source_node.in_(ids),
-                edges.c.target_node.in_(ids),
+                sa.or_(edges.c.source_node == node_id, edges.c.target_node == node_id),
                 edges.c.resolved_at.is_(None),
             )
             .values(resolved_at=resolved_at)

@@ -47,7 +47,9 @@ def test_append_assigns_consecutive_versions_and_reads_back(store: EventStore) -
     assert [e.version for e in backwards] == [3, 2]
     assert [e.version for e in store.read_stream("default", "alice", from_version=2)] == [2, 3]
     head = store.head("default", "alice")
-    assert head is not None and head.version == 3 and head.chain_hash == second[0].chain_hash
+    assert head is not None
+    assert head.version == 3
+    assert head.chain_hash == second[0].chain_hash
 
 
 def test_streams_are_separate_per_namespace_and_subject(store: EventStore) -> None:
@@ -181,14 +183,15 @@ def test_subscription_follows_new_events(store: EventStore) -> None:
 
 
 def test_tombstoned_events_read_as_erased_and_the_chain_still_verifies(store: EventStore) -> None:
-    first, second = store.append("default", "alice", [stored("secret"), stored("kept")])
+    first, _second = store.append("default", "alice", [stored("secret"), stored("kept")])
     request_id = uuid.uuid4()
     tombstones = store.tombstone("default", "alice", [first.event_id], request_id)
     assert [(t.event_id, t.digest, t.chain_hash) for t in tombstones] == [
         (first.event_id, first.digest, first.chain_hash)
     ]
     erased, kept = store.read_stream("default", "alice")
-    assert erased.erasure is Erasure.TOMBSTONED and erased.data is None
+    assert erased.erasure is Erasure.TOMBSTONED
+    assert erased.data is None
     assert erased.erasure_request_id == request_id
     assert kept.data == {"content": "kept"}
     assert store.verify().ok
@@ -202,7 +205,8 @@ def test_destroyed_keys_make_events_read_as_erased_not_as_errors(store: EventSto
     destruction = store.destroy_data_key("default", "alice")
     assert destruction is not None
     [event] = store.read_stream("default", "alice")
-    assert event.erasure is Erasure.KEY_DESTROYED and event.data is None
+    assert event.erasure is Erasure.KEY_DESTROYED
+    assert event.data is None
     assert [e.data for e in store.read_stream("default", "bob")] == [{"content": "bob's"}]
     assert all(e.data is None for e in store.read_all().events if e.stream.namespace == "default"
                and e.stream.subject_key == event.stream.subject_key)
@@ -228,9 +232,13 @@ def test_closing_a_stream_starts_a_new_generation_with_a_new_key(store: EventSto
 
 
 def test_transactions_roll_back_as_a_whole(store: EventStore) -> None:
-    with pytest.raises(RuntimeError), store.transaction() as tx:
-        tx.append("default", "alice", [stored("a")])
-        raise RuntimeError("abort")
+    def append_then_fail() -> None:
+        with store.transaction() as tx:
+            tx.append("default", "alice", [stored("a")])
+            raise RuntimeError("abort")
+
+    with pytest.raises(RuntimeError):
+        append_then_fail()
     assert count_events(store) == 0
     assert store.head("default", "alice") is None
 
@@ -244,7 +252,8 @@ def test_verify_names_the_first_break(store: EventStore) -> None:
         conn.execute(events.update().where(events.c.position == row.position)
                      .values(payload=tampered))
     report = store.verify()
-    assert not report.ok and report.first_break is not None
+    assert not report.ok
+    assert report.first_break is not None
     assert report.first_break.version == 2
     assert "digest" in report.first_break.reason
 
@@ -254,7 +263,8 @@ def test_audit_entries_are_content_free_and_chained(store: EventStore) -> None:
     entry = store.append_audit(AuditEntry("erasure.requested", subject_ref=subject_ref,
                                           counts={"events": 3}))
     assert entry.stream.namespace == "$system"
-    assert entry.data is not None and entry.data["subject_ref"] == subject_ref
+    assert entry.data is not None
+    assert entry.data["subject_ref"] == subject_ref
     assert "alice" not in repr(entry.data)
     with pytest.raises(InvalidInputError):
         store.append_audit(AuditEntry("erasure.requested", subject_ref="alice"))

@@ -19,6 +19,7 @@ import sqlalchemy as sa
 
 from eventstore import (
     EnvKeyProvider,
+    Erasure,
     EventStore,
     InvalidInputError,
     KeyProvider,
@@ -174,10 +175,12 @@ def test_retiring_a_version_deletes_its_material_and_with_it_every_key_it_wraps(
     for keys in (keyring, KeyringFile(keyring.path)):
         with pytest.raises(KeyUnavailableError):
             keys.kek(1)
-    # Alice's data key is wrapped under version 1 and nothing re-wrapped it: a read
-    # of her events raises rather than returning them as erased.
-    with pytest.raises(KeyUnavailableError):
-        store.read_stream("default", "alice")
+    # Alice's data key is wrapped under version 1 and nothing re-wrapped it: her
+    # events read as unreadable (like erased ones) instead of breaking every reader
+    # of the whole log, and nothing more can be written to her stream.
+    [event] = store.read_stream("default", "alice")
+    assert (event.erasure, event.data) == (Erasure.KEY_RETIRED, None)
+    assert all(e.data is not None for e in store.read_all().events if e.erasure is None)
     with pytest.raises(KeyUnavailableError):
         remember(store, "alice", "more")
     assert contents(store, "bob") == ["under version 2"]

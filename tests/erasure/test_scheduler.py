@@ -1,0 +1,119 @@
+"""Periodic maintenance under database leases: one runner at a time across processes."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+
+from eventstore import leases
+from oblivio import MemoryClient
+from tests.erasure._support import WAIT_SECONDS, audit_entries, seed_subject, wait_until
+from tests.erasure.conftest import Opener
+from workers import scheduler
+from workers.policy import KeyPolicy
+from workers.scheduler import Maintenance, run_exclusively, start_scheduler
+
+TASK = "erasure_test_exclusive"
+RUN_FOR = 1.0  # seconds each contender keeps trying
+
+
+def maintenance_for(client: MemoryClient, owner: str) -> Maintenance:
+    ctx = client.context
+    return Maintenance(
+        store=ctx.store,
+        eraser=ctx.eraser,
+        retention=[],
+        keyring=None,
+        key_policy=KeyPolicy(),
+        clock=ctx.clock,
+        owner=owner,
+    )
+
+
+class Spans:
+    """When each owner was inside the task."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.inside: list[tuple[str, float, float]] = []
+
+    def task(self, maintenance: Maintenance) -> None:
+        start = time.monotonic()
+        time.sleep(0.05)
+        with self.lock:
+            self.inside.append((maintenance.owner, start, time.monotonic()))
+
+
+def test_run_exclusively_never_runs_a_task_twice_at_once(
+    open_client: Opener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spans = Spans()
+    monkeypatch.setitem(scheduler.TASKS, TASK, spans.task)
+    contenders = [maintenance_for(open_client(), owner) for owner in ("proc-a", "proc-b")]
+    outcomes: dict[str, list[bool]] = {m.owner: [] for m in contenders}
+    barrier = threading.Barrier(len(contenders))
+
+    def contend(maintenance: Maintenance) -> None:
+        barrier.wait(WAIT_SECONDS)
+        until = time.monotonic() + RUN_FOR
+        while time.monotonic() < until:
+            ran = run_exclusively(maintenance, TASK)
+            outcomes[maintenance.owner].append(ran)
+            time.sleep(0.01 if ran else 0.001)  # after a run, give the other a chance
+
+    threads = [threading.Thread(target=contend, args=(m,), daemon=True) for m in contenders]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT_SECONDS)
+    assert not any(t.is_alive() for t in threads)
+
+    ran = sorted(spans.inside, key=lambda s: s[1])
+    assert len(ran) == sum(sum(o) for o in outcomes.values()) >= 2
+    for earlier, later in itertools.pairwise(ran):
+        assert earlier[2] <= later[1], f"{earlier[0]} and {later[0]} ran the task at once"
+    assert all(False in o for o in outcomes.values()), "no contention happened"
+    assert all(True in o for o in outcomes.values()), "a released lease was not taken again"
+
+
+def test_a_lease_of_a_dead_owner_blocks_until_it_expires(
+    open_client: Opener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spans = Spans()
+    monkeypatch.setitem(scheduler.TASKS, TASK, spans.task)
+    client = open_client()
+    store, now = client.context.store, client.context.clock()
+    with store.transaction() as tx:  # taken by a process that then died
+        assert leases.try_acquire(
+            tx.connection, store.backend, TASK, "dead", now, scheduler.LEASE_TTL
+        )
+    alive = maintenance_for(client, "alive")
+
+    assert run_exclusively(alive, TASK) is False
+    later = maintenance_for(client, "alive")
+    later.clock = lambda: client.context.clock() + scheduler.LEASE_TTL + timedelta(seconds=1)
+    assert run_exclusively(later, TASK) is True
+    assert [s[0] for s in spans.inside] == ["alive"]
+
+
+def test_the_scheduler_runs_the_overdue_watchdog(open_client: Opener) -> None:
+    client = open_client(erasure_deadline_hours=1e-6)
+    seed_subject(client, "alice@example.org")
+    status = client.forget("alice@example.org", wait=False)
+    running = start_scheduler(
+        maintenance_for(client, "scheduler-test"),
+        {"overdue_watchdog": timedelta(milliseconds=200)},
+    )
+    try:
+        wait_until(
+            lambda: client.erasure_status(status.request_id).overdue
+            and "erasure.overdue" in [e["entry"]["action"] for e in audit_entries(client)],
+            "the scheduled overdue watchdog",
+            timeout=10,
+        )
+    finally:
+        running.shutdown(wait=True)

@@ -1,0 +1,162 @@
+"""Rebuild workers that die or stall: leases expire, another worker finishes the job,
+and the request still gets exactly one certificate."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from oblivio import MemoryClient
+from oblivio.settings import Settings
+from tests.erasure._support import (
+    WAIT_SECONDS,
+    certificate_rows,
+    completed,
+    marker,
+    run_jobs,
+    seed_subject,
+    wait_until,
+)
+from tests.erasure.conftest import Opener
+from workers.erasure import AsyncPartitioning
+from workers.policy import ErasurePolicy
+from workers.rebuild import RebuildWorker
+
+ROOT = Path(__file__).resolve().parents[2]
+ALICE = "alice@example.org"
+
+
+def start_worker(settings: Settings, tmp_path: Path, **config: Any) -> subprocess.Popen[str]:
+    """Start ``tests.erasure._worker`` in a process of its own."""
+    config["settings"] = {
+        "data_dir": str(settings.data_dir),
+        "database_url": settings.database_url,
+        "keyring_path": str(settings.keyring_file),
+    }
+    log = (tmp_path / f"{config['worker_id']}.log").open("w")
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.erasure._worker", json.dumps(config)],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def stop(process: subprocess.Popen[str]) -> None:
+    if process.poll() is None:
+        process.kill()
+    process.wait(timeout=WAIT_SECONDS)
+
+
+def test_killed_worker_lease_expires_and_another_worker_finishes(
+    store_settings: Settings, open_client: Opener, tmp_path: Path
+) -> None:
+    client = open_client()
+    seed_subject(client, ALICE)
+    status = client.forget(ALICE, wait=False)
+    request_id = str(status.request_id)
+    progress = tmp_path / "progress"
+
+    first = start_worker(
+        store_settings, tmp_path, worker_id="doomed", lease=1.0, stall=60.0,
+        progress=str(progress), run_for=WAIT_SECONDS,
+    )
+    second = None
+    try:
+        # The doomed worker has claimed a job and sits inside its rebuild transaction.
+        wait_until(progress.exists, "the first worker to start a job")
+        running = [j for j in client.erasure_status(request_id).jobs if j.status == "running"]
+        assert len(running) == 1, client.erasure_status(request_id).jobs
+        assert running[0].attempts == 1
+        os.kill(first.pid, signal.SIGKILL)
+        assert first.wait(timeout=WAIT_SECONDS) == -signal.SIGKILL
+        assert client.erasure_status(request_id).status == "rebuilding"
+
+        second = start_worker(
+            store_settings, tmp_path, worker_id="rescuer", lease=30.0,
+            until_request=request_id, run_for=WAIT_SECONDS,
+        )
+        assert second.wait(timeout=WAIT_SECONDS + 10) == 0, (tmp_path / "rescuer.log").read_text()
+    finally:
+        stop(first)
+        if second is not None:
+            stop(second)
+
+    final = client.erasure_status(request_id)
+    payload = client.verify_certificate(completed(final))
+    assert all(p["equal"] for p in payload["projections"])
+    assert len(certificate_rows(client, status.request_id)) == 1
+    by_name = {j.projection: j for j in final.jobs}
+    assert by_name[running[0].projection].attempts == 2  # claimed again after the lease expired
+    assert {j.status for j in final.jobs} == {"done"}
+    assert run_jobs(client) == 0
+
+
+class StallingWorker(RebuildWorker):
+    """Waits (outside any transaction) for a signal before doing each job."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.claimed = threading.Event()
+        self.resume = threading.Event()
+        self.failures: list[str] = []
+
+    def _process(self, job: Any) -> None:
+        self.claimed.set()
+        assert self.resume.wait(WAIT_SECONDS)
+        super()._process(job)
+
+    def _record_failure(self, job: Any, error: Exception) -> None:
+        self.failures.append(type(error).__name__)
+        super()._record_failure(job, error)
+
+
+def worker_for(client: MemoryClient, worker_id: str, lease: timedelta,
+               cls: type[RebuildWorker] = RebuildWorker) -> Any:
+    ctx = client.context
+    return cls(
+        ctx.store,
+        [ctx.graph, ctx.vectors],
+        [AsyncPartitioning(ctx.vectors.name, client.settings.partitions)],
+        ctx.certifier,
+        ErasurePolicy(lease=lease),
+        ctx.clock,
+        worker_id=worker_id,
+    )
+
+
+def test_a_stalled_worker_that_lost_its_lease_cannot_finish_or_certify_twice(
+    open_client: Opener,
+) -> None:
+    client = open_client()
+    event_id = client.store(f"Stall me {marker('stall')}", user_id=ALICE)
+    status = client.delete_event(event_id, wait=False)
+    stalled = worker_for(open_client(), "stalled", timedelta(milliseconds=300), StallingWorker)
+    rescuer = worker_for(open_client(), "rescuer", timedelta(seconds=30))
+
+    thread = threading.Thread(target=stalled.run_once, daemon=True)
+    thread.start()
+    try:
+        assert stalled.claimed.wait(WAIT_SECONDS)
+        time.sleep(0.5)  # the stalled worker's lease expires
+        assert rescuer.run_pending() == 2
+        certificate = completed(client.erasure_status(status.request_id))
+    finally:
+        stalled.resume.set()
+        thread.join(WAIT_SECONDS)
+    assert not thread.is_alive()
+
+    assert stalled.failures == ["LeaseLostError"]
+    final = client.erasure_status(status.request_id)
+    assert final.certificate == certificate
+    assert {j.status for j in final.jobs} == {"done"}
+    assert len(certificate_rows(client, status.request_id)) == 1

@@ -1,0 +1,51 @@
+"""The main flows over real HTTP: uvicorn on a loopback port, and ``oblivio serve``.
+
+Both servers run the worker loops next to the API, as ``oblivio serve`` does,
+so a forget accepted without waiting (202) completes on its own and its
+status URL later shows the certificate.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+
+from oblivio.bootstrap import open_memory
+from oblivio.settings import Settings
+from tests.http._flow import FlowKeys, auth, expect, run_main_flow
+from tests.http._serve import oblivio_serve
+from tests.http.conftest import ALICE, BOB, HTTP_TIMEOUT, LiveServer, create_key
+
+
+def backend_of(settings: Settings) -> str:
+    url = settings.database_url or ""
+    return "postgresql" if url.startswith("postgres") else "sqlite"
+
+
+def test_main_flow_over_uvicorn(live_server: LiveServer) -> None:
+    tokens = live_server.world.tokens
+    keys = FlowKeys(tokens["user"], tokens["other_user"], tokens["operator"], tokens["auditor"])
+    with live_server.client() as http:
+        run_main_flow(http, keys, backend_of(live_server.world.settings))
+
+
+def test_main_flow_through_oblivio_serve(any_database_url: str, tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "data", database_url=any_database_url)
+    with oblivio_serve(settings) as served:
+        operator = served.operator_key
+        # The printed key is a working operator key; the others are issued the way
+        # `oblivio keys create` does, on the same store.
+        memory = open_memory(settings)
+        try:
+            keys = FlowKeys(
+                create_key(memory, "user", ALICE),
+                create_key(memory, "user", BOB),
+                operator,
+                create_key(memory, "auditor"),
+            )
+        finally:
+            memory.store.close()
+        with httpx.Client(base_url=served.base_url, timeout=HTTP_TIMEOUT) as http:
+            expect(http.get("/v1/events", params={"user_id": ALICE}, headers=auth(operator)), 200)
+            run_main_flow(http, keys, backend_of(settings))

@@ -1,0 +1,148 @@
+"""Structured access logs: one JSON line per request, tagged with a request id.
+
+A caller's ``X-Request-ID`` is echoed in the response and written to the log
+line; without one the server makes one up and still echoes it.  This holds
+for refused and failed requests too (they are the ones worth correlating),
+and for the server ``oblivio serve`` actually runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from oblivio.memory import queries
+from oblivio.settings import Settings
+from tests.http._serve import oblivio_serve
+from tests.http.conftest import ALICE, HTTP_TIMEOUT, World
+
+ACCESS_LOGGER = "oblivio.access"
+
+
+def access_lines(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    """Every access log record, parsed (a record that is not JSON fails the test)."""
+    lines = []
+    for record in caplog.records:
+        if record.name == ACCESS_LOGGER:
+            parsed = json.loads(record.getMessage())
+            assert isinstance(parsed, dict)
+            lines.append(parsed)
+    return lines
+
+
+def line_for(caplog: pytest.LogCaptureFixture, request_id: str) -> dict[str, Any]:
+    found = [line for line in access_lines(caplog) if line.get("request_id") == request_id]
+    assert len(found) == 1, f"{len(found)} access log lines for {request_id}"
+    return found[0]
+
+
+def test_a_given_request_id_is_echoed_and_logged(
+    sqlite_world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+    w = sqlite_world
+    seed = w.shared_seed(ALICE)
+    requests = [
+        ("GET", "/v1/health", None, "none", 200),
+        ("POST", "/v1/events", {"content": "I like tea"}, "user", 201),
+        ("GET", f"/v1/events/{seed.event_id}", None, "user", 200),
+        ("GET", f"/v1/events/{uuid.uuid4()}", None, "user", 404),
+        ("GET", "/v1/events/not-a-uuid", None, "user", 422),
+        ("GET", "/v1/events", None, "none", 401),
+        ("GET", "/v1/compliance/audit/export", None, "user", 403),
+    ]
+    for method, path, body, principal, status in requests:
+        request_id = f"req-{uuid.uuid4().hex}"
+        response = w.client.request(
+            method, path, json=body, headers=w.headers(principal, **{"X-Request-ID": request_id})
+        )
+        assert response.status_code == status, response.text
+        assert response.headers["x-request-id"] == request_id
+        line = line_for(caplog, request_id)
+        assert (line["method"], line["path"], line["status"]) == (method, path, status)
+        assert isinstance(line["ms"], int | float)
+        assert line["ms"] >= 0
+
+
+def test_a_request_id_is_made_up_when_none_is_given(
+    sqlite_world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+    first = sqlite_world.client.get("/v1/health")
+    second = sqlite_world.client.get("/v1/health")
+    made_up = [first.headers["x-request-id"], second.headers["x-request-id"]]
+    assert all(re.fullmatch(r"[0-9a-f]{32}", r) for r in made_up), made_up
+    assert made_up[0] != made_up[1]
+    for request_id in made_up:
+        assert line_for(caplog, request_id)["path"] == "/v1/health"
+
+
+def test_awkward_request_ids_keep_the_line_valid_json(
+    sqlite_world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+    awkward = 'a"b\\c}{ ' + "x" * 500
+    response = sqlite_world.client.get("/v1/health", headers={"X-Request-ID": awkward})
+    assert response.headers["x-request-id"] == awkward
+    assert line_for(caplog, awkward)["status"] == 200
+
+
+def test_the_log_line_holds_no_secret(
+    sqlite_world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+    token = sqlite_world.tokens["user"]
+    sqlite_world.client.post(
+        "/v1/events", json={"content": "my secret diary"}, headers=sqlite_world.headers("user")
+    )
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert token.split("_")[-1] not in logged
+    assert "my secret diary" not in logged
+
+
+def test_a_failing_request_still_carries_its_request_id(
+    sqlite_world: World, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(queries, "get_event", broken)
+    request_id = f"req-{uuid.uuid4().hex}"
+    response = sqlite_world.client.get(
+        f"/v1/events/{uuid.uuid4()}",
+        headers=sqlite_world.headers("user", **{"X-Request-ID": request_id}),
+    )
+    assert response.status_code == 500
+    assert "the database went away" not in response.text  # details stay in the logs
+    assert response.headers.get("x-request-id") == request_id, "the 500 lost its request id"
+    assert line_for(caplog, request_id)["status"] == 500
+
+
+def test_oblivio_serve_writes_json_access_lines(sqlite_url: str, tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "data", database_url=sqlite_url)
+    request_id = f"req-{uuid.uuid4().hex}"
+    with oblivio_serve(settings) as served:
+        with httpx.Client(base_url=served.base_url, timeout=HTTP_TIMEOUT) as http:
+            response = http.get("/v1/health", headers={"X-Request-ID": request_id})
+            assert response.headers["x-request-id"] == request_id
+        process = served.process
+    process.stop()
+    lines = []
+    for text in process.lines:
+        start = text.find("{")
+        if start >= 0 and request_id in text:
+            lines.append(json.loads(text[start:]))
+    assert lines, "oblivio serve printed no JSON access line for the request:\n" + "".join(
+        process.lines
+    )
+    assert lines[0]["request_id"] == request_id
+    assert (lines[0]["path"], lines[0]["status"]) == ("/v1/health", 200)

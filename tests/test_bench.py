@@ -1,0 +1,88 @@
+"""``oblivio bench eventstore`` runs end to end, beside eventsourcing, and reports every figure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from eventstore.postgres import normalise_postgres_url
+from oblivio.cli import main
+
+WORKLOADS = {"append_single", "append_batch", "append_4_writers", "read_stream", "read_log"}
+SYSTEMS = ("oblivio", "eventsourcing")
+
+
+def run_bench(json_path: Path, backend: str, *global_options: str) -> dict[str, Any]:
+    result = CliRunner().invoke(
+        main,
+        [
+            *global_options,
+            "bench",
+            "eventstore",
+            "--backend",
+            backend,
+            "--compare",
+            "eventsourcing",
+            "--rounds",
+            "1",
+            "--scale",
+            "0.05",
+            "--json",
+            str(json_path),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "ratio" in result.stdout
+    assert "no cipher" in result.stdout  # the output says eventsourcing ran unencrypted
+    report: dict[str, Any] = json.loads(json_path.read_text())
+    return report
+
+
+def assert_complete(report: dict[str, Any]) -> None:
+    assert set(report["workloads"]) == WORKLOADS
+    for name, workload in report["workloads"].items():
+        for system in SYSTEMS:
+            figures = workload[system]
+            assert figures["median_events_per_s"] > 0, (name, system)
+            assert figures["median_ms_per_op"] > 0, (name, system)
+            assert len(figures["rounds"]) == 1
+        assert workload["ratio"] > 0, name
+    assert report["machine"]["cpu_count"] >= 1
+    assert report["machine"]["packages"]["eventsourcing"].startswith("9.5")
+
+
+def test_bench_eventstore_on_sqlite_compares_with_eventsourcing(tmp_path: Path) -> None:
+    report = run_bench(tmp_path / "bench.json", "sqlite", "--data-dir", str(tmp_path / "unused"))
+
+    assert report["backend"] == "sqlite"
+    assert_complete(report)
+    assert not (tmp_path / "unused").exists()  # scratch data lives in a temporary directory
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_bench_eventstore_on_postgres_drops_its_databases(
+    tmp_path: Path, postgres_server_url: str
+) -> None:
+    before = bench_databases(postgres_server_url)
+    report = run_bench(tmp_path / "bench.json", "postgres", "--database-url", postgres_server_url)
+
+    assert report["backend"] == "postgres"
+    assert report["machine"]["postgres"]
+    assert_complete(report)
+    assert bench_databases(postgres_server_url) <= before
+
+
+def bench_databases(server_url: str) -> set[str]:
+    engine = sa.create_engine(normalise_postgres_url(server_url))
+    try:
+        with engine.connect() as conn:
+            query = sa.text("SELECT datname FROM pg_database WHERE datname LIKE :pattern")
+            return set(conn.execute(query, {"pattern": "oblivio_bench_%"}).scalars())
+    finally:
+        engine.dispose()
