@@ -3,6 +3,7 @@ export, certificate verification.  Registered on ``oblivio.cli.main``."""
 
 from __future__ import annotations
 
+import copy
 import json
 import signal
 import sys
@@ -76,12 +77,23 @@ def serve(ctx: click.Context, host: str, port: int, run_workers: bool) -> None:
     if service is not None:
         service.run()
     try:
-        uvicorn.run(create_app(memory), host=host, port=port, log_level="info")
+        uvicorn.run(create_app(memory), host=host, port=port, log_config=_log_config())
     finally:
         if service is not None:
             service.stop()
             service.join()
         memory.store.close()
+
+
+def _log_config() -> dict[str, Any]:
+    """uvicorn's logging, plus oblivio's JSON access and worker lines at INFO."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config: dict[str, Any] = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["oblivio"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    config["loggers"]["workers"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    config["loggers"]["uvicorn.access"]["level"] = "WARNING"  # ours carries the request id
+    return config
 
 
 def _first_operator_key(memory: MemoryContext) -> None:

@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from eventstore.apikeys import Principal
+from eventstore.errors import NotFoundError
 from oblivio.http import schemas as s
 from oblivio.http.auth import acting_user, auditors, context, members, readers_of_proofs
+from oblivio.http.errors import problem_responses
 from oblivio.memory import compliance
 from oblivio.memory.context import MemoryContext
 
-router = APIRouter(prefix="/v1/compliance", tags=["compliance"])
+router = APIRouter(
+    prefix="/v1/compliance",
+    tags=["compliance"],
+    responses=problem_responses(401, 403, 404, 409, 422, 503),
+)
 
 Ctx = Annotated[MemoryContext, Depends(context)]
 Member = Annotated[Principal, Depends(members)]
@@ -101,7 +107,7 @@ def request_status(request_id: uuid.UUID, ctx: Ctx, who: ProofReader) -> s.Erasu
     if who.kind == "user" and status.subject_ref != ctx.store.subject_ref(
         ctx.namespace, who.user_id or ""
     ):
-        raise HTTPException(404, "not found")
+        raise NotFoundError("erasure request is not available")  # exactly like a missing id
     return s.ErasureOut.of(status)
 
 
@@ -114,7 +120,7 @@ def get_certificate(certificate_id: uuid.UUID, ctx: Ctx, who: ProofReader) -> di
         if payload["subject"]["reference"] != ctx.store.subject_ref(
             ctx.namespace, who.user_id or ""
         ):
-            raise HTTPException(404, "not found")
+            raise NotFoundError("certificate is not available")  # exactly like a missing id
     return certificate
 
 
@@ -132,10 +138,19 @@ def export_subject(user_id: str, ctx: Ctx, who: Member) -> dict[str, Any]:
     return compliance.export_subject(ctx, user_id=user)
 
 
-@router.get("/audit/export", response_class=PlainTextResponse)
+def _aware(value: datetime | None) -> datetime | None:
+    """Times without a zone are taken as UTC."""
+    return None if value is None else value.replace(tzinfo=value.tzinfo or UTC)
+
+
+@router.get(
+    "/audit/export",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {"application/x-ndjson": {"schema": {"type": "string"}}}}},
+)
 def export_audit(
     ctx: Ctx, who: Auditor, since: datetime | None = None, until: datetime | None = None
 ) -> Response:
     """The audit stream as JSON Lines; the last line is the signed manifest."""
-    text = compliance.export_audit(ctx, since=since, until=until)
+    text = compliance.export_audit(ctx, since=_aware(since), until=_aware(until))
     return PlainTextResponse(text, media_type="application/x-ndjson")

@@ -1,15 +1,21 @@
-"""The one place where errors become HTTP statuses.
+"""The one place where errors become HTTP responses: ``application/problem+json`` (RFC 9457).
 
 Other owners' ids answer exactly like missing ids (404), so existence never
-leaks; unexpected errors become a bare 500 whose details stay in the logs.
+leaks; validation errors never echo the offending input (it may be personal,
+or not even encodable); unexpected errors become a bare 500 whose details
+stay in the logs.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from certificates import CertificateVerificationError
 from eventstore.errors import (
@@ -23,6 +29,8 @@ from eventstore.errors import (
 
 log = logging.getLogger("oblivio.http")
 
+PROBLEM = "application/problem+json"
+
 # Checked in order: the first matching class decides.
 STATUS_BY_ERROR: list[tuple[type[Exception], int]] = [
     (NotFoundError, 404),
@@ -33,13 +41,46 @@ STATUS_BY_ERROR: list[tuple[type[Exception], int]] = [
     (OperationalError, 503),
 ]
 
+TITLES = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    409: "Conflict",
+    413: "PayloadTooLarge",
+    422: "InvalidInput",
+    500: "InternalError",
+    503: "Unavailable",
+}
 
-def problem(status: int, title: str, detail: str) -> JSONResponse:
-    return JSONResponse(
-        {"type": "about:blank", "title": title, "status": status, "detail": detail},
-        status_code=status,
-        media_type="application/problem+json",
-    )
+
+class Problem(BaseModel):
+    """An error (RFC 9457)."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+
+
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI declarations of the problem responses a route can give."""
+    schema = {"$ref": "#/components/schemas/Problem"}
+    return {
+        status: {
+            "description": TITLES.get(status, "Error"),
+            "content": {PROBLEM: {"schema": schema}},
+        }
+        for status in statuses
+    }
+
+
+def problem(
+    status: int, title: str, detail: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    body = Problem(title=title, status=status, detail=detail).model_dump()
+    return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
 
 
 async def oblivio_error(request: Request, error: Exception) -> JSONResponse:
@@ -50,6 +91,29 @@ async def oblivio_error(request: Request, error: Exception) -> JSONResponse:
     return problem(500, "InternalError", "the server could not complete the request")
 
 
+async def http_error(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, StarletteHTTPException)
+    return problem(
+        error.status_code,
+        TITLES.get(error.status_code, "Error"),
+        str(error.detail),
+        dict(error.headers or {}),
+    )
+
+
+async def validation_error(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, RequestValidationError)
+    # Name where and what, never the input itself.
+    parts = [
+        f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}"
+        for e in error.errors()
+    ]
+    detail = "; ".join(parts)[:1000].encode("utf-8", "replace").decode("utf-8")
+    return problem(422, "InvalidInput", detail)
+
+
 def install(app: FastAPI) -> None:
     app.add_exception_handler(OblivioError, oblivio_error)
     app.add_exception_handler(CertificateVerificationError, oblivio_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, validation_error)

@@ -11,15 +11,21 @@ from eventstore.apikeys import Principal
 from eventstore.errors import InvalidInputError
 from oblivio.http import schemas as s
 from oblivio.http.auth import acting_user, context, members, required_user
+from oblivio.http.errors import problem_responses
 from oblivio.memory import commands, queries
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.records import Correction
 
-router = APIRouter(prefix="/v1", tags=["memory"])
+router = APIRouter(
+    prefix="/v1",
+    tags=["memory"],
+    responses=problem_responses(401, 403, 404, 409, 422, 503),
+)
 
 Ctx = Annotated[MemoryContext, Depends(context)]
 Member = Annotated[Principal, Depends(members)]
 NOT_FOUND = HTTPException(404, "not found")
+MAX_VERSION = 2**62  # versions are 64-bit; anything above is no real position
 
 
 @router.post("/events", status_code=201, response_model=s.StoreResponse)
@@ -47,7 +53,7 @@ def list_events(
     ctx: Ctx,
     who: Member,
     user_id: str | None = None,
-    after_version: Annotated[int, Query(ge=0)] = 0,
+    after_version: Annotated[int, Query(ge=0, le=MAX_VERSION)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> list[s.EventOut]:
     """A user's stored memories in order; page with ``after_version``."""

@@ -86,8 +86,12 @@ def get_events(
     """The caller's stored memories in order, a page at a time (``after_version``)."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
         raise InvalidInputError("limit must be an integer between 1 and 1000")
-    if isinstance(after_version, bool) or not isinstance(after_version, int) or after_version < 0:
-        raise InvalidInputError("after_version must be a non-negative integer")
+    if (
+        isinstance(after_version, bool)
+        or not isinstance(after_version, int)
+        or not 0 <= after_version < 2**62
+    ):
+        raise InvalidInputError("after_version must be a non-negative integer below 2**62")
     wanted_scope = None if scope is None else inputs.choice(Scope, scope, "scope")
     wanted_source = (
         None if source_type is None else inputs.choice(SourceType, source_type, "source_type")
