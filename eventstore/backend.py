@@ -8,13 +8,18 @@ of the log is written once against SQLAlchemy Core and this interface.
 from __future__ import annotations
 
 import abc
+import functools
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.dml import Insert
 
+from eventstore.errors import OperationalError
 from eventstore.model import LogCursor
+from eventstore.schema import events, streams
 
 
 class Backend(abc.ABC):
@@ -49,6 +54,41 @@ class Backend(abc.ABC):
     ) -> sa.ColumnElement[bool]:
         """Rows strictly after ``cursor`` in the global order, in a form the index serves."""
 
+    def insert_events(
+        self,
+        conn: Connection,
+        rows: Sequence[dict[str, Any]],
+        stream_id: int,
+        old_version: int,
+        chain_hash: bytes,
+    ) -> list[sa.Row[Any]]:
+        """Insert event rows and move the stream head; the (position, commit_group) rows.
+
+        One multi-row INSERT per chunk (RETURNING, sorted by position), then
+        the head update; PostgreSQL overrides this to do both in one statement.
+        """
+        returned: list[sa.Row[Any]] = []
+        for chunk in _chunks(rows):
+            returned += conn.execute(self.insert_statement(len(chunk)), row_params(chunk)).all()
+        moved = conn.execute(_move_head, head_params(stream_id, old_version, len(rows), chain_hash))
+        if moved.rowcount != 1:  # the stream row lock makes this unreachable
+            raise OperationalError("stream head moved during the append; retry")
+        return sorted(returned, key=lambda r: r.position)
+
+    @functools.cache  # noqa: B019 - one backend per engine, a handful of sizes
+    def insert_statement(self, count: int) -> Insert:
+        """A multi-row INSERT for ``count`` rows with named parameters, built once per
+        size so SQLAlchemy compiles it once (literal multi-row values never cache)."""
+        group = self.commit_group()
+        values = [
+            {
+                **{c: sa.bindparam(f"{c}_{i}", type_=events.c[c].type) for c in EVENT_COLUMNS},
+                "commit_group": group,
+            }
+            for i in range(count)
+        ]
+        return events.insert().values(values).returning(events.c.position, events.c.commit_group)
+
     @abc.abstractmethod
     def visible_commit_groups(self, column: sa.ColumnElement[int]) -> sa.ColumnElement[bool]:
         """Rows a reader may deliver now without risking a later commit landing before them."""
@@ -59,3 +99,50 @@ class Backend(abc.ABC):
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+# Bound parameters per statement stay well under SQLite's limit (32,766).
+_CHUNK_ROWS = 500
+
+EVENT_COLUMNS = (
+    "event_id",
+    "stream_id",
+    "version",
+    "type",
+    "schema_version",
+    "recorded_at",
+    "payload",
+    "metadata",
+    "digest",
+    "chain_hash",
+)
+
+_move_head = (
+    streams.update()
+    .where(
+        streams.c.stream_id == sa.bindparam("head_stream_id", type_=streams.c.stream_id.type),
+        streams.c.version == sa.bindparam("head_old_version", type_=sa.BigInteger()),
+    )
+    .values(
+        version=sa.bindparam("head_new_version", type_=sa.BigInteger()),
+        chain_hash=sa.bindparam("head_chain", type_=sa.LargeBinary()),
+    )
+)
+
+
+def row_params(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    return {f"{c}_{i}": row[c] for i, row in enumerate(rows) for c in EVENT_COLUMNS}
+
+
+def head_params(stream_id: int, old_version: int, added: int, chain: bytes) -> dict[str, Any]:
+    return {
+        "head_stream_id": stream_id,
+        "head_old_version": old_version,
+        "head_new_version": old_version + added,
+        "head_chain": chain,
+    }
+
+
+def _chunks(rows: Sequence[dict[str, Any]]) -> Iterator[Sequence[dict[str, Any]]]:
+    for start in range(0, len(rows), _CHUNK_ROWS):
+        yield rows[start : start + _CHUNK_ROWS]

@@ -37,6 +37,7 @@ class EncodedEvent:
     schema_version: int
     payload: bytes
     metadata: bytes
+    caller_id: bool  # the caller chose the id (so it may already exist)
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,14 @@ class EventCodec:
         event_id = event.event_id or uuid.uuid4()
         if not isinstance(event_id, uuid.UUID):
             raise InvalidInputError("event_id must be a UUID")
-        return EncodedEvent(event_id, event.type, event.schema_version, payload, metadata)
+        return EncodedEvent(
+            event_id,
+            event.type,
+            event.schema_version,
+            payload,
+            metadata,
+            caller_id=event.event_id is not None,
+        )
 
     def seal(self, dek: bytes, event: EncodedEvent, stream_id: int, version: int) -> SealedEvent:
         payload = crypto.encrypt(

@@ -19,8 +19,10 @@ back until it ends.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 import psycopg.errors
@@ -29,9 +31,12 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.dml import Insert
 
-from eventstore.backend import Backend
+from eventstore.backend import Backend, _move_head, head_params, row_params
 from eventstore.errors import ConflictError, DuplicateEventError, OperationalError
 from eventstore.model import LogCursor
+from eventstore.schema import streams
+
+_ONE_STATEMENT_ROWS = 500
 
 # Driver errors that mean "try again": lost connections, serialisation
 # failures, deadlocks, lock timeouts.
@@ -52,8 +57,11 @@ def normalise_postgres_url(url: str) -> str:
 
 
 def create_postgres_engine(url: str, pool_size: int = 5) -> Engine:
+    # No pre-ping: it would cost a round trip per checkout.  A connection
+    # that died with the server fails its statement with OperationalError
+    # (retryable) and SQLAlchemy discards the stale pool.
     return sa.create_engine(
-        normalise_postgres_url(url), pool_pre_ping=True, pool_size=pool_size, max_overflow=10
+        normalise_postgres_url(url), pool_size=pool_size, max_overflow=10, pool_recycle=1800
     )
 
 
@@ -86,6 +94,36 @@ class PostgresBackend(Backend):
         # PostgreSQL serves a row-value comparison from the (group, position) index.
         return sa.tuple_(group, position) > sa.tuple_(
             sa.literal(cursor.commit_group), sa.literal(cursor.position)
+        )
+
+    def insert_events(
+        self,
+        conn: Connection,
+        rows: Sequence[dict[str, Any]],
+        stream_id: int,
+        old_version: int,
+        chain_hash: bytes,
+    ) -> list[sa.Row[Any]]:
+        # One round trip: the head moves in a data-modifying CTE beside the
+        # insert.  Positions come from the sequence in VALUES order, so sorting
+        # by position restores the batch order.
+        if len(rows) > _ONE_STATEMENT_ROWS:
+            return super().insert_events(conn, rows, stream_id, old_version, chain_hash)
+        params = row_params(rows) | head_params(stream_id, old_version, len(rows), chain_hash)
+        result: list[sa.Row[Any]] = list(conn.execute(self._append_statement(len(rows)), params))
+        if not result or result[0].moved != 1:
+            raise OperationalError("stream head moved during the append; retry")
+        return result
+
+    @functools.cache  # noqa: B019 - one backend per engine, a handful of sizes
+    def _append_statement(self, count: int) -> sa.Select[Any]:
+        head = _move_head.returning(streams.c.stream_id).cte("head")
+        inserted = self.insert_statement(count).cte("inserted")
+        moved = sa.select(sa.func.count()).select_from(head).scalar_subquery()
+        return (
+            sa.select(inserted.c.position, inserted.c.commit_group, moved.label("moved"))
+            .add_cte(head)
+            .order_by(inserted.c.position)
         )
 
     def visible_commit_groups(self, column: sa.ColumnElement[int]) -> sa.ColumnElement[bool]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -56,10 +57,20 @@ def _begin(conn: Connection) -> None:
     conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
+def _create_private(path: Path) -> None:
+    """Create the data directory (0700) and database file (0600) before SQLite does.
+
+    SQLite gives its -wal and -shm files the database file's mode, so these
+    stay private too: even ciphertext and keyed hashes are nobody else's business.
+    """
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
+
+
 def create_sqlite_engine(url: str) -> Engine:
     path = sa.engine.make_url(url).database
     if path and path != ":memory:":
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        _create_private(Path(path))
     engine = sa.create_engine(url, connect_args={"check_same_thread": False})
     event.listen(engine, "connect", _configure_connection)
     event.listen(engine, "begin", _begin)

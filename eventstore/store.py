@@ -178,6 +178,17 @@ class EventStore:
             page = EventDecoder(self.codec).decode_all(conn.execute(query))
         return LogPage(page, page[-1].cursor if page else after)
 
+    def count_after(self, after: LogCursor, *, partition: Partition | None = None) -> int:
+        """How many visible events follow ``after`` (in one partition, if given)."""
+        query = sa.select(sa.func.count()).where(
+            self.backend.after_cursor(events.c.commit_group, events.c.position, after),
+            self.backend.visible_commit_groups(events.c.commit_group),
+        )
+        if partition is not None:
+            query = query.where(events.c.stream_id % partition[1] == partition[0])
+        with self.backend.read_connection() as conn:
+            return int(conn.execute(query).scalar_one())
+
     def subscribe(
         self,
         after: LogCursor = START,

@@ -42,7 +42,6 @@ from eventstore.model import (
 )
 from eventstore.reader import (
     EventDecoder,
-    load_data_key,
     read_by_ids,
     select_events,
     subject_cipher,
@@ -69,20 +68,35 @@ class LockedStream:
     version: int
     chain_hash: bytes
     closed_at: datetime | None
+    wrapped_key: WrappedKey | None = None  # None once the data key is destroyed
+
+
+# The stream row and its data key in one round trip; only the stream row is
+# locked (the key row is on the nullable side of the join).
+_stream_with_key = sa.select(
+    streams, data_keys.c.dek_id, data_keys.c.kek_version, data_keys.c.wrapped_key
+).select_from(streams.outerjoin(data_keys, data_keys.c.stream_id == streams.c.stream_id))
 
 
 def _latest_stream(namespace: str, subject_key: bytes) -> sa.Select[Any]:
     return (
-        sa.select(streams)
-        .where(streams.c.namespace == namespace, streams.c.subject_key == subject_key)
+        _stream_with_key.where(
+            streams.c.namespace == namespace, streams.c.subject_key == subject_key
+        )
         .order_by(streams.c.generation.desc())
         .limit(1)
+        .with_for_update(of=streams)
     )
 
 
 def _stream_from_row(row: sa.Row[Any]) -> LockedStream:
     ref = StreamRef(row.stream_id, row.namespace, row.subject_key, row.generation)
-    return LockedStream(ref, row.version, row.chain_hash, row.closed_at)
+    key = (
+        None
+        if row.wrapped_key is None
+        else WrappedKey(row.dek_id, row.kek_version, row.wrapped_key)
+    )
+    return LockedStream(ref, row.version, row.chain_hash, row.closed_at, key)
 
 
 class Transaction:
@@ -124,7 +138,7 @@ class Transaction:
     def lock_stream_id(self, stream_id: int) -> LockedStream | None:
         """Lock a stream generation by id (open or closed), if it exists."""
         row = self.connection.execute(
-            sa.select(streams).where(streams.c.stream_id == stream_id).with_for_update()
+            _stream_with_key.where(streams.c.stream_id == stream_id).with_for_update(of=streams)
         ).first()
         return None if row is None else _stream_from_row(row)
 
@@ -165,9 +179,11 @@ class Transaction:
         encoded: Sequence[EncodedEvent],
         expected_version: ExpectedVersion,
     ) -> list[RecordedEvent]:
-        replayed = self._replayed(stream, encoded)
-        if replayed is not None:
-            return replayed
+        # Only ids the caller chose can exist already: generated ones are fresh.
+        if any(e.caller_id for e in encoded):
+            replayed = self._replayed(stream, encoded)
+            if replayed is not None:
+                return replayed
         if expected_version is not ANY and expected_version != stream.version:
             raise WrongExpectedVersionError(int(expected_version), stream.version)
         return self._write(stream, encoded)
@@ -188,7 +204,7 @@ class Transaction:
 
     def _lock_current_stream(self, namespace: str, subject_key: bytes) -> LockedStream:
         """Lock the subject's open stream generation, creating it when needed."""
-        query = _latest_stream(namespace, subject_key).with_for_update()
+        query = _latest_stream(namespace, subject_key)
         for _ in range(_MAX_STREAM_ATTEMPTS):
             row = self.connection.execute(query).first()
             if row is not None and row.closed_at is None:
@@ -258,7 +274,7 @@ class Transaction:
             raise DuplicateEventError()
 
     def _write(self, stream: LockedStream, encoded: Sequence[EncodedEvent]) -> list[RecordedEvent]:
-        dek = self._data_key(stream.ref.stream_id)
+        dek = self._data_key(stream)
         now = self.clock()
         rows: list[dict[str, Any]] = []
         chain = stream.chain_hash
@@ -288,33 +304,19 @@ class Transaction:
                     "chain_hash": chain,
                 }
             )
-        stmt = (
-            events.insert()
-            .values(commit_group=self.backend.commit_group())
-            .returning(events.c.position, events.c.commit_group, sort_by_parameter_order=True)
+        positions = self.backend.insert_events(
+            self.connection, rows, stream.ref.stream_id, stream.version, chain
         )
-        positions = self.connection.execute(stmt, rows).all()
-        self._move_head(stream, stream.version + len(rows), chain)
         stream.version, stream.chain_hash = stream.version + len(rows), chain
         return [
             _recorded(stream.ref, row, event, pos)
             for row, event, pos in zip(rows, encoded, positions, strict=True)
         ]
 
-    def _move_head(self, stream: LockedStream, version: int, chain: bytes) -> None:
-        result = self.connection.execute(
-            streams.update()
-            .where(streams.c.stream_id == stream.ref.stream_id, streams.c.version == stream.version)
-            .values(version=version, chain_hash=chain)
-        )
-        if result.rowcount != 1:  # the row lock makes this unreachable; keep the guard
-            raise OperationalError("stream head moved during the append; retry")
-
-    def _data_key(self, stream_id: int) -> bytes:
-        dek = load_data_key(self.connection, self.codec, stream_id)
-        if dek is None:
+    def _data_key(self, stream: LockedStream) -> bytes:
+        if stream.wrapped_key is None:
             raise KeyUnavailableError("the data key of this stream was destroyed")
-        return dek
+        return self.codec.unwrap(stream.wrapped_key)
 
     # -- erasure primitives ---------------------------------------------------
 
@@ -322,9 +324,7 @@ class Transaction:
         """Lock the subject's latest stream generation (open or closed) without creating one."""
         check_namespace(namespace)
         subject_key = self.codec.subject_key(namespace, check_subject(subject))
-        row = self.connection.execute(
-            _latest_stream(namespace, subject_key).with_for_update()
-        ).first()
+        row = self.connection.execute(_latest_stream(namespace, subject_key)).first()
         return None if row is None else _stream_from_row(row)
 
     def lock_stream(self, namespace: str, subject: str) -> StreamRef | None:

@@ -10,6 +10,9 @@ import click
 
 from oblivio import __version__
 from oblivio.bench import DEFAULT_SERVER_URL, BenchConfig, run_eventstore_bench
+from oblivio.bench.erasure import ErasureBenchConfig, run_erasure_bench
+from oblivio.bench.figures import FigureReport
+from oblivio.bench.memory import MemoryBenchConfig, run_memory_bench
 from oblivio.bootstrap import database_url, migrate, open_event_store
 from oblivio.cli_ops import COMMANDS
 from oblivio.cli_support import friendly_errors, settings_from
@@ -191,3 +194,158 @@ def bench_eventstore(
 
 for _command in COMMANDS:
     main.add_command(_command)
+
+
+@bench.command("http")
+@click.option(
+    "--backend",
+    type=click.Choice(["sqlite", "postgres"]),
+    default="sqlite",
+    show_default=True,
+    help="SQLite in a temporary directory, or scratch databases "
+    "on the PostgreSQL server of --database-url / OBLIVIO_DATABASE_URL "
+    f"(default {DEFAULT_SERVER_URL}).",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write every figure and the machine info to this file.",
+)
+@click.option(
+    "--rounds", type=click.IntRange(min=1), default=5, show_default=True, help="Rounds per figure."
+)
+@click.option(
+    "--scale",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Multiply every request count (e.g. 0.05 for a smoke run).",
+)
+@click.pass_context
+@friendly_errors
+def bench_http(
+    ctx: click.Context, backend: str, json_path: Path | None, rounds: int, scale: float
+) -> None:
+    """Store and retrieve over HTTP and through the facade with 1, 8 and 32 clients."""
+    from oblivio.bench.http import HttpBenchConfig, run_http_bench  # needs httpx
+
+    server_url = settings_from(ctx).database_url or DEFAULT_SERVER_URL
+    config = HttpBenchConfig(backend=backend, rounds=rounds, scale=scale, server_url=server_url)
+    report = run_http_bench(config, progress=lambda line: click.echo(line, err=True))
+    click.echo(report.table())
+    if json_path is not None:
+        report.write_json(json_path)
+        click.echo(f"\nfigures written to {json_path}", err=True)
+
+
+def _emit_figures(report: FigureReport, json_path: Path | None) -> None:
+    click.echo(report.table())
+    if json_path is not None:
+        report.write_json(json_path)
+        click.echo(f"\nfigures written to {json_path}", err=True)
+
+
+@bench.command("memory")
+@click.option(
+    "--backend",
+    type=click.Choice(["sqlite", "postgres"]),
+    default="sqlite",
+    show_default=True,
+    help="SQLite in a temporary directory, or scratch databases "
+    "on the PostgreSQL server of --database-url / OBLIVIO_DATABASE_URL "
+    f"(default {DEFAULT_SERVER_URL}).",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write every figure, sample and the machine info to this file.",
+)
+@click.option(
+    "--rounds",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="Rounds of the store() and catch-up figures.",
+)
+@click.option(
+    "--scale",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Multiply every count, retrieval sizes included (e.g. 0.01 for a smoke run).",
+)
+@click.pass_context
+@friendly_errors
+def bench_memory(
+    ctx: click.Context, backend: str, json_path: Path | None, rounds: int, scale: float
+) -> None:
+    """Time store() beside a bare append, vector catch-up, and retrieval at 1k-100k nodes."""
+    server_url = settings_from(ctx).database_url or DEFAULT_SERVER_URL
+    config = MemoryBenchConfig(backend=backend, rounds=rounds, scale=scale, server_url=server_url)
+    report = run_memory_bench(config, progress=lambda line: click.echo(line, err=True))
+    _emit_figures(report, json_path)
+
+
+@bench.command("erasure")
+@click.option(
+    "--backend",
+    type=click.Choice(["sqlite", "postgres"]),
+    default="sqlite",
+    show_default=True,
+    help="SQLite in a temporary directory, or a scratch database "
+    "on the PostgreSQL server of --database-url / OBLIVIO_DATABASE_URL "
+    f"(default {DEFAULT_SERVER_URL}).",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write every figure, sample and the machine info to this file.",
+)
+@click.option(
+    "--rounds",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="Subjects forgotten (and timed) per phase.",
+)
+@click.option(
+    "--scale",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Multiply the background of both phases (10,000 and 500,000 events).",
+)
+@click.option(
+    "--subject-events",
+    type=click.IntRange(min=2),
+    default=1000,
+    show_default=True,
+    help="Events of each subject that is forgotten or has events deleted.",
+)
+@click.pass_context
+@friendly_errors
+def bench_erasure(
+    ctx: click.Context,
+    backend: str,
+    json_path: Path | None,
+    rounds: int,
+    scale: float,
+    subject_events: int,
+) -> None:
+    """Time forget to a verified certificate, and delete_event, as the store grows."""
+    server_url = settings_from(ctx).database_url or DEFAULT_SERVER_URL
+    config = ErasureBenchConfig(
+        backend=backend,
+        rounds=rounds,
+        scale=scale,
+        subject_events=subject_events,
+        server_url=server_url,
+    )
+    report = run_erasure_bench(config, progress=lambda line: click.echo(line, err=True))
+    _emit_figures(report, json_path)

@@ -16,13 +16,12 @@ import click
 
 from certificates import CertificateVerificationError, verify
 from eventstore import KeyringFile, apikeys
-from oblivio.bootstrap import build_worker_service, open_memory
+from oblivio.bootstrap import build_worker_service, key_policy, open_memory
 from oblivio.cli_support import friendly_errors, settings_from
 from oblivio.memory import compliance
 from oblivio.memory.context import MemoryContext
 from oblivio.settings import Settings
 from workers.keys import rotate_keks
-from workers.policy import KeyPolicy
 
 
 def _settings(ctx: click.Context) -> Settings:
@@ -187,7 +186,7 @@ def keys_rotate_kek(ctx: click.Context) -> None:
     if not isinstance(keyring, KeyringFile):
         raise click.ClickException("keys come from the environment or a KMS; rotate them there")
     keyring.rotate(memory.clock())
-    report = rotate_keks(memory.store, keyring, KeyPolicy(), memory.clock)
+    report = rotate_keks(memory.store, keyring, key_policy(_settings(ctx)), memory.clock)
     click.echo(
         f"active KEK version {keyring.active_kek_version}; "
         f"re-wrapped {report.rewrapped} data keys; retired {report.retired or 'none'}"

@@ -46,8 +46,7 @@ class WorkloadResult:
         shared whatever the machine was doing then; pairing cancels the drift
         that a ratio of the two medians would keep.
         """
-        pairs = zip(self.rounds[system], self.rounds[baseline], strict=True)
-        return statistics.median(a.events_per_s / b.events_per_s for a, b in pairs)
+        return paired_ratio(self.rounds[system], self.rounds[baseline])
 
     def ratio_of_medians(self, system: str, baseline: str) -> float:
         return self.median_events_per_s(system) / self.median_events_per_s(baseline)
@@ -162,14 +161,21 @@ class BenchReport:
             row = [r.workload.title, f"{r.workload.events_per_round:,}"]
             row.append(str(len(r.rounds[self.subject])))
             for name in self.systems:
-                row += [f"{r.median_events_per_s(name):,.0f}", _ms(r.median_ms_per_op(name))]
+                row += [f"{r.median_events_per_s(name):,.0f}", format_ms(r.median_ms_per_op(name))]
             if self.baseline is not None:
                 row.append(f"{r.ratio(self.subject, self.baseline):.2f}")
             rows.append(row)
         return rows
 
 
-def _ms(value: float) -> str:
+def paired_ratio(subject: Sequence[Measurement], baseline: Sequence[Measurement]) -> float:
+    """Median over rounds of ``subject``'s events/s over ``baseline``'s in the same round."""
+    pairs = zip(subject, baseline, strict=True)
+    return statistics.median(a.events_per_s / b.events_per_s for a, b in pairs)
+
+
+def format_ms(value: float) -> str:
+    """Milliseconds with three significant digits or more."""
     if value >= 100:
         return f"{value:,.0f}"
     return f"{value:.1f}" if value >= 10 else f"{value:.2f}" if value >= 1 else f"{value:.3f}"

@@ -48,7 +48,7 @@ def allow(*kinds: str) -> Callable[[Principal], Principal]:
 
     def check(who: Annotated[Principal, Depends(principal)]) -> Principal:
         if who.kind not in kinds:
-            raise HTTPException(403, f"a {who.kind} key may not do this")
+            raise HTTPException(403, f"this {who.kind} key may not do this")
         return who
 
     return check

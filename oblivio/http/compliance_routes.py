@@ -39,6 +39,11 @@ def _reason(who: Principal, reason: str) -> str:
     return reason
 
 
+def _actor(who: Principal) -> str:
+    """Who asked, as the audit log records it (pseudonymised there): the API key."""
+    return f"api-key:{who.key_id}"
+
+
 def _erasure_response(status: s.ErasureOut) -> JSONResponse:
     done = status.status in ("completed", "failed")
     return JSONResponse(
@@ -93,7 +98,7 @@ def forget(
         user,
         reason=_reason(who, body.reason),
         legal_ground=body.legal_ground,
-        actor_id=body.actor_id,
+        actor_id=_actor(who),
         wait=body.wait_seconds > 0,
         timeout=body.wait_seconds,
     )

@@ -112,6 +112,13 @@ def _correction(result: Correction) -> s.CorrectionOut:
     )
 
 
+def _answered(response: Response, result: Correction) -> s.CorrectionOut:
+    """201 for a new correction, 200 when the call repeated an earlier one."""
+    if result.replayed:
+        response.status_code = 200
+    return _correction(result)
+
+
 @router.post("/supersedences", status_code=201, response_model=list[s.CorrectionOut])
 def supersede(
     body: s.SupersedeRequest, ctx: Ctx, who: Member, response: Response
@@ -140,9 +147,12 @@ def supersede(
 
 
 @router.post("/contradictions", status_code=201, response_model=s.CorrectionOut)
-def contradict(body: s.ContradictRequest, ctx: Ctx, who: Member) -> s.CorrectionOut:
-    """Record that two nodes contradict each other."""
-    return _correction(
+def contradict(
+    body: s.ContradictRequest, ctx: Ctx, who: Member, response: Response
+) -> s.CorrectionOut:
+    """Record that two nodes contradict each other; an exact retry is a no-op (200)."""
+    return _answered(
+        response,
         commands.contradict(
             ctx,
             body.node_id,
@@ -150,14 +160,15 @@ def contradict(body: s.ContradictRequest, ctx: Ctx, who: Member) -> s.Correction
             evidence_id=body.evidence_id,
             user_id=acting_user(who, None),
             actor_id=body.actor_id,
-        )
+        ),
     )
 
 
 @router.post("/contradictions/resolutions", status_code=201, response_model=s.CorrectionOut)
-def resolve(body: s.ResolveRequest, ctx: Ctx, who: Member) -> s.CorrectionOut:
-    """Settle a contradiction: the loser is superseded by the winner."""
-    return _correction(
+def resolve(body: s.ResolveRequest, ctx: Ctx, who: Member, response: Response) -> s.CorrectionOut:
+    """Settle a contradiction: the loser is superseded by the winner; retries answer 200."""
+    return _answered(
+        response,
         commands.resolve_contradiction(
             ctx,
             body.winner_node_id,
@@ -165,7 +176,7 @@ def resolve(body: s.ResolveRequest, ctx: Ctx, who: Member) -> s.CorrectionOut:
             evidence_id=body.evidence_id,
             user_id=acting_user(who, None),
             actor_id=body.actor_id,
-        )
+        ),
     )
 
 

@@ -197,7 +197,6 @@ class ForgetRequest(BaseModel):
     model_config = Strict
     reason: str = "user_request"
     legal_ground: str = "art17-1-b"
-    actor_id: str | None = Field(default=None, max_length=256)
     wait_seconds: float = Field(default=5.0, ge=0, le=60)
 
 

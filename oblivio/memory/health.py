@@ -6,11 +6,11 @@ from oblivio.memory.context import MemoryContext
 
 
 def projection_lag(ctx: MemoryContext) -> dict[str, int]:
-    """Per projection: events visible in the log that its checkpoints have not applied."""
+    """Per projection: events visible in the log that its checkpoints have not applied
+    (counted, never read: the health check is public)."""
     runner = ctx.runner
     pending = 0
     for partition in range(runner.partitions):
         cursor = runner.checkpoint(partition)
-        page = ctx.store.read_all(cursor, 1000, partition=(partition, runner.partitions))
-        pending += len(page.events)
+        pending += ctx.store.count_after(cursor, partition=(partition, runner.partitions))
     return {runner.projection.name: pending}

@@ -1,0 +1,639 @@
+"""``oblivio bench http``: store and retrieve through a real HTTP server, beside the facade.
+
+The server is ``oblivio serve --no-workers`` in a subprocess on a free
+loopback port, exactly as an operator starts it (uvicorn, the JSON access log,
+bearer API keys).  Clients are threads of this process, each with its own
+keep-alive ``httpx.Client`` and the API key of its own user.  The facade
+baseline runs the same operations through one ``MemoryClient`` shared by as
+many threads, which is how an embedding application would use it.
+
+Each system has a scratch store of its own holding the same data (SQLite
+files in a temporary directory, or one database per system on PostgreSQL).
+Every (operation, client count) pair runs its rounds with the systems
+interleaved, so drift on a shared machine hits both alike, and the report
+gives medians and the paired ratio of their throughputs.
+
+The server runs without its worker loops: with them, the vector projection
+would run in the background during the store rounds of HTTP only, moving
+work between the two operations of one system and not the other.  Without
+them both systems project inside the retrieve that needs it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from eventstore import apikeys
+from oblivio.bench.eventstore import BACKENDS, DEFAULT_SERVER_URL
+from oblivio.bench.report import load_average, machine_info, render_table
+from oblivio.bench.scratch import postgres_databases, postgres_version
+from oblivio.bench.systems import BenchError
+from oblivio.bench.workloads import payload_pool
+from oblivio.bootstrap import migrate, open_memory
+from oblivio.client import MemoryClient
+from oblivio.memory import commands, queries
+from oblivio.memory.context import MemoryContext
+from oblivio.settings import Settings
+
+try:
+    import httpx
+except ImportError as e:  # in the test extra, not (yet) in the bench extra
+    raise BenchError("oblivio bench http needs httpx: pip install httpx") from e
+
+Operation = Literal["store", "retrieve"]
+Call = Callable[[int], None]
+Progress = Callable[[str], None]
+
+OPERATIONS: tuple[Operation, ...] = ("store", "retrieve")
+SYSTEMS = ("http", "facade")
+CLIENTS = (1, 8, 32)
+TARGET_CLIENTS, TARGET_OVERHEAD = 8, 2.0
+
+# Sizes at --scale 1: requests per round are shared among the clients, but
+# every client makes at least MIN_REQUESTS_PER_CLIENT so that start and finish
+# stragglers stay small against the round.
+REQUESTS_PER_ROUND = 256
+MIN_REQUESTS_PER_CLIENT = 16
+#: Memories of each retrieving user, stored before timing: retrieval scores
+#: every node of the user, so this fixes the work of one retrieve.
+SEED_MEMORIES = 50
+RETRIEVE_LIMIT = 10
+
+LOOPBACK = "127.0.0.1"
+SERVER_START_TIMEOUT_S = 60.0
+SERVER_STOP_TIMEOUT_S = 20.0
+CLIENT_START_TIMEOUT_S = 120.0
+HTTP_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
+#: Key material the composition root reads from the environment itself: the
+#: server must see what this process saw when it created the stores.
+KEY_VARIABLES = frozenset({"OBLIVIO_KEKS", "OBLIVIO_SUBJECT_HMAC_KEY", "OBLIVIO_ISSUER_KEYS"})
+HTTP_PACKAGES = ("fastapi", "starlette", "uvicorn", "h11", "httptools", "uvloop", "httpx")
+OVERHEAD_MEANING = (
+    "facade requests/s divided by HTTP requests/s of the adjacent round, median over rounds "
+    "(2.00: HTTP takes twice as long)"
+)
+NOTES = {
+    "http": (
+        "oblivio serve --no-workers in a subprocess on a loopback port; one keep-alive "
+        "httpx.Client per client thread, bearer API key of the client's own user; "
+        "store = POST /v1/events (also reads back the derived node ids), "
+        "retrieve = POST /v1/retrieve"
+    ),
+    "facade": (
+        "one MemoryClient shared by the client threads of this process; "
+        "store = MemoryClient.store, retrieve = MemoryClient.retrieve"
+    ),
+}
+
+__all__ = ["HttpBenchConfig", "HttpBenchReport", "run_http_bench"]
+
+
+@dataclass(frozen=True)
+class HttpBenchConfig:
+    """What to run: backend, rounds, size and the PostgreSQL server for scratch databases."""
+
+    backend: str = "sqlite"
+    rounds: int = 5
+    scale: float = 1.0
+    server_url: str = DEFAULT_SERVER_URL
+    clients: tuple[int, ...] = CLIENTS
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise BenchError(f"backend must be one of {', '.join(BACKENDS)}")
+        if self.rounds < 1 or self.scale <= 0 or min(self.clients) < 1:
+            raise BenchError("rounds and clients must be at least 1 and scale above 0")
+
+    def requests_per_client(self, clients: int) -> int:
+        share = max(-(-REQUESTS_PER_ROUND // clients), MIN_REQUESTS_PER_CLIENT)
+        return max(1, round(share * self.scale))
+
+    @property
+    def seed_memories(self) -> int:
+        return max(2, round(SEED_MEMORIES * self.scale))
+
+    @property
+    def users(self) -> int:
+        return max(self.clients)
+
+
+def writer(client_no: int) -> str:
+    return f"writer-{client_no}"
+
+
+def reader(client_no: int) -> str:
+    return f"reader-{client_no}"
+
+
+def memory_text(n: int) -> str:
+    return str(payload_pool()[n % len(payload_pool())]["content"])
+
+
+# -- results ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """One timed round of one operation on one system."""
+
+    requests: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+    mean_ms: float
+
+    @property
+    def requests_per_s(self) -> float:
+        return self.requests / self.seconds
+
+    @classmethod
+    def of(cls, seconds: float, latencies: Sequence[float]) -> RoundResult:
+        ms = sorted(x * 1000 for x in latencies)
+        return cls(len(ms), seconds, percentile(ms, 50), percentile(ms, 99), statistics.fmean(ms))
+
+    def to_json(self) -> dict[str, float]:
+        return {
+            "requests": self.requests,
+            "seconds": self.seconds,
+            "requests_per_s": self.requests_per_s,
+            "p50_ms": self.p50_ms,
+            "p99_ms": self.p99_ms,
+            "mean_ms": self.mean_ms,
+        }
+
+
+def percentile(ordered: Sequence[float], q: int) -> float:
+    """The ``q``-th percentile of sorted values, interpolated between ranks."""
+    if len(ordered) == 1:
+        return ordered[0]
+    return statistics.quantiles(ordered, n=100, method="inclusive")[q - 1]
+
+
+@dataclass
+class CellResult:
+    """Every round of one operation at one client count, per system."""
+
+    operation: Operation
+    clients: int
+    requests_per_client: int
+    rounds: dict[str, list[RoundResult]] = field(default_factory=dict)
+
+    def add(self, system: str, result: RoundResult) -> None:
+        self.rounds.setdefault(system, []).append(result)
+
+    def median(self, system: str, figure: Callable[[RoundResult], float]) -> float:
+        return statistics.median(figure(r) for r in self.rounds[system])
+
+    def overhead(self) -> float:
+        """Median over rounds of facade req/s over HTTP req/s in the adjacent round."""
+        pairs = zip(self.rounds["http"], self.rounds["facade"], strict=True)
+        return statistics.median(f.requests_per_s / h.requests_per_s for h, f in pairs)
+
+    def latency_ratio(self, figure: Callable[[RoundResult], float]) -> float:
+        pairs = zip(self.rounds["http"], self.rounds["facade"], strict=True)
+        return statistics.median(figure(h) / figure(f) for h, f in pairs)
+
+    def to_json(self) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "clients": self.clients,
+            "requests_per_client": self.requests_per_client,
+            "requests_per_round": self.clients * self.requests_per_client,
+        }
+        for system, rounds in self.rounds.items():
+            document[system] = {
+                "median_requests_per_s": self.median(system, lambda r: r.requests_per_s),
+                "median_p50_ms": self.median(system, lambda r: r.p50_ms),
+                "median_p99_ms": self.median(system, lambda r: r.p99_ms),
+                "median_mean_ms": self.median(system, lambda r: r.mean_ms),
+                "rounds": [r.to_json() for r in rounds],
+            }
+        document["overhead"] = self.overhead()
+        document["p50_ratio"] = self.latency_ratio(lambda r: r.p50_ms)
+        document["p99_ratio"] = self.latency_ratio(lambda r: r.p99_ms)
+        return document
+
+
+@dataclass(frozen=True)
+class HttpBenchReport:
+    """The outcome of one ``oblivio bench http`` run."""
+
+    config: HttpBenchConfig
+    machine: Mapping[str, Any]
+    results: Sequence[CellResult]
+
+    def target(self) -> dict[str, Any]:
+        cells = [c for c in self.results if c.clients == TARGET_CLIENTS]
+        overhead = {c.operation: c.overhead() for c in cells}
+        return {
+            "clients": TARGET_CLIENTS,
+            "max_overhead": TARGET_OVERHEAD,
+            "overhead": overhead,
+            "met": {op: value <= TARGET_OVERHEAD for op, value in overhead.items()},
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "benchmark": "oblivio bench http",
+            "backend": c.backend,
+            "rounds": c.rounds,
+            "scale": c.scale,
+            "seed_memories_per_user": c.seed_memories,
+            "retrieve_limit": RETRIEVE_LIMIT,
+            "machine": dict(self.machine),
+            "systems": {name: {"notes": notes} for name, notes in NOTES.items()},
+            "overhead": OVERHEAD_MEANING,
+            "target": self.target(),
+            "operations": {
+                op: {str(r.clients): r.to_json() for r in self.results if r.operation == op}
+                for op in OPERATIONS
+            },
+        }
+
+    def write_json(self, path: Path) -> None:
+        path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
+
+    def table(self) -> str:
+        """The human-readable summary printed to stdout."""
+        header = ["operation", "clients", "requests/round"]
+        for system in SYSTEMS:
+            header += [f"{system} req/s", f"{system} p50 ms", f"{system} p99 ms"]
+        rows = [_row(cell) for cell in self.results]
+        lines = [self._heading(), "", render_table([*header, "overhead"], rows), ""]
+        lines += [f"  overhead: {OVERHEAD_MEANING}", self._verdict()]
+        lines += [f"  {name}: {notes}" for name, notes in NOTES.items()]
+        return "\n".join(lines)
+
+    def _heading(self) -> str:
+        m, c = self.machine, self.config
+        server = f", PostgreSQL {m['postgres']}" if m.get("postgres") else ""
+        load = [m.get(k) for k in ("load_average_start", "load_average_end")]
+        busy = f", load average {load[0][0]} → {load[1][0]}" if load[0] and load[1] else ""
+        return (
+            f"oblivio bench http on {c.backend}: {m['date']}, {m['cpu_count']} CPUs{busy}, "
+            f"Python {m['python']}, SQLite {m['sqlite']}{server}, HTTP parser "
+            f"{m['http_parser']}\nmedians of {c.rounds} round(s), scale {c.scale:g}, "
+            f"{c.seed_memories} memories per retrieving user, systems interleaved round by round"
+        )
+
+    def _verdict(self) -> str:
+        target = self.target()
+        parts = [
+            f"{op} {value:.2f}× {'met' if target['met'][op] else 'MISSED'}"
+            for op, value in target["overhead"].items()
+        ]
+        return f"  target (overhead ≤ {TARGET_OVERHEAD:g} at {TARGET_CLIENTS} clients): " + (
+            ", ".join(parts) or "not measured"
+        )
+
+
+def _row(cell: CellResult) -> list[str]:
+    row = [cell.operation, str(cell.clients), f"{cell.clients * cell.requests_per_client:,}"]
+    for system in SYSTEMS:
+        row += [
+            f"{cell.median(system, lambda r: r.requests_per_s):,.0f}",
+            f"{cell.median(system, lambda r: r.p50_ms):.2f}",
+            f"{cell.median(system, lambda r: r.p99_ms):.2f}",
+        ]
+    return [*row, f"{cell.overhead():.2f}"]
+
+
+# -- the systems -------------------------------------------------------------------
+
+
+class Target(Protocol):
+    """A way to run the operations: one call per client, each bound to its own user."""
+
+    name: str
+
+    def callers(self, operation: Operation, clients: int) -> AbstractContextManager[list[Call]]:
+        """One call per client, released when the block ends."""
+
+
+class FacadeTarget:
+    """The Python facade: one ``MemoryClient`` shared by every client thread."""
+
+    name = "facade"
+
+    def __init__(self, client: MemoryClient) -> None:
+        self.client = client
+
+    @contextmanager
+    def callers(self, operation: Operation, clients: int) -> Iterator[list[Call]]:
+        op = self._store if operation == "store" else self._retrieve
+        yield [_bind(op, n) for n in range(clients)]
+
+    def _store(self, client_no: int, n: int) -> None:
+        self.client.store(memory_text(n), user_id=writer(client_no))
+
+    def _retrieve(self, client_no: int, n: int) -> None:
+        found = self.client.retrieve(memory_text(n), user_id=reader(client_no))
+        _check_found(len(found.results), reader(client_no))
+
+
+class HttpTarget:
+    """The HTTP API of a running server: one keep-alive ``httpx.Client`` per client."""
+
+    name = "http"
+
+    def __init__(self, base_url: str, tokens: Mapping[str, str]) -> None:
+        self.base_url = base_url
+        self.tokens = tokens
+
+    @contextmanager
+    def callers(self, operation: Operation, clients: int) -> Iterator[list[Call]]:
+        with ExitStack() as stack:
+            calls = []
+            for client_no in range(clients):
+                user = writer(client_no) if operation == "store" else reader(client_no)
+                http = stack.enter_context(self._client(user))
+                op = _http_store if operation == "store" else _http_retrieve
+                calls.append(_bind_http(op, http, user))
+            yield calls
+
+    def _client(self, user: str) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {self.tokens[user]}"}
+        return httpx.Client(base_url=self.base_url, headers=headers, timeout=HTTP_TIMEOUT)
+
+
+def _bind(op: Callable[[int, int], None], client_no: int) -> Call:
+    return lambda n: op(client_no, n)
+
+
+def _bind_http(op: Callable[[httpx.Client, str, int], None], http: httpx.Client, user: str) -> Call:
+    return lambda n: op(http, user, n)
+
+
+def _http_store(http: httpx.Client, user: str, n: int) -> None:
+    _post(http, "/v1/events", {"content": memory_text(n)}, 201)
+
+
+def _http_retrieve(http: httpx.Client, user: str, n: int) -> None:
+    body = {"query": memory_text(n), "limit": RETRIEVE_LIMIT}
+    _check_found(len(_post(http, "/v1/retrieve", body, 200)["results"]), user)
+
+
+def _post(http: httpx.Client, path: str, body: Mapping[str, Any], expected: int) -> Any:
+    response = http.post(path, json=body)
+    if response.status_code != expected:
+        raise BenchError(f"POST {path} answered {response.status_code}: {response.text[:300]}")
+    return response.json()
+
+
+def _check_found(count: int, user: str) -> None:
+    if count == 0:
+        raise BenchError(f"retrieve found nothing for {user}, whose memories were stored")
+
+
+# -- one round ------------------------------------------------------------------------
+
+
+def run_round(calls: Sequence[Call], requests_per_client: int) -> RoundResult:
+    """Every call in a thread of its own: one untimed warm-up, then the timed requests.
+
+    The warm-up opens each client's connection (and the stores' pooled ones),
+    and a barrier starts the clock once every client is ready.
+    """
+    barrier = threading.Barrier(len(calls) + 1, timeout=CLIENT_START_TIMEOUT_S)
+    with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="bench-client") as pool:
+        futures = [pool.submit(_client, call, requests_per_client, barrier) for call in calls]
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            raise _first_error(futures) from None
+        start = time.perf_counter()
+        finished = [_result(f) for f in futures]
+    seconds = max(end for end, _ in finished) - start
+    return RoundResult.of(seconds, [x for _, latencies in finished for x in latencies])
+
+
+def _client(call: Call, requests: int, barrier: threading.Barrier) -> tuple[float, list[float]]:
+    """One client: warm up, wait for the others, time each request; (end, latencies)."""
+    try:
+        call(requests)
+    except BaseException:
+        barrier.abort()  # nobody waits for a client that cannot start
+        raise
+    barrier.wait()
+    latencies = []
+    for n in range(requests):
+        started = time.perf_counter()
+        call(n)
+        latencies.append(time.perf_counter() - started)
+    return time.perf_counter(), latencies
+
+
+def _result(future: Future[tuple[float, list[float]]]) -> tuple[float, list[float]]:
+    error = future.exception()
+    if error is not None:
+        raise BenchError(f"a client failed: {type(error).__name__}: {error}") from error
+    return future.result()
+
+
+def _first_error(futures: Sequence[Future[Any]]) -> BenchError:
+    errors = [f.exception() for f in futures]
+    causes = [e for e in errors if e and not isinstance(e, threading.BrokenBarrierError)]
+    if causes:
+        return BenchError(f"a client could not start: {type(causes[0]).__name__}: {causes[0]}")
+    return BenchError("the clients did not start in time")
+
+
+# -- the run ---------------------------------------------------------------------
+
+
+def run_http_bench(config: HttpBenchConfig, progress: Progress = lambda _: None) -> HttpBenchReport:
+    """Prepare both stores, start the server, time every operation and client count."""
+    with tempfile.TemporaryDirectory(prefix="oblivio-bench-http-") as tmp, ExitStack() as stack:
+        settings = stack.enter_context(scratch_settings(config, Path(tmp)))
+        machine = _machine(config)
+        targets = stack.enter_context(open_targets(config, settings, Path(tmp), progress))
+        results = [
+            measure(config, targets, operation, clients, progress)
+            for clients in config.clients
+            for operation in OPERATIONS
+        ]
+        machine["load_average_end"] = load_average()
+    return HttpBenchReport(config, machine, results)
+
+
+def _machine(config: HttpBenchConfig) -> dict[str, Any]:
+    server = postgres_version(config.server_url) if config.backend == "postgres" else None
+    machine = machine_info(server)
+    machine["packages"].update({name: _package_version(name) for name in HTTP_PACKAGES})
+    machine["http_parser"] = "httptools" if find_spec("httptools") else "h11"
+    machine["event_loop"] = "uvloop" if find_spec("uvloop") else "asyncio"
+    return machine
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+@contextmanager
+def scratch_settings(config: HttpBenchConfig, directory: Path) -> Iterator[dict[str, Settings]]:
+    """Settings of a fresh store per system: a data directory and, on PostgreSQL, a database."""
+    with ExitStack() as stack:
+        urls: dict[str, str] = {}
+        if config.backend == "postgres":
+            urls = stack.enter_context(postgres_databases(config.server_url, SYSTEMS))
+        yield {
+            name: Settings(data_dir=directory / name, database_url=urls.get(name))
+            for name in SYSTEMS
+        }
+
+
+@contextmanager
+def open_targets(
+    config: HttpBenchConfig, settings: Mapping[str, Settings], directory: Path, progress: Progress
+) -> Iterator[dict[str, Target]]:
+    """The facade on its store, and the server on the other, both seeded alike."""
+    progress("seeding both stores and issuing API keys (not timed)")
+    tokens = prepare_server_store(settings["http"], config)
+    with ExitStack() as stack:
+        client = stack.enter_context(MemoryClient(settings=_migrated(settings["facade"])))
+        seed(client.context, config)
+        base_url = stack.enter_context(oblivio_server(settings["http"], directory / "server.log"))
+        progress(f"server listening on {base_url}")
+        yield {"http": HttpTarget(base_url, tokens), "facade": FacadeTarget(client)}
+
+
+def _migrated(settings: Settings) -> Settings:
+    migrate(settings)
+    return settings
+
+
+def prepare_server_store(settings: Settings, config: HttpBenchConfig) -> dict[str, str]:
+    """Seed the server's store and give every user a key; the tokens by user."""
+    ctx = open_memory(_migrated(settings))
+    try:
+        seed(ctx, config)
+        users = [f(n) for n in range(config.users) for f in (writer, reader)]
+        return {user: user_key(ctx, user) for user in users}
+    finally:
+        ctx.store.close()
+
+
+def seed(ctx: MemoryContext, config: HttpBenchConfig) -> None:
+    """Memories for every retrieving user, projected by one retrieve each."""
+    for client_no in range(config.users):
+        user = reader(client_no)
+        for n in range(config.seed_memories):
+            commands.store(ctx, memory_text(n), user_id=user)
+        queries.retrieve(ctx, memory_text(0), user_id=user)
+
+
+def user_key(ctx: MemoryContext, user: str) -> str:
+    ref = ctx.store.subject_ref(ctx.namespace, user)
+    with ctx.store.transaction() as tx:
+        return apikeys.create(tx.connection, "user", user, ref, ctx.clock())
+
+
+def measure(
+    config: HttpBenchConfig,
+    targets: Mapping[str, Target],
+    operation: Operation,
+    clients: int,
+    progress: Progress,
+) -> CellResult:
+    cell = CellResult(operation, clients, config.requests_per_client(clients))
+    for round_no in range(1, config.rounds + 1):
+        # Alternate which system goes first, so neither always runs right
+        # after the other's writes (WAL checkpoints, autovacuum).
+        order = SYSTEMS if round_no % 2 else SYSTEMS[::-1]
+        for name in order:
+            with targets[name].callers(operation, clients) as calls:
+                result = run_round(calls, cell.requests_per_client)
+            cell.add(name, result)
+            progress(
+                f"{operation:<8} {clients:>2} clients round {round_no}/{config.rounds} "
+                f"{name:<6} {result.requests_per_s:>8,.0f} req/s  p50 {result.p50_ms:7.2f} ms"
+                f"  p99 {result.p99_ms:7.2f} ms"
+            )
+    return cell
+
+
+# -- the server ----------------------------------------------------------------------
+
+
+@contextmanager
+def oblivio_server(settings: Settings, log_path: Path) -> Iterator[str]:
+    """``oblivio serve --no-workers`` on a free loopback port; its base URL."""
+    port = free_port()
+    args = [sys.executable, "-c", "from oblivio.cli import main; main()"]
+    args += ["--data-dir", str(settings.data_dir)]
+    if settings.database_url:
+        args += ["--database-url", settings.database_url]
+    args += ["serve", "--host", LOOPBACK, "--port", str(port), "--no-workers"]
+    with log_path.open("wb") as log:
+        # Fixed arguments: this interpreter, our own CLI, paths we created.
+        process = subprocess.Popen(  # noqa: S603
+            args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=server_env()
+        )
+    try:
+        base_url = f"http://{LOOPBACK}:{port}"
+        wait_until_healthy(base_url, process, log_path)
+        yield base_url
+    finally:
+        stop(process)
+
+
+def server_env() -> dict[str, str]:
+    """This environment without oblivio settings (the command line gives them), keys kept."""
+    return {
+        k: v for k, v in os.environ.items() if not k.startswith("OBLIVIO_") or k in KEY_VARIABLES
+    }
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((LOOPBACK, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def wait_until_healthy(base_url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
+    deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise BenchError(f"the server exited with {process.returncode}:\n{_tail(log_path)}")
+        try:
+            if httpx.get(f"{base_url}/v1/health", timeout=2.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise BenchError(f"the server was not healthy in {SERVER_START_TIMEOUT_S:g} s")
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, as a supervisor would; kill it if it does not exit in time."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(SERVER_STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+
+def _tail(path: Path, chars: int = 2000) -> str:
+    return path.read_text(errors="replace")[-chars:]

@@ -1,0 +1,86 @@
+"""``oblivio bench http`` runs a real server beside the facade and reports every figure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from oblivio.cli import main
+from tests.test_bench import bench_databases
+
+OPERATIONS = ("store", "retrieve")
+CLIENTS = ("1", "8", "32")
+SYSTEMS = ("http", "facade")
+FIGURES = ("median_requests_per_s", "median_p50_ms", "median_p99_ms", "median_mean_ms")
+
+
+def run_bench(json_path: Path, backend: str, *global_options: str) -> dict[str, Any]:
+    result = CliRunner().invoke(
+        main,
+        [
+            *global_options,
+            "bench",
+            "http",
+            "--backend",
+            backend,
+            "--rounds",
+            "1",
+            "--scale",
+            "0.02",
+            "--json",
+            str(json_path),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "overhead" in result.stdout
+    assert "target (overhead ≤ 2 at 8 clients)" in result.stdout
+    report: dict[str, Any] = json.loads(json_path.read_text())
+    return report
+
+
+def assert_complete(report: dict[str, Any]) -> None:
+    assert set(report["operations"]) == set(OPERATIONS)
+    for operation in OPERATIONS:
+        cells = report["operations"][operation]
+        assert set(cells) == set(CLIENTS), operation
+        for clients, cell in cells.items():
+            assert cell["requests_per_round"] == int(clients) * cell["requests_per_client"]
+            for system in SYSTEMS:
+                figures = cell[system]
+                where = (operation, clients, system)
+                assert all(figures[name] > 0 for name in FIGURES), where
+                assert figures["median_p99_ms"] >= figures["median_p50_ms"], where
+                [timed] = figures["rounds"]
+                assert timed["requests"] == cell["requests_per_round"], where
+            assert all(cell[name] > 0 for name in ("overhead", "p50_ratio", "p99_ratio"))
+    target = report["target"]
+    assert target["clients"] == 8
+    assert set(target["met"]) == set(OPERATIONS)
+    assert report["machine"]["packages"]["uvicorn"]
+    assert report["machine"]["http_parser"] in ("h11", "httptools")
+
+
+def test_bench_http_on_sqlite_reports_every_figure(tmp_path: Path) -> None:
+    report = run_bench(tmp_path / "bench.json", "sqlite", "--data-dir", str(tmp_path / "unused"))
+
+    assert report["backend"] == "sqlite"
+    assert_complete(report)
+    assert not (tmp_path / "unused").exists()  # scratch data lives in a temporary directory
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_bench_http_on_postgres_drops_its_databases(
+    tmp_path: Path, postgres_server_url: str
+) -> None:
+    before = bench_databases(postgres_server_url)
+    report = run_bench(tmp_path / "bench.json", "postgres", "--database-url", postgres_server_url)
+
+    assert report["backend"] == "postgres"
+    assert report["machine"]["postgres"]
+    assert_complete(report)
+    assert bench_databases(postgres_server_url) <= before

@@ -1,0 +1,132 @@
+"""``oblivio bench memory`` and ``oblivio bench erasure`` run end to end and report every figure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from oblivio.bench.figures import percentile
+from oblivio.cli import main
+from tests.test_bench import bench_databases
+
+TIERS = ("1k", "10k", "100k")
+PHASES = ("10k", "500k")
+MEMORY_FIGURES = {
+    "store_events_per_s",
+    "append_events_per_s",
+    "store_append_ratio",
+    "catch_up_events_per_s",
+} | {
+    f"{prefix}_{tier}_{suffix}"
+    for tier in TIERS
+    for prefix, suffix in (
+        ("retrieve", "p50_ms"),
+        ("retrieve", "p99_ms"),
+        ("retrieval", "load_s"),
+        ("retrieval", "catch_up_events_per_s"),
+    )
+}
+ERASURE_FIGURES = {"forget_growth_ratio"} | {
+    name.format(phase)
+    for phase in PHASES
+    for name in (
+        "forget_{}_median_ms",
+        "forget_{}_max_ms",
+        "delete_event_{}_ops_per_s",
+        "delete_certified_{}_ops_per_s",
+        "background_{}_load_s",
+        "background_{}_load_events_per_s",
+        "background_{}_catch_up_events_per_s",
+    )
+}
+MEMORY_SMOKE = ("--rounds", "1", "--scale", "0.005")
+ERASURE_SMOKE = ("--rounds", "1", "--scale", "0.002", "--subject-events", "6")
+
+
+def run_bench(command: str, json_path: Path, *options: str) -> dict[str, Any]:
+    global_options, bench_options = _split(options)
+    result = CliRunner().invoke(
+        main, [*global_options, "bench", command, *bench_options, "--json", str(json_path)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "target" in result.stdout
+    report: dict[str, Any] = json.loads(json_path.read_text())
+    return report
+
+
+def _split(options: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """Options before ``bench`` (``--data-dir``, ``--database-url``) and after it."""
+    if options and options[0] in ("--data-dir", "--database-url"):
+        return list(options[:2]), list(options[2:])
+    return [], list(options)
+
+
+def assert_figures(report: dict[str, Any], expected: set[str]) -> None:
+    figures = report["figures"]
+    assert set(figures) == expected
+    for key, figure in figures.items():
+        assert figure["value"] > 0, key
+        assert figure["title"], key
+        assert figure["unit"], key
+        assert figure["met"] in (True, False, None), key
+    assert report["machine"]["cpu_count"] >= 1
+
+
+def test_bench_memory_on_sqlite_reports_every_figure(tmp_path: Path) -> None:
+    unused = tmp_path / "unused"
+    report = run_bench(
+        "memory", tmp_path / "m.json", "--data-dir", str(unused), "--backend", "sqlite",
+        *MEMORY_SMOKE,
+    )  # fmt: skip
+
+    assert report["benchmark"] == "oblivio bench memory"
+    assert_figures(report, MEMORY_FIGURES)
+    assert set(report["details"]["retrieval"]) == set(TIERS)
+    assert report["details"]["retrieval"]["100k"]["nodes"] == 500  # 100,000 × 0.005
+    assert report["figures"]["catch_up_events_per_s"]["target_applies"] is False  # PostgreSQL's
+    assert not unused.exists()  # scratch data lives in a temporary directory
+
+
+def test_bench_erasure_on_sqlite_reports_every_figure(tmp_path: Path) -> None:
+    report = run_bench("erasure", tmp_path / "e.json", "--backend", "sqlite", *ERASURE_SMOKE)
+
+    assert report["benchmark"] == "oblivio bench erasure"
+    assert_figures(report, ERASURE_FIGURES)
+    assert report["details"]["500k"]["background_events"] == 1_000  # 500,000 × 0.002
+    assert report["parameters"]["deletes_per_phase"] == 3
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("command", "options", "expected"),
+    [("memory", MEMORY_SMOKE, MEMORY_FIGURES), ("erasure", ERASURE_SMOKE, ERASURE_FIGURES)],
+)
+def test_bench_on_postgres_reports_every_figure_and_drops_its_database(
+    tmp_path: Path,
+    postgres_server_url: str,
+    command: str,
+    options: tuple[str, ...],
+    expected: set[str],
+) -> None:
+    before = bench_databases(postgres_server_url)
+    report = run_bench(
+        command, tmp_path / "b.json", "--database-url", postgres_server_url,
+        "--backend", "postgres", *options,
+    )  # fmt: skip
+
+    assert report["backend"] == "postgres"
+    assert report["machine"]["postgres"]
+    assert_figures(report, expected)
+    assert bench_databases(postgres_server_url) <= before
+
+
+def test_percentile_is_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 21)]
+    assert percentile(values, 50) == 10.0
+    assert percentile(values, 99) == 20.0  # below 100 samples: the slowest
+    assert percentile([3.0], 99) == 3.0
