@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -64,30 +64,37 @@ class Backend(abc.ABC):
     ) -> list[sa.Row[Any]]:
         """Insert event rows and move the stream head; the (position, commit_group) rows.
 
-        One multi-row INSERT per chunk (RETURNING, sorted by position), then
-        the head update; PostgreSQL overrides this to do both in one statement.
+        An executemany INSERT (SQLAlchemy batches it into multi-row statements
+        and returns rows in parameter order), then the head update.
+        PostgreSQL overrides the single-event case to do both in one statement.
         """
-        returned: list[sa.Row[Any]] = []
-        for chunk in _chunks(rows):
-            returned += conn.execute(self.insert_statement(len(chunk)), row_params(chunk)).all()
+        returned = conn.execute(self._insert_many, list(rows)).all()
         moved = conn.execute(_move_head, head_params(stream_id, old_version, len(rows), chain_hash))
         if moved.rowcount != 1:  # the stream row lock makes this unreachable
             raise OperationalError("stream head moved during the append; retry")
-        return sorted(returned, key=lambda r: r.position)
+        return list(returned)
 
-    @functools.cache  # noqa: B019 - one backend per engine, a handful of sizes
-    def insert_statement(self, count: int) -> Insert:
-        """A multi-row INSERT for ``count`` rows with named parameters, built once per
-        size so SQLAlchemy compiles it once (literal multi-row values never cache)."""
-        group = self.commit_group()
-        values = [
-            {
-                **{c: sa.bindparam(f"{c}_{i}", type_=events.c[c].type) for c in EVENT_COLUMNS},
-                "commit_group": group,
-            }
-            for i in range(count)
-        ]
-        return events.insert().values(values).returning(events.c.position, events.c.commit_group)
+    @functools.cached_property
+    def _insert_many(self) -> Insert:
+        return (
+            events.insert()
+            .values(commit_group=self.commit_group())
+            .returning(events.c.position, events.c.commit_group, sort_by_parameter_order=True)
+        )
+
+    @functools.cached_property
+    def single_insert(self) -> Insert:
+        """One event row with named parameters, built once so it compiles once.
+
+        Parameters are prefixed: an UPDATE of ``streams`` in the same statement
+        would otherwise take same-named parameters (``version``…) as SET values.
+        """
+        values = {c: sa.bindparam(f"ev_{c}", type_=events.c[c].type) for c in EVENT_COLUMNS}
+        return (
+            events.insert()
+            .values(**values, commit_group=self.commit_group())
+            .returning(events.c.position, events.c.commit_group)
+        )
 
     @abc.abstractmethod
     def visible_commit_groups(self, column: sa.ColumnElement[int]) -> sa.ColumnElement[bool]:
@@ -100,9 +107,6 @@ class Backend(abc.ABC):
     def dispose(self) -> None:
         self.engine.dispose()
 
-
-# Bound parameters per statement stay well under SQLite's limit (32,766).
-_CHUNK_ROWS = 500
 
 EVENT_COLUMNS = (
     "event_id",
@@ -130,8 +134,8 @@ _move_head = (
 )
 
 
-def row_params(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    return {f"{c}_{i}": row[c] for i, row in enumerate(rows) for c in EVENT_COLUMNS}
+def single_row_params(row: dict[str, Any]) -> dict[str, Any]:
+    return {f"ev_{c}": row[c] for c in EVENT_COLUMNS}
 
 
 def head_params(stream_id: int, old_version: int, added: int, chain: bytes) -> dict[str, Any]:
@@ -141,8 +145,3 @@ def head_params(stream_id: int, old_version: int, added: int, chain: bytes) -> d
         "head_new_version": old_version + added,
         "head_chain": chain,
     }
-
-
-def _chunks(rows: Sequence[dict[str, Any]]) -> Iterator[Sequence[dict[str, Any]]]:
-    for start in range(0, len(rows), _CHUNK_ROWS):
-        yield rows[start : start + _CHUNK_ROWS]

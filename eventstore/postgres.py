@@ -31,12 +31,10 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.dml import Insert
 
-from eventstore.backend import Backend, _move_head, head_params, row_params
+from eventstore.backend import Backend, _move_head, head_params, single_row_params
 from eventstore.errors import ConflictError, DuplicateEventError, OperationalError
 from eventstore.model import LogCursor
 from eventstore.schema import streams
-
-_ONE_STATEMENT_ROWS = 500
 
 # Driver errors that mean "try again": lost connections, serialisation
 # failures, deadlocks, lock timeouts.
@@ -104,27 +102,24 @@ class PostgresBackend(Backend):
         old_version: int,
         chain_hash: bytes,
     ) -> list[sa.Row[Any]]:
-        # One round trip: the head moves in a data-modifying CTE beside the
-        # insert.  Positions come from the sequence in VALUES order, so sorting
-        # by position restores the batch order.
-        if len(rows) > _ONE_STATEMENT_ROWS:
+        # The common single-event append in one round trip: the head moves in a
+        # data-modifying CTE beside the insert.  Batches use the executemany path.
+        if len(rows) != 1:
             return super().insert_events(conn, rows, stream_id, old_version, chain_hash)
-        params = row_params(rows) | head_params(stream_id, old_version, len(rows), chain_hash)
-        result: list[sa.Row[Any]] = list(conn.execute(self._append_statement(len(rows)), params))
+        params = single_row_params(rows[0]) | head_params(stream_id, old_version, 1, chain_hash)
+        result: list[sa.Row[Any]] = list(conn.execute(self._append_one, params))
         if not result or result[0].moved != 1:
             raise OperationalError("stream head moved during the append; retry")
         return result
 
-    @functools.cache  # noqa: B019 - one backend per engine, a handful of sizes
-    def _append_statement(self, count: int) -> sa.Select[Any]:
+    @functools.cached_property
+    def _append_one(self) -> sa.Select[Any]:
         head = _move_head.returning(streams.c.stream_id).cte("head")
-        inserted = self.insert_statement(count).cte("inserted")
+        inserted = self.single_insert.cte("inserted")
         moved = sa.select(sa.func.count()).select_from(head).scalar_subquery()
-        return (
-            sa.select(inserted.c.position, inserted.c.commit_group, moved.label("moved"))
-            .add_cte(head)
-            .order_by(inserted.c.position)
-        )
+        return sa.select(
+            inserted.c.position, inserted.c.commit_group, moved.label("moved")
+        ).add_cte(head)
 
     def visible_commit_groups(self, column: sa.ColumnElement[int]) -> sa.ColumnElement[bool]:
         horizon = sa.literal_column(
