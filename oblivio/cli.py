@@ -349,3 +349,7 @@ def bench_erasure(
     )
     report = run_erasure_bench(config, progress=lambda line: click.echo(line, err=True))
     _emit_figures(report, json_path)
+
+
+if __name__ == "__main__":
+    main()

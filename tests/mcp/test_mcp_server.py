@@ -1,0 +1,126 @@
+"""`oblivio mcp` over real stdio with the official MCP client: tools per principal."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from eventstore import apikeys
+from oblivio.bootstrap import open_memory
+from oblivio.settings import Settings
+
+MEMORY_TOOLS = {
+    "memory_store",
+    "memory_retrieve",
+    "memory_get_node",
+    "memory_supersede",
+    "memory_reinforce",
+}
+COMPLIANCE_TOOLS = {"memory_forget", "memory_delete_event"}
+TIMEOUT_SECONDS = 60
+
+
+def make_key(data_dir: Path, kind: str, user_id: str | None = None) -> str:
+    memory = open_memory(Settings(data_dir=data_dir))
+    try:
+        with memory.store.transaction() as tx:
+            return apikeys.create(tx.connection, kind, user_id, None, memory.clock())
+    finally:
+        memory.store.close()
+
+
+def server(data_dir: Path, key: str) -> StdioServerParameters:
+    env = {**os.environ, "OBLIVIO_API_KEY": key}
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "oblivio.cli", "--data-dir", str(data_dir), "mcp"],
+        env=env,
+    )
+
+
+def payload(result: Any) -> Any:
+    """The tool's return value (lists come wrapped as {"result": [...]})."""
+    assert not result.is_error, result
+    value = result.structured_content
+    if value is None:
+        return json.loads(result.content[0].text)
+    return value["result"] if set(value) == {"result"} else value
+
+
+async def session_run(params: StdioServerParameters, scenario: Any) -> Any:
+    with anyio.fail_after(TIMEOUT_SECONDS):
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            return await scenario(session)
+
+
+def test_a_user_key_gets_memory_tools_bound_to_its_user(tmp_path: Path) -> None:
+    key = make_key(tmp_path, "user", "alice")
+
+    async def scenario(session: ClientSession) -> None:
+        tools = {t.name for t in (await session.list_tools()).tools}
+        assert tools == MEMORY_TOOLS
+        first = payload(await session.call_tool("memory_store", {"content": "I live in Boston"}))
+        second = payload(await session.call_tool("memory_store", {"content": "I moved to Chicago"}))
+        await session.call_tool(
+            "memory_supersede",
+            {
+                "old_node_id": first["node_ids"][0],
+                "new_node_id": second["node_ids"][0],
+            },
+        )
+        hits = payload(await session.call_tool("memory_retrieve", {"query": "Chicago"}))
+        assert [h["content"] for h in hits] == ["I moved to Chicago"]
+        refused = await session.call_tool(
+            "memory_store", {"content": "someone else's", "user_id": "bob"}
+        )
+        assert refused.is_error
+
+    anyio.run(session_run, server(tmp_path, key), scenario)
+    memory = open_memory(Settings(data_dir=tmp_path))
+    try:
+        assert memory.store.read_stream(memory.namespace, "bob") == []
+    finally:
+        memory.store.close()
+
+
+def test_an_operator_key_adds_the_compliance_tools(tmp_path: Path) -> None:
+    key = make_key(tmp_path, "operator")
+
+    async def scenario(session: ClientSession) -> None:
+        tools = {t.name for t in (await session.list_tools()).tools}
+        assert tools == MEMORY_TOOLS | COMPLIANCE_TOOLS
+        await session.call_tool("memory_store", {"content": "likes tea", "user_id": "carol"})
+        status = payload(await session.call_tool("memory_forget", {"user_id": "carol"}))
+        assert status["status"] == "completed"
+        assert status["certificate"] is not None
+        left = payload(
+            await session.call_tool("memory_retrieve", {"query": "tea", "user_id": "carol"})
+        )
+        assert left == []
+
+    anyio.run(session_run, server(tmp_path, key), scenario)
+
+
+def test_an_unknown_key_is_refused(tmp_path: Path) -> None:
+    make_key(tmp_path, "operator")  # the store exists; this key does not
+    params = server(tmp_path, "obl_0000_nope")
+    done = subprocess.run(
+        [params.command, *params.args],
+        env=params.env,
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_SECONDS,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "unknown or revoked" in done.stderr
