@@ -72,5 +72,9 @@ class KeyUnavailableError(OblivioError):
     """A key needed for this operation is not available."""
 
 
+class KekRetiredError(KeyUnavailableError):
+    """This key-encryption key version was retired; what it wrapped cannot be unwrapped."""
+
+
 class IntegrityViolationError(OblivioError):
     """Stored data failed an integrity check."""

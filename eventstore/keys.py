@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from eventstore.crypto import KEY_BYTES, random_key
-from eventstore.errors import InvalidInputError, KeyUnavailableError
+from eventstore.errors import InvalidInputError, KekRetiredError, KeyUnavailableError
 
 KEYRING_FORMAT = 1
 
@@ -95,8 +95,10 @@ class KeyringFile:
     def kek(self, version: int) -> bytes:
         self._refresh()
         record = self._keks.get(version)
-        if record is None or record.key is None:
-            raise KeyUnavailableError(f"KEK version {version} is not available")
+        if record is None:
+            raise KeyUnavailableError(f"KEK version {version} is not in this keyring")
+        if record.key is None:
+            raise KekRetiredError(f"KEK version {version} was retired")
         return record.key
 
     def subject_hmac_key(self) -> bytes:

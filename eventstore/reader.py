@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from eventstore.codec import EventCodec, SubjectCipher, WrappedKey
-from eventstore.errors import KeyUnavailableError
+from eventstore.errors import KekRetiredError
 from eventstore.model import Erasure, LogCursor, RecordedEvent, StreamRef
 from eventstore.schema import data_keys, events, streams
 
@@ -77,9 +77,11 @@ class EventDecoder:
             return Erasure.KEY_DESTROYED, None, None
         try:
             dek = self._dek(WrappedKey(row.dek_id, row.kek_version, row.wrapped_key))
-        except KeyUnavailableError:
+        except KekRetiredError:
             # Retiring a KEK that still wraps live data keys makes them as
             # unreadable as destroyed ones; readers of the whole log must go on.
+            # A KEK version that is merely missing (a misconfigured process)
+            # stays an error: it must not pass for erased data.
             return Erasure.KEY_RETIRED, None, None
         data, metadata = self.codec.open(
             dek, row.event_id, row.stream_id, row.version, row.payload, row.metadata

@@ -22,6 +22,7 @@ from eventstore import (
     Erasure,
     EventStore,
     InvalidInputError,
+    KekRetiredError,
     KeyProvider,
     KeyringFile,
     KeyUnavailableError,
@@ -343,3 +344,24 @@ def test_stores_with_separate_keyrings_do_not_share_subjects(
     remember(ours, "alice", f"secret {uuid.uuid4()}")
     assert theirs.read_stream("default", "alice") == []
     assert theirs.head("default", "alice") is None
+
+
+def test_a_kek_version_missing_from_a_process_is_an_error_not_erased_data(
+    open_store: OpenStore, keyring: KeyringFile
+) -> None:
+    """Only a retired KEK reads as erased; a version this process lacks must be loud."""
+    store = open_store(keyring)
+    remember(store, "alice", "wrapped under version 1")
+    kek = b64(keyring.kek(1))
+    hmac_key = b64(keyring.subject_hmac_key())
+    lacking = EnvKeyProvider.from_environ(
+        {"OBLIVIO_KEKS": f"2:{b64(random_key())}", "OBLIVIO_SUBJECT_HMAC_KEY": hmac_key}
+    )
+    misconfigured = open_store(lacking)
+    with pytest.raises(KeyUnavailableError) as caught:
+        misconfigured.read_stream("default", "alice")
+    assert not isinstance(caught.value, KekRetiredError)
+    complete = EnvKeyProvider.from_environ(
+        {"OBLIVIO_KEKS": f"1:{kek}", "OBLIVIO_SUBJECT_HMAC_KEY": hmac_key}
+    )
+    assert contents(open_store(complete), "alice") == ["wrapped under version 1"]
