@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +55,12 @@ def assert_complete(report: dict[str, Any]) -> None:
                 where = (operation, clients, system)
                 assert all(figures[name] > 0 for name in FIGURES), where
                 assert figures["median_p99_ms"] >= figures["median_p50_ms"], where
+                cpu = figures["median_cpu_ms_per_request"]  # read from /proc on Linux only
+                assert cpu > 0 if sys.platform == "linux" else cpu is None or cpu > 0, where
                 [timed] = figures["rounds"]
                 assert timed["requests"] == cell["requests_per_round"], where
             assert all(cell[name] > 0 for name in ("overhead", "p50_ratio", "p99_ratio"))
+            assert "cpu_ratio" in cell
     target = report["target"]
     assert target["clients"] == 8
     assert set(target["met"]) == set(OPERATIONS)

@@ -78,10 +78,8 @@ def assert_figures(report: dict[str, Any], expected: set[str]) -> None:
 
 def test_bench_memory_on_sqlite_reports_every_figure(tmp_path: Path) -> None:
     unused = tmp_path / "unused"
-    report = run_bench(
-        "memory", tmp_path / "m.json", "--data-dir", str(unused), "--backend", "sqlite",
-        *MEMORY_SMOKE,
-    )  # fmt: skip
+    options = ("--data-dir", str(unused), "--backend", "sqlite", *MEMORY_SMOKE)
+    report = run_bench("memory", tmp_path / "m.json", *options)
 
     assert report["benchmark"] == "oblivio bench memory"
     assert_figures(report, MEMORY_FIGURES)
@@ -101,7 +99,6 @@ def test_bench_erasure_on_sqlite_reports_every_figure(tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("command", "options", "expected"),
     [("memory", MEMORY_SMOKE, MEMORY_FIGURES), ("erasure", ERASURE_SMOKE, ERASURE_FIGURES)],
@@ -114,10 +111,8 @@ def test_bench_on_postgres_reports_every_figure_and_drops_its_database(
     expected: set[str],
 ) -> None:
     before = bench_databases(postgres_server_url)
-    report = run_bench(
-        command, tmp_path / "b.json", "--database-url", postgres_server_url,
-        "--backend", "postgres", *options,
-    )  # fmt: skip
+    database = ("--database-url", postgres_server_url, "--backend", "postgres")
+    report = run_bench(command, tmp_path / "b.json", *database, *options)
 
     assert report["backend"] == "postgres"
     assert report["machine"]["postgres"]

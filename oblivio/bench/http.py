@@ -28,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -58,6 +59,8 @@ except ImportError as e:  # in the test extra, not (yet) in the bench extra
 
 Operation = Literal["store", "retrieve"]
 Call = Callable[[int], None]
+#: CPU seconds used so far by this process and by the server process (0 for the facade).
+CpuSample = tuple[float, float]
 Progress = Callable[[str], None]
 
 OPERATIONS: tuple[Operation, ...] = ("store", "retrieve")
@@ -87,6 +90,10 @@ HTTP_PACKAGES = ("fastapi", "starlette", "uvicorn", "h11", "httptools", "uvloop"
 OVERHEAD_MEANING = (
     "facade requests/s divided by HTTP requests/s of the adjacent round, median over rounds "
     "(2.00: HTTP takes twice as long)"
+)
+CPU_RATIO_MEANING = (
+    "CPU time per request of HTTP (clients plus server) divided by the facade's, "
+    "adjacent rounds, median over rounds"
 )
 NOTES = {
     "http": (
@@ -157,17 +164,26 @@ class RoundResult:
     p50_ms: float
     p99_ms: float
     mean_ms: float
+    #: CPU time the round cost, per request: this process (clients or facade)
+    #: plus, for HTTP, the server process.  None where it cannot be read.
+    cpu_ms: float | None
+    #: The server process's part of ``cpu_ms`` (0 for the facade).
+    server_cpu_ms: float | None
 
     @property
     def requests_per_s(self) -> float:
         return self.requests / self.seconds
 
     @classmethod
-    def of(cls, seconds: float, latencies: Sequence[float]) -> RoundResult:
+    def of(cls, seconds: float, latencies: Sequence[float], cpu: CpuSample | None) -> RoundResult:
         ms = sorted(x * 1000 for x in latencies)
-        return cls(len(ms), seconds, percentile(ms, 50), percentile(ms, 99), statistics.fmean(ms))
+        per_request = None if cpu is None else [c * 1000 / len(ms) for c in cpu]
+        total = None if per_request is None else sum(per_request)
+        server = None if per_request is None else per_request[1]
+        p50, p99 = percentile(ms, 50), percentile(ms, 99)
+        return cls(len(ms), seconds, p50, p99, statistics.fmean(ms), total, server)
 
-    def to_json(self) -> dict[str, float]:
+    def to_json(self) -> dict[str, float | None]:
         return {
             "requests": self.requests,
             "seconds": self.seconds,
@@ -175,6 +191,8 @@ class RoundResult:
             "p50_ms": self.p50_ms,
             "p99_ms": self.p99_ms,
             "mean_ms": self.mean_ms,
+            "cpu_ms_per_request": self.cpu_ms,
+            "server_cpu_ms_per_request": self.server_cpu_ms,
         }
 
 
@@ -209,6 +227,18 @@ class CellResult:
         pairs = zip(self.rounds["http"], self.rounds["facade"], strict=True)
         return statistics.median(figure(h) / figure(f) for h, f in pairs)
 
+    def median_cpu_ms(self, system: str, server: bool = False) -> float | None:
+        rounds = self.rounds[system]
+        values = [r.server_cpu_ms if server else r.cpu_ms for r in rounds]
+        known = [v for v in values if v is not None]
+        return statistics.median(known) if known else None
+
+    def cpu_ratio(self) -> float | None:
+        """Median over rounds of HTTP's CPU per request over the facade's, adjacent rounds."""
+        pairs = zip(self.rounds["http"], self.rounds["facade"], strict=True)
+        ratios = [h.cpu_ms / f.cpu_ms for h, f in pairs if h.cpu_ms and f.cpu_ms]
+        return statistics.median(ratios) if ratios else None
+
     def to_json(self) -> dict[str, Any]:
         document: dict[str, Any] = {
             "clients": self.clients,
@@ -221,11 +251,14 @@ class CellResult:
                 "median_p50_ms": self.median(system, lambda r: r.p50_ms),
                 "median_p99_ms": self.median(system, lambda r: r.p99_ms),
                 "median_mean_ms": self.median(system, lambda r: r.mean_ms),
+                "median_cpu_ms_per_request": self.median_cpu_ms(system),
+                "median_server_cpu_ms_per_request": self.median_cpu_ms(system, server=True),
                 "rounds": [r.to_json() for r in rounds],
             }
         document["overhead"] = self.overhead()
         document["p50_ratio"] = self.latency_ratio(lambda r: r.p50_ms)
         document["p99_ratio"] = self.latency_ratio(lambda r: r.p99_ms)
+        document["cpu_ratio"] = self.cpu_ratio()
         return document
 
 
@@ -259,6 +292,7 @@ class HttpBenchReport:
             "machine": dict(self.machine),
             "systems": {name: {"notes": notes} for name, notes in NOTES.items()},
             "overhead": OVERHEAD_MEANING,
+            "cpu_ratio": CPU_RATIO_MEANING,
             "target": self.target(),
             "operations": {
                 op: {str(r.clients): r.to_json() for r in self.results if r.operation == op}
@@ -274,10 +308,14 @@ class HttpBenchReport:
         header = ["operation", "clients", "requests/round"]
         for system in SYSTEMS:
             header += [f"{system} req/s", f"{system} p50 ms", f"{system} p99 ms"]
+        header += ["overhead", "cpu ratio"]
         rows = [_row(cell) for cell in self.results]
-        lines = [self._heading(), "", render_table([*header, "overhead"], rows), ""]
-        lines += [f"  overhead: {OVERHEAD_MEANING}", self._verdict()]
-        lines += [f"  {name}: {notes}" for name, notes in NOTES.items()]
+        lines = [self._heading(), "", render_table(header, rows), ""]
+        lines += _wrapped(f"overhead: {OVERHEAD_MEANING}")
+        lines += _wrapped(f"cpu ratio: {CPU_RATIO_MEANING}")
+        lines.append(self._verdict())
+        for name, notes in NOTES.items():
+            lines += _wrapped(f"{name}: {notes}")
         return "\n".join(lines)
 
     def _heading(self) -> str:
@@ -303,6 +341,10 @@ class HttpBenchReport:
         )
 
 
+def _wrapped(text: str) -> list[str]:
+    return textwrap.wrap(text, width=100, initial_indent="  ", subsequent_indent="    ")
+
+
 def _row(cell: CellResult) -> list[str]:
     row = [cell.operation, str(cell.clients), f"{cell.clients * cell.requests_per_client:,}"]
     for system in SYSTEMS:
@@ -311,7 +353,8 @@ def _row(cell: CellResult) -> list[str]:
             f"{cell.median(system, lambda r: r.p50_ms):.2f}",
             f"{cell.median(system, lambda r: r.p99_ms):.2f}",
         ]
-    return [*row, f"{cell.overhead():.2f}"]
+    cpu = cell.cpu_ratio()
+    return [*row, f"{cell.overhead():.2f}", "n/a" if cpu is None else f"{cpu:.2f}"]
 
 
 # -- the systems -------------------------------------------------------------------
@@ -321,6 +364,9 @@ class Target(Protocol):
     """A way to run the operations: one call per client, each bound to its own user."""
 
     name: str
+
+    def cpu_seconds(self) -> CpuSample | None:
+        """CPU time used so far by the processes doing this system's work."""
 
     def callers(self, operation: Operation, clients: int) -> AbstractContextManager[list[Call]]:
         """One call per client, released when the block ends."""
@@ -333,6 +379,9 @@ class FacadeTarget:
 
     def __init__(self, client: MemoryClient) -> None:
         self.client = client
+
+    def cpu_seconds(self) -> CpuSample | None:
+        return time.process_time(), 0.0
 
     @contextmanager
     def callers(self, operation: Operation, clients: int) -> Iterator[list[Call]]:
@@ -352,9 +401,14 @@ class HttpTarget:
 
     name = "http"
 
-    def __init__(self, base_url: str, tokens: Mapping[str, str]) -> None:
-        self.base_url = base_url
+    def __init__(self, server: RunningServer, tokens: Mapping[str, str]) -> None:
+        self.base_url = server.base_url
+        self.server_pid = server.pid
         self.tokens = tokens
+
+    def cpu_seconds(self) -> CpuSample | None:
+        server = process_cpu_seconds(self.server_pid)
+        return None if server is None else (time.process_time(), server)
 
     @contextmanager
     def callers(self, operation: Operation, clients: int) -> Iterator[list[Call]]:
@@ -404,7 +458,9 @@ def _check_found(count: int, user: str) -> None:
 # -- one round ------------------------------------------------------------------------
 
 
-def run_round(calls: Sequence[Call], requests_per_client: int) -> RoundResult:
+def run_round(
+    calls: Sequence[Call], requests_per_client: int, cpu_seconds: Callable[[], CpuSample | None]
+) -> RoundResult:
     """Every call in a thread of its own: one untimed warm-up, then the timed requests.
 
     The warm-up opens each client's connection (and the stores' pooled ones),
@@ -417,10 +473,14 @@ def run_round(calls: Sequence[Call], requests_per_client: int) -> RoundResult:
             barrier.wait()
         except threading.BrokenBarrierError:
             raise _first_error(futures) from None
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), cpu_seconds()
         finished = [_result(f) for f in futures]
+        cpu_end = cpu_seconds()
     seconds = max(end for end, _ in finished) - start
-    return RoundResult.of(seconds, [x for _, latencies in finished for x in latencies])
+    cpu = None
+    if cpu_start is not None and cpu_end is not None:
+        cpu = (cpu_end[0] - cpu_start[0], cpu_end[1] - cpu_start[1])
+    return RoundResult.of(seconds, [x for _, latencies in finished for x in latencies], cpu)
 
 
 def _client(call: Call, requests: int, barrier: threading.Barrier) -> tuple[float, list[float]]:
@@ -511,9 +571,9 @@ def open_targets(
     with ExitStack() as stack:
         client = stack.enter_context(MemoryClient(settings=_migrated(settings["facade"])))
         seed(client.context, config)
-        base_url = stack.enter_context(oblivio_server(settings["http"], directory / "server.log"))
-        progress(f"server listening on {base_url}")
-        yield {"http": HttpTarget(base_url, tokens), "facade": FacadeTarget(client)}
+        server = stack.enter_context(oblivio_server(settings["http"], directory / "server.log"))
+        progress(f"server listening on {server.base_url} (pid {server.pid})")
+        yield {"http": HttpTarget(server, tokens), "facade": FacadeTarget(client)}
 
 
 def _migrated(settings: Settings) -> Settings:
@@ -560,8 +620,9 @@ def measure(
         # after the other's writes (WAL checkpoints, autovacuum).
         order = SYSTEMS if round_no % 2 else SYSTEMS[::-1]
         for name in order:
-            with targets[name].callers(operation, clients) as calls:
-                result = run_round(calls, cell.requests_per_client)
+            target = targets[name]
+            with target.callers(operation, clients) as calls:
+                result = run_round(calls, cell.requests_per_client, target.cpu_seconds)
             cell.add(name, result)
             progress(
                 f"{operation:<8} {clients:>2} clients round {round_no}/{config.rounds} "
@@ -574,9 +635,15 @@ def measure(
 # -- the server ----------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class RunningServer:
+    base_url: str
+    pid: int
+
+
 @contextmanager
-def oblivio_server(settings: Settings, log_path: Path) -> Iterator[str]:
-    """``oblivio serve --no-workers`` on a free loopback port; its base URL."""
+def oblivio_server(settings: Settings, log_path: Path) -> Iterator[RunningServer]:
+    """``oblivio serve --no-workers`` on a free loopback port."""
     port = free_port()
     args = [sys.executable, "-c", "from oblivio.cli import main; main()"]
     args += ["--data-dir", str(settings.data_dir)]
@@ -591,7 +658,9 @@ def oblivio_server(settings: Settings, log_path: Path) -> Iterator[str]:
     try:
         base_url = f"http://{LOOPBACK}:{port}"
         wait_until_healthy(base_url, process, log_path)
-        yield base_url
+        yield RunningServer(base_url, process.pid)
+    except BenchError as e:
+        raise BenchError(f"{e}\n--- server output ---\n{_server_output(log_path)}") from e
     finally:
         stop(process)
 
@@ -614,7 +683,7 @@ def wait_until_healthy(base_url: str, process: subprocess.Popen[bytes], log_path
     deadline = time.monotonic() + SERVER_START_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise BenchError(f"the server exited with {process.returncode}:\n{_tail(log_path)}")
+            raise BenchError(f"the server exited with code {process.returncode}")
         try:
             if httpx.get(f"{base_url}/v1/health", timeout=2.0).status_code == 200:
                 return
@@ -635,5 +704,19 @@ def stop(process: subprocess.Popen[bytes]) -> None:
             process.wait(5)
 
 
-def _tail(path: Path, chars: int = 2000) -> str:
-    return path.read_text(errors="replace")[-chars:]
+def process_cpu_seconds(pid: int) -> float | None:
+    """User plus system CPU time of another process, from Linux's /proc (else None)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Fields after the parenthesised command name: utime and stime are the
+    # 12th and 13th, in clock ticks.
+    fields = stat.rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _server_output(path: Path, lines: int = 60) -> str:
+    """The end of what the server printed, without its access lines (one per request)."""
+    text = path.read_text(errors="replace").splitlines()
+    return "\n".join([line for line in text if '"request_id"' not in line][-lines:])
