@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -15,7 +16,7 @@ from oblivio.bench.figures import FigureReport
 from oblivio.bench.memory import MemoryBenchConfig, run_memory_bench
 from oblivio.bootstrap import database_url, migrate, open_event_store
 from oblivio.cli_ops import COMMANDS
-from oblivio.cli_support import friendly_errors, settings_from
+from oblivio.cli_support import F, friendly_errors, settings_from
 from oblivio.demo import run_demo
 from oblivio.memory.compliance import verify_audit_export
 from oblivio.settings import Settings
@@ -128,6 +129,50 @@ def _redacted(url: str) -> str:
     return url
 
 
+def bench_options(*, rounds_help: str, scale_help: str) -> Callable[[F], F]:
+    """The options every benchmark command shares: backend, JSON output, rounds, scale."""
+
+    def decorate(command: F) -> F:
+        for option in reversed(
+            [
+                click.option(
+                    "--backend",
+                    type=click.Choice(["sqlite", "postgres"]),
+                    default="sqlite",
+                    show_default=True,
+                    help="SQLite in a temporary directory, or scratch databases on the "
+                    "PostgreSQL server of --database-url / OBLIVIO_DATABASE_URL "
+                    f"(default {DEFAULT_SERVER_URL}).",
+                ),
+                click.option(
+                    "--json",
+                    "json_path",
+                    type=click.Path(dir_okay=False, path_type=Path),
+                    default=None,
+                    help="Also write every figure and the machine info to this file.",
+                ),
+                click.option(
+                    "--rounds",
+                    type=click.IntRange(min=1),
+                    default=5,
+                    show_default=True,
+                    help=rounds_help,
+                ),
+                click.option(
+                    "--scale",
+                    type=click.FloatRange(min=0, min_open=True),
+                    default=1.0,
+                    show_default=True,
+                    help=scale_help,
+                ),
+            ]
+        ):
+            command = option(command)
+        return command
+
+    return decorate
+
+
 @main.group()
 def bench() -> None:
     """Benchmarks (see docs/benchmarks.md)."""
@@ -197,31 +242,9 @@ for _command in COMMANDS:
 
 
 @bench.command("http")
-@click.option(
-    "--backend",
-    type=click.Choice(["sqlite", "postgres"]),
-    default="sqlite",
-    show_default=True,
-    help="SQLite in a temporary directory, or scratch databases "
-    "on the PostgreSQL server of --database-url / OBLIVIO_DATABASE_URL "
-    f"(default {DEFAULT_SERVER_URL}).",
-)
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Also write every figure and the machine info to this file.",
-)
-@click.option(
-    "--rounds", type=click.IntRange(min=1), default=5, show_default=True, help="Rounds per figure."
-)
-@click.option(
-    "--scale",
-    type=click.FloatRange(min=0, min_open=True),
-    default=1.0,
-    show_default=True,
-    help="Multiply every request count (e.g. 0.05 for a smoke run).",
+@bench_options(
+    rounds_help="Rounds per figure.",
+    scale_help="Multiply every request count (e.g. 0.05 for a smoke run).",
 )
 @click.pass_context
 @friendly_errors
@@ -248,35 +271,9 @@ def _emit_figures(report: FigureReport, json_path: Path | None) -> None:
 
 
 @bench.command("memory")
-@click.option(
-    "--backend",
-    type=click.Choice(["sqlite", "postgres"]),
-    default="sqlite",
-    show_default=True,
-    help="SQLite in a temporary directory, or scratch databases "
-    "on the PostgreSQL server of --database-url / OBLIVIO_DATABASE_URL "
-    f"(default {DEFAULT_SERVER_URL}).",
-)
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Also write every figure, sample and the machine info to this file.",
-)
-@click.option(
-    "--rounds",
-    type=click.IntRange(min=1),
-    default=5,
-    show_default=True,
-    help="Rounds of the store() and catch-up figures.",
-)
-@click.option(
-    "--scale",
-    type=click.FloatRange(min=0, min_open=True),
-    default=1.0,
-    show_default=True,
-    help="Multiply every count, retrieval sizes included (e.g. 0.01 for a smoke run).",
+@bench_options(
+    rounds_help="Rounds of the store() and catch-up figures.",
+    scale_help="Multiply every count, retrieval sizes included (e.g. 0.01 for a smoke run).",
 )
 @click.pass_context
 @friendly_errors
@@ -291,35 +288,9 @@ def bench_memory(
 
 
 @bench.command("erasure")
-@click.option(
-    "--backend",
-    type=click.Choice(["sqlite", "postgres"]),
-    default="sqlite",
-    show_default=True,
-    help="SQLite in a temporary directory, or a scratch database "
-    "on the PostgreSQL server of --database-url / OBLIVIO_DATABASE_URL "
-    f"(default {DEFAULT_SERVER_URL}).",
-)
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Also write every figure, sample and the machine info to this file.",
-)
-@click.option(
-    "--rounds",
-    type=click.IntRange(min=1),
-    default=5,
-    show_default=True,
-    help="Subjects forgotten (and timed) per phase.",
-)
-@click.option(
-    "--scale",
-    type=click.FloatRange(min=0, min_open=True),
-    default=1.0,
-    show_default=True,
-    help="Multiply the background of both phases (10,000 and 500,000 events).",
+@bench_options(
+    rounds_help="Subjects forgotten (and timed) per phase.",
+    scale_help="Multiply the background of both phases (10,000 and 500,000 events).",
 )
 @click.option(
     "--subject-events",

@@ -25,7 +25,14 @@ from typing import Any
 
 from oblivio.bench.eventstore import BACKENDS, DEFAULT_SERVER_URL
 from oblivio.bench.figures import Figure, FigureReport, Section, at_most
-from oblivio.bench.loading import LOAD_BATCH, load_subject, open_client, scratch_settings
+from oblivio.bench.loading import (
+    LOAD_BATCH,
+    check_applied,
+    load_subject,
+    open_client,
+    scratch_settings,
+    wait_until_visible,
+)
 from oblivio.bench.report import load_average, machine_info
 from oblivio.bench.scratch import postgres_version
 from oblivio.bench.systems import BenchError
@@ -154,9 +161,10 @@ def run_phase(
     progress: Progress,
 ) -> PhaseResult:
     added = phase.background - already
+    client.context.runner.run_pending()  # the earlier phase's audit entries; not timed
     progress(f"{phase.name}: loading {added:,} background events (batched, timed apart)")
     load_seconds, _ = timed(lambda: grow_background(client, already, phase.background, rng))
-    catch_up_seconds, _ = timed(client.context.runner.run_pending)
+    catch_up_seconds = catch_up(client, added)
     progress(
         f"{phase.name}: background loaded in {load_seconds:,.1f} s, vectors in "
         f"{catch_up_seconds:,.1f} s; loading {config.rounds + 1} subjects of "
@@ -166,7 +174,7 @@ def run_phase(
     deleting = f"delete-{phase.name}"
     for user in [*users, deleting]:
         load_subject(client.context, user, config.subject_events, rng)
-    client.context.runner.run_pending()
+    catch_up(client, (config.rounds + 1) * config.subject_events)
     forget_ms = [time_forget(client, user, config.subject_events, progress) for user in users]
     delete_seconds, drain_seconds = time_deletes(client, deleting, config.deletes, progress)
     return PhaseResult(
@@ -183,10 +191,20 @@ def run_phase(
 
 def grow_background(client: MemoryClient, start: int, end: int, rng: random.Random) -> None:
     """Events ``start`` to ``end`` of the background, in subjects of 500 events."""
-    for first in range(start, end, BACKGROUND_SUBJECT_EVENTS):
-        subject = first // BACKGROUND_SUBJECT_EVENTS
-        count = min(BACKGROUND_SUBJECT_EVENTS - first % BACKGROUND_SUBJECT_EVENTS, end - first)
+    position = start
+    while position < end:
+        subject, offset = divmod(position, BACKGROUND_SUBJECT_EVENTS)
+        count = min(BACKGROUND_SUBJECT_EVENTS - offset, end - position)
         load_subject(client.context, f"background-{subject}", count, rng)
+        position += count
+
+
+def catch_up(client: MemoryClient, pending: int) -> float:
+    """Seconds the projection runner takes to apply the ``pending`` events just loaded."""
+    wait_until_visible(client.context, pending)
+    seconds, applied = timed(client.context.runner.run_pending)
+    check_applied(applied, pending)
+    return seconds
 
 
 def time_forget(client: MemoryClient, user: str, events: int, progress: Progress) -> float:

@@ -36,7 +36,7 @@ def format_value(value: float, unit: str) -> str:
     if unit == "ms":
         return format_ms(value)
     if unit == "×":
-        return f"{value:.2f}"
+        return f"{value:.3f}"  # three decimals: 0.4998 must not print as a met 0.50
     if unit == "s":
         return f"{value:,.0f}" if value >= 100 else f"{value:.1f}" if value >= 1 else f"{value:.2f}"
     return f"{value:,.0f}" if value >= 100 else f"{value:,.1f}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 import tempfile
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -33,6 +34,8 @@ from projections.model import NodeType, Role, Scope, SourceType
 BACKENDS = ("sqlite", "postgres")
 #: Events per transaction when loading through :func:`append_memories`.
 LOAD_BATCH = 500
+#: How long to wait for loaded events to become deliverable to the projection runner.
+VISIBILITY_TIMEOUT_SECONDS = 60.0
 VOCABULARY_SIZE = 4_000
 _SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "pa", "do", "fe", "gu", "hi")
 
@@ -101,6 +104,37 @@ def load_subject(
     """Give one subject ``count`` more memories, ``batch`` per transaction."""
     for start in range(0, count, batch):
         append_memories(ctx, user_id, memory_texts(rng, min(batch, count - start)))
+
+
+def wait_until_visible(ctx: MemoryContext, expected: int) -> None:
+    """Wait (untimed) until ``expected`` events are pending for the vector projection.
+
+    On PostgreSQL the log delivers only events below the oldest open
+    transaction on the server, so a transaction open elsewhere (another
+    database included) holds events back; timing the runner then would
+    measure the wait, or fewer events.  Gives up after a minute: the caller's
+    count check then names the cause.
+    """
+    runner = ctx.runner
+    deadline = time.monotonic() + VISIBILITY_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        pending = sum(
+            ctx.store.count_after(runner.checkpoint(p), partition=(p, runner.partitions))
+            for p in range(runner.partitions)
+        )
+        if pending >= expected:
+            return
+        time.sleep(0.05)
+
+
+def check_applied(applied: int, expected: int) -> None:
+    """Fail unless the projection runner applied exactly the events loaded for it."""
+    if applied != expected:
+        raise BenchError(
+            f"the projection runner applied {applied:,} events, expected {expected:,} (on "
+            "PostgreSQL, a long transaction elsewhere on the server holds the log's delivery "
+            "horizon back)"
+        )
 
 
 def check_equivalent(stored: RecordedEvent, user_id: str) -> None:

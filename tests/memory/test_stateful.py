@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
@@ -39,6 +39,7 @@ from hypothesis.stateful import (
 )
 
 from eventstore import ConflictError, OblivioError
+from eventstore.errors import NotFoundError
 from oblivio import LifecycleState, MemoryClient, Scope
 from oblivio.errors import (
     EvidenceUnavailableError,
@@ -97,6 +98,7 @@ class MemoryMachine(RuleBasedStateMachine):
         self.lifecycle: dict[uuid.UUID, LifecycleState] = {}
         self.superseded_by: dict[uuid.UUID, uuid.UUID] = {}
         self.open: set[frozenset[uuid.UUID]] = set()
+        self.fresh_requests = 0
         self.operations: dict[tuple[str, Any], Any] = {}  # (owner, key) -> request
         self.stored: dict[tuple[str, uuid.UUID], tuple[str, Scope, uuid.UUID]] = {}
         self.reinforced: Counter[uuid.UUID] = Counter()
@@ -185,6 +187,10 @@ class MemoryMachine(RuleBasedStateMachine):
                 refs.append(self.store(user=user, text=text, scope=scope, request=None))
         return multiple(*refs)
 
+    def _fresh_request(self) -> uuid.UUID:
+        self.fresh_requests += 1
+        return uuid.UUID(int=(1 << 100) + self.fresh_requests)
+
     @rule(
         target=memories,
         user=st.sampled_from(USERS),
@@ -198,7 +204,11 @@ class MemoryMachine(RuleBasedStateMachine):
             with pytest.raises(ConflictError):
                 self.client.store(text, user_id=user, scope=scope, request_id=request)
             return multiple()
-        event_id = self.client.store(text, user_id=user, scope=scope, request_id=request)
+        # Without a caller key, a fresh counter-based one: the same "new memory"
+        # semantics, but deterministic ids, so replayed examples draw the same
+        # choices (random ids reorder nodes and make generation flaky).
+        key = request if request is not None else self._fresh_request()
+        event_id = self.client.store(text, user_id=user, scope=scope, request_id=key)
         if earlier is not None:
             assert event_id == earlier[2]
             return multiple()
@@ -360,14 +370,16 @@ class MemoryMachine(RuleBasedStateMachine):
         ["add trigger", "remove trigger", "add attractor", "clear attractors"]),
         word=st.sampled_from(KEYWORDS), weight=st.sampled_from([0.0, 1.0, 5.0]))
     def retrieval_modifiers(self, user: str, action: str, word: str, weight: float) -> None:
-        """Triggers and attractors; removing a trigger twice is harmless."""
+        """Triggers and attractors; removing a removed trigger is refused, writing nothing."""
         if action == "add trigger":
             trigger = self.client.add_resonance_trigger(user_id=user, keyword=word, weight=weight)
             self.triggers[user].append(trigger)
         elif action == "remove trigger" and self.triggers[user]:
-            self.client.remove_resonance_trigger(self.triggers[user][0], user_id=user)
-            if weight:  # sometimes keep it listed, so that it is removed again
-                self.triggers[user].pop(0)
+            trigger = self.triggers[user].pop(0)
+            self.client.remove_resonance_trigger(trigger, user_id=user)
+            if weight:  # sometimes try again: the trigger is gone now
+                with pytest.raises(NotFoundError):
+                    self.client.remove_resonance_trigger(trigger, user_id=user)
         elif action == "add attractor":
             self.client.add_negative_attractor(f"{word} again", user_id=user, severity=0.5)
             self.attractors[user] += 1
@@ -439,6 +451,8 @@ def test_random_command_sequences_match_the_model_and_replay() -> None:
             deadline=None,
             database=None,
             derandomize=True,  # the coverage check below must not depend on luck
+            # No shrinking: a failure is reported as found (shrinking can take minutes).
+            phases=[Phase.explicit, Phase.reuse, Phase.generate],
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         ),
     )
