@@ -170,23 +170,31 @@ def run_phase(
         f"{catch_up_seconds:,.1f} s; loading {config.rounds + 1} subjects of "
         f"{config.subject_events:,} events (not timed)"
     )
-    users = [f"forget-{phase.name}-{i}" for i in range(config.rounds)]
-    deleting = f"delete-{phase.name}"
-    for user in [*users, deleting]:
-        load_subject(client.context, user, config.subject_events, rng)
-    catch_up(client, (config.rounds + 1) * config.subject_events)
-    forget_ms = [time_forget(client, user, config.subject_events, progress) for user in users]
+    forgetting, deleting = load_subjects(client, config, phase, rng)
+    forget_ms = [time_forget(client, u, config.subject_events, progress) for u in forgetting]
     delete_seconds, drain_seconds = time_deletes(client, deleting, config.deletes, progress)
     return PhaseResult(
-        phase,
-        added,
-        load_seconds,
-        catch_up_seconds,
-        forget_ms,
-        config.deletes,
-        delete_seconds,
-        drain_seconds,
+        phase=phase,
+        loaded=added,
+        load_seconds=load_seconds,
+        catch_up_seconds=catch_up_seconds,
+        forget_ms=forget_ms,
+        deletes=config.deletes,
+        delete_seconds=delete_seconds,
+        drain_seconds=drain_seconds,
     )
+
+
+def load_subjects(
+    client: MemoryClient, config: ErasureBenchConfig, phase: Phase, rng: random.Random
+) -> tuple[list[str], str]:
+    """The phase's subjects to forget and the one to delete from, loaded and caught up."""
+    forgetting = [f"forget-{phase.name}-{i}" for i in range(config.rounds)]
+    deleting = f"delete-{phase.name}"
+    for user in [*forgetting, deleting]:
+        load_subject(client.context, user, config.subject_events, rng)
+    catch_up(client, (config.rounds + 1) * config.subject_events)
+    return forgetting, deleting
 
 
 def grow_background(client: MemoryClient, start: int, end: int, rng: random.Random) -> None:
