@@ -40,6 +40,10 @@ class Backend(abc.ABC):
     def read_connection(self) -> AbstractContextManager[Connection]:
         """A connection for consistent reads that never blocks writers."""
 
+    def statement_connection(self) -> AbstractContextManager[Connection]:
+        """A connection for one read statement, which is a consistent snapshot on its own."""
+        return self.read_connection()
+
     @abc.abstractmethod
     def insert_ignoring_duplicates(self, table: sa.Table) -> Insert:
         """``INSERT … ON CONFLICT DO NOTHING`` for ``table``."""

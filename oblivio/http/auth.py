@@ -11,7 +11,7 @@ exist.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
@@ -29,24 +29,30 @@ def context(request: Request) -> MemoryContext:
     return ctx
 
 
+async def current_context(request: Request) -> MemoryContext:
+    """``context`` as a dependency: async, so FastAPI runs it on the event loop
+    instead of handing it to the thread pool (it never blocks)."""
+    return context(request)
+
+
 def principal(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> Principal:
     if credentials is None:
         raise HTTPException(401, "missing bearer API key", {"WWW-Authenticate": "Bearer"})
-    with context(request).store.reading() as view:
-        found = apikeys.authenticate(view.connection, credentials.credentials)
+    with context(request).store.backend.statement_connection() as conn:
+        found = apikeys.authenticate(conn, credentials.credentials)
     if found is None:
         raise HTTPException(401, "invalid or revoked API key", {"WWW-Authenticate": "Bearer"})
     request.state.principal = found
     return found
 
 
-def allow(*kinds: str) -> Callable[[Principal], Principal]:
+def allow(*kinds: str) -> Callable[[Principal], Awaitable[Principal]]:
     """A dependency admitting only the given principal kinds."""
 
-    def check(who: Annotated[Principal, Depends(principal)]) -> Principal:
+    async def check(who: Annotated[Principal, Depends(principal)]) -> Principal:
         if who.kind not in kinds:
             raise HTTPException(403, f"this {who.kind} key may not do this")
         return who

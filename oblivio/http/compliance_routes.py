@@ -12,7 +12,13 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from eventstore.apikeys import Principal
 from eventstore.errors import NotFoundError
 from oblivio.http import schemas as s
-from oblivio.http.auth import acting_user, auditors, context, members, readers_of_proofs
+from oblivio.http.auth import (
+    acting_user,
+    auditors,
+    current_context,
+    members,
+    readers_of_proofs,
+)
 from oblivio.http.errors import problem_responses
 from oblivio.memory import compliance
 from oblivio.memory.context import MemoryContext
@@ -23,7 +29,7 @@ router = APIRouter(
     responses=problem_responses(401, 403, 404, 409, 422, 503),
 )
 
-Ctx = Annotated[MemoryContext, Depends(context)]
+Ctx = Annotated[MemoryContext, Depends(current_context)]
 Member = Annotated[Principal, Depends(members)]
 ProofReader = Annotated[Principal, Depends(readers_of_proofs)]
 Auditor = Annotated[Principal, Depends(auditors)]

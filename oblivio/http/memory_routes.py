@@ -10,7 +10,7 @@ from fastapi import APIRouter, Body, Depends, Header, HTTPException, Query, Resp
 from eventstore.apikeys import Principal
 from eventstore.errors import InvalidInputError
 from oblivio.http import schemas as s
-from oblivio.http.auth import acting_user, context, members, required_user
+from oblivio.http.auth import acting_user, current_context, members, required_user
 from oblivio.http.errors import problem_responses
 from oblivio.memory import commands, queries
 from oblivio.memory.context import MemoryContext
@@ -22,7 +22,7 @@ router = APIRouter(
     responses=problem_responses(401, 403, 404, 409, 422, 503),
 )
 
-Ctx = Annotated[MemoryContext, Depends(context)]
+Ctx = Annotated[MemoryContext, Depends(current_context)]
 Member = Annotated[Principal, Depends(members)]
 NOT_FOUND = HTTPException(404, "not found")
 MAX_VERSION = 2**62  # versions are 64-bit; anything above is no real position
