@@ -31,7 +31,7 @@ from projections.model import (
 )
 from projections.retrieval_index import NodeFilter, SubjectIndex, load_subject, rank
 from projections.storage.graph_store import GraphStore, NodeRow, node_from_row
-from projections.storage.vector_reads import state_token
+from projections.storage.vector_reads import StateToken, state_token
 from projections.storage.vector_store import VectorStore
 
 DEFAULT_PAGE = 50
@@ -251,19 +251,35 @@ def retrieve(
         excluded_node_types=_values(NodeType, exclude_node_types, "exclude_node_types") or (),
         source_types=_values(SourceType, source_types, "source_types"),
     )
-    if consistent:
-        stream_id = wait_for_vectors(ctx, user)
-    else:
-        head = ctx.store.head(ctx.namespace, user)
-        stream_id = None if head is None or head.closed_at else head.stream.stream_id
-    index = _subject_index(ctx, user, stream_id)
+    index = _subject_index(ctx, user, consistent)
     if index is None:
         return Retrieval(text, [])
     [query_vector] = ctx.embedder.embed([text])
     return Retrieval(text, rank(index, query_vector, ctx.scoring, ctx.clock(), wanted, limit))
 
 
-def _subject_index(ctx: MemoryContext, user: str, stream_id: int | None) -> SubjectIndex | None:
+def _token(ctx: MemoryContext, user: str) -> StateToken | None:
+    subject_key = ctx.store.codec.subject_key(ctx.namespace, user)
+    with ctx.store.reading() as view:
+        return state_token(
+            view.connection, ctx.namespace, subject_key, ctx.vectors.name, ctx.runner.partitions
+        )
+
+
+def _current_token(ctx: MemoryContext, user: str, consistent: bool) -> StateToken | None:
+    """The subject's state token; consistent reads first wait for the vector state
+    to apply the stream's last event (what ``wait_for_vectors`` does, in one query
+    when nothing is pending)."""
+    token = _token(ctx, user)
+    if not consistent or token is None or not token.readable or token.caught_up:
+        return token
+    assert token.last_event is not None  # caught_up says so
+    if not ctx.runner.catch_up(token.last_event, token.stream_id, ctx.consistency_timeout):
+        raise NotCaughtUpError()
+    return _token(ctx, user)
+
+
+def _subject_index(ctx: MemoryContext, user: str, consistent: bool) -> SubjectIndex | None:
     """The subject's index, from the cache while its state token still matches;
     ``None`` (and nothing cached) once the subject is forgotten.
 
@@ -271,19 +287,15 @@ def _subject_index(ctx: MemoryContext, user: str, stream_id: int | None) -> Subj
     rows committed in between only make the loaded index newer than its token,
     so the next query reloads it; they never leave an erased row in the cache.
     """
-    if stream_id is None:
+    token = _current_token(ctx, user, consistent)
+    if token is None or not token.readable:
         ctx.retrieval_cache.drop(user)
         return None
+    cached = ctx.retrieval_cache.get(user, token)
+    if cached is not None:
+        return cached
     with ctx.store.reading() as view:
-        partition = ctx.runner.partition_of(stream_id)
-        token = state_token(view.connection, stream_id, ctx.vectors.name, partition)
-        if token is None or not token.readable:
-            ctx.retrieval_cache.drop(user)
-            return None
-        cached = ctx.retrieval_cache.get(user, token)
-        if cached is not None:
-            return cached
-        cipher = view.cipher(stream_id)
+        cipher = view.cipher(token.stream_id)
         if cipher is None:
             ctx.retrieval_cache.drop(user)
             return None

@@ -31,7 +31,7 @@ at most one extra reload, never a stale answer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import sqlalchemy as sa
@@ -53,85 +53,116 @@ class StateToken:
     erasures: int
     rebuilds: int
     vector_mark: LogCursor | None
+    #: The cursor of the stream's last event: what a consistent read waits for.
+    last_event: LogCursor | None = field(compare=False)
 
     @property
     def readable(self) -> bool:
         """False once the subject is forgotten: nothing of it may be returned."""
         return self.closed_at is None and self.key_destroyed_at is None
 
+    @property
+    def caught_up(self) -> bool:
+        """Whether the vector state has applied the stream's last event."""
+        return self.last_event is None or self.vector_mark == self.last_event
 
-def _of_subject() -> sa.ColumnElement[bool]:
-    """Erasure requests of the stream's subject (any generation; indexed by subject key)."""
-    return sa.and_(
-        erasure_requests.c.namespace == streams.c.namespace,
-        erasure_requests.c.subject_key == streams.c.subject_key,
+
+def _build_token_statement() -> sa.Select[tuple[object, ...]]:
+    """One statement for the whole token of a subject's latest stream generation.
+
+    Parameters: ``namespace``, ``subject_key``, ``projection`` (the vector
+    state's checkpoint name) and ``partitions`` (how its checkpoints split
+    streams).
+    """
+    stream = (
+        sa.select(
+            streams.c.stream_id,
+            streams.c.version,
+            streams.c.closed_at,
+            streams.c.key_destroyed_at,
+        )
+        .where(
+            streams.c.namespace == sa.bindparam("namespace"),
+            streams.c.subject_key == sa.bindparam("subject_key"),
+        )
+        .order_by(streams.c.generation.desc())
+        .limit(1)
+        .subquery("stream")
     )
-
-
-def _token_query(stream_id: int, projection: str, partition: int) -> sa.Select[tuple[object]]:
-    erasures = (
-        sa.select(sa.func.count())
-        .select_from(erasure_requests)
-        .where(_of_subject())
-        .scalar_subquery()
+    of_subject = sa.and_(
+        erasure_requests.c.namespace == sa.bindparam("namespace"),
+        erasure_requests.c.subject_key == sa.bindparam("subject_key"),
     )
+    erasures = sa.select(sa.func.count()).select_from(erasure_requests).where(of_subject)
     rebuilds = (
         sa.select(sa.func.count())
         .select_from(rebuild_jobs)
         .where(
             rebuild_jobs.c.request_id.in_(
-                sa.select(erasure_requests.c.request_id).where(_of_subject())
+                sa.select(erasure_requests.c.request_id).where(of_subject)
             ),
             rebuild_jobs.c.status == "done",
         )
-        .scalar_subquery()
     )
-    checkpoint = sa.and_(checkpoints.c.name == projection, checkpoints.c.partition == partition)
+    checkpoint = sa.and_(
+        checkpoints.c.name == sa.bindparam("projection"),
+        checkpoints.c.partition == stream.c.stream_id % sa.bindparam("partitions"),
+    )
     last_event = sa.and_(
-        events.c.stream_id == streams.c.stream_id, events.c.version == streams.c.version
+        events.c.stream_id == stream.c.stream_id, events.c.version == stream.c.version
     )
-    return (
-        sa.select(
-            streams.c.version,
-            streams.c.closed_at,
-            streams.c.key_destroyed_at,
-            erasures.label("erasures"),
-            rebuilds.label("rebuilds"),
-            checkpoints.c.commit_group.label("checkpoint_group"),
-            checkpoints.c.position.label("checkpoint_position"),
-            events.c.commit_group.label("last_group"),
-            events.c.position.label("last_position"),
-        )
-        .select_from(streams.outerjoin(checkpoints, checkpoint).outerjoin(events, last_event))
-        .where(streams.c.stream_id == stream_id)
-    )
+    return sa.select(
+        stream,
+        erasures.scalar_subquery().label("erasures"),
+        rebuilds.scalar_subquery().label("rebuilds"),
+        checkpoints.c.commit_group.label("checkpoint_group"),
+        checkpoints.c.position.label("checkpoint_position"),
+        events.c.commit_group.label("last_group"),
+        events.c.position.label("last_position"),
+    ).select_from(stream.outerjoin(checkpoints, checkpoint).outerjoin(events, last_event))
+
+
+token_statement = _build_token_statement()
 
 
 def state_token(
-    conn: Connection, stream_id: int, projection: str, partition: int
+    conn: Connection,
+    namespace: str,
+    subject_key: bytes,
+    projection: str,
+    partitions: int,
 ) -> StateToken | None:
-    """The subject's token in one statement; ``None`` if the stream does not exist."""
-    row = conn.execute(_token_query(stream_id, projection, partition)).first()
+    """The token of the subject's latest stream; ``None`` if it never wrote."""
+    row = conn.execute(
+        token_statement,
+        {
+            "namespace": namespace,
+            "subject_key": subject_key,
+            "projection": projection,
+            "partitions": partitions,
+        },
+    ).first()
     if row is None:
         return None
+    last = None if row.last_group is None else LogCursor(row.last_group, row.last_position)
     return StateToken(
-        stream_id=stream_id,
+        stream_id=row.stream_id,
         version=row.version,
         closed_at=row.closed_at,
         key_destroyed_at=row.key_destroyed_at,
         erasures=row.erasures,
         rebuilds=row.rebuilds,
-        vector_mark=_vector_mark(row),
+        vector_mark=_vector_mark(row, last),
+        last_event=last,
     )
 
 
-def _vector_mark(row: sa.Row[object]) -> LogCursor | None:
+def _vector_mark(row: sa.Row[object], last: LogCursor | None) -> LogCursor | None:
     checkpoint = (
         None
         if row.checkpoint_group is None
         else LogCursor(row.checkpoint_group, row.checkpoint_position)
     )
-    last = None if row.last_group is None else LogCursor(row.last_group, row.last_position)
     if last is not None and checkpoint is not None and checkpoint >= last:
         return last  # caught up: later batches of other streams must not invalidate
     return checkpoint
