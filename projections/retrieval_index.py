@@ -16,6 +16,8 @@ is a least-recently-used map bounded by the total number of cached nodes.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 import threading
 from collections import OrderedDict
@@ -48,8 +50,8 @@ from projections.storage.vector_store import VectorStore
 
 Floats = npt.NDArray[np.float64]
 
-#: Default bound of the cache, in nodes (about 2.5 KB each at 384 dimensions).
-DEFAULT_MAX_CACHED_NODES = 200_000
+#: Default bound of the cache, in nodes: about 2.5 KB each at 384 dimensions, so 250 MB.
+DEFAULT_MAX_CACHED_NODES = 100_000
 #: Extra candidates re-scored exactly beyond ``limit``: the float32 pre-ranking can
 #: misorder scores that differ by about 1e-6, never by more.
 RESCORE_PAD = 32
@@ -313,7 +315,9 @@ def _scored(
         trigger_boost=float(index.trigger_boost[row]),
         attractor_penalty=float(index.attractor_penalty[row]),
     )
-    return ScoredNode(index.nodes[row], total, components)
+    # A copy: callers may change the meta dict, the cached node must not change.
+    node = index.nodes[row]
+    return ScoredNode(dataclasses.replace(node, meta=copy.deepcopy(node.meta)), total, components)
 
 
 # -- the cache ------------------------------------------------------------------------------

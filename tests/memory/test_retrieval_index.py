@@ -255,6 +255,15 @@ def test_corrections_by_another_client_are_seen(reopen: Opener) -> None:
     assert result.components.attractor_penalty == pytest.approx(0.5)
 
 
+def test_changing_a_returned_node_does_not_change_the_index(reopen: Opener) -> None:
+    memory = reopen()
+    remember(memory, "Account balance: 850 EUR", meta={"confidence": 0.5})
+    [first] = memory.retrieve("balance", user_id="alice").nodes
+    first.meta["confidence"] = 0.0
+    [again] = memory.retrieve("balance", user_id="alice").nodes
+    assert again.meta == {"confidence": 0.5}
+
+
 def test_callers_see_only_their_own_nodes_through_the_index(reopen: Opener) -> None:
     reader, writer = warmed(reopen)
     remember(writer, "Account balance: 99 EUR", user_id="bob")
