@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from oblivio import MemoryClient, NodeType, Scope, SourceType
+from oblivio.errors import NotCaughtUpError
 from projections import events as ev
 from projections.model import LifecycleState, Node
 from projections.retrieval_index import stream_probes
@@ -205,6 +206,15 @@ def test_vector_catch_up_by_another_client_is_seen_without_waiting(reopen: Opene
     assert cursor is not None
     assert ctx.runner.catch_up(cursor, head.stream.stream_id, timeout=30)
     assert "Account balance: 3,000 EUR" in contents(reader, consistent=False)
+
+
+def test_a_consistent_read_that_cannot_catch_up_fails(reopen: Opener) -> None:
+    reader, writer = warmed(reopen)
+    writer.store("Account balance: 4,000 EUR", user_id="alice")
+    reader.context.consistency_timeout = 0.0
+    with pytest.raises(NotCaughtUpError):
+        reader.retrieve("balance", user_id="alice")
+    assert len(contents(reader, consistent=False)) == 2  # what is embedded so far
 
 
 def test_a_deleted_event_is_never_served_from_the_index(reopen: Opener) -> None:
