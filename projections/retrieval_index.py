@@ -90,7 +90,9 @@ class SubjectIndex:
         self.vectors = vectors
         self.trigger_boost = trigger_boost
         self.attractor_penalty = attractor_penalty
-        self.superseded = np.array([n.lifecycle == LifecycleState.SUPERSEDED for n in nodes])
+        self.superseded = np.array(
+            [n.lifecycle == LifecycleState.SUPERSEDED for n in nodes], dtype=bool
+        )
         self.scope = np.array([n.scope.value for n in nodes], dtype=object)
         self.node_type = np.array([n.node_type.value for n in nodes], dtype=object)
         self.source_type = np.array([n.source_type.value for n in nodes], dtype=object)

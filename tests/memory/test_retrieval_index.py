@@ -265,6 +265,15 @@ def test_corrections_by_another_client_are_seen(reopen: Opener) -> None:
     assert result.components.attractor_penalty == pytest.approx(0.5)
 
 
+def test_a_subject_without_embedded_nodes_gets_nothing(reopen: Opener) -> None:
+    memory = reopen()
+    memory.add_resonance_trigger(user_id="alice", keyword="balance")
+    assert contents(memory) == []
+    memory.store("Account balance: 1 EUR", user_id="alice")
+    assert contents(memory, consistent=False) == []  # not embedded yet
+    assert contents(memory) == ["Account balance: 1 EUR"]
+
+
 def test_changing_a_returned_node_does_not_change_the_index(reopen: Opener) -> None:
     memory = reopen()
     remember(memory, "Account balance: 850 EUR", meta={"confidence": 0.5})
