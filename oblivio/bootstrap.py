@@ -23,6 +23,7 @@ from oblivio.settings import Settings
 from projections.embedders import Embedder, HashingEmbedder
 from projections.extraction import Extractor
 from projections.graph import NodeGraphProjection
+from projections.retrieval_index import RetrievalCache
 from projections.scoring import ScoringConfig
 from projections.vectors import VectorProjection
 from workers.certify import Certifier
@@ -91,6 +92,7 @@ def open_memory(
         rebuilder=RebuildWorker(store, [graph, vectors], partitioning, certifier, policy, clock),
         certifier=certifier,
         issuer=issuer,
+        retrieval_cache=RetrievalCache(settings.retrieval_cache_nodes),
     )
 
 

@@ -13,6 +13,7 @@ from oblivio import __version__
 from oblivio.bench import DEFAULT_SERVER_URL, BenchConfig, run_eventstore_bench
 from oblivio.bench.erasure import ErasureBenchConfig, run_erasure_bench
 from oblivio.bench.figures import FigureReport
+from oblivio.bench.memory import SECTIONS as MEMORY_SECTIONS
 from oblivio.bench.memory import MemoryBenchConfig, run_memory_bench
 from oblivio.bootstrap import database_url, migrate, open_event_store
 from oblivio.cli_ops import COMMANDS
@@ -275,14 +276,32 @@ def _emit_figures(report: FigureReport, json_path: Path | None) -> None:
     rounds_help="Rounds of the store() and catch-up figures.",
     scale_help="Multiply every count, retrieval sizes included (e.g. 0.01 for a smoke run).",
 )
+@click.option(
+    "--section",
+    "sections",
+    type=click.Choice(MEMORY_SECTIONS),
+    multiple=True,
+    help="Run only this measurement (repeatable); default: all three.",
+)
 @click.pass_context
 @friendly_errors
 def bench_memory(
-    ctx: click.Context, backend: str, json_path: Path | None, rounds: int, scale: float
+    ctx: click.Context,
+    backend: str,
+    json_path: Path | None,
+    rounds: int,
+    scale: float,
+    sections: tuple[str, ...],
 ) -> None:
     """Time store() beside a bare append, vector catch-up, and retrieval at 1k-100k nodes."""
     server_url = settings_from(ctx).database_url or DEFAULT_SERVER_URL
-    config = MemoryBenchConfig(backend=backend, rounds=rounds, scale=scale, server_url=server_url)
+    config = MemoryBenchConfig(
+        backend=backend,
+        rounds=rounds,
+        scale=scale,
+        server_url=server_url,
+        sections=sections or MEMORY_SECTIONS,
+    )
     report = run_memory_bench(config, progress=lambda line: click.echo(line, err=True))
     _emit_figures(report, json_path)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from eventstore import DEFAULT_MAX_EVENT_BYTES
+from projections.retrieval_index import DEFAULT_MAX_CACHED_NODES
 
 DEFAULT_DATA_DIR = Path("./oblivio-data")
 DEFAULT_NAMESPACE = "default"
@@ -25,7 +26,9 @@ class Settings(BaseModel):
     ``OBLIVIO_ISSUER_KEYS_FILE``, ``OBLIVIO_MAX_EVENT_BYTES``, ``OBLIVIO_NAMESPACE``,
     ``OBLIVIO_ERASURE_DEADLINE_HOURS`` (default 72), ``OBLIVIO_RETENTION``
     (comma-separated ``namespace/scope=days`` policies), ``OBLIVIO_KEK_ROTATE_DAYS`` and
-    ``OBLIVIO_KEK_RETIRE_DAYS`` (KEK rotation schedule, default 30 and 30).
+    ``OBLIVIO_KEK_RETIRE_DAYS`` (KEK rotation schedule, default 30 and 30),
+    ``OBLIVIO_RETRIEVAL_CACHE_NODES`` (nodes kept decrypted in memory for retrieval,
+    over all subjects; 0 turns the cache off).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -41,6 +44,7 @@ class Settings(BaseModel):
     kek_rotate_days: float = Field(default=30.0, gt=0)
     kek_retire_days: float = Field(default=30.0, ge=0)
     retention: tuple[str, ...] = ()  # "namespace/scope=days" entries
+    retrieval_cache_nodes: int = Field(default=DEFAULT_MAX_CACHED_NODES, ge=0)
 
     @property
     def embedded(self) -> bool:
@@ -68,6 +72,7 @@ class Settings(BaseModel):
             ("erasure_deadline_hours", "OBLIVIO_ERASURE_DEADLINE_HOURS"),
             ("kek_rotate_days", "OBLIVIO_KEK_ROTATE_DAYS"),
             ("kek_retire_days", "OBLIVIO_KEK_RETIRE_DAYS"),
+            ("retrieval_cache_nodes", "OBLIVIO_RETRIEVAL_CACHE_NODES"),
         ):
             if env.get(var):
                 values[field] = env[var]

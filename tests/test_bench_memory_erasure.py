@@ -15,21 +15,23 @@ from tests.test_bench import bench_databases
 
 TIERS = ("1k", "10k", "100k")
 PHASES = ("10k", "500k")
-MEMORY_FIGURES = {
-    "store_events_per_s",
-    "append_events_per_s",
-    "store_append_ratio",
-    "catch_up_events_per_s",
-} | {
+RETRIEVAL_FIGURES = {
     f"{prefix}_{tier}_{suffix}"
     for tier in TIERS
     for prefix, suffix in (
         ("retrieve", "p50_ms"),
         ("retrieve", "p99_ms"),
+        ("retrieve", "first_ms"),
         ("retrieval", "load_s"),
         ("retrieval", "catch_up_events_per_s"),
     )
 }
+MEMORY_FIGURES = {
+    "store_events_per_s",
+    "append_events_per_s",
+    "store_append_ratio",
+    "catch_up_events_per_s",
+} | RETRIEVAL_FIGURES
 ERASURE_FIGURES = {"forget_growth_ratio"} | {
     name.format(phase)
     for phase in PHASES
@@ -87,6 +89,15 @@ def test_bench_memory_on_sqlite_reports_every_figure(tmp_path: Path) -> None:
     assert report["details"]["retrieval"]["100k"]["nodes"] == 500  # 100,000 × 0.005
     assert report["figures"]["catch_up_events_per_s"]["target_applies"] is False  # PostgreSQL's
     assert not unused.exists()  # scratch data lives in a temporary directory
+
+
+def test_bench_memory_runs_only_the_chosen_section(tmp_path: Path) -> None:
+    options = ("--backend", "sqlite", "--section", "retrieval", *MEMORY_SMOKE)
+    report = run_bench("memory", tmp_path / "r.json", *options)
+
+    assert_figures(report, RETRIEVAL_FIGURES)
+    assert report["details"]["store"] == []
+    assert report["details"]["catch_up"] == []
 
 
 def test_bench_erasure_on_sqlite_reports_every_figure(tmp_path: Path) -> None:

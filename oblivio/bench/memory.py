@@ -58,6 +58,9 @@ RETRIEVAL_SUBJECT = "retrieval-subject"
 LEAST_QUERIES = 5
 SEED = 1729
 
+#: The three measurements, in the order they run; ``--section`` picks some of them.
+SECTIONS = ("store", "catch-up", "retrieval")
+
 TARGET_STORE_RATIO = 0.5
 TARGET_CATCH_UP_EVENTS_PER_S = 5_000.0  # on PostgreSQL
 TARGET_P99_MS = {"10k": 20.0, "100k": 150.0}
@@ -72,10 +75,13 @@ class MemoryBenchConfig:
     scale: float = 1.0
     #: PostgreSQL server on which scratch databases are created and dropped.
     server_url: str = DEFAULT_SERVER_URL
+    sections: tuple[str, ...] = SECTIONS
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise BenchError(f"backend must be one of {', '.join(BACKENDS)}")
+        if not self.sections or not set(self.sections) <= set(SECTIONS):
+            raise BenchError(f"sections must be some of {', '.join(SECTIONS)}")
         if self.rounds < 1 or self.scale <= 0:
             raise BenchError("rounds must be at least 1 and scale above 0")
 
@@ -125,6 +131,8 @@ class TierResult:
     added: int
     load_seconds: float
     catch_up_seconds: float
+    #: The untimed warm-up query: it loads the subject into the retrieval index.
+    first_query_ms: float
     latencies_ms: Sequence[float]
 
     @property
@@ -142,6 +150,7 @@ class TierResult:
             "nodes_added": self.added,
             "load_seconds": self.load_seconds,
             "catch_up_seconds": self.catch_up_seconds,
+            "first_query_ms": self.first_query_ms,
             "p50_ms": self.p50_ms,
             "p99_ms": self.p99_ms,
             "mean_ms": statistics.fmean(self.latencies_ms),
@@ -155,18 +164,32 @@ class TierResult:
 def run_memory_bench(
     config: MemoryBenchConfig, progress: Progress = lambda _: None
 ) -> FigureReport:
-    """Run the three measurements on scratch stores and return the figures."""
+    """Run the chosen measurements on scratch stores and return the figures."""
     sizes = MemorySizes.scaled(config.scale)
-    labels = ["store", "retrieval"]
-    with scratch_settings(config.backend, config.server_url, labels) as settings:
+    wanted = set(config.sections)
+    stores: list[Measurement] = []
+    appends: list[Measurement] = []
+    catch_ups: list[Measurement] = []
+    tiers: list[TierResult] = []
+    with scratch_settings(config.backend, config.server_url, ["store", "retrieval"]) as settings:
         server = postgres_version(config.server_url) if config.backend == "postgres" else None
         machine = machine_info(server)
-        with open_client(settings["store"]) as client:
-            stores, appends = measure_store(client, sizes, config.rounds, progress)
-            catch_ups = measure_catch_up(client, sizes, config.rounds, progress)
-        with open_client(settings["retrieval"], HashingEmbedder(RETRIEVAL_DIMENSION)) as client:
-            tiers = measure_retrieval(client, sizes, progress)
+        if wanted & {"store", "catch-up"}:
+            with open_client(settings["store"]) as client:
+                if "store" in wanted:
+                    stores, appends = measure_store(client, sizes, config.rounds, progress)
+                if "catch-up" in wanted:
+                    catch_ups = measure_catch_up(client, sizes, config.rounds, progress)
+        if "retrieval" in wanted:
+            embedder = HashingEmbedder(RETRIEVAL_DIMENSION)
+            with open_client(settings["retrieval"], embedder) as client:
+                tiers = measure_retrieval(client, sizes, progress)
         machine["load_average_end"] = load_average()
+    sections = {
+        "store": lambda: store_section(stores, appends),
+        "catch-up": lambda: catch_up_section(catch_ups, config.backend),
+        "retrieval": lambda: retrieval_section(tiers),
+    }
     return FigureReport(
         benchmark="oblivio bench memory",
         backend=config.backend,
@@ -174,11 +197,7 @@ def run_memory_bench(
         scale=config.scale,
         machine=machine,
         parameters=_parameters(sizes),
-        sections=[
-            store_section(stores, appends),
-            catch_up_section(catch_ups, config.backend),
-            retrieval_section(tiers),
-        ],
+        sections=[sections[name]() for name in SECTIONS if name in wanted],
         details={
             "store": [_round_json(m) for m in stores],
             "append": [_round_json(m) for m in appends],
@@ -367,8 +386,8 @@ def _grow_and_query(
         f"retrieval {tier.name}: loaded in {load_seconds:,.1f} s, vectors in "
         f"{catch_up_seconds:,.1f} s; timing {tier.queries} queries"
     )
-    latencies = time_queries(client, tier, rng)
-    result = TierResult(tier, added, load_seconds, catch_up_seconds, latencies)
+    first_ms, latencies = time_queries(client, tier, rng)
+    result = TierResult(tier, added, load_seconds, catch_up_seconds, first_ms, latencies)
     progress(
         f"retrieval {tier.name}: {tier.nodes:,} nodes  p50 {result.p50_ms:,.1f} ms"
         f"  p99 {result.p99_ms:,.1f} ms"
@@ -376,11 +395,14 @@ def _grow_and_query(
     return result
 
 
-def time_queries(client: MemoryClient, tier: RetrievalTier, rng: random.Random) -> list[float]:
-    """Milliseconds of each ``retrieve``, after one untimed warm-up query."""
+def time_queries(
+    client: MemoryClient, tier: RetrievalTier, rng: random.Random
+) -> tuple[float, list[float]]:
+    """Milliseconds of the warm-up query (which fills the retrieval index after the
+    subject grew), then of each timed ``retrieve``."""
     queries = [query_text(rng) for _ in range(tier.queries + 1)]
-    _retrieve(client, queries[0], tier)
-    return [_retrieve(client, query, tier) * 1000 for query in queries[1:]]
+    first = _retrieve(client, queries[0], tier) * 1000
+    return first, [_retrieve(client, query, tier) * 1000 for query in queries[1:]]
 
 
 def _retrieve(client: MemoryClient, query: str, tier: RetrievalTier) -> float:
@@ -407,6 +429,12 @@ def retrieval_section(tiers: Sequence[TierResult]) -> Section:
                 "ms",
                 None if target is None else at_most(target),
                 applies=t.tier.nodes >= t.tier.nominal_nodes,
+            ),
+            Figure(
+                f"retrieve_{name}_first_ms",
+                "  first query after growth (loads the index)",
+                t.first_query_ms,
+                "ms",
             ),
             Figure(
                 f"retrieval_{name}_load_s",

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from certificates import IssuerKeyring
 from eventstore import EventStore
 from projections.embedders import Embedder
 from projections.graph import NodeGraphProjection
+from projections.retrieval_index import RetrievalCache
 from projections.scoring import ScoringConfig
 from projections.vectors import VectorProjection
 from workers.certify import Certifier
@@ -35,3 +36,4 @@ class MemoryContext:
     certifier: Certifier
     issuer: IssuerKeyring
     consistency_timeout: float = DEFAULT_CONSISTENCY_TIMEOUT
+    retrieval_cache: RetrievalCache = field(default_factory=RetrievalCache)

@@ -27,12 +27,12 @@ from projections.model import (
     NodeType,
     Role,
     Scope,
-    ScoredNode,
     SourceType,
 )
-from projections.scoring import AttractorProbe, TriggerProbe, score
+from projections.retrieval_index import NodeFilter, SubjectIndex, load_subject, rank
 from projections.storage.graph_store import GraphStore, NodeRow, node_from_row
-from projections.storage.vector_store import VectorStore, unpack_vector
+from projections.storage.vector_reads import StateToken, state_token
+from projections.storage.vector_store import VectorStore
 
 DEFAULT_PAGE = 50
 
@@ -244,44 +244,64 @@ def retrieve(
     user = inputs.user(user_id)
     if not isinstance(limit, int) or not 1 <= limit <= 1000:
         raise InvalidInputError("limit must be between 1 and 1000")
-    filters = _Filters(scopes, node_types, exclude_node_types, source_types, include_superseded)
-    if consistent:
-        stream_id = wait_for_vectors(ctx, user)
-    else:
-        head = ctx.store.head(ctx.namespace, user)
-        stream_id = None if head is None or head.closed_at else head.stream.stream_id
-    if stream_id is None:
+    wanted = NodeFilter(
+        include_superseded=include_superseded,
+        scopes=_values(Scope, scopes, "scopes"),
+        node_types=_values(NodeType, node_types, "node_types"),
+        excluded_node_types=_values(NodeType, exclude_node_types, "exclude_node_types") or (),
+        source_types=_values(SourceType, source_types, "source_types"),
+    )
+    index = _subject_index(ctx, user, consistent)
+    if index is None:
         return Retrieval(text, [])
     [query_vector] = ctx.embedder.embed([text])
+    return Retrieval(text, rank(index, query_vector, ctx.scoring, ctx.clock(), wanted, limit))
+
+
+def _token(ctx: MemoryContext, user: str) -> StateToken | None:
+    subject_key = ctx.store.codec.subject_key(ctx.namespace, user)
     with ctx.store.reading() as view:
-        scored = _score_stream(ctx, view, stream_id, query_vector, filters)
-    scored.sort(key=lambda s: (-s.score, str(s.node.id)))
-    return Retrieval(text, scored[:limit])
-
-
-class _Filters:
-    def __init__(
-        self,
-        scopes: Collection[Scope | str] | None,
-        node_types: Collection[NodeType | str] | None,
-        exclude_node_types: Collection[NodeType | str] | None,
-        source_types: Collection[SourceType | str] | None,
-        include_superseded: bool,
-    ) -> None:
-        self.scopes = _values(Scope, scopes, "scopes")
-        self.node_types = _values(NodeType, node_types, "node_types")
-        self.excluded = _values(NodeType, exclude_node_types, "exclude_node_types") or set()
-        self.source_types = _values(SourceType, source_types, "source_types")
-        self.include_superseded = include_superseded
-
-    def admits(self, row: NodeRow) -> bool:
-        return (
-            (self.include_superseded or row.lifecycle != LifecycleState.SUPERSEDED)
-            and (self.scopes is None or row.scope in self.scopes)
-            and (self.node_types is None or row.node_type in self.node_types)
-            and row.node_type not in self.excluded
-            and (self.source_types is None or row.source_type in self.source_types)
+        return state_token(
+            view.connection, ctx.namespace, subject_key, ctx.vectors.name, ctx.runner.partitions
         )
+
+
+def _current_token(ctx: MemoryContext, user: str, consistent: bool) -> StateToken | None:
+    """The subject's state token; consistent reads first wait for the vector state
+    to apply the stream's last event (what ``wait_for_vectors`` does, in one query
+    when nothing is pending)."""
+    token = _token(ctx, user)
+    if not consistent or token is None or not token.readable or token.caught_up:
+        return token
+    assert token.last_event is not None  # caught_up says so
+    if not ctx.runner.catch_up(token.last_event, token.stream_id, ctx.consistency_timeout):
+        raise NotCaughtUpError()
+    return _token(ctx, user)
+
+
+def _subject_index(ctx: MemoryContext, user: str, consistent: bool) -> SubjectIndex | None:
+    """The subject's index, from the cache while its state token still matches;
+    ``None`` (and nothing cached) once the subject is forgotten.
+
+    The token is read before the rows it guards (see projections.storage.vector_reads):
+    rows committed in between only make the loaded index newer than its token,
+    so the next query reloads it; they never leave an erased row in the cache.
+    """
+    token = _current_token(ctx, user, consistent)
+    if token is None or not token.readable:
+        ctx.retrieval_cache.drop(user)
+        return None
+    cached = ctx.retrieval_cache.get(user, token)
+    if cached is not None:
+        return cached
+    with ctx.store.reading() as view:
+        cipher = view.cipher(token.stream_id)
+        if cipher is None:
+            ctx.retrieval_cache.drop(user)
+            return None
+        index = load_subject(view.connection, cipher, ctx.scoring)
+    ctx.retrieval_cache.put(user, token, index)
+    return index
 
 
 def _values(
@@ -292,32 +312,6 @@ def _values(
     if values is None:
         return None
     return {inputs.choice(enum_type, v, what).value for v in values}
-
-
-def _score_stream(
-    ctx: MemoryContext, view: ReadView, stream_id: int, query: list[float], filters: _Filters
-) -> list[ScoredNode]:
-    cipher = view.cipher(stream_id)
-    if cipher is None:
-        return []
-    vectors = VectorStore(view.connection)
-    triggers = [
-        TriggerProbe(body.get("keyword"), body.get("vector"), row.weight, row.threshold)
-        for row, body in vectors.stream_triggers(cipher)
-    ]
-    attractors = [
-        AttractorProbe(body["vector"], row.severity)
-        for row, body in vectors.stream_attractors(cipher)
-    ]
-    now = ctx.clock()
-    results = []
-    for row in vectors.node_vectors(stream_id):
-        if not filters.admits(row):
-            continue
-        vector = unpack_vector(cipher.open("vector", row.node_id.bytes, row.embedding))
-        node = node_from_row(cipher, row)
-        results.append(score(ctx.scoring, node, vector, query, now, triggers, attractors))
-    return results
 
 
 def trigger_ids(ctx: MemoryContext, *, user_id: str) -> set[uuid.UUID]:

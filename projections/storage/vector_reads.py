@@ -1,0 +1,168 @@
+"""Read queries of the retrieval index: the subject's state token.
+
+The retrieval index (:mod:`projections.retrieval_index`) keeps one subject's
+decrypted nodes and vectors in process memory.  Before it serves a query it
+reads a small *state token* in one statement; any change to what retrieval
+may return for the subject changes the token, so a stale or erased entry is
+never served.  Why each part is enough:
+
+* ``stream_id`` – a forgotten subject writes into a new stream generation.
+* ``version`` – every memory operation (store, supersede, contradict,
+  reinforce, triggers, attractors) appends an event to the stream, and the
+  inline node graph commits in the same transaction as the append.
+* ``closed_at`` / ``key_destroyed_at`` – ``forget`` closes the stream and
+  destroys its key in the transaction that purges its rows.
+* ``erasures`` – ``delete_event`` (and retention, which uses it) leaves the
+  stream version as it is, but inserts its erasure request in the same
+  transaction that tombstones (or removes) the event and purges its rows.
+* ``rebuilds`` – a rebuild job re-derives the subject's rows after an erasure
+  and marks itself done in the same transaction.
+* ``vector_mark`` – the vector state is written after commit by the runner.
+  Once the partition's checkpoint has passed the stream's last event, the
+  stream's vectors cannot change until one of the parts above changes, so the
+  mark is that event's cursor; until then it is the checkpoint itself, which
+  moves with every batch the runner applies.
+
+All of these already exist and are written anyway; the token adds no write
+to the ``store()`` path.  The token must be read *before* the rows it
+validates: rows read afterwards can only be newer than the token, which costs
+at most one extra reload, never a stale answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from eventstore import LogCursor
+from eventstore.schema import erasure_requests, events, rebuild_jobs, streams
+from projections.storage.tables import checkpoints
+
+
+@dataclass(frozen=True)
+class StateToken:
+    """What a cached subject must still match to be served (see the module docstring)."""
+
+    stream_id: int
+    version: int
+    closed_at: datetime | None
+    key_destroyed_at: datetime | None
+    erasures: int
+    rebuilds: int
+    vector_mark: LogCursor | None
+    #: The cursor of the stream's last event: what a consistent read waits for.
+    last_event: LogCursor | None = field(compare=False)
+
+    @property
+    def readable(self) -> bool:
+        """False once the subject is forgotten: nothing of it may be returned."""
+        return self.closed_at is None and self.key_destroyed_at is None
+
+    @property
+    def caught_up(self) -> bool:
+        """Whether the vector state has applied the stream's last event."""
+        return self.last_event is None or self.vector_mark == self.last_event
+
+
+def _build_token_statement() -> sa.Select[tuple[object, ...]]:
+    """One statement for the whole token of a subject's latest stream generation.
+
+    Parameters: ``namespace``, ``subject_key``, ``projection`` (the vector
+    state's checkpoint name) and ``partitions`` (how its checkpoints split
+    streams).
+    """
+    stream = (
+        sa.select(
+            streams.c.stream_id,
+            streams.c.version,
+            streams.c.closed_at,
+            streams.c.key_destroyed_at,
+        )
+        .where(
+            streams.c.namespace == sa.bindparam("namespace"),
+            streams.c.subject_key == sa.bindparam("subject_key"),
+        )
+        .order_by(streams.c.generation.desc())
+        .limit(1)
+        .subquery("stream")
+    )
+    of_subject = sa.and_(
+        erasure_requests.c.namespace == sa.bindparam("namespace"),
+        erasure_requests.c.subject_key == sa.bindparam("subject_key"),
+    )
+    erasures = sa.select(sa.func.count()).select_from(erasure_requests).where(of_subject)
+    rebuilds = (
+        sa.select(sa.func.count())
+        .select_from(rebuild_jobs)
+        .where(
+            rebuild_jobs.c.request_id.in_(
+                sa.select(erasure_requests.c.request_id).where(of_subject)
+            ),
+            rebuild_jobs.c.status == "done",
+        )
+    )
+    checkpoint = sa.and_(
+        checkpoints.c.name == sa.bindparam("projection"),
+        checkpoints.c.partition == stream.c.stream_id % sa.bindparam("partitions"),
+    )
+    last_event = sa.and_(
+        events.c.stream_id == stream.c.stream_id, events.c.version == stream.c.version
+    )
+    return sa.select(
+        stream,
+        erasures.scalar_subquery().label("erasures"),
+        rebuilds.scalar_subquery().label("rebuilds"),
+        checkpoints.c.commit_group.label("checkpoint_group"),
+        checkpoints.c.position.label("checkpoint_position"),
+        events.c.commit_group.label("last_group"),
+        events.c.position.label("last_position"),
+    ).select_from(stream.outerjoin(checkpoints, checkpoint).outerjoin(events, last_event))
+
+
+token_statement = _build_token_statement()
+
+
+def state_token(
+    conn: Connection,
+    namespace: str,
+    subject_key: bytes,
+    projection: str,
+    partitions: int,
+) -> StateToken | None:
+    """The token of the subject's latest stream; ``None`` if it never wrote."""
+    row = conn.execute(
+        token_statement,
+        {
+            "namespace": namespace,
+            "subject_key": subject_key,
+            "projection": projection,
+            "partitions": partitions,
+        },
+    ).first()
+    if row is None:
+        return None
+    last = None if row.last_group is None else LogCursor(row.last_group, row.last_position)
+    return StateToken(
+        stream_id=row.stream_id,
+        version=row.version,
+        closed_at=row.closed_at,
+        key_destroyed_at=row.key_destroyed_at,
+        erasures=row.erasures,
+        rebuilds=row.rebuilds,
+        vector_mark=_vector_mark(row, last),
+        last_event=last,
+    )
+
+
+def _vector_mark(row: sa.Row[object], last: LogCursor | None) -> LogCursor | None:
+    checkpoint = (
+        None
+        if row.checkpoint_group is None
+        else LogCursor(row.checkpoint_group, row.checkpoint_position)
+    )
+    if last is not None and checkpoint is not None and checkpoint >= last:
+        return last  # caught up: later batches of other streams must not invalidate
+    return checkpoint

@@ -1,0 +1,312 @@
+"""The in-memory retrieval index: it ranks exactly like the scalar scoring
+functions, and it never serves a state the database no longer holds, also when
+another client (another process, in production) changes the subject."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from oblivio import MemoryClient, NodeType, Scope, SourceType
+from oblivio.errors import NotCaughtUpError
+from projections import events as ev
+from projections.model import LifecycleState, Node
+from projections.retrieval_index import stream_probes
+from projections.scoring import ScoringConfig, score
+from projections.storage.graph_store import node_from_row
+from projections.storage.vector_store import VectorStore, unpack_vector
+from tests.memory._support import events_of_type, remember
+from tests.memory.conftest import Opener
+
+WORDS = [
+    *("balance", "account", "invoice", "address", "street", "delivery", "coffee"),
+    *("tea", "meeting", "monday", "friday", "doctor", "appointment", "password"),
+    *("travel", "berlin", "paris", "train", "flight", "hotel"),
+]
+# Low thresholds so that attractors and text triggers touch many nodes.
+CONFIG = ScoringConfig(negative_attractor_threshold=0.05, negative_attractor_penalty=0.8)
+QUERIES = ("What is my account balance?", "delivery address street", "train to paris on friday")
+
+Reference = list[tuple[uuid.UUID, float, dict[str, float]]]
+
+
+def reference_ranking(
+    client: MemoryClient, user: str, query: str, admits: Callable[[Node], bool]
+) -> Reference:
+    """Every admitted node scored one by one with projections.scoring.score."""
+    ctx = client.context
+    head = ctx.store.head(ctx.namespace, user)
+    assert head is not None
+    [query_vector] = ctx.embedder.embed([query])
+    now = ctx.clock()
+    with ctx.store.reading() as view:
+        cipher = view.cipher(head.stream.stream_id)
+        assert cipher is not None
+        store = VectorStore(view.connection)
+        triggers, attractors = stream_probes(store, cipher)
+        scored = []
+        for row in store.node_vectors(head.stream.stream_id):
+            node = node_from_row(cipher, row)
+            if admits(node):
+                vector = unpack_vector(cipher.open("vector", row.node_id.bytes, row.embedding))
+                scored.append(
+                    score(ctx.scoring, node, vector, query_vector, now, triggers, attractors)
+                )
+    scored.sort(key=lambda s: (-s.score, str(s.node.id)))
+    return [(s.node.id, s.score, vars(s.components)) for s in scored]
+
+
+def varied_subject(client: MemoryClient, user: str) -> None:
+    """Nodes of every scope, type and source, with meta confidence, reinforcements,
+    supersessions, a contradiction, keyword and text triggers and attractors."""
+    scopes, types, sources = list(Scope), list(NodeType), list(SourceType)
+    nodes = []
+    for i in range(48):
+        words = [WORDS[(i * 7 + k * 3) % len(WORDS)] for k in range(2 + i % 4)]
+        meta: dict[str, Any] = {"n": i}
+        if i % 3 == 0:
+            meta["confidence"] = round(0.1 + (i % 9) / 10, 2)
+        _, node = remember(
+            client,
+            f"memory {i}: " + " ".join(words),
+            user_id=user,
+            scope=scopes[i % len(scopes)],
+            node_type=types[i % len(types)],
+            source_type=sources[i % len(sources)],
+            meta=meta,
+        )
+        nodes.append(node)
+    for node in nodes[::5]:
+        client.reinforce(node.id, user_id=user)
+    for node in nodes[::10]:
+        client.reinforce(node.id, user_id=user)
+    for old, new in ((nodes[0], nodes[4]), (nodes[8], nodes[12]), (nodes[17], nodes[21])):
+        if old.scope == new.scope:
+            client.supersede(old.id, new.id, user_id=user)
+    client.contradict(nodes[2].id, nodes[6].id, user_id=user)
+    client.add_resonance_trigger(user_id=user, keyword="PARIS", weight=3.0)
+    client.add_resonance_trigger(user_id=user, keyword="coffee", weight=0.0)
+    client.add_resonance_trigger(user_id=user, text="delivery address", threshold=0.1)
+    client.add_negative_attractor("account balance invoice", user_id=user, severity=0.7)
+    client.add_negative_attractor("doctor appointment monday", user_id=user)
+
+
+FILTERS: list[tuple[dict[str, Any], Callable[[Node], bool]]] = [
+    ({}, lambda n: n.lifecycle != LifecycleState.SUPERSEDED),
+    ({"include_superseded": True}, lambda n: True),
+    (
+        {"scopes": [Scope.PERSONAL, "project"]},
+        lambda n: (
+            n.scope in (Scope.PERSONAL, Scope.PROJECT) and n.lifecycle != LifecycleState.SUPERSEDED
+        ),
+    ),
+    (
+        {"node_types": ["fact", NodeType.NOTE], "include_superseded": True},
+        lambda n: n.node_type in (NodeType.FACT, NodeType.NOTE),
+    ),
+    (
+        {"exclude_node_types": [NodeType.FACT, NodeType.EVENT]},
+        lambda n: (
+            n.node_type not in (NodeType.FACT, NodeType.EVENT)
+            and n.lifecycle != LifecycleState.SUPERSEDED
+        ),
+    ),
+    (
+        {"source_types": [SourceType.IMPORTED]},
+        lambda n: n.source_type is SourceType.IMPORTED and n.lifecycle != LifecycleState.SUPERSEDED,
+    ),
+    (
+        {
+            "scopes": [Scope.SESSION, Scope.ORGANISATION, Scope.PERSONAL],
+            "exclude_node_types": [NodeType.PREFERENCE],
+            "source_types": ["user_stated", "observed", "system"],
+            "include_superseded": True,
+        },
+        lambda n: (
+            n.scope in (Scope.SESSION, Scope.ORGANISATION, Scope.PERSONAL)
+            and n.node_type is not NodeType.PREFERENCE
+            and n.source_type in (SourceType.USER_STATED, SourceType.OBSERVED, SourceType.SYSTEM)
+        ),
+    ),
+    ({"scopes": []}, lambda n: False),
+]
+
+
+def _same(found: Any, expected: Reference) -> None:
+    assert [r.node.id for r in found.results] == [e[0] for e in expected]
+    for result, (_, total, components) in zip(found.results, expected, strict=True):
+        assert result.score == pytest.approx(total, rel=1e-9, abs=1e-12)
+        for name, value in components.items():
+            assert getattr(result.components, name) == pytest.approx(value, rel=1e-9, abs=1e-12)
+
+
+def test_the_index_ranks_like_the_scalar_scoring(reopen: Opener) -> None:
+    memory = reopen(scoring=CONFIG)
+    varied_subject(memory, "alice")
+    # A later "now" gives every node a different, non-trivial recency.
+    later = datetime.now().astimezone() + timedelta(days=45)
+    memory.context.clock = lambda: later
+    checked = 0
+    for query in QUERIES:
+        for filters, admits in FILTERS:
+            full = memory.retrieve(query, user_id="alice", limit=1000, **filters)
+            expected = reference_ranking(memory, "alice", query, admits)
+            _same(full, expected)
+            top = memory.retrieve(query, user_id="alice", limit=3, **filters)
+            _same(top, expected[:3])
+            checked += len(expected)
+    assert checked > 200
+    boosts = {
+        r.components.trigger_boost
+        for r in memory.retrieve(QUERIES[2], user_id="alice", limit=1000).results
+    }
+    assert {0.0, 1.5} <= boosts  # no trigger, and the keyword at weight 3
+    assert len(boosts) > 2  # and text-trigger strengths
+    everything = memory.retrieve(QUERIES[0], user_id="alice", limit=1000).results
+    penalties = [r.components.attractor_penalty for r in everything]
+    assert any(0 < p < 0.8 for p in penalties)
+
+
+# -- the cache follows the database, whoever changes it -----------------------------------
+
+
+def contents(client: MemoryClient, user: str = "alice", **options: Any) -> list[str]:
+    found = client.retrieve("account balance", user_id=user, limit=100, **options)
+    return [n.content for n in found.nodes]
+
+
+def warmed(reopen: Opener) -> tuple[MemoryClient, MemoryClient]:
+    """A reader whose index holds alice, and a second client on the same store."""
+    reader, writer = reopen(), reopen()
+    remember(writer, "Account balance: 850 EUR")
+    remember(writer, "Account balance: 1,247.38 EUR")
+    assert len(contents(reader)) == 2
+    assert reader.context.retrieval_cache.cached_nodes == 2
+    return reader, writer
+
+
+def test_another_clients_store_is_seen(reopen: Opener) -> None:
+    reader, writer = warmed(reopen)
+    remember(writer, "Account balance: 2,000 EUR")
+    assert "Account balance: 2,000 EUR" in contents(reader)
+
+
+def test_vector_catch_up_by_another_client_is_seen_without_waiting(reopen: Opener) -> None:
+    reader, writer = warmed(reopen)
+    writer.store("Account balance: 3,000 EUR", user_id="alice")
+    assert "Account balance: 3,000 EUR" not in contents(reader, consistent=False)
+    ctx = writer.context
+    head = ctx.store.head(ctx.namespace, "alice")
+    cursor = ctx.store.last_cursor(ctx.namespace, "alice")
+    assert head is not None
+    assert cursor is not None
+    assert ctx.runner.catch_up(cursor, head.stream.stream_id, timeout=30)
+    assert "Account balance: 3,000 EUR" in contents(reader, consistent=False)
+
+
+def test_a_consistent_read_that_cannot_catch_up_fails(reopen: Opener) -> None:
+    reader, writer = warmed(reopen)
+    writer.store("Account balance: 4,000 EUR", user_id="alice")
+    reader.context.consistency_timeout = 0.0
+    with pytest.raises(NotCaughtUpError):
+        reader.retrieve("balance", user_id="alice")
+    assert len(contents(reader, consistent=False)) == 2  # what is embedded so far
+
+
+def test_a_deleted_event_is_never_served_from_the_index(reopen: Opener) -> None:
+    reader, writer = warmed(reopen)
+    [stored, _] = events_of_type(writer, "alice", ev.STORED)
+    writer.delete_event(stored.event_id, user_id="alice")
+    for options in ({}, {"consistent": False}, {"include_superseded": True}):
+        assert contents(reader, **options) == ["Account balance: 1,247.38 EUR"]
+
+
+def test_forget_empties_the_index(reopen: Opener) -> None:
+    reader, writer = warmed(reopen)
+    writer.forget("alice")
+    assert contents(reader) == []
+    assert contents(reader, consistent=False) == []
+    assert reader.context.retrieval_cache.cached_nodes == 0
+    remember(writer, "Account balance: 5 EUR")
+    assert contents(reader) == ["Account balance: 5 EUR"]
+
+
+def test_changes_by_a_rebuild_job_are_seen(reopen: Opener) -> None:
+    reader, writer = warmed(reopen)
+    trigger = writer.add_resonance_trigger(user_id="alice", keyword="850", weight=4.0)
+    writer.remove_resonance_trigger(trigger, user_id="alice")
+    assert contents(reader)[0] == "Account balance: 850 EUR"  # similarity alone
+    boosts = [
+        r.components.trigger_boost for r in reader.retrieve("balance", user_id="alice").results
+    ]
+    assert boosts == [0.0, 0.0]
+    # Erasing the removal leaves the trigger removed until the rebuild job
+    # replays the stream, which brings the trigger back.
+    [removal] = events_of_type(writer, "alice", ev.TRIGGER_REMOVED)
+    writer.delete_event(removal.event_id, user_id="alice")
+    assert reader.retrieve("balance", user_id="alice").results[0].components.trigger_boost == 0.0
+    assert writer.context.rebuilder.run_pending() > 0
+    best = reader.retrieve("balance", user_id="alice").results[0]
+    assert best.node.content == "Account balance: 850 EUR"
+    assert best.components.trigger_boost == 2.0
+
+
+def test_corrections_by_another_client_are_seen(reopen: Opener) -> None:
+    reader, writer = warmed(reopen)
+    old, new = (n for n in writer.retrieve("balance", user_id="alice").nodes)
+    writer.supersede(old.id, new.id, user_id="alice")
+    assert contents(reader) == [new.content]
+    writer.add_negative_attractor(new.content, user_id="alice")
+    [result] = reader.retrieve("balance", user_id="alice").results
+    assert result.components.attractor_penalty == pytest.approx(0.5)
+
+
+def test_a_subject_without_embedded_nodes_gets_nothing(reopen: Opener) -> None:
+    memory = reopen()
+    memory.add_resonance_trigger(user_id="alice", keyword="balance")
+    assert contents(memory) == []
+    memory.store("Account balance: 1 EUR", user_id="alice")
+    assert contents(memory, consistent=False) == []  # not embedded yet
+    assert contents(memory) == ["Account balance: 1 EUR"]
+
+
+def test_changing_a_returned_node_does_not_change_the_index(reopen: Opener) -> None:
+    memory = reopen()
+    remember(memory, "Account balance: 850 EUR", meta={"confidence": 0.5})
+    [first] = memory.retrieve("balance", user_id="alice").nodes
+    first.meta["confidence"] = 0.0
+    [again] = memory.retrieve("balance", user_id="alice").nodes
+    assert again.meta == {"confidence": 0.5}
+
+
+def test_callers_see_only_their_own_nodes_through_the_index(reopen: Opener) -> None:
+    reader, writer = warmed(reopen)
+    remember(writer, "Account balance: 99 EUR", user_id="bob")
+    assert contents(reader, user="bob") == ["Account balance: 99 EUR"]
+    assert "Account balance: 99 EUR" not in contents(reader)
+
+
+# -- the bound ------------------------------------------------------------------------------
+
+
+def test_the_cache_keeps_at_most_its_node_budget(reopen: Opener) -> None:
+    memory = reopen()
+    memory.context.retrieval_cache.max_nodes = 3
+    for user, count in (("alice", 2), ("bob", 1), ("carol", 2), ("dave", 4)):
+        for i in range(count):
+            remember(memory, f"{user} balance {i}", user_id=user)
+    cache = memory.context.retrieval_cache
+    sizes = []
+    for user in ("alice", "bob", "carol", "alice", "dave"):
+        assert (
+            len(contents(memory, user=user)) == {"alice": 2, "bob": 1, "carol": 2, "dave": 4}[user]
+        )
+        sizes.append(cache.cached_nodes)
+    # alice and bob fit; carol evicts alice; alice needs bob and carol gone;
+    # dave (4 > 3) is scored but never kept.
+    assert sizes == [2, 3, 3, 2, 2]
+    assert cache.subjects == ["alice"]
