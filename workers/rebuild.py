@@ -105,9 +105,8 @@ class RebuildWorker:
         rebuild(tx, [projection], stream_id)
         live = live_digests(tx, [projection], stream_id)[projection.name]
         fresh = replay_digests(tx, [projection], stream_id)[projection.name]
-        events = tx.read_stream_id(stream_id)
-        position = str(events[-1].cursor) if events else "0:0"
-        return {"position": position, "state_digest": live, "replay_digest": fresh}
+        position = job_queue.stream_cursor(tx.connection, stream_id)
+        return {"position": str(position), "state_digest": live, "replay_digest": fresh}
 
     def _record_failure(self, job: Any, error: Exception) -> None:
         now = self.clock()
