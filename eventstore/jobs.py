@@ -18,7 +18,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from eventstore.schema import rebuild_jobs
+from eventstore.model import START, LogCursor
+from eventstore.schema import events, rebuild_jobs
 
 JobRow = sa.Row[Any]
 
@@ -148,6 +149,21 @@ def expired_to_failed(conn: Connection, now: datetime) -> list[JobRow]:
         .returning(*rebuild_jobs.c)
     )
     return list(conn.execute(stmt))
+
+
+def stream_cursor(conn: Connection, stream_id: int) -> LogCursor:
+    """The log cursor of a stream's last event (``START`` if it has none): a job's position.
+
+    One row through the ``(stream_id, version)`` key instead of decoding the
+    whole stream, which for a forgotten subject is a thousand tombstones.
+    """
+    row = conn.execute(
+        sa.select(events.c.commit_group, events.c.position)
+        .where(events.c.stream_id == stream_id)
+        .order_by(events.c.version.desc())
+        .limit(1)
+    ).first()
+    return START if row is None else LogCursor(row.commit_group, row.position)
 
 
 def of_request(conn: Connection, request_id: uuid.UUID) -> list[JobRow]:

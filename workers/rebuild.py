@@ -2,7 +2,8 @@
 
 Each job is claimed with a lease in its own short transaction, then done in a
 second transaction that rebuilds the projection for the subject from what
-remains of the log, records the live and freshly replayed digests, and marks
+remains of the log, records the live digest (taken before the rebuild, see
+``_digests_around_rebuild``) and the replayed one, and marks
 the job done only if this worker still holds the lease.  A worker that dies
 mid-job simply lets its lease expire; the next claim picks the job up again.
 Failures are retried with exponential backoff and fail for good after the
@@ -19,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from eventstore import AuditEntry, EventStore, Transaction
+from eventstore import AuditEntry, EventStore, LogCursor, Transaction
 from eventstore import erasure as requests
 from eventstore import jobs as job_queue
 from projections.base import Projection
@@ -98,16 +99,27 @@ class RebuildWorker:
         if stream_id is None:  # a subject that never wrote anything
             return {"position": "0:0", "state_digest": "", "replay_digest": ""}
         tx.lock_stream_id(stream_id)
-        if projection.name in self.partitioning:
-            checkpoints.hold(
-                tx.connection, projection.name, stream_id % self.partitioning[projection.name]
-            )
-        rebuild(tx, [projection], stream_id)
-        live = live_digests(tx, [projection], stream_id)[projection.name]
-        fresh = replay_digests(tx, [projection], stream_id)[projection.name]
-        events = tx.read_stream_id(stream_id)
-        position = str(events[-1].cursor) if events else "0:0"
-        return {"position": position, "state_digest": live, "replay_digest": fresh}
+        position = job_queue.stream_cursor(tx.connection, stream_id)
+        if self._holds_complete_state(tx, projection.name, stream_id, position):
+            live, fresh = _digests_around_rebuild(tx, projection, stream_id)
+        else:
+            live, fresh = _rebuild_then_replay(tx, projection, stream_id)
+        return {"position": str(position), "state_digest": live, "replay_digest": fresh}
+
+    def _holds_complete_state(
+        self, tx: Transaction, name: str, stream_id: int, position: LogCursor
+    ) -> bool:
+        """Whether the live rows are the projection of the whole stream, as kept incrementally.
+
+        Inline projections always are.  An asynchronous one is once its
+        checkpoint has passed the stream's last event; its partition is held
+        so no runner batch changes the rows while they are digested.
+        """
+        partitions = self.partitioning.get(name)
+        if partitions is None:
+            return True
+        checkpoints.hold(tx.connection, name, stream_id % partitions)
+        return checkpoints.read(tx.connection, name, stream_id % partitions) >= position
 
     def _record_failure(self, job: Any, error: Exception) -> None:
         now = self.clock()
@@ -122,6 +134,36 @@ class RebuildWorker:
             )
             if status == "failed":
                 mark_request_failed(tx, job.request_id, f"rebuild of {job.projection} failed")
+
+
+def _digests_around_rebuild(
+    tx: Transaction, projection: Projection, stream_id: int
+) -> tuple[str, str]:
+    """(live, replay) digests from one replay: the live rows digested before it replaces them.
+
+    The live rows are what incremental application and the erasure's own
+    purge left behind; the rows after the rebuild are a replay of what remains
+    in the log.  Equal digests therefore show that replay equals incremental,
+    which a second replay compared with the first could not (it only shows
+    that replay is deterministic).
+    """
+    live = live_digests(tx, [projection], stream_id)[projection.name]
+    rebuild(tx, [projection], stream_id)
+    fresh = live_digests(tx, [projection], stream_id)[projection.name]
+    return live, fresh
+
+
+def _rebuild_then_replay(
+    tx: Transaction, projection: Projection, stream_id: int
+) -> tuple[str, str]:
+    """(live, replay) digests when the live rows lag the log: rebuild, then replay once more.
+
+    The lagging rows are no state to compare, so the rebuilt rows are compared
+    with a second replay in a savepoint.
+    """
+    rebuild(tx, [projection], stream_id)
+    live = live_digests(tx, [projection], stream_id)[projection.name]
+    return live, replay_digests(tx, [projection], stream_id)[projection.name]
 
 
 def mark_request_failed(tx: Transaction, request_id: uuid.UUID, error: str) -> None:
