@@ -12,11 +12,14 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
+import operator
 import re
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 _TOKEN = re.compile(r"[\w']+", re.UNICODE)
+_blake2b = hashlib.blake2b
+_SIGN_BIT = 1 << 24  # the low bit of the digest's 5th byte (of 8, big-endian)
 
 
 @runtime_checkable
@@ -35,8 +38,12 @@ class Embedder(Protocol):
 
 
 def normalise(vector: Sequence[float]) -> list[float]:
-    norm = math.sqrt(sum(v * v for v in vector))
-    return [v / norm for v in vector] if norm else list(vector)
+    # map() with operator functions runs the same float operations, in the
+    # same order, as the obvious comprehensions, at a fraction of the cost.
+    norm = math.sqrt(sum(map(operator.mul, vector, vector)))
+    if not norm:
+        return list(vector)
+    return list(map(operator.truediv, vector, itertools.repeat(norm, len(vector))))
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -62,15 +69,15 @@ class HashingEmbedder:
         return [self._embed_one(text) for text in texts]
 
     def _embed_one(self, text: str) -> list[float]:
-        vector = [0.0] * self._dimension
+        dimension, vector = self._dimension, [0.0] * self._dimension
         words = [w.lower() for w in _TOKEN.findall(text)]
-        features = words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
-        for feature in features:
-            digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
-            bucket = int.from_bytes(digest[:4], "big") % self._dimension
-            sign = 1.0 if digest[4] & 1 else -1.0
-            # Bigrams weigh less: they sharpen matches without drowning words.
-            vector[bucket] += sign * (1.0 if " " not in feature else 0.5)
+        pairs = [f"{a} {b}" for a, b in itertools.pairwise(words)]
+        # Bigrams weigh less: they sharpen matches without drowning words.
+        for weight, features in ((1.0, words), (0.5, pairs)):
+            for feature in features:
+                # Bucket: the digest's first 4 bytes; sign: the low bit of the 5th.
+                digest = int.from_bytes(_blake2b(feature.encode(), digest_size=8).digest(), "big")
+                vector[(digest >> 32) % dimension] += weight if digest & _SIGN_BIT else -weight
         return normalise(vector)
 
 

@@ -99,6 +99,7 @@ class ProjectionRunner:
 
     def _apply_page(self, tx: Transaction, page: list[RecordedEvent]) -> None:
         ciphers: dict[int, SubjectCipher | None] = {}
+        applicable: list[tuple[SubjectCipher, RecordedEvent]] = []
         for event in page:
             if (
                 event.stream.namespace == SYSTEM_NAMESPACE
@@ -110,4 +111,5 @@ class ProjectionRunner:
                 ciphers[stream_id] = tx.cipher(stream_id)
             cipher = ciphers[stream_id]
             if cipher is not None:  # a destroyed key means the subject was forgotten
-                self.projection.apply(tx.connection, cipher, event)
+                applicable.append((cipher, event))
+        self.projection.apply_page(tx.connection, applicable)
