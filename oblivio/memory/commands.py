@@ -411,7 +411,7 @@ def reinforce(
             evidence_id=_text(evidence),
         )
         event_id = (
-            uuid.uuid4()
+            None  # the log draws one (see store)
             if request_uuid is None
             else ev.operation_id("reinforce", stream.ref.stream_id, request_uuid)
         )
