@@ -79,8 +79,8 @@ class GraphStore:
         }
         rows = [_node_values(cipher, node, ordinal) for ordinal, node in enumerate(new_nodes)]
         if len(rows) == 1 and self.conn.dialect.name == "postgresql":
-            # The common case in one round trip (a data-modifying CTE); it is
-            # half of what a store() adds to its append.
+            # The common case in one statement (a data-modifying CTE, which
+            # SQLite lacks): it saves store() a round trip beside its append.
             params = {f"source_{k}": v for k, v in source.items()}
             self.conn.execute(_insert_node_with_source, params | _prefixed("node_", rows[0]))
             return

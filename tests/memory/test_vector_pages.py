@@ -8,7 +8,9 @@ nothing, its checkpoint included, and the next run applies it whole.
 
 from __future__ import annotations
 
+import os
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 
 import pytest
@@ -19,6 +21,7 @@ from eventstore import START, RecordedEvent, SubjectCipher
 from oblivio import MemoryClient
 from oblivio.settings import Settings
 from projections.storage.tables import attractors, triggers, vectors
+from projections.storage.vector_store import NodeVector, VectorStore, unpack_vector
 from projections.vectors import VectorProjection
 from workers.projector import ProjectionRunner
 
@@ -119,3 +122,22 @@ def test_a_page_that_fails_midway_leaves_nothing_and_is_applied_again(
     assert runner.run_pending() == written
     assert runner.run_pending() == 0
     _assert_replay_equals_live(memory)
+
+
+def test_vectors_written_again_replace_the_earlier_ones(memory: MemoryClient) -> None:
+    """What a rebuild already applied, a runner's page may apply again (and vice versa)."""
+    cipher = SubjectCipher(os.urandom(32), stream_id=1)
+    node_ids = [uuid.uuid4() for _ in range(1_200)]
+
+    def page(vector: list[float]) -> list[NodeVector]:
+        return [NodeVector(cipher, n, uuid.uuid4(), "test", vector) for n in node_ids]
+
+    with memory.context.store.backend.engine.begin() as conn:
+        VectorStore(conn).put_vectors(page([1.0, 0.0]))
+        VectorStore(conn).put_vectors(page([0.0, 1.0]))
+        rows = VectorStore(conn).stream_vectors(1)
+    assert len(rows) == len(node_ids)
+    vectors_stored = {
+        tuple(unpack_vector(cipher.open("vector", r.node_id.bytes, r.embedding))) for r in rows
+    }
+    assert vectors_stored == {(0.0, 1.0)}
