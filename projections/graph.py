@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -81,6 +81,12 @@ class NodeGraphProjection:
         if handler is not None:
             handler(store, cipher, event, event.data)
 
+    def apply_page(
+        self, conn: Connection, page: Sequence[tuple[SubjectCipher, RecordedEvent]]
+    ) -> None:
+        for cipher, event in page:
+            self.apply(conn, cipher, event)
+
     def purge(self, conn: Connection, stream_id: int) -> None:
         GraphStore(conn).purge_stream(stream_id)
 
@@ -106,10 +112,9 @@ class NodeGraphProjection:
         self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
     ) -> None:
         scope = Scope(data["scope"])
-        store.add_memory_event(event.event_id, cipher.stream_id, scope, event.recorded_at)
         drafts = self.extractor.extract(data["content"], NodeType(data["node_type"]))
-        for ordinal, draft in enumerate(drafts):
-            node = Node(
+        new_nodes = [
+            Node(
                 id=ev.node_id(event.event_id, ordinal),
                 event_id=event.event_id,
                 content=draft.content,
@@ -126,7 +131,9 @@ class NodeGraphProjection:
                 session_id=data.get("session_id"),
                 meta=data.get("meta") or {},
             )
-            store.insert_node(cipher, node, cipher.stream_id, ordinal)
+            for ordinal, draft in enumerate(drafts)
+        ]
+        store.add_stored(cipher, event.event_id, scope, event.recorded_at, new_nodes)
 
     def _superseded(
         self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]

@@ -8,6 +8,7 @@ replay like everything else.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy.engine import Connection
@@ -18,7 +19,7 @@ from projections.digest import state_digest
 from projections.embedders import Embedder
 from projections.extraction import Extractor, OneNodePerEvent
 from projections.model import NodeType
-from projections.storage.vector_store import VectorStore, unpack_vector
+from projections.storage.vector_store import NodeVector, VectorStore, unpack_vector
 
 
 class VectorProjection:
@@ -32,13 +33,34 @@ class VectorProjection:
         self.extractor = extractor or OneNodePerEvent()
 
     def apply(self, conn: Connection, cipher: SubjectCipher, event: RecordedEvent) -> None:
-        if event.data is None:
-            return
+        self.apply_page(conn, [(cipher, event)])
+
+    def apply_page(
+        self, conn: Connection, page: Sequence[tuple[SubjectCipher, RecordedEvent]]
+    ) -> None:
+        """Apply events in log order, embedding and writing all their nodes at once.
+
+        Nodes' vectors are written after the page's trigger and attractor
+        events: the two never touch the same rows, so the order between them
+        does not change the state, and one embedding call and one write serve
+        the whole page.
+        """
         store = VectorStore(conn)
-        data = event.data
-        if event.type == ev.STORED:
-            self._embed_nodes(store, cipher, event, data)
-        elif event.type == ev.TRIGGER_ADDED:
+        stored: list[tuple[SubjectCipher, RecordedEvent]] = []
+        for cipher, event in page:
+            if event.data is None:
+                continue
+            if event.type == ev.STORED:
+                stored.append((cipher, event))
+            else:
+                self._apply_modifier(store, cipher, event, event.data)
+        store.put_vectors(self._node_vectors(stored))
+
+    def _apply_modifier(
+        self, store: VectorStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
+    ) -> None:
+        """Resonance triggers and negative attractors."""
+        if event.type == ev.TRIGGER_ADDED:
             body = {"keyword": data.get("keyword"), "text": data.get("text")}
             if data.get("text"):
                 body["vector"] = self.embedder.embed([data["text"]])[0]
@@ -61,14 +83,26 @@ class VectorProjection:
         elif event.type == ev.ATTRACTORS_CLEARED:
             store.clear_attractors(cipher.stream_id)
 
-    def _embed_nodes(
-        self, store: VectorStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
-    ) -> None:
-        drafts = self.extractor.extract(data["content"], NodeType(data["node_type"]))
-        vectors = self.embedder.embed([d.content for d in drafts])
-        for ordinal, vector in enumerate(vectors):
-            node_id = ev.node_id(event.event_id, ordinal)
-            store.put_vector(cipher, node_id, event.event_id, self.embedder.name, vector)
+    def _node_vectors(
+        self, stored: Sequence[tuple[SubjectCipher, RecordedEvent]]
+    ) -> list[NodeVector]:
+        """Every node of the stored events with its vector, from one embedding call."""
+        nodes: list[tuple[SubjectCipher, RecordedEvent, int, str]] = []
+        for cipher, event in stored:
+            data = event.data or {}
+            drafts = self.extractor.extract(data["content"], NodeType(data["node_type"]))
+            nodes += [(cipher, event, ordinal, d.content) for ordinal, d in enumerate(drafts)]
+        vectors = self.embedder.embed([content for *_, content in nodes]) if nodes else []
+        return [
+            NodeVector(
+                cipher,
+                ev.node_id(event.event_id, ordinal),
+                event.event_id,
+                self.embedder.name,
+                vector,
+            )
+            for (cipher, event, ordinal, _), vector in zip(nodes, vectors, strict=True)
+        ]
 
     def purge(self, conn: Connection, stream_id: int) -> None:
         VectorStore(conn).purge_stream(stream_id)

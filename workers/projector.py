@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 from eventstore import EventStore, LogCursor, RecordedEvent, SubjectCipher, Transaction
@@ -22,7 +23,11 @@ from projections.base import Projection
 from projections.storage import checkpoints
 
 DEFAULT_PARTITIONS = 8
-DEFAULT_BATCH_SIZE = 200
+DEFAULT_BATCH_SIZE = 500
+#: Partitions that ``run_pending`` drains at once on a server database: while
+#: one thread waits for the server (its page, its writes, its commit), another
+#: decodes and embeds.  SQLite has one writer, so there it drains them in turn.
+DEFAULT_SERVER_THREADS = 2
 IDLE_SLEEP_SECONDS = 0.01
 
 
@@ -36,12 +41,14 @@ class ProjectionRunner:
         *,
         partitions: int = DEFAULT_PARTITIONS,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        threads: int = DEFAULT_SERVER_THREADS,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.store = store
         self.projection = projection
         self.partitions = partitions
         self.batch_size = batch_size
+        self.threads = 1 if store.backend.embedded else max(1, threads)
         self.clock = clock
         with store.transaction() as tx:
             checkpoints.ensure_checkpoints(
@@ -74,10 +81,16 @@ class ProjectionRunner:
 
     def run_pending(self) -> int:
         """Apply everything visible now in every free partition; the number of events."""
+        if self.threads == 1:
+            return sum(self._drain(p) for p in range(self.partitions))
+        with ThreadPoolExecutor(self.threads, thread_name_prefix="projector") as pool:
+            return sum(pool.map(self._drain, range(self.partitions)))
+
+    def _drain(self, partition: int) -> int:
+        """Apply batches of one partition until it has nothing visible left (or is held)."""
         total = 0
-        for partition in range(self.partitions):
-            while applied := self.run_once(partition):
-                total += applied
+        while applied := self.run_once(partition):
+            total += applied
         return total
 
     def catch_up(self, cursor: LogCursor, stream_id: int, timeout: float) -> bool:
@@ -99,6 +112,7 @@ class ProjectionRunner:
 
     def _apply_page(self, tx: Transaction, page: list[RecordedEvent]) -> None:
         ciphers: dict[int, SubjectCipher | None] = {}
+        applicable: list[tuple[SubjectCipher, RecordedEvent]] = []
         for event in page:
             if (
                 event.stream.namespace == SYSTEM_NAMESPACE
@@ -110,4 +124,5 @@ class ProjectionRunner:
                 ciphers[stream_id] = tx.cipher(stream_id)
             cipher = ciphers[stream_id]
             if cipher is not None:  # a destroyed key means the subject was forgotten
-                self.projection.apply(tx.connection, cipher, event)
+                applicable.append((cipher, event))
+        self.projection.apply_page(tx.connection, applicable)

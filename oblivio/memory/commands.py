@@ -48,10 +48,14 @@ CorrectionEntry = Mapping[str, Any] | Sequence[Any]
 
 
 def _cipher(tx: Transaction, stream: LockedStream) -> SubjectCipher:
-    cipher = tx.cipher(stream.ref.stream_id)
-    if cipher is None:
+    """The owner's cipher, from the data key read with the stream's lock.
+
+    No second read: the key cannot be destroyed while this transaction holds
+    the stream (erasure locks it first), and the append unwraps the same key.
+    """
+    if stream.wrapped_key is None:
         raise KeyUnavailableError("the owner's data key was destroyed")
-    return cipher
+    return SubjectCipher(tx.codec.unwrap(stream.wrapped_key), stream.ref.stream_id)
 
 
 def _append(
@@ -125,7 +129,9 @@ def store(
     with ctx.store.transaction() as tx:
         stream = tx.open_stream(ctx.namespace, user)
         event_id = (
-            uuid.uuid4()
+            # Without a request id the log draws a fresh id, and skips the lookup
+            # of an earlier append that only a caller-chosen id can need.
+            None
             if request is None
             # Scoped to the stream generation: after a forget, the subject starts
             # afresh and may reuse its keys.
@@ -405,7 +411,7 @@ def reinforce(
             evidence_id=_text(evidence),
         )
         event_id = (
-            uuid.uuid4()
+            None  # the log draws one (see store)
             if request_uuid is None
             else ev.operation_id("reinforce", stream.ref.stream_id, request_uuid)
         )

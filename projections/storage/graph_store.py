@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -17,6 +17,20 @@ from projections.model import LifecycleState, Node, NodeType, Scope, SourceType
 from projections.storage.tables import edges, memory_events, nodes, operations
 
 NodeRow = sa.Row[Any]
+
+# Statements built once.  Bind names are prefixed: a bind parameter may not
+# take the name of a column that the INSERT itself sets.
+_insert_source = memory_events.insert()
+_insert_node = nodes.insert()
+_insert_node_with_source = (
+    nodes.insert()
+    .values({c.name: sa.bindparam(f"node_{c.name}") for c in nodes.c})
+    .add_cte(
+        memory_events.insert()
+        .values({c.name: sa.bindparam(f"source_{c.name}") for c in memory_events.c})
+        .cte("source_event")
+    )
+)
 
 # Columns a node's lifecycle changes may touch; content never changes.
 STATE_COLUMNS = (
@@ -46,16 +60,33 @@ class GraphStore:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
-    # -- source events -----------------------------------------------------
+    # -- source events and their nodes ----------------------------------------
 
-    def add_memory_event(
-        self, event_id: uuid.UUID, stream_id: int, scope: Scope, recorded_at: datetime
+    def add_stored(
+        self,
+        cipher: SubjectCipher,
+        event_id: uuid.UUID,
+        scope: Scope,
+        recorded_at: datetime,
+        new_nodes: Sequence[Node],
     ) -> None:
-        self.conn.execute(
-            memory_events.insert().values(
-                event_id=event_id, stream_id=stream_id, scope=scope.value, recorded_at=recorded_at
-            )
-        )
+        """Record a stored event and insert its nodes (ordinals in list order)."""
+        source = {
+            "event_id": event_id,
+            "stream_id": cipher.stream_id,
+            "scope": scope.value,
+            "recorded_at": recorded_at,
+        }
+        rows = [_node_values(cipher, node, ordinal) for ordinal, node in enumerate(new_nodes)]
+        if len(rows) == 1 and self.conn.dialect.name == "postgresql":
+            # The common case in one statement (a data-modifying CTE, which
+            # SQLite lacks): it saves store() a round trip beside its append.
+            params = {f"source_{k}": v for k, v in source.items()}
+            self.conn.execute(_insert_node_with_source, params | _prefixed("node_", rows[0]))
+            return
+        self.conn.execute(_insert_source, source)
+        if rows:
+            self.conn.execute(_insert_node, rows)
 
     def events_recorded_before(
         self, namespace: str, scope: Scope, cutoff: datetime, limit: int
@@ -79,29 +110,6 @@ class GraphStore:
         return self.conn.execute(query).first()
 
     # -- nodes ---------------------------------------------------------------
-
-    def insert_node(self, cipher: SubjectCipher, node: Node, stream_id: int, ordinal: int) -> None:
-        session = (
-            None
-            if node.session_id is None
-            else cipher.seal("node.session", node.id.bytes, node.session_id.encode())
-        )
-        self.conn.execute(
-            nodes.insert().values(
-                node_id=node.id,
-                stream_id=stream_id,
-                event_id=node.event_id,
-                ordinal=ordinal,
-                node_type=node.node_type.value,
-                scope=node.scope.value,
-                source_type=node.source_type.value,
-                content=cipher.seal("node.content", node.id.bytes, node.content.encode()),
-                meta=seal_json(cipher, "node.meta", node.id, node.meta),
-                session_id=session,
-                created_at=node.created_at,
-                **state_of(node),
-            )
-        )
 
     def node_row(self, node_id: uuid.UUID) -> NodeRow | None:
         return self.conn.execute(sa.select(nodes).where(nodes.c.node_id == node_id)).first()
@@ -227,6 +235,33 @@ class GraphStore:
         return list(self.conn.execute(query))
 
 
+def _node_values(cipher: SubjectCipher, node: Node, ordinal: int) -> dict[str, Any]:
+    """A node's row, its personal values sealed under the subject's key."""
+    session = (
+        None
+        if node.session_id is None
+        else cipher.seal("node.session", node.id.bytes, node.session_id.encode())
+    )
+    return {
+        "node_id": node.id,
+        "stream_id": cipher.stream_id,
+        "event_id": node.event_id,
+        "ordinal": ordinal,
+        "node_type": node.node_type.value,
+        "scope": node.scope.value,
+        "source_type": node.source_type.value,
+        "content": cipher.seal("node.content", node.id.bytes, node.content.encode()),
+        "meta": seal_json(cipher, "node.meta", node.id, node.meta),
+        "session_id": session,
+        "created_at": node.created_at,
+        **state_of(node),
+    }
+
+
+def _prefixed(prefix: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    return {prefix + k: v for k, v in values.items()}
+
+
 def state_of(node: Node) -> dict[str, Any]:
     """The mutable part of a node, as stored in rows and journal snapshots."""
     return {
@@ -242,7 +277,7 @@ def state_of(node: Node) -> dict[str, Any]:
 
 
 def node_from_row(cipher: SubjectCipher, row: NodeRow) -> Node:
-    """Decrypt a node row (see :meth:`GraphStore.insert_node`)."""
+    """Decrypt a node row (see :meth:`GraphStore.add_stored`)."""
     session = (
         None
         if row.session_id is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -13,6 +14,25 @@ from sqlalchemy.engine import Connection
 from eventstore import SubjectCipher
 from projections.storage.graph_store import open_json, seal_json
 from projections.storage.tables import attractors, nodes, triggers, vectors
+
+
+@dataclass(frozen=True)
+class NodeVector:
+    """One node's embedding, to be sealed under its subject's key and stored."""
+
+    cipher: SubjectCipher
+    node_id: uuid.UUID
+    event_id: uuid.UUID
+    embedder: str
+    vector: Sequence[float]
+
+
+# Built once: a page of vectors is two statements however many nodes it holds.
+# Deleting first makes re-applying a page (or a node) replace, not collide.
+_delete_vectors = vectors.delete().where(
+    vectors.c.node_id.in_(sa.bindparam("node_ids", expanding=True))
+)
+_insert_vector = vectors.insert()
 
 
 def pack_vector(values: Sequence[float]) -> bytes:
@@ -29,25 +49,24 @@ class VectorStore:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
-    def put_vector(
-        self,
-        cipher: SubjectCipher,
-        node_id: uuid.UUID,
-        event_id: uuid.UUID,
-        embedder: str,
-        vector: Sequence[float],
-    ) -> None:
-        sealed = cipher.seal("vector", node_id.bytes, pack_vector(vector))
-        self.conn.execute(vectors.delete().where(vectors.c.node_id == node_id))
-        self.conn.execute(
-            vectors.insert().values(
-                node_id=node_id,
-                stream_id=cipher.stream_id,
-                event_id=event_id,
-                embedder=embedder,
-                embedding=sealed,
-            )
-        )
+    def put_vectors(self, items: Sequence[NodeVector]) -> None:
+        """Store (or replace) the vectors of many nodes, sealed, in two statements."""
+        if not items:
+            return
+        rows = [
+            {
+                "node_id": item.node_id,
+                "stream_id": item.cipher.stream_id,
+                "event_id": item.event_id,
+                "embedder": item.embedder,
+                "embedding": item.cipher.seal(
+                    "vector", item.node_id.bytes, pack_vector(item.vector)
+                ),
+            }
+            for item in items
+        ]
+        self.conn.execute(_delete_vectors, {"node_ids": [row["node_id"] for row in rows]})
+        self.conn.execute(_insert_vector, rows)
 
     def node_vectors(self, stream_id: int) -> list[sa.Row[Any]]:
         """Node rows joined with their vectors (nodes not yet embedded are left out)."""

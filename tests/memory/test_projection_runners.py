@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pytest
 import sqlalchemy as sa
@@ -51,6 +51,13 @@ class CountingProjection:
         self.inner.apply(conn, cipher, event)
         with self.lock:
             self.applied.append(event.event_id)
+
+    def apply_page(
+        self, conn: Connection, page: Sequence[tuple[SubjectCipher, RecordedEvent]]
+    ) -> None:
+        self.inner.apply_page(conn, page)
+        with self.lock:
+            self.applied += [event.event_id for _, event in page]
 
     def purge(self, conn: Connection, stream_id: int) -> None:
         self.inner.purge(conn, stream_id)

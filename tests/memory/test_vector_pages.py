@@ -1,0 +1,143 @@
+"""The vector projection applies a page of events at once, as one transaction.
+
+A page mixes stored memories with trigger and attractor events of several
+subjects; applying it in one go must leave exactly what a replay of each
+subject's events, one by one, leaves.  A page that fails midway leaves
+nothing, its checkpoint included, and the next run applies it whole.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from eventstore import START, RecordedEvent, SubjectCipher
+from oblivio import MemoryClient
+from oblivio.settings import Settings
+from projections.storage.tables import attractors, triggers, vectors
+from projections.storage.vector_store import NodeVector, VectorStore, unpack_vector
+from projections.vectors import VectorProjection
+from workers.projector import ProjectionRunner
+
+USERS = ("alice", "bob")
+VISIBILITY_TIMEOUT = 30.0
+
+
+@pytest.fixture
+def memory(fresh_settings: Settings) -> Iterator[MemoryClient]:
+    """A client of a database of its own whose vector runner has one partition."""
+    client = MemoryClient(settings=fresh_settings.model_copy(update={"partitions": 1}))
+    yield client
+    client.close()
+
+
+class PageFailedError(RuntimeError):
+    pass
+
+
+class FailingAfterWriting:
+    """The client's vector projection, failing once after writing a whole page."""
+
+    def __init__(self, inner: VectorProjection) -> None:
+        self.inner = inner
+        self.name, self.version = inner.name, inner.version
+        self.failed = False
+
+    def apply(self, conn: Connection, cipher: SubjectCipher, event: RecordedEvent) -> None:
+        self.inner.apply(conn, cipher, event)
+
+    def apply_page(
+        self, conn: Connection, page: Sequence[tuple[SubjectCipher, RecordedEvent]]
+    ) -> None:
+        self.inner.apply_page(conn, page)
+        if not self.failed:
+            self.failed = True
+            raise PageFailedError()
+
+    def purge(self, conn: Connection, stream_id: int) -> None:
+        self.inner.purge(conn, stream_id)
+
+    def digest(self, conn: Connection, cipher: SubjectCipher | None, stream_id: int) -> str:
+        return self.inner.digest(conn, cipher, stream_id)
+
+
+def _write(memory: MemoryClient) -> int:
+    """Events of both users, none applied yet, visible to runners; how many there are."""
+    for user in USERS:
+        memory.store(f"{user} lives in Berlin", user_id=user)
+        memory.add_resonance_trigger(user_id=user, text="a flat in Berlin", weight=2.0)
+        memory.add_resonance_trigger(user_id=user, keyword="Berlin")
+        memory.store(f"{user} moved to Paris", user_id=user)
+        memory.add_negative_attractor("Berlin", user_id=user)
+        memory.clear_negative_attractors(user_id=user)
+        memory.add_negative_attractor("an old address", user_id=user, severity=0.5)
+        memory.store(f"{user} works in Lyon", user_id=user, meta={"confidence": 0.8})
+    written = 8 * len(USERS)
+    # On PostgreSQL the log delivers events only below the oldest transaction
+    # open anywhere on the server.
+    deadline = time.monotonic() + VISIBILITY_TIMEOUT
+    while memory.context.store.count_after(START) < written and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return written
+
+
+def _count(memory: MemoryClient, table: sa.Table) -> int:
+    with memory.context.store.backend.engine.connect() as conn:
+        return int(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one())
+
+
+def _assert_replay_equals_live(memory: MemoryClient) -> None:
+    for user in USERS:
+        digests = memory.replay_comparison(user_id=user)
+        assert digests
+        assert all(live == replayed for live, replayed in digests.values())
+
+
+def test_one_page_of_mixed_events_leaves_the_state_of_a_replay(memory: MemoryClient) -> None:
+    written = _write(memory)
+    assert memory.context.runner.run_once(0) == written  # one page holds them all
+    assert _count(memory, vectors) == 3 * len(USERS)
+    assert _count(memory, triggers) == 2 * len(USERS)
+    assert _count(memory, attractors) == len(USERS)
+    _assert_replay_equals_live(memory)
+
+
+def test_a_page_that_fails_midway_leaves_nothing_and_is_applied_again(
+    memory: MemoryClient,
+) -> None:
+    written = _write(memory)
+    failing = FailingAfterWriting(memory.context.vectors)
+    runner = ProjectionRunner(memory.context.store, failing, partitions=1)
+    with pytest.raises(PageFailedError):
+        runner.run_once(0)
+    assert _count(memory, vectors) == 0
+    assert _count(memory, triggers) == 0
+    assert memory.context.runner.checkpoint(0) == START
+    assert runner.run_pending() == written
+    assert runner.run_pending() == 0
+    _assert_replay_equals_live(memory)
+
+
+def test_vectors_written_again_replace_the_earlier_ones(memory: MemoryClient) -> None:
+    """What a rebuild already applied, a runner's page may apply again (and vice versa)."""
+    cipher = SubjectCipher(os.urandom(32), stream_id=1)
+    node_ids = [uuid.uuid4() for _ in range(1_200)]
+
+    def page(vector: list[float]) -> list[NodeVector]:
+        return [NodeVector(cipher, n, uuid.uuid4(), "test", vector) for n in node_ids]
+
+    with memory.context.store.backend.engine.begin() as conn:
+        VectorStore(conn).put_vectors(page([1.0, 0.0]))
+        VectorStore(conn).put_vectors(page([0.0, 1.0]))
+        rows = VectorStore(conn).stream_vectors(1)
+    assert len(rows) == len(node_ids)
+    vectors_stored = {
+        tuple(unpack_vector(cipher.open("vector", r.node_id.bytes, r.embedding))) for r in rows
+    }
+    assert vectors_stored == {(0.0, 1.0)}
