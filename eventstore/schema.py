@@ -98,8 +98,8 @@ events = sa.Table(
     sa.Column("type", sa.String(100), nullable=False),
     sa.Column("schema_version", sa.Integer, nullable=False),
     sa.Column("recorded_at", UTCDateTime(), nullable=False),
+    # Data and metadata sealed together (one AES-GCM ciphertext); NULL once tombstoned.
     sa.Column("payload", sa.LargeBinary, nullable=True),
-    sa.Column("metadata", sa.LargeBinary, nullable=True),
     sa.Column("digest", sa.LargeBinary(32), nullable=False),
     sa.Column("chain_hash", sa.LargeBinary(32), nullable=False),
     sa.Column("erased_at", UTCDateTime(), nullable=True),

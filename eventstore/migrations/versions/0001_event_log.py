@@ -66,7 +66,6 @@ def upgrade() -> None:
         sa.Column("schema_version", sa.Integer, nullable=False),
         sa.Column("recorded_at", sa.DateTime, nullable=False),
         sa.Column("payload", sa.LargeBinary, nullable=True),
-        sa.Column("metadata", sa.LargeBinary, nullable=True),
         sa.Column("digest", sa.LargeBinary(32), nullable=False),
         sa.Column("chain_hash", sa.LargeBinary(32), nullable=False),
         sa.Column("erased_at", sa.DateTime, nullable=True),
