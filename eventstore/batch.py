@@ -16,6 +16,7 @@ from eventstore import crypto
 from eventstore.codec import EncodedEvent, EventCodec, parse_content
 from eventstore.errors import InvalidInputError
 from eventstore.model import ANY, ExpectedVersion, LogCursor, NewEvent, RecordedEvent, StreamRef
+from eventstore.reader import recorded_event
 
 
 def encode_batch(
@@ -98,7 +99,7 @@ def recorded_events(batch: SealedBatch, placements: Sequence[Placement]) -> list
         position, group = placements[i]
         data, metadata = parse_content(event.plaintext())
         recorded.append(
-            RecordedEvent(
+            recorded_event(
                 event.event_id,
                 batch.stream,
                 version,
@@ -111,6 +112,8 @@ def recorded_events(batch: SealedBatch, placements: Sequence[Placement]) -> list
                 metadata,
                 batch.digests[i],
                 batch.chain_hashes[i],
+                None,
+                None,
             )
         )
     return recorded

@@ -80,6 +80,53 @@ def naive_utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC)
 
 
+def recorded_event(
+    event_id: uuid.UUID,
+    stream: StreamRef,
+    version: int,
+    position: int,
+    cursor: LogCursor,
+    type_: str,
+    schema_version: int,
+    recorded_at: datetime,
+    data: dict[str, Any] | None,
+    metadata: dict[str, Any] | None,
+    digest: bytes,
+    chain_hash: bytes,
+    erasure: Erasure | None,
+    erasure_request_id: uuid.UUID | None,
+) -> RecordedEvent:
+    """``RecordedEvent(...)`` with the same arguments, built for bulk reads.
+
+    The frozen dataclass's own ``__init__`` assigns its 14 fields one by one
+    through ``object.__setattr__``; setting the instance dictionary at once
+    gives an equal object in half the time, which counts per event read.
+    (tests/eventstore/test_contract.py checks the two stay equal.)
+    """
+    event = object.__new__(RecordedEvent)
+    object.__setattr__(
+        event,
+        "__dict__",
+        {
+            "event_id": event_id,
+            "stream": stream,
+            "version": version,
+            "position": position,
+            "cursor": cursor,
+            "type": type_,
+            "schema_version": schema_version,
+            "recorded_at": recorded_at,
+            "data": data,
+            "metadata": metadata,
+            "digest": digest,
+            "chain_hash": chain_hash,
+            "erasure": erasure,
+            "erasure_request_id": erasure_request_id,
+        },
+    )
+    return event
+
+
 @dataclass(frozen=True)
 class StreamKey:
     """A stream and its wrapped data key (``None`` once destroyed)."""
@@ -140,6 +187,7 @@ class EventDecoder:
         self._types = types
         # stream id -> (its StreamRef, its cipher or why its content is gone)
         self._streams: dict[int, tuple[StreamRef, crypto.AeadKey | Erasure]] = {}
+        self._last_time: tuple[Any, datetime] = (None, datetime.min)
 
     def decode_all(self, rows: Iterable[Sequence[Any]]) -> list[RecordedEvent]:
         return [self.decode(row) for row in rows]
@@ -170,7 +218,7 @@ class EventDecoder:
         else:
             plaintext = key.decrypt(payload, crypto.event_aad(event_id, stream_id, version))
             data, metadata = parse_content(plaintext)
-        return RecordedEvent(
+        return recorded_event(
             event_id,
             ref,
             version,
@@ -178,7 +226,7 @@ class EventDecoder:
             LogCursor(group, position),
             type_,
             schema_version,
-            self._types.to_utc(recorded_at),
+            self._recorded_at(recorded_at),
             data,
             metadata,
             digest,
@@ -186,6 +234,12 @@ class EventDecoder:
             erasure,
             None if request_id is None else self._types.to_uuid(request_id),
         )
+
+    def _recorded_at(self, raw: Any) -> datetime:
+        # The events of one batch share their recorded time: convert it once.
+        if raw != self._last_time[0]:
+            self._last_time = (raw, self._types.to_utc(raw))
+        return self._last_time[1]
 
     def _stream(self, stream_id: int) -> tuple[StreamRef, crypto.AeadKey | Erasure]:
         found = self._streams.get(stream_id)
