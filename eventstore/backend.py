@@ -58,6 +58,10 @@ class Backend(abc.ABC):
         """
         return self.read_connection()
 
+    def log_reads(self, partitioned: bool) -> AbstractContextManager[Connection]:
+        """A connection for one page of :attr:`read_log_sql` (and its streams' keys)."""
+        return self.statement_reads()
+
     @abc.abstractmethod
     def insert_ignoring_duplicates(self, table: sa.Table) -> Insert:
         """``INSERT … ON CONFLICT DO NOTHING`` for ``table``."""

@@ -190,7 +190,7 @@ class EventStore:
         if partition is not None:
             params["index"], params["count"] = partition
         sql = self.backend.read_log_sql[partition is not None]
-        with self.backend.statement_reads() as conn:
+        with self.backend.log_reads(partitioned=partition is not None) as conn:
             rows = self.backend.fetch_all(conn, sql, params)
             page = decode_rows(conn, self.codec, rows, self.backend.row_types)
         return LogPage(page, page[-1].cursor if page else after)
