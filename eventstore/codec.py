@@ -89,14 +89,21 @@ class SubjectCipher:
         return crypto.projection_aad(self.stream_id, purpose, row_id)
 
 
+# Built once: json.dumps with anything but default options builds a new
+# encoder on every call.
+_JSON_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
 def to_json_bytes(value: Mapping[str, Any], what: str) -> bytes:
     """Deterministic JSON (sorted keys, no spaces); refuses NaN and lone surrogates."""
     if not isinstance(value, Mapping):
         raise InvalidInputError(f"{what} must be a JSON object")
+    if type(value) is dict and not value:
+        return b"{}"  # most events carry no metadata
     try:
-        text = json.dumps(
-            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
+        text = _JSON_ENCODER.encode(value)
     except (TypeError, ValueError) as e:
         raise InvalidInputError(f"{what} is not serialisable as JSON: {e}") from e
     try:
