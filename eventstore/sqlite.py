@@ -141,40 +141,40 @@ class SQLiteBackend(Backend):
         return sa.true()
 
     def insert_events(self, conn: Connection, batch: SealedBatch) -> list[Placement] | None:
-        driver: sqlite3.Connection = conn.connection.driver_connection  # type: ignore[assignment]
-        if driver.execute(_MOVE_HEAD, head_params(batch)).rowcount != 1:
-            return None
-        driver.executemany(_INSERT_EVENT, _event_rows(batch))
-        # One writer at a time: the rows just written are the stream's only
-        # versions above the old head.
-        placed = driver.execute(_PLACEMENTS, (batch.stream.stream_id, batch.old_version))
-        return [(position, group) for position, group in placed]
+        return _insert_events(conn.connection.driver_connection, batch)  # type: ignore[arg-type]
 
     def append_committed(self, batch: SealedBatch) -> list[Placement] | None:
-        return self._committed(lambda conn: self.insert_events(conn, batch))
+        return self._committed(lambda driver: _insert_events(driver, batch))
 
     def create_stream_committed(
         self, seal: Callable[[int], SealedBatch], key: WrappedKey
     ) -> tuple[SealedBatch, list[Placement]] | None:
-        return self._committed(lambda conn: self._create_stream(conn, seal, key))
+        return self._committed(lambda driver: self._create_stream(driver, seal, key))
 
-    def _committed(self, write: Callable[[Connection], T | None]) -> T | None:
-        """``write`` in a transaction of its own: committed, or rolled back when it gives None."""
-        with self.write_connection() as conn:
-            driver: sqlite3.Connection = conn.connection.driver_connection  # type: ignore[assignment]
-            driver.execute("BEGIN IMMEDIATE")
+    def _committed(self, write: Callable[[sqlite3.Connection], T | None]) -> T | None:
+        """``write`` in a transaction of its own: committed, or rolled back when it gives None.
+
+        On the pooled sqlite3 connection itself, without SQLAlchemy's
+        ``Connection`` around it: it would cost more than the statements.
+        """
+        with self._writer, self.translate_errors():
+            pooled = self.engine.raw_connection()
+            driver: sqlite3.Connection = pooled.driver_connection  # type: ignore[assignment]
             try:
-                written = write(conn)
-            except BaseException:
-                driver.execute("ROLLBACK")
-                raise
-            driver.execute("ROLLBACK" if written is None else "COMMIT")
-            return written
+                driver.execute("BEGIN IMMEDIATE")
+                try:
+                    written = write(driver)
+                except BaseException:
+                    driver.execute("ROLLBACK")
+                    raise
+                driver.execute("ROLLBACK" if written is None else "COMMIT")
+                return written
+            finally:
+                pooled.close()
 
     def _create_stream(
-        self, conn: Connection, seal: Callable[[int], SealedBatch], key: WrappedKey
+        self, driver: sqlite3.Connection, seal: Callable[[int], SealedBatch], key: WrappedKey
     ) -> tuple[SealedBatch, list[Placement]] | None:
-        driver: sqlite3.Connection = conn.connection.driver_connection  # type: ignore[assignment]
         # BEGIN IMMEDIATE holds the only write lock: the next AUTOINCREMENT id
         # is ours, and the ciphertexts can be bound to it before the insert.
         (stream_id,) = driver.execute(_NEXT_STREAM_ID).fetchone()
@@ -249,6 +249,16 @@ VALUES (0, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 _PLACEMENTS = (
     "SELECT position, commit_group FROM events WHERE stream_id = ? AND version > ? ORDER BY version"
 )
+
+
+def _insert_events(driver: sqlite3.Connection, batch: SealedBatch) -> list[Placement] | None:
+    if driver.execute(_MOVE_HEAD, head_params(batch)).rowcount != 1:
+        return None
+    driver.executemany(_INSERT_EVENT, _event_rows(batch))
+    # One writer at a time: the rows just written are the stream's only
+    # versions above the old head.
+    placed = driver.execute(_PLACEMENTS, (batch.stream.stream_id, batch.old_version))
+    return [(position, group) for position, group in placed]
 
 
 def _event_rows(batch: SealedBatch) -> list[tuple[Any, ...]]:
