@@ -5,7 +5,10 @@ hash) and the wrapped data key before it writes: on PostgreSQL that is
 BEGIN, the locked read, the write and COMMIT, four round trips.  A process
 that appended to a stream a moment ago usually knows all of that already.
 With a remembered head it seals the events straight away and sends one
-conditional statement that moves the head only if it is still there.
+conditional statement that moves the head only if it is still there.  A
+process that does not know the head reads it without a lock (the same
+conditional write then decides), and a subject's first generation is created
+together with its data key and first events.
 
 Nothing here is trusted for safety; the database decides every write.
 
