@@ -9,17 +9,27 @@ from __future__ import annotations
 
 import abc
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.dml import Insert
 
-from eventstore.errors import OperationalError
-from eventstore.model import LogCursor
-from eventstore.schema import events, streams
+from eventstore.batch import Placement, SealedBatch
+from eventstore.codec import WrappedKey
+from eventstore.reader import RowTypes, select_event_columns
+from eventstore.schema import events
+
+
+@dataclass(frozen=True)
+class DriverSql:
+    """SQL text for the driver's cursor, and the values SQLAlchemy bound as literals."""
+
+    text: str
+    defaults: Mapping[str, Any]
 
 
 class Backend(abc.ABC):
@@ -40,65 +50,125 @@ class Backend(abc.ABC):
     def read_connection(self) -> AbstractContextManager[Connection]:
         """A connection for consistent reads that never blocks writers."""
 
-    def statement_connection(self) -> AbstractContextManager[Connection]:
-        """A connection for one read statement, which is a consistent snapshot on its own."""
+    def statement_reads(self) -> AbstractContextManager[Connection]:
+        """A connection for reads whose statements need no common snapshot.
+
+        Each statement is consistent on its own; PostgreSQL runs them in
+        autocommit, which saves the BEGIN and ROLLBACK round trips.
+        """
         return self.read_connection()
+
+    def log_reads(self, partitioned: bool) -> AbstractContextManager[Connection]:
+        """A connection for one page of :attr:`read_log_sql` (and its streams' keys)."""
+        return self.statement_reads()
 
     @abc.abstractmethod
     def insert_ignoring_duplicates(self, table: sa.Table) -> Insert:
         """``INSERT … ON CONFLICT DO NOTHING`` for ``table``."""
 
     @abc.abstractmethod
-    def commit_group(self) -> sa.ColumnElement[int]:
-        """The first half of the global order, evaluated by the writing transaction."""
+    def after_cursor(self) -> sa.ColumnElement[bool]:
+        """Rows strictly after the cursor given as parameters ``group`` and ``position``.
+
+        In a form the index serves.
+        """
+
+    #: The global order, as ORDER BY columns the index serves.
+    log_order: tuple[sa.ColumnElement[Any], ...]
 
     @abc.abstractmethod
-    def after_cursor(
-        self, group: sa.ColumnElement[int], position: sa.ColumnElement[int], cursor: LogCursor
-    ) -> sa.ColumnElement[bool]:
-        """Rows strictly after ``cursor`` in the global order, in a form the index serves."""
+    def insert_events(self, conn: Connection, batch: SealedBatch) -> list[Placement] | None:
+        """Move the stream head and insert the batch's rows, or do nothing.
 
-    def insert_events(
-        self,
-        conn: Connection,
-        rows: Sequence[dict[str, Any]],
-        stream_id: int,
-        old_version: int,
-        chain_hash: bytes,
-    ) -> list[sa.Row[Any]]:
-        """Insert event rows and move the stream head; the (position, commit_group) rows.
-
-        An executemany INSERT (SQLAlchemy batches it into multi-row statements
-        and returns rows in parameter order), then the head update.
-        PostgreSQL overrides the single-event case to do both in one statement.
+        Writes only if the stream head is still at ``batch.old_version`` and
+        the stream is open with its data key alive; returns the rows'
+        placements in version order, or ``None`` (nothing written) otherwise.
+        Runs inside the caller's transaction.
         """
-        returned = conn.execute(self._insert_many, list(rows)).all()
-        moved = conn.execute(_move_head, head_params(stream_id, old_version, len(rows), chain_hash))
-        if moved.rowcount != 1:  # the stream row lock makes this unreachable
-            raise OperationalError("stream head moved during the append; retry")
-        return list(returned)
+
+    @abc.abstractmethod
+    def append_committed(self, batch: SealedBatch) -> list[Placement] | None:
+        """:meth:`insert_events` in a transaction of its own, committed when it returns.
+
+        The optimistic append: no stream lock is taken first, the head
+        condition of the write decides, so a racing writer, a closed
+        generation or a destroyed key make it write nothing.
+        """
+
+    @abc.abstractmethod
+    def create_stream_committed(
+        self, seal: Callable[[int], SealedBatch], key: WrappedKey
+    ) -> tuple[SealedBatch, list[Placement]] | None:
+        """Create a subject's first stream generation with its data key and first events.
+
+        ``seal`` seals the events once the new stream's id is known; its
+        batch names the namespace, subject key and generation.  Commits
+        before it returns; ``None`` (nothing written) when that generation
+        exists already.
+        """
+
+    #: How this driver returns UUIDs and timestamps in raw rows.
+    row_types: RowTypes
+    #: The driver's paramstyle for named parameters.
+    paramstyle: str
+
+    def driver_sql(self, statement: sa.ClauseElement) -> DriverSql:
+        """A statement built once with ``bindparam()``, compiled once to the driver's SQL."""
+        dialect = type(self.engine.dialect)(paramstyle=self.paramstyle)  # type: ignore[call-arg]
+        compiled = statement.compile(dialect=dialect)
+        defaults = {k: v for k, v in compiled.params.items() if v is not None}
+        return DriverSql(str(compiled), defaults)
+
+    def fetch_all(
+        self, conn: Connection, sql: DriverSql | str, params: Mapping[str, Any]
+    ) -> list[Any]:
+        """Rows of a query as the driver's tuples (no SQLAlchemy row processing)."""
+        driver = conn.connection.driver_connection
+        if isinstance(sql, DriverSql):
+            return self._fetch(driver, sql.text, {**sql.defaults, **params})
+        return self._fetch(driver, sql, params)
+
+    def _fetch(self, driver: Any, sql: str, params: Mapping[str, Any]) -> list[Any]:
+        cursor = driver.cursor()
+        try:
+            cursor.execute(sql, params)
+            return list(cursor.fetchall())
+        finally:
+            cursor.close()
 
     @functools.cached_property
-    def _insert_many(self) -> Insert:
-        return (
-            events.insert()
-            .values(commit_group=self.commit_group())
-            .returning(events.c.position, events.c.commit_group, sort_by_parameter_order=True)
-        )
+    def read_stream_sql(self) -> dict[bool, DriverSql]:
+        """Events of one stream from a version, forwards (``False``) or backwards (``True``).
+
+        Parameters: ``stream_id``, ``version``, ``limit``.
+        """
+        query = select_event_columns.where(events.c.stream_id == sa.bindparam("stream_id"))
+        limit = sa.bindparam("limit", type_=sa.BigInteger())
+        version = sa.bindparam("version", type_=sa.BigInteger())
+        forwards = query.where(events.c.version >= version).order_by(events.c.version)
+        backwards = query.where(events.c.version <= version).order_by(events.c.version.desc())
+        return {
+            False: self.driver_sql(forwards.limit(limit)),
+            True: self.driver_sql(backwards.limit(limit)),
+        }
 
     @functools.cached_property
-    def single_insert(self) -> Insert:
-        """One event row with named parameters, built once so it compiles once.
+    def read_log_sql(self) -> dict[bool, DriverSql]:
+        """One page of the log after a cursor, in global order: all, or one partition.
 
-        Parameters are prefixed: an UPDATE of ``streams`` in the same statement
-        would otherwise take same-named parameters (``version``…) as SET values.
+        Parameters: ``group``, ``position``, ``limit``; with the partition
+        (``True``) also ``count`` and ``index``: streams whose id modulo
+        ``count`` equals ``index``.
         """
-        values = {c: sa.bindparam(f"ev_{c}", type_=events.c[c].type) for c in EVENT_COLUMNS}
-        return (
-            events.insert()
-            .values(**values, commit_group=self.commit_group())
-            .returning(events.c.position, events.c.commit_group)
+        query = select_event_columns.where(
+            self.after_cursor(), self.visible_commit_groups(events.c.commit_group)
         )
+        limit = sa.bindparam("limit", type_=sa.BigInteger())
+        partition = events.c.stream_id % sa.bindparam("count") == sa.bindparam("index")
+        return {
+            False: self.driver_sql(query.order_by(*self.log_order).limit(limit)),
+            True: self.driver_sql(query.where(partition).order_by(*self.log_order).limit(limit)),
+        }
 
     @abc.abstractmethod
     def visible_commit_groups(self, column: sa.ColumnElement[int]) -> sa.ColumnElement[bool]:
@@ -112,40 +182,11 @@ class Backend(abc.ABC):
         self.engine.dispose()
 
 
-EVENT_COLUMNS = (
-    "event_id",
-    "stream_id",
-    "version",
-    "type",
-    "schema_version",
-    "recorded_at",
-    "payload",
-    "metadata",
-    "digest",
-    "chain_hash",
-)
-
-_move_head = (
-    streams.update()
-    .where(
-        streams.c.stream_id == sa.bindparam("head_stream_id", type_=streams.c.stream_id.type),
-        streams.c.version == sa.bindparam("head_old_version", type_=sa.BigInteger()),
-    )
-    .values(
-        version=sa.bindparam("head_new_version", type_=sa.BigInteger()),
-        chain_hash=sa.bindparam("head_chain", type_=sa.LargeBinary()),
-    )
-)
-
-
-def single_row_params(row: dict[str, Any]) -> dict[str, Any]:
-    return {f"ev_{c}": row[c] for c in EVENT_COLUMNS}
-
-
-def head_params(stream_id: int, old_version: int, added: int, chain: bytes) -> dict[str, Any]:
+def head_params(batch: SealedBatch) -> dict[str, Any]:
+    """Parameters of the conditional head move: from ``old_version`` to the batch's end."""
     return {
-        "head_stream_id": stream_id,
-        "head_old_version": old_version,
-        "head_new_version": old_version + added,
-        "head_chain": chain,
+        "stream_id": batch.stream.stream_id,
+        "old_version": batch.old_version,
+        "new_version": batch.new_version,
+        "chain_hash": batch.chain_hash,
     }

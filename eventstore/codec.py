@@ -10,10 +10,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from eventstore import crypto
 from eventstore.errors import (
@@ -39,13 +42,16 @@ class EncodedEvent:
     metadata: bytes
     caller_id: bool  # the caller chose the id (so it may already exist)
 
+    def plaintext(self) -> bytes:
+        """Data and metadata as one JSON array ``[data, metadata]``: what gets encrypted."""
+        return b"[" + self.payload + b"," + self.metadata + b"]"
+
 
 @dataclass(frozen=True)
 class SealedEvent:
-    """The on-disk form of one event's content."""
+    """The on-disk form of one event's content: data and metadata sealed together."""
 
-    payload: bytes
-    metadata: bytes
+    ciphertext: bytes
     digest: bytes
 
 
@@ -66,13 +72,14 @@ class SubjectCipher:
 
     def __init__(self, dek: bytes, stream_id: int) -> None:
         self._dek = dek
+        self._key = crypto.AeadKey(dek)
         self.stream_id = stream_id
 
     def seal(self, purpose: str, row_id: bytes, plaintext: bytes) -> bytes:
-        return crypto.encrypt(self._dek, plaintext, self._aad(purpose, row_id))
+        return self._key.encrypt(plaintext, self._aad(purpose, row_id))
 
     def open(self, purpose: str, row_id: bytes, blob: bytes) -> bytes:
-        return crypto.decrypt(self._dek, blob, self._aad(purpose, row_id))
+        return self._key.decrypt(blob, self._aad(purpose, row_id))
 
     def mac(self, purpose: str, message: bytes) -> bytes:
         """A keyed hash under the subject's key: stable while the key lives, unguessable."""
@@ -82,14 +89,21 @@ class SubjectCipher:
         return crypto.projection_aad(self.stream_id, purpose, row_id)
 
 
+# Built once: json.dumps with anything but default options builds a new
+# encoder on every call.
+_JSON_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
 def to_json_bytes(value: Mapping[str, Any], what: str) -> bytes:
     """Deterministic JSON (sorted keys, no spaces); refuses NaN and lone surrogates."""
     if not isinstance(value, Mapping):
         raise InvalidInputError(f"{what} must be a JSON object")
+    if type(value) is dict and not value:
+        return b"{}"  # most events carry no metadata
     try:
-        text = json.dumps(
-            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
+        text = _JSON_ENCODER.encode(value)
     except (TypeError, ValueError) as e:
         raise InvalidInputError(f"{what} is not serialisable as JSON: {e}") from e
     try:
@@ -102,6 +116,33 @@ def from_json_bytes(raw: bytes) -> dict[str, Any]:
     value = json.loads(raw.decode("utf-8"))
     assert isinstance(value, dict)
     return value
+
+
+# orjson parses an event in a fraction of the standard library's time, but
+# reads an integer beyond 64 bits as a float.  Such a number needs at least
+# 20 digits in a row, so plaintexts with a digit run that long (rare, and
+# mostly digits inside strings) take the exact parser.  Counting all digits
+# first is cheap and settles almost every event without the regex.
+_LONG_DIGIT_RUN = re.compile(rb"[0-9]{20}")
+_NOT_DIGITS = bytes(b for b in range(256) if not 0x30 <= b <= 0x39)
+
+
+def _may_hold_big_int(plaintext: bytes) -> bool:
+    if len(plaintext.translate(None, _NOT_DIGITS)) < 20:
+        return False
+    return _LONG_DIGIT_RUN.search(plaintext) is not None
+
+
+def parse_content(plaintext: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(data, metadata)`` from the plaintext of :meth:`EncodedEvent.plaintext`."""
+    if not _may_hold_big_int(plaintext):
+        try:
+            data, metadata = orjson.loads(plaintext)
+            return data, metadata
+        except orjson.JSONDecodeError:
+            pass  # let the standard parser decide (and say) what is wrong
+    data, metadata = json.loads(plaintext.decode("utf-8"))
+    return data, metadata
 
 
 class EventCodec:
@@ -143,31 +184,22 @@ class EventCodec:
             caller_id=event.event_id is not None,
         )
 
-    def seal(self, dek: bytes, event: EncodedEvent, stream_id: int, version: int) -> SealedEvent:
-        payload = crypto.encrypt(
-            dek, event.payload, crypto.event_aad(event.event_id, stream_id, version, "payload")
+    def seal(
+        self, key: crypto.AeadKey, event: EncodedEvent, stream_id: int, version: int
+    ) -> SealedEvent:
+        """One ciphertext for data and metadata together: one AES-GCM operation per event."""
+        ciphertext = key.encrypt(
+            event.plaintext(), crypto.event_aad(event.event_id, stream_id, version)
         )
-        metadata = crypto.encrypt(
-            dek, event.metadata, crypto.event_aad(event.event_id, stream_id, version, "metadata")
-        )
-        return SealedEvent(payload, metadata, crypto.ciphertext_digest(payload, metadata))
+        return SealedEvent(ciphertext, crypto.ciphertext_digest(ciphertext))
 
+    @staticmethod
     def open(
-        self,
-        dek: bytes,
-        event_id: uuid.UUID,
-        stream_id: int,
-        version: int,
-        payload: bytes,
-        metadata: bytes,
+        key: crypto.AeadKey, event_id: uuid.UUID, stream_id: int, version: int, ciphertext: bytes
     ) -> tuple[dict[str, Any], dict[str, Any]]:
-        data = crypto.decrypt(
-            dek, payload, crypto.event_aad(event_id, stream_id, version, "payload")
-        )
-        meta = crypto.decrypt(
-            dek, metadata, crypto.event_aad(event_id, stream_id, version, "metadata")
-        )
-        return from_json_bytes(data), from_json_bytes(meta)
+        """Decrypt and parse an event's data and metadata (one AES-GCM, one JSON parse)."""
+        plaintext = key.decrypt(ciphertext, crypto.event_aad(event_id, stream_id, version))
+        return parse_content(plaintext)
 
     def new_data_key(self) -> tuple[bytes, WrappedKey]:
         """A fresh DEK and its wrapped form under the active KEK."""

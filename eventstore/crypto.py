@@ -37,26 +37,44 @@ def random_key() -> bytes:
 def encrypt(key: bytes, plaintext: bytes, aad: bytes) -> bytes:
     """Return ``nonce || ciphertext || tag``. Nonces are random: 96 bits is safe
     for the number of messages one subject key will ever see."""
-    nonce = os.urandom(NONCE_BYTES)
-    return nonce + AESGCM(key).encrypt(nonce, plaintext, aad)
+    return AeadKey(key).encrypt(plaintext, aad)
 
 
 def decrypt(key: bytes, blob: bytes, aad: bytes) -> bytes:
     """Inverse of :func:`encrypt`; tampering raises :class:`IntegrityViolationError`."""
-    try:
-        return AESGCM(key).decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], aad)
-    except InvalidTag as e:
-        raise IntegrityViolationError("ciphertext failed authentication") from e
+    return AeadKey(key).decrypt(blob, aad)
 
 
-def event_aad(event_id: uuid.UUID, stream_id: int, version: int, field: str) -> bytes:
-    """Associated data binding one encrypted event field to its row."""
-    return (
-        b"oblivio/event/v1\0"
-        + event_id.bytes
-        + struct.pack(">QQ", stream_id, version)
-        + (field.encode())
-    )
+class AeadKey:
+    """One AES-256-GCM key, set up once for the many events of one stream.
+
+    Setting up the cipher costs as much as encrypting a small event, so reads
+    and batch appends keep one per data key for the duration of one call.
+    """
+
+    __slots__ = ("_aead",)
+
+    def __init__(self, key: bytes) -> None:
+        self._aead = AESGCM(key)
+
+    def encrypt(self, plaintext: bytes, aad: bytes) -> bytes:
+        nonce = os.urandom(NONCE_BYTES)
+        return nonce + self._aead.encrypt(nonce, plaintext, aad)
+
+    def decrypt(self, blob: bytes, aad: bytes) -> bytes:
+        try:
+            return self._aead.decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], aad)
+        except InvalidTag as e:
+            raise IntegrityViolationError("ciphertext failed authentication") from e
+
+
+_EVENT_AAD = b"oblivio/event/v2\0"
+_pack_stream_version = struct.Struct(">QQ").pack
+
+
+def event_aad(event_id: uuid.UUID, stream_id: int, version: int) -> bytes:
+    """Associated data binding an event's ciphertext (data and metadata) to its row."""
+    return _EVENT_AAD + event_id.bytes + _pack_stream_version(stream_id, version)
 
 
 def projection_aad(stream_id: int, purpose: str, row_id: bytes) -> bytes:
@@ -81,13 +99,9 @@ def subject_key(hmac_key: bytes, namespace: str, subject: str) -> bytes:
     return hmac.new(hmac_key, message, hashlib.sha256).digest()
 
 
-def ciphertext_digest(payload: bytes | None, metadata: bytes | None) -> bytes:
-    """SHA-256 over both ciphertexts, length-prefixed so the split is unambiguous."""
-    h = hashlib.sha256(b"oblivio/digest/v1")
-    for part in (payload or b"", metadata or b""):
-        h.update(struct.pack(">Q", len(part)))
-        h.update(part)
-    return h.digest()
+def ciphertext_digest(ciphertext: bytes) -> bytes:
+    """SHA-256 over an event's ciphertext (its data and metadata, sealed together)."""
+    return hashlib.sha256(b"oblivio/digest/v2\0" + ciphertext).digest()
 
 
 def stream_genesis(namespace: str, subject_key: bytes, generation: int) -> bytes:

@@ -25,7 +25,6 @@ _chain_columns = sa.select(
     events.c.schema_version,
     events.c.recorded_at,
     events.c.payload,
-    events.c.metadata,
     events.c.digest,
     events.c.chain_hash,
 ).order_by(events.c.version)
@@ -71,11 +70,8 @@ def _row_problem(row: sa.Row[Any], version: int, last_position: int, chain: byte
         return f"expected version {version}, found {row.version}"
     if row.position <= last_position:
         return "positions do not increase with versions"
-    if (row.payload is None) != (row.metadata is None):
-        return "half-erased row: payload and metadata disagree"
     stored_digest_wrong = (
-        row.payload is not None
-        and crypto.ciphertext_digest(row.payload, row.metadata) != row.digest
+        row.payload is not None and crypto.ciphertext_digest(row.payload) != row.digest
     )
     if stored_digest_wrong:
         return "digest does not match the stored ciphertext"

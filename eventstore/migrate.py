@@ -19,6 +19,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy.engine import Engine
 
+from eventstore.schema import ONLY_ON
 from eventstore.schema import metadata as eventstore_metadata
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
@@ -48,7 +49,14 @@ def upgrade(
 def schema_differences(engine: Engine, metadatas: Sequence[sa.MetaData] = ()) -> list[Any]:
     """What the database lacks or has beyond the models (empty when they match)."""
     with engine.connect() as conn:
-        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        dialect = conn.dialect.name
+
+        def on_this_dialect(item: Any, _name: Any, _type: Any, _reflected: Any, _to: Any) -> bool:
+            only_on = getattr(item, "info", {}).get(ONLY_ON)
+            return only_on is None or only_on == dialect
+
+        opts = {"compare_type": True, "include_object": on_this_dialect}
+        context = MigrationContext.configure(conn, opts=opts)
         # compare_metadata accepts a sequence: every package's tables at once.
         target: Any = [eventstore_metadata, *metadatas]
         return list(compare_metadata(context, target))

@@ -38,7 +38,7 @@ class NewEvent:
     schema_version: int = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StreamRef:
     """Where an event lives. The raw subject id is never stored, only its keyed hash."""
 
@@ -72,7 +72,7 @@ class RecordedEvent:
         return self.erasure is not None
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class LogCursor:
     """A point in the global order of the log.
 

@@ -49,6 +49,10 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC)
 
 
+#: ``info`` key of schema items that exist on one dialect only (migrations
+#: compare them only there).
+ONLY_ON = "only_on_dialect"
+
 # SQLite only gives AUTOINCREMENT (positions never reused after deletes) to an
 # INTEGER PRIMARY KEY column, so the 64-bit type becomes INTEGER there.
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
@@ -98,14 +102,19 @@ events = sa.Table(
     sa.Column("type", sa.String(100), nullable=False),
     sa.Column("schema_version", sa.Integer, nullable=False),
     sa.Column("recorded_at", UTCDateTime(), nullable=False),
+    # Data and metadata sealed together (one AES-GCM ciphertext); NULL once tombstoned.
     sa.Column("payload", sa.LargeBinary, nullable=True),
-    sa.Column("metadata", sa.LargeBinary, nullable=True),
     sa.Column("digest", sa.LargeBinary(32), nullable=False),
     sa.Column("chain_hash", sa.LargeBinary(32), nullable=False),
     sa.Column("erased_at", UTCDateTime(), nullable=True),
     sa.Column("erasure_request_id", sa.Uuid, nullable=True),
     sa.UniqueConstraint("stream_id", "version"),
-    sa.Index(None, "commit_group", "position"),
+    # The global order on PostgreSQL.  SQLite orders the log by position
+    # alone (its group is always 0) and seeks the rowid, so there the index
+    # would only cost a page write per append.
+    sa.Index(None, "commit_group", "position", info={ONLY_ON: "postgresql"}).ddl_if(
+        dialect="postgresql"
+    ),
     sqlite_autoincrement=True,
 )
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -16,9 +18,14 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.dml import Insert
 
-from eventstore.backend import Backend
+from eventstore.backend import Backend, head_params
+from eventstore.batch import Placement, SealedBatch
+from eventstore.codec import WrappedKey
 from eventstore.errors import ConflictError, OperationalError
-from eventstore.model import LogCursor
+from eventstore.reader import RowTypes
+from eventstore.schema import events
+
+T = TypeVar("T")
 
 DATABASE_FILE = "oblivio.sqlite3"
 BUSY_TIMEOUT_MS = 30_000
@@ -78,9 +85,29 @@ def create_sqlite_engine(url: str) -> Engine:
     return engine
 
 
+# The column formats SQLAlchemy uses on SQLite (Uuid as 32 hex digits,
+# DateTime as ISO text with microseconds): raw statements must write and
+# read exactly these, or SQLAlchemy's own queries would not match them.
+def _db_time(value: datetime) -> str:
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
+
+
+def _utc_from_db(value: str) -> datetime:
+    return datetime.fromisoformat(value).replace(tzinfo=UTC)
+
+
+def _uuid_from_db(value: str) -> uuid.UUID:
+    return uuid.UUID(hex=value)
+
+
 class SQLiteBackend(Backend):
     name = "sqlite"
     embedded = True
+    paramstyle = "named"
+    # The group is always 0: the position alone is the global order, and a
+    # range on the rowid is the cheapest seek SQLite has.
+    log_order = (events.c.position,)
+    row_types = RowTypes(_uuid_from_db, _utc_from_db)
 
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine)
@@ -103,30 +130,151 @@ class SQLiteBackend(Backend):
     def insert_ignoring_duplicates(self, table: sa.Table) -> Insert:
         return sqlite_insert(table).on_conflict_do_nothing()
 
-    def commit_group(self) -> sa.ColumnElement[int]:
-        # One writer at a time: commit order is position order, so the group
-        # is constant and AUTOINCREMENT positions alone give the global order.
-        return sa.literal(0, sa.BigInteger)
-
-    def after_cursor(
-        self, group: sa.ColumnElement[int], position: sa.ColumnElement[int], cursor: LogCursor
-    ) -> sa.ColumnElement[bool]:
+    def after_cursor(self) -> sa.ColumnElement[bool]:
         # The group is always 0 here.  A row-value comparison would make SQLite
         # seek only on the group and scan every earlier row on each page.
-        return position > cursor.position
+        return events.c.position > sa.bindparam("position", type_=sa.BigInteger())
 
     def visible_commit_groups(self, column: sa.ColumnElement[int]) -> sa.ColumnElement[bool]:
         # A reader's snapshot sees only committed rows, and no later commit can
         # receive a smaller position, so everything visible may be delivered.
         return sa.true()
 
+    def insert_events(self, conn: Connection, batch: SealedBatch) -> list[Placement] | None:
+        return _insert_events(conn.connection.driver_connection, batch)  # type: ignore[arg-type]
+
+    def append_committed(self, batch: SealedBatch) -> list[Placement] | None:
+        return self._committed(lambda driver: _insert_events(driver, batch))
+
+    def create_stream_committed(
+        self, seal: Callable[[int], SealedBatch], key: WrappedKey
+    ) -> tuple[SealedBatch, list[Placement]] | None:
+        return self._committed(lambda driver: self._create_stream(driver, seal, key))
+
+    def _committed(self, write: Callable[[sqlite3.Connection], T | None]) -> T | None:
+        """``write`` in a transaction of its own: committed, or rolled back when it gives None.
+
+        On the pooled sqlite3 connection itself, without SQLAlchemy's
+        ``Connection`` around it: it would cost more than the statements.
+        """
+        with self._writer, self.translate_errors():
+            pooled = self.engine.raw_connection()
+            driver: sqlite3.Connection = pooled.driver_connection  # type: ignore[assignment]
+            try:
+                driver.execute("BEGIN IMMEDIATE")
+                try:
+                    written = write(driver)
+                except BaseException:
+                    driver.execute("ROLLBACK")
+                    raise
+                driver.execute("ROLLBACK" if written is None else "COMMIT")
+                return written
+            finally:
+                pooled.close()
+
+    def _create_stream(
+        self, driver: sqlite3.Connection, seal: Callable[[int], SealedBatch], key: WrappedKey
+    ) -> tuple[SealedBatch, list[Placement]] | None:
+        # BEGIN IMMEDIATE holds the only write lock: the next AUTOINCREMENT id
+        # is ours, and the ciphertexts can be bound to it before the insert.
+        (stream_id,) = driver.execute(_NEXT_STREAM_ID).fetchone()
+        batch = seal(stream_id)
+        now = _db_time(batch.recorded_at)
+        stream = batch.stream
+        created = driver.execute(
+            _INSERT_STREAM,
+            (
+                stream_id,
+                stream.namespace,
+                stream.subject_key,
+                stream.generation,
+                batch.new_version,
+                batch.chain_hash,
+                now,
+            ),
+        )
+        if created.rowcount != 1:
+            return None
+        driver.execute(_INSERT_KEY, (key.dek_id.hex, stream_id, key.kek_version, key.wrapped, now))
+        driver.executemany(_INSERT_EVENT, _event_rows(batch))
+        placed = driver.execute(_PLACEMENTS, (stream_id, 0))
+        return batch, [(position, group) for position, group in placed]
+
     @contextmanager
     def translate_errors(self) -> Iterator[None]:
+        # Driver errors arrive wrapped by SQLAlchemy, or bare from the hot
+        # paths that use the driver's cursor directly.
         try:
             yield
         except sa.exc.DBAPIError as e:
-            if isinstance(e.orig, sqlite3.IntegrityError):
-                raise ConflictError(f"conflicting write: {e.orig}") from e
-            if isinstance(e.orig, sqlite3.OperationalError):
-                raise OperationalError(f"SQLite could not complete the operation: {e.orig}") from e
+            _raise_translated(e.orig, e)
             raise
+        except sqlite3.Error as e:
+            _raise_translated(e, e)
+            raise
+
+
+def _raise_translated(orig: BaseException | None, e: Exception) -> None:
+    if isinstance(orig, sqlite3.IntegrityError):
+        raise ConflictError(f"conflicting write: {orig}") from e
+    if isinstance(orig, sqlite3.OperationalError):
+        raise OperationalError(f"SQLite could not complete the operation: {orig}") from e
+
+
+# The head moves only if it is still where the writer saw it, for an open
+# generation whose data key lives (see eventstore.postgres for the same rule).
+_MOVE_HEAD = """
+UPDATE streams SET version = :new_version, chain_hash = :chain_hash
+WHERE stream_id = :stream_id AND version = :old_version
+  AND closed_at IS NULL AND key_destroyed_at IS NULL
+"""
+_NEXT_STREAM_ID = """
+SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'streams'), 0),
+           coalesce((SELECT max(stream_id) FROM streams), 0)) + 1
+"""
+_INSERT_STREAM = """
+INSERT INTO streams (stream_id, namespace, subject_key, generation, version, chain_hash,
+                     created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
+"""
+_INSERT_KEY = """
+INSERT INTO data_keys (dek_id, stream_id, kek_version, wrapped_key, created_at)
+VALUES (?, ?, ?, ?, ?)
+"""
+_INSERT_EVENT = """
+INSERT INTO events (commit_group, event_id, stream_id, version, type, schema_version,
+                    recorded_at, payload, digest, chain_hash)
+VALUES (0, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+_PLACEMENTS = (
+    "SELECT position, commit_group FROM events WHERE stream_id = ? AND version > ? ORDER BY version"
+)
+
+
+def _insert_events(driver: sqlite3.Connection, batch: SealedBatch) -> list[Placement] | None:
+    if driver.execute(_MOVE_HEAD, head_params(batch)).rowcount != 1:
+        return None
+    driver.executemany(_INSERT_EVENT, _event_rows(batch))
+    # One writer at a time: the rows just written are the stream's only
+    # versions above the old head.
+    placed = driver.execute(_PLACEMENTS, (batch.stream.stream_id, batch.old_version))
+    return [(position, group) for position, group in placed]
+
+
+def _event_rows(batch: SealedBatch) -> list[tuple[Any, ...]]:
+    recorded_at = _db_time(batch.recorded_at)
+    stream_id = batch.stream.stream_id
+    return [
+        (
+            event.event_id.hex,
+            stream_id,
+            version,
+            event.type,
+            event.schema_version,
+            recorded_at,
+            batch.ciphertexts[i],
+            batch.digests[i],
+            batch.chain_hashes[i],
+        )
+        for i, (event, version) in enumerate(zip(batch.events, batch.versions, strict=True))
+    ]

@@ -13,7 +13,9 @@ import sqlalchemy as sa
 
 from eventstore.audit import AUDIT_NAMESPACE, AUDIT_SUBJECT, AuditEntry
 from eventstore.backend import Backend
+from eventstore.batch import encode_batch
 from eventstore.codec import DEFAULT_MAX_EVENT_BYTES, EventCodec, SubjectCipher
+from eventstore.heads import OptimisticAppends
 from eventstore.ids import check_namespace, check_subject
 from eventstore.integrity import select_streams, verify_streams
 from eventstore.keys import KeyProvider
@@ -31,11 +33,18 @@ from eventstore.model import (
     Tombstone,
     VerifyReport,
 )
-from eventstore.reader import EventDecoder, read_by_ids, select_events, subject_cipher
+from eventstore.reader import (
+    decode_rows,
+    latest_stream_key,
+    read_by_ids,
+    read_stream_rows,
+    subject_cipher,
+)
 from eventstore.schema import events, streams
 from eventstore.transaction import Clock, Transaction
 
 DEFAULT_PAGE_SIZE = 500
+_NO_LIMIT = 2**62  # "no bound" as a number both databases take for a version and a LIMIT
 
 #: ``(index, count)``: the streams whose id modulo ``count`` equals ``index``.
 Partition = tuple[int, int]
@@ -71,6 +80,7 @@ class EventStore:
         self.backend = backend
         self.codec = EventCodec(keys, max_event_bytes)
         self.clock = clock
+        self._optimistic = OptimisticAppends(backend, self.codec, clock)
 
     def close(self) -> None:
         self.backend.dispose()
@@ -90,9 +100,23 @@ class EventStore:
         new_events: Sequence[NewEvent],
         expected_version: ExpectedVersion = ANY,
     ) -> list[RecordedEvent]:
-        """Append events to the subject's stream; see :meth:`Transaction.append`."""
+        """Append events to the subject's stream; see :meth:`Transaction.append`.
+
+        The events are first offered to one conditional statement at the
+        head this process last left the stream (or reads without a lock),
+        see :mod:`eventstore.heads`; when that writes nothing, under the
+        stream lock.
+        """
+        check_namespace(namespace)
+        subject_key = self.codec.subject_key(namespace, check_subject(subject))
+        encoded = encode_batch(self.codec, new_events, expected_version)
+        recorded = self._optimistic.append(namespace, subject_key, encoded, expected_version)
+        if recorded is not None:
+            return recorded
         with self.transaction() as tx:
-            return tx.append(namespace, subject, new_events, expected_version)
+            recorded, stream = tx.append_encoded(namespace, subject_key, encoded, expected_version)
+        self._optimistic.remember(stream)
+        return recorded
 
     @contextmanager
     def reading(self) -> Iterator[ReadView]:
@@ -120,21 +144,20 @@ class EventStore:
         Forwards from ``from_version`` (default 1), or backwards from it
         (default: the head).
         """
-        with self.backend.read_connection() as conn:
-            stream = self._current_stream(conn, namespace, subject)
+        key = self.codec.subject_key(check_namespace(namespace), check_subject(subject))
+        if backwards:
+            params = {"version": _NO_LIMIT if from_version is None else from_version}
+        else:
+            params = {"version": from_version or 1}
+        params["limit"] = _NO_LIMIT if limit is None else limit
+        with self.backend.statement_reads() as conn:
+            stream = latest_stream_key(conn, namespace, key)
             if stream is None:
                 return []
-            query = select_events.where(events.c.stream_id == stream.stream_id)
-            if backwards:
-                if from_version is not None:
-                    query = query.where(events.c.version <= from_version)
-                query = query.order_by(events.c.version.desc())
-            else:
-                query = query.where(events.c.version >= (from_version or 1))
-                query = query.order_by(events.c.version)
-            if limit is not None:
-                query = query.limit(limit)
-            return EventDecoder(self.codec).decode_all(conn.execute(query))
+            params["stream_id"] = stream.ref.stream_id
+            rows = self.backend.fetch_all(conn, self.backend.read_stream_sql[backwards], params)
+            keys = {stream.ref.stream_id: stream}
+            return decode_rows(conn, self.codec, rows, self.backend.row_types, keys)
 
     def read_audit(self) -> list[RecordedEvent]:
         """The whole audit stream, by version."""
@@ -143,10 +166,7 @@ class EventStore:
             stream = self._stream_by_key(conn, AUDIT_NAMESPACE, key)
             if stream is None:
                 return []
-            query = select_events.where(events.c.stream_id == stream.stream_id)
-            return EventDecoder(self.codec).decode_all(
-                conn.execute(query.order_by(events.c.version))
-            )
+            return read_stream_rows(conn, self.codec, stream.stream_id)
 
     def get_events(self, event_ids: Sequence[uuid.UUID]) -> list[RecordedEvent]:
         """The stored events among ``event_ids`` (any stream), in log order."""
@@ -166,28 +186,25 @@ class EventStore:
         partition are read: projection workers split the log this way so that
         each stream is handled by one worker at a time, in order.
         """
-        query = select_events.where(
-            self.backend.after_cursor(events.c.commit_group, events.c.position, after),
-            self.backend.visible_commit_groups(events.c.commit_group),
-        )
+        params = {"group": after.commit_group, "position": after.position, "limit": limit}
         if partition is not None:
-            index, count = partition
-            query = query.where(events.c.stream_id % count == index)
-        query = query.order_by(events.c.commit_group, events.c.position).limit(limit)
-        with self.backend.read_connection() as conn:
-            page = EventDecoder(self.codec).decode_all(conn.execute(query))
+            params["index"], params["count"] = partition
+        sql = self.backend.read_log_sql[partition is not None]
+        with self.backend.log_reads(partitioned=partition is not None) as conn:
+            rows = self.backend.fetch_all(conn, sql, params)
+            page = decode_rows(conn, self.codec, rows, self.backend.row_types)
         return LogPage(page, page[-1].cursor if page else after)
 
     def count_after(self, after: LogCursor, *, partition: Partition | None = None) -> int:
         """How many visible events follow ``after`` (in one partition, if given)."""
         query = sa.select(sa.func.count()).where(
-            self.backend.after_cursor(events.c.commit_group, events.c.position, after),
-            self.backend.visible_commit_groups(events.c.commit_group),
+            self.backend.after_cursor(), self.backend.visible_commit_groups(events.c.commit_group)
         )
+        params = {"group": after.commit_group, "position": after.position}
         if partition is not None:
             query = query.where(events.c.stream_id % partition[1] == partition[0])
         with self.backend.read_connection() as conn:
-            return int(conn.execute(query).scalar_one())
+            return int(conn.execute(query, params).scalar_one())
 
     def subscribe(
         self,

@@ -20,11 +20,11 @@ from sqlalchemy.engine import Connection
 from eventstore import crypto
 from eventstore.audit import AUDIT_NAMESPACE, AUDIT_SUBJECT, AuditEntry
 from eventstore.backend import Backend
+from eventstore.batch import encode_batch, recorded_events, seal_batch
 from eventstore.codec import EncodedEvent, EventCodec, SubjectCipher, WrappedKey, from_json_bytes
 from eventstore.errors import (
     DuplicateEventError,
     EventErasedError,
-    InvalidInputError,
     KeyUnavailableError,
     OperationalError,
     WrongExpectedVersionError,
@@ -34,18 +34,12 @@ from eventstore.model import (
     ANY,
     ExpectedVersion,
     KeyDestruction,
-    LogCursor,
     NewEvent,
     RecordedEvent,
     StreamRef,
     Tombstone,
 )
-from eventstore.reader import (
-    EventDecoder,
-    read_by_ids,
-    select_events,
-    subject_cipher,
-)
+from eventstore.reader import read_by_ids, read_stream_rows, subject_cipher
 from eventstore.schema import data_keys, events, streams
 
 Clock = Callable[[], datetime]
@@ -79,14 +73,26 @@ _stream_with_key = sa.select(
 
 
 def _latest_stream(namespace: str, subject_key: bytes) -> sa.Select[Any]:
+    return _latest_unlocked(namespace, subject_key).with_for_update(of=streams)
+
+
+def _latest_unlocked(namespace: str, subject_key: bytes) -> sa.Select[Any]:
     return (
         _stream_with_key.where(
             streams.c.namespace == namespace, streams.c.subject_key == subject_key
         )
         .order_by(streams.c.generation.desc())
         .limit(1)
-        .with_for_update(of=streams)
     )
+
+
+def peek_stream(conn: Connection, namespace: str, subject_key: bytes) -> LockedStream | None:
+    """The subject's latest stream generation as of now, *without* locking it.
+
+    Only a guess for the optimistic append, whose write re-checks the head.
+    """
+    row = conn.execute(_latest_unlocked(namespace, subject_key)).first()
+    return None if row is None else _stream_from_row(row)
 
 
 def _stream_from_row(row: sa.Row[Any]) -> LockedStream:
@@ -151,7 +157,7 @@ class Transaction:
         """Append to a stream this transaction has locked (see :meth:`open_stream`)."""
         if stream.closed_at is not None:
             raise EventErasedError("this stream generation was erased; nothing can be appended")
-        encoded = self._encode_batch(new_events, expected_version)
+        encoded = encode_batch(self.codec, new_events, expected_version)
         return self._append_encoded(stream, encoded, expected_version)
 
     def cipher(self, stream_id: int) -> SubjectCipher | None:
@@ -169,9 +175,20 @@ class Transaction:
         new_events: Sequence[NewEvent],
         expected_version: ExpectedVersion,
     ) -> list[RecordedEvent]:
-        encoded = self._encode_batch(new_events, expected_version)
-        stream = self._lock_current_stream(namespace, self.codec.subject_key(namespace, subject))
-        return self._append_encoded(stream, encoded, expected_version)
+        encoded = encode_batch(self.codec, new_events, expected_version)
+        subject_key = self.codec.subject_key(namespace, subject)
+        return self.append_encoded(namespace, subject_key, encoded, expected_version)[0]
+
+    def append_encoded(
+        self,
+        namespace: str,
+        subject_key: bytes,
+        encoded: Sequence[EncodedEvent],
+        expected_version: ExpectedVersion,
+    ) -> tuple[list[RecordedEvent], LockedStream]:
+        """Lock the subject's stream and append validated events; also the stream after it."""
+        stream = self._lock_current_stream(namespace, subject_key)
+        return self._append_encoded(stream, encoded, expected_version), stream
 
     def _append_encoded(
         self,
@@ -187,20 +204,6 @@ class Transaction:
         if expected_version is not ANY and expected_version != stream.version:
             raise WrongExpectedVersionError(int(expected_version), stream.version)
         return self._write(stream, encoded)
-
-    def _encode_batch(
-        self, new_events: Sequence[NewEvent], expected_version: ExpectedVersion
-    ) -> list[EncodedEvent]:
-        if not new_events:
-            raise InvalidInputError("nothing to append")
-        if expected_version is not ANY and (
-            not isinstance(expected_version, int) or expected_version < 0
-        ):
-            raise InvalidInputError("expected_version must be a non-negative integer or ANY")
-        encoded = [self.codec.encode(e) for e in new_events]
-        if len({e.event_id for e in encoded}) != len(encoded):
-            raise InvalidInputError("a batch must not contain the same event id twice")
-        return encoded
 
     def _lock_current_stream(self, namespace: str, subject_key: bytes) -> LockedStream:
         """Lock the subject's open stream generation, creating it when needed."""
@@ -274,44 +277,15 @@ class Transaction:
             raise DuplicateEventError()
 
     def _write(self, stream: LockedStream, encoded: Sequence[EncodedEvent]) -> list[RecordedEvent]:
-        dek = self._data_key(stream)
-        now = self.clock()
-        rows: list[dict[str, Any]] = []
-        chain = stream.chain_hash
-        for offset, event in enumerate(encoded, start=1):
-            version = stream.version + offset
-            sealed = self.codec.seal(dek, event, stream.ref.stream_id, version)
-            chain = crypto.chain_hash(
-                chain,
-                event.event_id,
-                version,
-                event.type,
-                event.schema_version,
-                now,
-                sealed.digest,
-            )
-            rows.append(
-                {
-                    "event_id": event.event_id,
-                    "stream_id": stream.ref.stream_id,
-                    "version": version,
-                    "type": event.type,
-                    "schema_version": event.schema_version,
-                    "recorded_at": now,
-                    "payload": sealed.payload,
-                    "metadata": sealed.metadata,
-                    "digest": sealed.digest,
-                    "chain_hash": chain,
-                }
-            )
-        positions = self.backend.insert_events(
-            self.connection, rows, stream.ref.stream_id, stream.version, chain
+        head = (stream.version, stream.chain_hash)
+        batch = seal_batch(
+            self.codec, self._data_key(stream), stream.ref, head, encoded, self.clock()
         )
-        stream.version, stream.chain_hash = stream.version + len(rows), chain
-        return [
-            _recorded(stream.ref, row, event, pos)
-            for row, event, pos in zip(rows, encoded, positions, strict=True)
-        ]
+        placements = self.backend.insert_events(self.connection, batch)
+        if placements is None:  # the stream row lock makes this unreachable
+            raise OperationalError("stream head moved during the append; retry")
+        stream.version, stream.chain_hash = batch.new_version, batch.chain_hash
+        return recorded_events(batch, placements)
 
     def _data_key(self, stream: LockedStream) -> bytes:
         if stream.wrapped_key is None:
@@ -334,8 +308,7 @@ class Transaction:
 
     def read_stream_id(self, stream_id: int) -> list[RecordedEvent]:
         """Every event of one stream generation, by version, as this transaction sees it."""
-        query = select_events.where(events.c.stream_id == stream_id).order_by(events.c.version)
-        return EventDecoder(self.codec).decode_all(self.connection.execute(query))
+        return read_stream_rows(self.connection, self.codec, stream_id)
 
     def tombstone(
         self, stream_id: int, event_ids: Sequence[uuid.UUID] | None, erasure_request_id: uuid.UUID
@@ -353,7 +326,6 @@ class Transaction:
             .where(condition)
             .values(
                 payload=None,
-                metadata=None,
                 erased_at=self.clock(),
                 erasure_request_id=erasure_request_id,
             )
@@ -390,6 +362,10 @@ class Transaction:
         if row is None:
             raise KeyUnavailableError("the data key of this stream is already destroyed")
         now = self.clock()
+        # Stamping the stream row is what stops optimistic appends of other
+        # processes that still hold this key wrapped in their head cache: their
+        # write is conditional on ``key_destroyed_at IS NULL`` (see
+        # EventStore.append).  Never destroy a key without it.
         self.connection.execute(
             streams.update().where(streams.c.stream_id == stream_id).values(key_destroyed_at=now)
         )
@@ -402,22 +378,3 @@ class Transaction:
             .where(streams.c.stream_id == stream_id, streams.c.closed_at.is_(None))
             .values(closed_at=self.clock())
         )
-
-
-def _recorded(
-    stream: StreamRef, row: dict[str, Any], event: EncodedEvent, position: sa.Row[Any]
-) -> RecordedEvent:
-    return RecordedEvent(
-        event_id=event.event_id,
-        stream=stream,
-        version=row["version"],
-        position=position.position,
-        cursor=LogCursor(position.commit_group, position.position),
-        type=event.type,
-        schema_version=event.schema_version,
-        recorded_at=row["recorded_at"],
-        data=from_json_bytes(event.payload),
-        metadata=from_json_bytes(event.metadata),
-        digest=row["digest"],
-        chain_hash=row["chain_hash"],
-    )

@@ -41,7 +41,7 @@ def principal(
 ) -> Principal:
     if credentials is None:
         raise HTTPException(401, "missing bearer API key", {"WWW-Authenticate": "Bearer"})
-    with context(request).store.backend.statement_connection() as conn:
+    with context(request).store.backend.statement_reads() as conn:
         found = apikeys.authenticate(conn, credentials.credentials)
     if found is None:
         raise HTTPException(401, "invalid or revoked API key", {"WWW-Authenticate": "Bearer"})

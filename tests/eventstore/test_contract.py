@@ -26,6 +26,7 @@ from eventstore import (
     WrongExpectedVersionError,
 )
 from eventstore.schema import events
+from tests.eventstore._support import forget_generation
 
 HORIZON_WAIT_SECONDS = 30
 
@@ -223,12 +224,7 @@ def test_destroyed_keys_make_events_read_as_erased_not_as_errors(store: EventSto
 
 def test_closing_a_stream_starts_a_new_generation_with_a_new_key(store: EventStore) -> None:
     [old] = store.append("default", "alice", [stored("old life")])
-    with store.transaction() as tx:
-        ref = tx.lock_stream("default", "alice")
-        assert ref is not None
-        tx.tombstone(ref.stream_id, None, uuid.uuid4())
-        tx.destroy_data_key(ref.stream_id)
-        tx.close_stream(ref.stream_id)
+    forget_generation(store, "default", "alice")
     [new] = store.append("default", "alice", [stored("new life")], expected_version=0)
     assert (new.version, new.stream.generation) == (1, 2)
     assert new.stream.stream_id != old.stream.stream_id

@@ -66,7 +66,6 @@ def upgrade() -> None:
         sa.Column("schema_version", sa.Integer, nullable=False),
         sa.Column("recorded_at", sa.DateTime, nullable=False),
         sa.Column("payload", sa.LargeBinary, nullable=True),
-        sa.Column("metadata", sa.LargeBinary, nullable=True),
         sa.Column("digest", sa.LargeBinary(32), nullable=False),
         sa.Column("chain_hash", sa.LargeBinary(32), nullable=False),
         sa.Column("erased_at", sa.DateTime, nullable=True),
@@ -79,11 +78,13 @@ def upgrade() -> None:
         ),
         sqlite_autoincrement=True,
     )
-    op.create_index("ix_events_commit_group_position", "events", ["commit_group", "position"])
+    if op.get_bind().dialect.name == "postgresql":  # SQLite orders the log by rowid
+        op.create_index("ix_events_commit_group_position", "events", ["commit_group", "position"])
 
 
 def downgrade() -> None:
-    op.drop_index("ix_events_commit_group_position", table_name="events")
+    if op.get_bind().dialect.name == "postgresql":
+        op.drop_index("ix_events_commit_group_position", table_name="events")
     op.drop_table("events")
     op.drop_table("data_keys")
     op.drop_table("streams")

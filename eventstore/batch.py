@@ -1,0 +1,119 @@
+"""A batch of new events on its way into one stream: validated, sealed, chained.
+
+Pure computation, no SQL: both append paths (the locked one inside a
+:class:`~eventstore.transaction.Transaction` and the optimistic one of
+:class:`~eventstore.store.EventStore`) seal the same way and hand the result
+to the backend as one :class:`SealedBatch`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from eventstore import crypto
+from eventstore.codec import EncodedEvent, EventCodec, parse_content
+from eventstore.errors import InvalidInputError
+from eventstore.model import ANY, ExpectedVersion, LogCursor, NewEvent, RecordedEvent, StreamRef
+from eventstore.reader import recorded_event
+
+
+def encode_batch(
+    codec: EventCodec, new_events: Sequence[NewEvent], expected_version: ExpectedVersion
+) -> list[EncodedEvent]:
+    """Validate a batch before anything is written; raises :class:`InvalidInputError`."""
+    if not new_events:
+        raise InvalidInputError("nothing to append")
+    if expected_version is not ANY and (
+        not isinstance(expected_version, int) or expected_version < 0
+    ):
+        raise InvalidInputError("expected_version must be a non-negative integer or ANY")
+    encoded = [codec.encode(e) for e in new_events]
+    if len({e.event_id for e in encoded}) != len(encoded):
+        raise InvalidInputError("a batch must not contain the same event id twice")
+    return encoded
+
+
+@dataclass(frozen=True)
+class SealedBatch:
+    """Encrypted, chained rows for versions ``old_version + 1 …`` of one stream.
+
+    The backend writes them only if the stream head is still at
+    ``old_version`` (and the stream open with its key alive), moving the head
+    to the last row in the same step.
+    """
+
+    stream: StreamRef
+    old_version: int
+    recorded_at: datetime
+    events: Sequence[EncodedEvent]
+    ciphertexts: list[bytes]
+    digests: list[bytes]
+    chain_hashes: list[bytes]
+
+    @property
+    def new_version(self) -> int:
+        return self.old_version + len(self.events)
+
+    @property
+    def chain_hash(self) -> bytes:
+        return self.chain_hashes[-1]
+
+    @property
+    def versions(self) -> range:
+        return range(self.old_version + 1, self.new_version + 1)
+
+
+def seal_batch(
+    codec: EventCodec,
+    dek: bytes,
+    stream: StreamRef,
+    head: tuple[int, bytes],
+    encoded: Sequence[EncodedEvent],
+    now: datetime,
+) -> SealedBatch:
+    """Encrypt every event under ``dek`` and extend the chain from ``head`` (version, hash)."""
+    key = crypto.AeadKey(dek)
+    old_version, chain = head
+    ciphertexts, digests, chains = [], [], []
+    for version, event in enumerate(encoded, start=old_version + 1):
+        sealed = codec.seal(key, event, stream.stream_id, version)
+        chain = crypto.chain_hash(
+            chain, event.event_id, version, event.type, event.schema_version, now, sealed.digest
+        )
+        ciphertexts.append(sealed.ciphertext)
+        digests.append(sealed.digest)
+        chains.append(chain)
+    return SealedBatch(stream, old_version, now, encoded, ciphertexts, digests, chains)
+
+
+#: Where the backend put one row: ``(position, commit_group)``.
+Placement = tuple[int, int]
+
+
+def recorded_events(batch: SealedBatch, placements: Sequence[Placement]) -> list[RecordedEvent]:
+    """The appended events as readers will see them, without reading them back."""
+    recorded = []
+    for i, (event, version) in enumerate(zip(batch.events, batch.versions, strict=True)):
+        position, group = placements[i]
+        data, metadata = parse_content(event.plaintext())
+        recorded.append(
+            recorded_event(
+                event.event_id,
+                batch.stream,
+                version,
+                position,
+                LogCursor(group, position),
+                event.type,
+                event.schema_version,
+                batch.recorded_at,
+                data,
+                metadata,
+                batch.digests[i],
+                batch.chain_hashes[i],
+                None,
+                None,
+            )
+        )
+    return recorded
