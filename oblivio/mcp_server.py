@@ -74,11 +74,10 @@ def _memory_tools(server: MCPServer, ctx: MemoryContext, bind: _Binding) -> None
     ) -> dict[str, Any]:
         """Remember something about a person; returns the event id and its node ids."""
         user = bind.user(user_id)
-        event_id = commands.store(
+        stored = commands.store_memory(
             ctx, content, user_id=user, scope=scope, source_type=source_type, node_type=node_type
         )
-        nodes = queries.get_event_nodes(ctx, event_id, user_id=user)
-        return {"event_id": str(event_id), "node_ids": [str(n.id) for n in nodes]}
+        return {"event_id": str(stored.event_id), "node_ids": [str(n) for n in stored.node_ids]}
 
     @server.tool()
     def memory_retrieve(query: str, user_id: str | None = None, limit: int = 5) -> list[Any]:

@@ -108,6 +108,14 @@ class NodeGraphProjection:
 
     # -- handlers --------------------------------------------------------------
 
+    def node_ids(self, event: RecordedEvent) -> list[uuid.UUID]:
+        """The ids of the nodes a stored event derives: a function of the event
+        alone (extraction is deterministic), so no query is needed."""
+        if event.data is None:  # erased: derives nothing
+            return []
+        drafts = self.extractor.extract(event.data["content"], NodeType(event.data["node_type"]))
+        return [ev.node_id(event.event_id, ordinal) for ordinal in range(len(drafts))]
+
     def _stored(
         self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
     ) -> None:

@@ -32,7 +32,7 @@ MAX_VERSION = 2**62  # versions are 64-bit; anything above is no real position
 def store_event(body: s.StoreRequest, ctx: Ctx, who: Member) -> s.StoreResponse:
     """Store a memory for a user and derive its nodes."""
     user = required_user(who, body.user_id)
-    event_id = commands.store(
+    stored = commands.store_memory(
         ctx,
         body.content,
         user_id=user,
@@ -44,8 +44,7 @@ def store_event(body: s.StoreRequest, ctx: Ctx, who: Member) -> s.StoreResponse:
         meta=body.meta,
         request_id=body.request_id,
     )
-    nodes = queries.get_event_nodes(ctx, event_id, user_id=user)
-    return s.StoreResponse(event_id=event_id, node_ids=[n.id for n in nodes])
+    return s.StoreResponse(event_id=stored.event_id, node_ids=list(stored.node_ids))
 
 
 @router.get("/events", response_model=list[s.EventOut])

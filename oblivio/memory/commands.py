@@ -26,7 +26,7 @@ from oblivio.errors import IdempotencyConflictError, LifecycleConflictError, Nod
 from oblivio.memory import inputs, queries
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.ownership import check_evidence, earlier_operation, lock_owner
-from oblivio.memory.records import Correction
+from oblivio.memory.records import Correction, StoredMemory
 from projections import events as ev
 from projections.graph import state_to_json
 from projections.model import (
@@ -100,7 +100,7 @@ def _nodes(tx: Transaction, stream: LockedStream, rows: Sequence[NodeRow]) -> li
 # -- store ------------------------------------------------------------------------------
 
 
-def store(
+def store_memory(
     ctx: MemoryContext,
     content: str | bytes,
     *,
@@ -112,8 +112,8 @@ def store(
     node_type: NodeType | str = NodeType.FACT,
     meta: Mapping[str, Any] | None = None,
     request_id: uuid.UUID | str | None = None,
-) -> uuid.UUID:
-    """Append a memory event and derive its node(s); returns the event id."""
+) -> StoredMemory:
+    """Append a memory event and derive its node(s); the event id and the node ids."""
     user = inputs.user(user_id)
     data = {
         "user_id": user,
@@ -138,10 +138,44 @@ def store(
             else ev.operation_id("store", stream.ref.stream_id, request)
         )
         try:
-            recorded, _ = _append(ctx, tx, stream, NewEvent(ev.STORED, data, event_id=event_id))
+            new_event = NewEvent(ev.STORED, data, event_id=event_id)
+            recorded, replayed = _append(ctx, tx, stream, new_event)
         except DuplicateEventError as e:
             raise IdempotencyConflictError() from e
-    return recorded.event_id
+        if replayed:  # the nodes the earlier append derived, as they are now
+            rows = GraphStore(tx.connection).nodes_of_event(recorded.event_id)
+            node_ids = [row.node_id for row in rows]
+        else:
+            node_ids = ctx.graph.node_ids(recorded)
+    return StoredMemory(recorded.event_id, tuple(node_ids))
+
+
+def store(
+    ctx: MemoryContext,
+    content: str | bytes,
+    *,
+    user_id: str,
+    scope: Scope | str = Scope.PERSONAL,
+    role: Role | str = Role.USER,
+    session_id: str | None = None,
+    source_type: SourceType | str = SourceType.USER_STATED,
+    node_type: NodeType | str = NodeType.FACT,
+    meta: Mapping[str, Any] | None = None,
+    request_id: uuid.UUID | str | None = None,
+) -> uuid.UUID:
+    """Append a memory event and derive its node(s); returns the event id."""
+    return store_memory(
+        ctx,
+        content,
+        user_id=user_id,
+        scope=scope,
+        role=role,
+        session_id=session_id,
+        source_type=source_type,
+        node_type=node_type,
+        meta=meta,
+        request_id=request_id,
+    ).event_id
 
 
 # -- supersede --------------------------------------------------------------------------

@@ -28,6 +28,14 @@ class MemoryEvent:
 
 
 @dataclass(frozen=True)
+class StoredMemory:
+    """The outcome of storing a memory: its event and the nodes derived from it."""
+
+    event_id: uuid.UUID
+    node_ids: tuple[uuid.UUID, ...]
+
+
+@dataclass(frozen=True)
 class Correction:
     """The outcome of supersede / contradict / resolve_contradiction."""
 

@@ -1,0 +1,37 @@
+"""POST /v1/events answers with the derived node ids without reading them back.
+
+Fresh stores take the ids from the extraction (a function of the event);
+a replayed store (same request id) answers with the nodes of the earlier
+append.  Both must agree with what the store holds.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from tests.http.conftest import World
+
+
+def stored_node_ids(world: World, event_id: str) -> list[str]:
+    response = world.client.get(f"/v1/events/{event_id}/nodes", headers=world.headers("user"))
+    assert response.status_code == 200, response.text
+    return [node["id"] for node in response.json()]
+
+
+def test_the_answer_names_the_nodes_the_store_holds(world: World) -> None:
+    response = world.client.post(
+        "/v1/events", json={"content": "I moved to Lisbon"}, headers=world.headers("user")
+    )
+    assert response.status_code == 201, response.text
+    body = response.json()
+    assert body["node_ids"], "a stored memory derives at least one node"
+    assert body["node_ids"] == stored_node_ids(world, body["event_id"])
+
+
+def test_a_replayed_store_answers_with_the_earlier_nodes(world: World) -> None:
+    request = {"content": "I moved to Porto", "request_id": str(uuid.uuid4())}
+    first = world.client.post("/v1/events", json=request, headers=world.headers("user"))
+    again = world.client.post("/v1/events", json=request, headers=world.headers("user"))
+    assert again.status_code == 201, again.text
+    assert again.json() == first.json()
+    assert again.json()["node_ids"] == stored_node_ids(world, first.json()["event_id"])
