@@ -77,13 +77,17 @@ def create(
     return f"{KEY_PREFIX}_{key_id}_{secret}"
 
 
+# Built once: every authenticated request runs it.
+_KEY_BY_ID = sa.select(api_keys).where(api_keys.c.key_id == sa.bindparam("key_id"))
+
+
 def authenticate(conn: Connection, token: str) -> Principal | None:
     """The principal a token stands for, or ``None`` (unknown, wrong or revoked)."""
     prefix, _, rest = token.partition("_")
     key_id, _, secret = rest.partition("_")
     if prefix != KEY_PREFIX or not key_id or not secret:
         return None
-    row = conn.execute(sa.select(api_keys).where(api_keys.c.key_id == key_id)).first()
+    row = conn.execute(_KEY_BY_ID, {"key_id": key_id}).first()
     if row is None or row.revoked_at is not None:
         return None
     if not hmac.compare_digest(row.secret_hash, _secret_hash(secret)):

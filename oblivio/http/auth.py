@@ -11,7 +11,7 @@ exist.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
@@ -35,24 +35,30 @@ async def current_context(request: Request) -> MemoryContext:
     return context(request)
 
 
-def principal(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-) -> Principal:
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+
+
+def authenticated(request: Request, credentials: HTTPAuthorizationCredentials | None) -> Principal:
+    """The principal of the request's API key; 401 without a valid one."""
     if credentials is None:
         raise HTTPException(401, "missing bearer API key", {"WWW-Authenticate": "Bearer"})
     with context(request).store.backend.statement_reads() as conn:
         found = apikeys.authenticate(conn, credentials.credentials)
     if found is None:
         raise HTTPException(401, "invalid or revoked API key", {"WWW-Authenticate": "Bearer"})
-    request.state.principal = found
     return found
 
 
-def allow(*kinds: str) -> Callable[[Principal], Awaitable[Principal]]:
-    """A dependency admitting only the given principal kinds."""
+def allow(*kinds: str) -> Callable[[Request, HTTPAuthorizationCredentials | None], Principal]:
+    """A dependency admitting only the given principal kinds.
 
-    async def check(who: Annotated[Principal, Depends(principal)]) -> Principal:
+    Authentication and the check are one dependency, so a request costs one
+    hand-off to the thread pool for them (the key lookup blocks) and one level
+    of dependency solving.
+    """
+
+    def check(request: Request, credentials: Credentials) -> Principal:
+        who = authenticated(request, credentials)
         if who.kind not in kinds:
             raise HTTPException(403, f"this {who.kind} key may not do this")
         return who
