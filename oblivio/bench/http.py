@@ -55,11 +55,6 @@ from oblivio.memory import commands, queries
 from oblivio.memory.context import MemoryContext
 from oblivio.settings import Settings
 
-try:
-    import httpx
-except ImportError as e:  # in the test extra, not (yet) in the bench extra
-    raise BenchError("oblivio bench http needs httpx: pip install httpx") from e
-
 Operation = Literal["store", "retrieve"]
 Call = Callable[[int], None]
 #: CPU seconds used so far by this process and by the server process (0 for the facade).
@@ -89,7 +84,7 @@ HTTP_TIMEOUT_S = 60.0
 #: Key material the composition root reads from the environment itself: the
 #: server must see what this process saw when it created the stores.
 KEY_VARIABLES = frozenset({"OBLIVIO_KEKS", "OBLIVIO_SUBJECT_HMAC_KEY", "OBLIVIO_ISSUER_KEYS"})
-HTTP_PACKAGES = ("fastapi", "starlette", "uvicorn", "h11", "httptools", "uvloop", "httpx")
+HTTP_PACKAGES = ("fastapi", "starlette", "uvicorn", "h11", "httptools", "uvloop")
 OVERHEAD_MEANING = (
     "facade requests/s divided by HTTP requests/s of the adjacent round, median over rounds "
     "(2.00: HTTP takes twice as long)"
@@ -712,13 +707,22 @@ def wait_until_healthy(base_url: str, process: subprocess.Popen[bytes], log_path
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise BenchError(f"the server exited with code {process.returncode}")
-        try:
-            if httpx.get(f"{base_url}/v1/health", timeout=2.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
+        if _answers_health(base_url):
+            return
         time.sleep(0.1)
     raise BenchError(f"the server was not healthy in {SERVER_START_TIMEOUT_S:g} s")
+
+
+def _answers_health(base_url: str) -> bool:
+    address = urlsplit(base_url)
+    probe = http.client.HTTPConnection(address.hostname or LOOPBACK, address.port, timeout=2.0)
+    try:
+        probe.request("GET", "/v1/health")
+        return probe.getresponse().status == 200
+    except OSError:  # not listening yet
+        return False
+    finally:
+        probe.close()
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
