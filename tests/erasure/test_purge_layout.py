@@ -41,7 +41,7 @@ def test_small_row_tables_are_the_ordered_tree_itself_on_sqlite(sqlite_url: str)
     try:
         with backend.engine.connect() as conn:
             query = "SELECT name, sql FROM sqlite_master WHERE type = 'table'"
-            ddl: dict[str, str] = dict(conn.exec_driver_sql(query).tuples().all())
+            ddl: dict[str, str] = dict(conn.exec_driver_sql(query).all())
     finally:
         backend.dispose()
     clustered = {t for t in PURGED_IN_BULK if "WITHOUT ROWID" in ddl[t].upper()}
