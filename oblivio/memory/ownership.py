@@ -70,8 +70,8 @@ def check_evidence(
     """Evidence, when given, must be a live memory event of the same owner and scope."""
     if evidence_id is None:
         return
-    row = GraphStore(tx.connection).memory_event(evidence_id)
-    if row is None or row.stream_id != stream_id or row.scope != scope:
+    row = GraphStore(tx.connection).memory_event(stream_id, evidence_id)
+    if row is None or row.scope != scope:
         raise EvidenceUnavailableError()
 
 

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from eventstore import SubjectCipher
-from eventstore.schema import streams
+from eventstore.schema import events, streams
 from projections.model import LifecycleState, Node, NodeType, Scope, SourceType
 from projections.storage.tables import edges, memory_events, nodes, operations
 
@@ -105,8 +105,11 @@ class GraphStore:
         )
         return list(self.conn.execute(query).scalars())
 
-    def memory_event(self, event_id: uuid.UUID) -> sa.Row[Any] | None:
-        query = sa.select(memory_events).where(memory_events.c.event_id == event_id)
+    def memory_event(self, stream_id: int, event_id: uuid.UUID) -> sa.Row[Any] | None:
+        """The live memory event ``event_id`` of stream ``stream_id`` (the table's key)."""
+        query = sa.select(memory_events).where(
+            memory_events.c.stream_id == stream_id, memory_events.c.event_id == event_id
+        )
         return self.conn.execute(query).first()
 
     # -- nodes ---------------------------------------------------------------
@@ -119,7 +122,14 @@ class GraphStore:
         return list(self.conn.execute(query))
 
     def nodes_of_event(self, event_id: uuid.UUID) -> list[NodeRow]:
-        query = sa.select(nodes).where(nodes.c.event_id == event_id).order_by(nodes.c.ordinal)
+        # The log knows the event's stream; with it the lookup is a range of
+        # the subject-first key, with no index by event id alone to maintain.
+        stream = sa.select(events.c.stream_id).where(events.c.event_id == event_id)
+        query = (
+            sa.select(nodes)
+            .where(nodes.c.stream_id == stream.scalar_subquery(), nodes.c.event_id == event_id)
+            .order_by(nodes.c.ordinal)
+        )
         return list(self.conn.execute(query))
 
     def stream_nodes(

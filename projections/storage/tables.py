@@ -21,21 +21,32 @@ metadata = sa.MetaData(
 
 StreamId = sa.BigInteger
 
+# The tables a forget purges in bulk are keyed by subject first.  Their rows
+# (and index entries) for one stream then sit on neighbouring pages, so the
+# purge rewrites a number of pages that grows with the subject, not with the
+# store: with random-UUID keys each deleted row touched its own page of every
+# such index (problem E4 in docs/benchmarks.md).  On SQLite the small-row
+# tables are WITHOUT ROWID (``sqlite_with_rowid=False``), so the table itself
+# is that ordered B-tree.  memory_vectors keeps its rowid: its ~1.1 kB rows
+# would spill into an overflow page each, which secure_delete then rewrites
+# on purge.
+
 memory_events = sa.Table(
     "memory_events",
     metadata,
+    sa.Column("stream_id", StreamId, primary_key=True),
     sa.Column("event_id", sa.Uuid, primary_key=True),
-    sa.Column("stream_id", StreamId, nullable=False, index=True),
     sa.Column("scope", sa.String(32), nullable=False),
     sa.Column("recorded_at", UTCDateTime(), nullable=False),
+    sqlite_with_rowid=False,
 )
 
 nodes = sa.Table(
     "memory_nodes",
     metadata,
-    sa.Column("node_id", sa.Uuid, primary_key=True),
-    sa.Column("stream_id", StreamId, nullable=False, index=True),
-    sa.Column("event_id", sa.Uuid, nullable=False, index=True),
+    sa.Column("node_id", sa.Uuid, nullable=False),
+    sa.Column("stream_id", StreamId, nullable=False),
+    sa.Column("event_id", sa.Uuid, nullable=False),
     sa.Column("ordinal", sa.Integer, nullable=False),
     sa.Column("node_type", sa.String(32), nullable=False),
     sa.Column("scope", sa.String(32), nullable=False),
@@ -52,6 +63,14 @@ nodes = sa.Table(
     sa.Column("updated_at", UTCDateTime(), nullable=False),
     sa.Column("last_reinforced_at", UTCDateTime(), nullable=True),
     sa.Column("superseded_by", sa.Uuid, nullable=True),
+    # A node is the ordinal-th node its event derives (its id is a function
+    # of the two), so the subject's nodes sit in event order, each event's
+    # nodes in extraction order.
+    sa.PrimaryKeyConstraint("stream_id", "event_id", "ordinal"),
+    # The one index by a random key: a caller that does not name the subject
+    # (an operator's get_node, ownership checks) finds a node by id alone.
+    sa.Index(None, "node_id", unique=True),
+    sqlite_with_rowid=False,
 )
 
 edges = sa.Table(
@@ -83,9 +102,9 @@ operations = sa.Table(
 vectors = sa.Table(
     "memory_vectors",
     metadata,
+    sa.Column("stream_id", StreamId, primary_key=True),
     sa.Column("node_id", sa.Uuid, primary_key=True),
-    sa.Column("stream_id", StreamId, nullable=False, index=True),
-    sa.Column("event_id", sa.Uuid, nullable=False, index=True),
+    sa.Column("event_id", sa.Uuid, nullable=False),
     sa.Column("embedder", sa.String(100), nullable=False),
     sa.Column("embedding", sa.LargeBinary, nullable=False),
 )

@@ -29,8 +29,11 @@ class NodeVector:
 
 # Built once: a page of vectors is two statements however many nodes it holds.
 # Deleting first makes re-applying a page (or a node) replace, not collide.
+# Node ids are unique across streams; naming the streams too lets the lookup
+# use the (stream_id, node_id) key, the only index of the table.
 _delete_vectors = vectors.delete().where(
-    vectors.c.node_id.in_(sa.bindparam("node_ids", expanding=True))
+    vectors.c.stream_id.in_(sa.bindparam("stream_ids", expanding=True)),
+    vectors.c.node_id.in_(sa.bindparam("node_ids", expanding=True)),
 )
 _insert_vector = vectors.insert()
 
@@ -65,14 +68,25 @@ class VectorStore:
             }
             for item in items
         ]
-        self.conn.execute(_delete_vectors, {"node_ids": [row["node_id"] for row in rows]})
+        self.conn.execute(
+            _delete_vectors,
+            {
+                "stream_ids": sorted({item.cipher.stream_id for item in items}),
+                "node_ids": [row["node_id"] for row in rows],
+            },
+        )
         self.conn.execute(_insert_vector, rows)
 
     def node_vectors(self, stream_id: int) -> list[sa.Row[Any]]:
         """Node rows joined with their vectors (nodes not yet embedded are left out)."""
         query = (
             sa.select(nodes, vectors.c.embedding, vectors.c.embedder)
-            .join(vectors, vectors.c.node_id == nodes.c.node_id)
+            .join(
+                vectors,
+                sa.and_(
+                    vectors.c.stream_id == nodes.c.stream_id, vectors.c.node_id == nodes.c.node_id
+                ),
+            )
             .where(nodes.c.stream_id == stream_id)
         )
         return list(self.conn.execute(query))

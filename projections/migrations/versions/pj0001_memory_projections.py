@@ -45,10 +45,9 @@ def upgrade() -> None:
         sa.Column("stream_id", sa.BigInteger(), nullable=False),
         sa.Column("scope", sa.String(length=32), nullable=False),
         sa.Column("recorded_at", sa.DateTime(), nullable=False),
-        sa.PrimaryKeyConstraint("event_id", name=op.f("pk_memory_events")),
+        sa.PrimaryKeyConstraint("stream_id", "event_id", name=op.f("pk_memory_events")),
+        sqlite_with_rowid=False,
     )
-    with op.batch_alter_table("memory_events", schema=None) as batch_op:
-        batch_op.create_index(batch_op.f("ix_memory_events_stream_id"), ["stream_id"], unique=False)
 
     op.create_table(
         "memory_nodes",
@@ -71,11 +70,11 @@ def upgrade() -> None:
         sa.Column("updated_at", sa.DateTime(), nullable=False),
         sa.Column("last_reinforced_at", sa.DateTime(), nullable=True),
         sa.Column("superseded_by", sa.Uuid(), nullable=True),
-        sa.PrimaryKeyConstraint("node_id", name=op.f("pk_memory_nodes")),
+        sa.PrimaryKeyConstraint("stream_id", "event_id", "ordinal", name=op.f("pk_memory_nodes")),
+        sqlite_with_rowid=False,
     )
     with op.batch_alter_table("memory_nodes", schema=None) as batch_op:
-        batch_op.create_index(batch_op.f("ix_memory_nodes_event_id"), ["event_id"], unique=False)
-        batch_op.create_index(batch_op.f("ix_memory_nodes_stream_id"), ["stream_id"], unique=False)
+        batch_op.create_index(batch_op.f("ix_memory_nodes_node_id"), ["node_id"], unique=True)
 
     op.create_table(
         "memory_operations",
@@ -92,13 +91,8 @@ def upgrade() -> None:
         sa.Column("event_id", sa.Uuid(), nullable=False),
         sa.Column("embedder", sa.String(length=100), nullable=False),
         sa.Column("embedding", sa.LargeBinary(), nullable=False),
-        sa.PrimaryKeyConstraint("node_id", name=op.f("pk_memory_vectors")),
+        sa.PrimaryKeyConstraint("stream_id", "node_id", name=op.f("pk_memory_vectors")),
     )
-    with op.batch_alter_table("memory_vectors", schema=None) as batch_op:
-        batch_op.create_index(batch_op.f("ix_memory_vectors_event_id"), ["event_id"], unique=False)
-        batch_op.create_index(
-            batch_op.f("ix_memory_vectors_stream_id"), ["stream_id"], unique=False
-        )
 
     op.create_table(
         "projection_checkpoints",
@@ -150,20 +144,12 @@ def downgrade() -> None:
 
     op.drop_table("retrieval_attractors")
     op.drop_table("projection_checkpoints")
-    with op.batch_alter_table("memory_vectors", schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f("ix_memory_vectors_stream_id"))
-        batch_op.drop_index(batch_op.f("ix_memory_vectors_event_id"))
-
     op.drop_table("memory_vectors")
     op.drop_table("memory_operations")
     with op.batch_alter_table("memory_nodes", schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f("ix_memory_nodes_stream_id"))
-        batch_op.drop_index(batch_op.f("ix_memory_nodes_event_id"))
+        batch_op.drop_index(batch_op.f("ix_memory_nodes_node_id"))
 
     op.drop_table("memory_nodes")
-    with op.batch_alter_table("memory_events", schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f("ix_memory_events_stream_id"))
-
     op.drop_table("memory_events")
     with op.batch_alter_table("memory_edges", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_memory_edges_target_node"))
