@@ -116,6 +116,9 @@ class Transaction:
         self.backend = backend
         self.codec = codec
         self.clock = clock
+        # Data keys unwrapped in this transaction, by wrapped key: an append and
+        # the inline projection of a command both need the locked stream's key.
+        self._unwrapped: dict[WrappedKey, bytes] = {}
 
     # -- appending -----------------------------------------------------------------
 
@@ -166,6 +169,14 @@ class Transaction:
     def cipher(self, stream_id: int) -> SubjectCipher | None:
         """The cipher of a stream's data key, or ``None`` once the key is destroyed."""
         return subject_cipher(self.connection, self.codec, stream_id)
+
+    def locked_cipher(self, stream: LockedStream) -> SubjectCipher:
+        """The cipher of a stream this transaction holds, from the key read with its lock.
+
+        No second read: the key cannot be destroyed while the lock is held
+        (erasure locks the stream first).
+        """
+        return SubjectCipher(self._data_key(stream), stream.ref.stream_id)
 
     def append_audit(self, entry: AuditEntry) -> RecordedEvent:
         """Append one entry to the content-free audit stream."""
@@ -292,7 +303,10 @@ class Transaction:
     def _data_key(self, stream: LockedStream) -> bytes:
         if stream.wrapped_key is None:
             raise KeyUnavailableError("the data key of this stream was destroyed")
-        return self.codec.unwrap(stream.wrapped_key)
+        key = self._unwrapped.get(stream.wrapped_key)
+        if key is None:
+            key = self._unwrapped[stream.wrapped_key] = self.codec.unwrap(stream.wrapped_key)
+        return key
 
     # -- erasure primitives ---------------------------------------------------
 

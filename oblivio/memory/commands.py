@@ -18,7 +18,6 @@ from eventstore import LockedStream, NewEvent, RecordedEvent, SubjectCipher, Tra
 from eventstore.errors import (
     DuplicateEventError,
     InvalidInputError,
-    KeyUnavailableError,
     NotFoundError,
 )
 from eventstore.ids import parse_uuid
@@ -48,14 +47,8 @@ CorrectionEntry = Mapping[str, Any] | Sequence[Any]
 
 
 def _cipher(tx: Transaction, stream: LockedStream) -> SubjectCipher:
-    """The owner's cipher, from the data key read with the stream's lock.
-
-    No second read: the key cannot be destroyed while this transaction holds
-    the stream (erasure locks it first), and the append unwraps the same key.
-    """
-    if stream.wrapped_key is None:
-        raise KeyUnavailableError("the owner's data key was destroyed")
-    return SubjectCipher(tx.codec.unwrap(stream.wrapped_key), stream.ref.stream_id)
+    """The owner's cipher, from the data key read (and unwrapped) with the stream's lock."""
+    return tx.locked_cipher(stream)
 
 
 def _append(
