@@ -80,7 +80,7 @@ class RequestLog:
             return
         request_id = _request_id(scope)
         started = time.perf_counter()
-        status = 500
+        status: int | None = None  # set once the response has started
 
         async def tagged(message: Message) -> None:
             nonlocal status
@@ -97,6 +97,8 @@ class RequestLog:
             await self.app(scope, receive, tagged)
         except Exception:
             errors.log.exception("request %s failed", request_id)
+            if status is not None:  # too late for a problem response: drop the connection
+                raise
             failure = errors.problem(
                 500, "InternalError", "the server could not complete the request"
             )
@@ -109,7 +111,7 @@ class RequestLog:
                         "request_id": request_id,
                         "method": scope["method"],
                         "route": getattr(route, "path", "unmatched"),
-                        "status": status,
+                        "status": 500 if status is None else status,
                         "ms": round((time.perf_counter() - started) * 1000, 2),
                     }
                 )

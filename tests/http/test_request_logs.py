@@ -8,6 +8,7 @@ and for the server ``oblivio serve`` actually runs.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -17,7 +18,9 @@ from typing import Any
 
 import httpx
 import pytest
+from starlette.types import Message, Receive, Scope, Send
 
+from oblivio.http.app import RequestLog
 from oblivio.memory import queries
 from oblivio.settings import Settings
 from tests.http._serve import oblivio_serve
@@ -150,3 +153,30 @@ def test_oblivio_serve_writes_json_access_lines(sqlite_url: str, tmp_path: Path)
     )
     assert lines[0]["request_id"] == request_id
     assert (lines[0]["route"], lines[0]["status"]) == ("/v1/health", 200)
+
+
+def test_a_failure_after_the_response_started_is_raised_not_answered_twice(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Once the status line is out, a 500 problem can no longer be sent: the
+    error propagates (the server drops the connection) and the line is still written."""
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+
+    async def half_answered(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        raise RuntimeError("the body could not be produced")
+
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    scope = {"type": "http", "method": "GET", "headers": [(b"x-request-id", b"req-half")]}
+    with pytest.raises(RuntimeError, match="could not be produced"):
+        asyncio.run(RequestLog(half_answered)(scope, receive, send))
+    assert [m["type"] for m in sent] == ["http.response.start"]
+    assert (b"x-request-id", b"req-half") in sent[0]["headers"]
+    assert line_for(caplog, "req-half")["status"] == 200
