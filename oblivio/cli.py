@@ -180,41 +180,15 @@ def bench() -> None:
 
 
 @bench.command("eventstore")
-@click.option(
-    "--backend",
-    type=click.Choice(["sqlite", "postgres"]),
-    default="sqlite",
-    show_default=True,
-    help="SQLite in a temporary directory, or scratch databases "
-    "on the PostgreSQL server of --database-url / OBLIVIO_DATABASE_URL "
-    f"(default {DEFAULT_SERVER_URL}).",
+@bench_options(
+    rounds_help="Rounds per workload (heavy workloads run half as many).",
+    scale_help="Multiply every event count (e.g. 0.05 for a smoke run).",
 )
 @click.option(
     "--compare",
     type=click.Choice(["eventsourcing"]),
     default=None,
     help="Run the same workloads with this library in the same run, and print ratios.",
-)
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Also write every figure and the machine info to this file.",
-)
-@click.option(
-    "--rounds",
-    type=click.IntRange(min=1),
-    default=5,
-    show_default=True,
-    help="Rounds per workload (heavy workloads run half as many).",
-)
-@click.option(
-    "--scale",
-    type=click.FloatRange(min=0, min_open=True),
-    default=1.0,
-    show_default=True,
-    help="Multiply every event count (e.g. 0.05 for a smoke run).",
 )
 @click.pass_context
 @friendly_errors
@@ -253,7 +227,7 @@ def bench_http(
     ctx: click.Context, backend: str, json_path: Path | None, rounds: int, scale: float
 ) -> None:
     """Store and retrieve over HTTP and through the facade with 1, 8 and 32 clients."""
-    from oblivio.bench.http import HttpBenchConfig, run_http_bench  # needs httpx
+    from oblivio.bench.http import HttpBenchConfig, run_http_bench
 
     server_url = settings_from(ctx).database_url or DEFAULT_SERVER_URL
     config = HttpBenchConfig(backend=backend, rounds=rounds, scale=scale, server_url=server_url)
