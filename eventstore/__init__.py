@@ -12,6 +12,7 @@ from __future__ import annotations
 from eventstore.audit import AuditEntry
 from eventstore.backend import Backend
 from eventstore.codec import DEFAULT_MAX_EVENT_BYTES, SubjectCipher
+from eventstore.companions import CompanionRows, Companions, PendingEvent
 from eventstore.connect import create_backend
 from eventstore.errors import (
     ConflictError,
@@ -57,6 +58,8 @@ __all__ = [
     "AuditEntry",
     "Backend",
     "ChainBreak",
+    "CompanionRows",
+    "Companions",
     "ConflictError",
     "DuplicateEventError",
     "EnvKeyProvider",
@@ -83,6 +86,7 @@ __all__ = [
     "OperationalError",
     "Partition",
     "PayloadTooLargeError",
+    "PendingEvent",
     "ReadView",
     "RecordedEvent",
     "StreamHead",

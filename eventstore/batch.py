@@ -9,11 +9,12 @@ to the backend as one :class:`SealedBatch`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from eventstore import crypto
-from eventstore.codec import EncodedEvent, EventCodec, parse_content
+from eventstore.codec import EncodedEvent, EventCodec, SubjectCipher, parse_content
+from eventstore.companions import CompanionRows, Companions, PendingEvent
 from eventstore.errors import InvalidInputError
 from eventstore.model import ANY, ExpectedVersion, LogCursor, NewEvent, RecordedEvent, StreamRef
 from eventstore.reader import recorded_event
@@ -41,7 +42,8 @@ class SealedBatch:
 
     The backend writes them only if the stream head is still at
     ``old_version`` (and the stream open with its key alive), moving the head
-    to the last row in the same step.
+    to the last row in the same step.  ``companions`` are rows of other
+    tables written under the same condition (see :mod:`eventstore.companions`).
     """
 
     stream: StreamRef
@@ -51,6 +53,7 @@ class SealedBatch:
     ciphertexts: list[bytes]
     digests: list[bytes]
     chain_hashes: list[bytes]
+    companions: tuple[CompanionRows, ...] = ()
 
     @property
     def new_version(self) -> int:
@@ -86,6 +89,27 @@ def seal_batch(
         digests.append(sealed.digest)
         chains.append(chain)
     return SealedBatch(stream, old_version, now, encoded, ciphertexts, digests, chains)
+
+
+def with_companions(batch: SealedBatch, dek: bytes, companions: Companions | None) -> SealedBatch:
+    """The batch with the rows ``companions`` derives from it under the stream's key."""
+    if companions is None:
+        return batch
+    cipher = SubjectCipher(dek, batch.stream.stream_id)
+    return replace(batch, companions=tuple(companions(cipher, pending_events(batch))))
+
+
+def pending_events(batch: SealedBatch) -> list[PendingEvent]:
+    """The batch's events as they will be recorded, before they have positions."""
+    pending = []
+    for event, version in zip(batch.events, batch.versions, strict=True):
+        data, metadata = parse_content(event.plaintext())
+        pending.append(
+            PendingEvent(
+                event.event_id, batch.stream, version, event.type, batch.recorded_at, data, metadata
+            )
+        )
+    return pending
 
 
 #: Where the backend put one row: ``(position, commit_group)``.

@@ -35,8 +35,9 @@ from datetime import datetime
 
 from eventstore import crypto
 from eventstore.backend import Backend
-from eventstore.batch import SealedBatch, recorded_events, seal_batch
+from eventstore.batch import SealedBatch, recorded_events, seal_batch, with_companions
 from eventstore.codec import EncodedEvent, EventCodec, WrappedKey
+from eventstore.companions import Companions
 from eventstore.errors import KeyUnavailableError
 from eventstore.model import ANY, ExpectedVersion, RecordedEvent, StreamRef
 from eventstore.transaction import LockedStream, peek_stream
@@ -88,6 +89,8 @@ class OptimisticAppends:
     locked path must decide: caller-chosen ids (a replay needs the
     idempotency check), an expected version that does not match, a closed
     generation, a destroyed or unreadable key, or a head that moved.
+    ``companions`` derives rows of other tables that are written under the
+    same condition as the events (:mod:`eventstore.companions`).
     """
 
     def __init__(self, backend: Backend, codec: EventCodec, clock: Callable[[], datetime]) -> None:
@@ -102,6 +105,7 @@ class OptimisticAppends:
         subject_key: bytes,
         encoded: Sequence[EncodedEvent],
         expected_version: ExpectedVersion,
+        companions: Companions | None = None,
     ) -> list[RecordedEvent] | None:
         if any(e.caller_id for e in encoded):
             return None
@@ -114,13 +118,13 @@ class OptimisticAppends:
             if stream is None:
                 if expected_version not in (ANY, 0):
                     return None
-                return self._create_and_append(namespace, subject_key, encoded)
+                return self._create_and_append(namespace, subject_key, encoded, companions)
             if stream.closed_at is not None or stream.wrapped_key is None:
                 return None  # a new generation, or an error: the locked path knows which
             head = KnownHead(stream.ref, stream.version, stream.chain_hash, stream.wrapped_key)
         if expected_version not in (ANY, head.version):
             return None
-        return self._append_at(head, encoded)
+        return self._append_at(head, encoded, companions)
 
     def remember(self, stream: LockedStream) -> None:
         """Note where a committed append through the locked path left the stream."""
@@ -131,7 +135,7 @@ class OptimisticAppends:
         self.heads.put(KnownHead(stream.ref, stream.version, stream.chain_hash, key))
 
     def _append_at(
-        self, head: KnownHead, encoded: Sequence[EncodedEvent]
+        self, head: KnownHead, encoded: Sequence[EncodedEvent], companions: Companions | None
     ) -> list[RecordedEvent] | None:
         namespace, subject_key = head.stream.namespace, head.stream.subject_key
         try:
@@ -141,6 +145,7 @@ class OptimisticAppends:
             return None
         at = (head.version, head.chain_hash)
         batch = seal_batch(self.codec, dek, head.stream, at, encoded, self.clock())
+        batch = with_companions(batch, dek, companions)
         placements = self.backend.append_committed(batch)
         if placements is None:
             self.heads.forget(namespace, subject_key)
@@ -149,7 +154,11 @@ class OptimisticAppends:
         return recorded_events(batch, placements)
 
     def _create_and_append(
-        self, namespace: str, subject_key: bytes, encoded: Sequence[EncodedEvent]
+        self,
+        namespace: str,
+        subject_key: bytes,
+        encoded: Sequence[EncodedEvent],
+        companions: Companions | None,
     ) -> list[RecordedEvent] | None:
         """Create the subject's first stream generation, its data key and the events at once."""
         dek, wrapped = self.codec.new_data_key()
@@ -158,7 +167,8 @@ class OptimisticAppends:
 
         def seal(stream_id: int) -> SealedBatch:
             ref = StreamRef(stream_id, namespace, subject_key, FIRST_GENERATION)
-            return seal_batch(self.codec, dek, ref, (0, genesis), encoded, now)
+            batch = seal_batch(self.codec, dek, ref, (0, genesis), encoded, now)
+            return with_companions(batch, dek, companions)
 
         created = self.backend.create_stream_committed(seal, wrapped)
         if created is None:  # another writer created it first

@@ -19,6 +19,7 @@ back until it ends.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -29,12 +30,14 @@ import psycopg
 import psycopg.errors
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
+from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.sql.dml import Insert
 
 from eventstore.backend import Backend, head_params
 from eventstore.batch import Placement, SealedBatch
 from eventstore.codec import WrappedKey
+from eventstore.companions import bound_row
 from eventstore.errors import ConflictError, DuplicateEventError, OperationalError
 from eventstore.reader import RowTypes, naive_utc
 from eventstore.schema import events
@@ -62,8 +65,7 @@ WITH head AS (
     WHERE stream_id = %(stream_id)s AND version = %(old_version)s
       AND closed_at IS NULL AND key_destroyed_at IS NULL
     RETURNING stream_id
-)
-"""
+)"""
 # A subject's first generation, created with its data key and first events.
 # ON CONFLICT DO NOTHING: when another writer created the generation first,
 # nothing is written and the append takes the locked path.  The foreign keys
@@ -80,8 +82,7 @@ WITH head AS (
 ), new_key AS (
     INSERT INTO data_keys (dek_id, stream_id, kek_version, wrapped_key, created_at)
     SELECT %(dek_id)s, stream_id, %(kek_version)s, %(wrapped_key)b, %(recorded_at)s FROM head
-)
-"""
+)"""
 _INSERT_FROM_HEAD = """
 INSERT INTO events (commit_group, event_id, stream_id, version, type, schema_version,
                     recorded_at, payload, digest, chain_hash)
@@ -94,8 +95,15 @@ FROM head, unnest(%(event_ids)b::uuid[], %(versions)b::bigint[], %(types)s::text
 ORDER BY e.version
 RETURNING position, commit_group, version
 """
-_APPEND = _MOVE_HEAD + _INSERT_FROM_HEAD
-_CREATE_AND_APPEND = _NEW_STREAM + _INSERT_FROM_HEAD
+# Companion rows (eventstore.companions) ride in the same statement: one
+# more data-modifying CTE per row, ``INSERT … SELECT <values> FROM head``, so
+# they land exactly when the head moved.  All CTEs of a statement run to
+# completion whether or not the main query reads them, and the statement is
+# atomic.  The values go uncast: INSERT … SELECT resolves untyped parameters
+# (text, NULL) to the target columns' types, and an over-long string fails
+# as it would in a plain INSERT instead of being cut by a cast.
+_COMPANION_PREFIX = "c{index}_"
+_PYFORMAT_PARAMETERS = PGDialect_psycopg(paramstyle="pyformat")  # type: ignore[no-untyped-call]
 _NEXT_STREAM_ID = "SELECT nextval(pg_get_serial_sequence('streams', 'stream_id'))"
 
 
@@ -103,8 +111,38 @@ def _same_uuid(value: uuid.UUID) -> uuid.UUID:
     return value
 
 
-def _create_params(batch: SealedBatch, key: WrappedKey) -> dict[str, Any]:
-    return _append_params(batch) | {
+@functools.cache
+def _statement(head: str, shape: tuple[tuple[sa.Table, int], ...]) -> str:
+    """The append after ``head`` with companion CTEs for ``shape``: (table, rows) pairs.
+
+    Built once per shape; psycopg then prepares the statement on the server.
+    """
+    ctes = []
+    for index, table in enumerate(t for t, count in shape for _ in range(count)):
+        prefix = _COMPANION_PREFIX.format(index=index)
+        row: list[sa.BindParameter[Any]] = [sa.bindparam(prefix + c.name) for c in table.c]
+        values = sa.select(*row).select_from(sa.table("head"))
+        insert = table.insert().from_select(list(table.c), values)
+        compiled = insert.compile(dialect=_PYFORMAT_PARAMETERS)
+        ctes.append(f",\nc{index} AS (\n{compiled}\n)")
+    return head + "".join(ctes) + _INSERT_FROM_HEAD
+
+
+def _sql(head: str, batch: SealedBatch) -> str:
+    return _statement(head, tuple((c.table, len(c.rows)) for c in batch.companions))
+
+
+def _companion_params(batch: SealedBatch, dialect: Dialect) -> dict[str, Any]:
+    """The values of every companion row, named as :func:`_statement` numbers them."""
+    params: dict[str, Any] = {}
+    rows = ((c.table, row) for c in batch.companions for row in c.rows)
+    for index, (table, row) in enumerate(rows):
+        params |= bound_row(table, row, dialect, _COMPANION_PREFIX.format(index=index))
+    return params
+
+
+def _create_params(batch: SealedBatch, key: WrappedKey, dialect: Dialect) -> dict[str, Any]:
+    return _append_params(batch, dialect) | {
         "namespace": batch.stream.namespace,
         "subject_key": batch.stream.subject_key,
         "generation": batch.stream.generation,
@@ -114,18 +152,22 @@ def _create_params(batch: SealedBatch, key: WrappedKey) -> dict[str, Any]:
     }
 
 
-def _append_params(batch: SealedBatch) -> dict[str, Any]:
-    return head_params(batch) | {
-        # The column holds naive UTC, as SQLAlchemy's UTCDateTime writes it.
-        "recorded_at": batch.recorded_at.astimezone(UTC).replace(tzinfo=None),
-        "event_ids": [e.event_id for e in batch.events],
-        "versions": list(batch.versions),
-        "types": [e.type for e in batch.events],
-        "schema_versions": [e.schema_version for e in batch.events],
-        "payloads": batch.ciphertexts,
-        "digests": batch.digests,
-        "chain_hashes": batch.chain_hashes,
-    }
+def _append_params(batch: SealedBatch, dialect: Dialect) -> dict[str, Any]:
+    return (
+        _companion_params(batch, dialect)
+        | head_params(batch)
+        | {
+            # The column holds naive UTC, as SQLAlchemy's UTCDateTime writes it.
+            "recorded_at": batch.recorded_at.astimezone(UTC).replace(tzinfo=None),
+            "event_ids": [e.event_id for e in batch.events],
+            "versions": list(batch.versions),
+            "types": [e.type for e in batch.events],
+            "schema_versions": [e.schema_version for e in batch.events],
+            "payloads": batch.ciphertexts,
+            "digests": batch.digests,
+            "chain_hashes": batch.chain_hashes,
+        }
+    )
 
 
 def _placements(rows: list[Any]) -> list[Placement]:
@@ -210,7 +252,8 @@ class PostgresBackend(Backend):
             return cursor.fetchall()
 
     def insert_events(self, conn: Connection, batch: SealedBatch) -> list[Placement] | None:
-        rows = self.fetch_all(conn, _APPEND, _append_params(batch))
+        params = _append_params(batch, self.engine.dialect)
+        rows = self.fetch_all(conn, _sql(_MOVE_HEAD, batch), params)
         return _placements(rows) if rows else None
 
     def append_committed(self, batch: SealedBatch) -> list[Placement] | None:
@@ -219,7 +262,8 @@ class PostgresBackend(Backend):
         # COMMIT).  The statement is atomic: the head moves and the rows land
         # together or not at all.
         with self._autocommit() as driver:
-            rows = self._fetch(driver, _APPEND, _append_params(batch))
+            params = _append_params(batch, self.engine.dialect)
+            rows = self._fetch(driver, _sql(_MOVE_HEAD, batch), params)
         return _placements(rows) if rows else None
 
     def create_stream_committed(
@@ -229,7 +273,8 @@ class PostgresBackend(Backend):
         # then one autocommitted statement writing stream, key and events.
         with self._autocommit() as driver:
             batch = seal(self._fetch(driver, _NEXT_STREAM_ID, {})[0][0])
-            rows = self._fetch(driver, _CREATE_AND_APPEND, _create_params(batch, key))
+            params = _create_params(batch, key, self.engine.dialect)
+            rows = self._fetch(driver, _sql(_NEW_STREAM, batch), params)
         return (batch, _placements(rows)) if rows else None
 
     @contextmanager

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import threading
@@ -15,12 +16,14 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.dml import Insert
 
 from eventstore.backend import Backend, head_params
 from eventstore.batch import Placement, SealedBatch
 from eventstore.codec import WrappedKey
+from eventstore.companions import bound_row
 from eventstore.errors import ConflictError, OperationalError
 from eventstore.reader import RowTypes
 from eventstore.schema import events
@@ -141,10 +144,27 @@ class SQLiteBackend(Backend):
         return sa.true()
 
     def insert_events(self, conn: Connection, batch: SealedBatch) -> list[Placement] | None:
-        return _insert_events(conn.connection.driver_connection, batch)  # type: ignore[arg-type]
+        driver: sqlite3.Connection = conn.connection.driver_connection  # type: ignore[assignment]
+        return self._insert_events(driver, batch)
 
     def append_committed(self, batch: SealedBatch) -> list[Placement] | None:
-        return self._committed(lambda driver: _insert_events(driver, batch))
+        return self._committed(lambda driver: self._insert_events(driver, batch))
+
+    def _insert_events(
+        self, driver: sqlite3.Connection, batch: SealedBatch
+    ) -> list[Placement] | None:
+        placements = _insert_events(driver, batch)
+        if placements is not None:
+            # In the same write transaction as the head move: committed with
+            # it, or rolled back with it when a companion row fails.
+            self._insert_companions(driver, batch)
+        return placements
+
+    def _insert_companions(self, driver: sqlite3.Connection, batch: SealedBatch) -> None:
+        dialect = self.engine.dialect
+        for companion in batch.companions:
+            rows = [bound_row(companion.table, row, dialect) for row in companion.rows]
+            driver.executemany(_insert_sql(companion.table), rows)
 
     def create_stream_committed(
         self, seal: Callable[[int], SealedBatch], key: WrappedKey
@@ -197,6 +217,7 @@ class SQLiteBackend(Backend):
             return None
         driver.execute(_INSERT_KEY, (key.dek_id.hex, stream_id, key.kek_version, key.wrapped, now))
         driver.executemany(_INSERT_EVENT, _event_rows(batch))
+        self._insert_companions(driver, batch)
         placed = driver.execute(_PLACEMENTS, (stream_id, 0))
         return batch, [(position, group) for position, group in placed]
 
@@ -249,6 +270,16 @@ VALUES (0, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 _PLACEMENTS = (
     "SELECT position, commit_group FROM events WHERE stream_id = ? AND version > ? ORDER BY version"
 )
+
+
+_NAMED_PARAMETERS = SQLiteDialect_pysqlite(paramstyle="named")
+
+
+@functools.cache
+def _insert_sql(table: sa.Table) -> str:
+    """``INSERT`` of a whole row of ``table``, for the driver's named parameters."""
+    values: dict[str, Any] = {c.name: sa.bindparam(c.name) for c in table.c}
+    return str(table.insert().values(values).compile(dialect=_NAMED_PARAMETERS))
 
 
 def _insert_events(driver: sqlite3.Connection, batch: SealedBatch) -> list[Placement] | None:

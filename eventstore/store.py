@@ -15,6 +15,7 @@ from eventstore.audit import AUDIT_NAMESPACE, AUDIT_SUBJECT, AuditEntry
 from eventstore.backend import Backend
 from eventstore.batch import encode_batch
 from eventstore.codec import DEFAULT_MAX_EVENT_BYTES, EventCodec, SubjectCipher
+from eventstore.companions import Companions
 from eventstore.heads import OptimisticAppends
 from eventstore.ids import check_namespace, check_subject
 from eventstore.integrity import select_streams, verify_streams
@@ -89,9 +90,16 @@ class EventStore:
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
-        """A write transaction: commits when the block ends, rolls back on error."""
+        """A write transaction: commits when the block ends, rolls back on error.
+
+        Once it has committed, the heads it left its streams at are
+        remembered for the optimistic path (:mod:`eventstore.heads`).
+        """
         with self.backend.write_connection() as conn, conn.begin():
-            yield Transaction(conn, self.backend, self.codec, self.clock)
+            tx = Transaction(conn, self.backend, self.codec, self.clock)
+            yield tx
+        for stream in tx.appended_streams():
+            self._optimistic.remember(stream)
 
     def append(
         self,
@@ -114,9 +122,29 @@ class EventStore:
         if recorded is not None:
             return recorded
         with self.transaction() as tx:
-            recorded, stream = tx.append_encoded(namespace, subject_key, encoded, expected_version)
-        self._optimistic.remember(stream)
+            recorded, _ = tx.append_encoded(namespace, subject_key, encoded, expected_version)
         return recorded
+
+    def try_append(
+        self,
+        namespace: str,
+        subject: str,
+        new_events: Sequence[NewEvent],
+        companions: Companions,
+    ) -> list[RecordedEvent] | None:
+        """Append in one conditional step with the rows ``companions`` derives, or write nothing.
+
+        The optimistic path of :meth:`append` alone, with companion rows of
+        other tables written under the same condition as the events (see
+        :mod:`eventstore.companions`).  ``None`` means that nothing was
+        written and the locked path must decide (in a :meth:`transaction`):
+        caller-chosen event ids, a head another writer moved, a closed
+        generation, a destroyed or unreadable key.
+        """
+        check_namespace(namespace)
+        subject_key = self.codec.subject_key(namespace, check_subject(subject))
+        encoded = encode_batch(self.codec, new_events, ANY)
+        return self._optimistic.append(namespace, subject_key, encoded, ANY, companions)
 
     @contextmanager
     def reading(self) -> Iterator[ReadView]:

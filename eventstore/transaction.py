@@ -119,6 +119,10 @@ class Transaction:
         # Data keys unwrapped in this transaction, by wrapped key: an append and
         # the inline projection of a command both need the locked stream's key.
         self._unwrapped: dict[WrappedKey, bytes] = {}
+        # Streams this transaction appended to, by id, as it leaves them: the
+        # event store remembers their heads once the transaction commits, so
+        # that the process's next append to them can take the optimistic path.
+        self._appended: dict[int, LockedStream] = {}
 
     # -- appending -----------------------------------------------------------------
 
@@ -165,6 +169,10 @@ class Transaction:
             raise EventErasedError("this stream generation was erased; nothing can be appended")
         encoded = encode_batch(self.codec, new_events, expected_version)
         return self._append_encoded(stream, encoded, expected_version)
+
+    def appended_streams(self) -> list[LockedStream]:
+        """The streams this transaction appended to, with their heads after it."""
+        return list(self._appended.values())
 
     def cipher(self, stream_id: int) -> SubjectCipher | None:
         """The cipher of a stream's data key, or ``None`` once the key is destroyed."""
@@ -298,6 +306,7 @@ class Transaction:
         if placements is None:  # the stream row lock makes this unreachable
             raise OperationalError("stream head moved during the append; retry")
         stream.version, stream.chain_hash = batch.new_version, batch.chain_hash
+        self._appended[stream.ref.stream_id] = stream
         return recorded_events(batch, placements)
 
     def _data_key(self, stream: LockedStream) -> bytes:
@@ -385,12 +394,17 @@ class Transaction:
         self.connection.execute(
             streams.update().where(streams.c.stream_id == stream_id).values(key_destroyed_at=now)
         )
+        if stream_id in self._appended:
+            self._appended[stream_id].wrapped_key = None
         return KeyDestruction(row.dek_id, row.kek_version, now)
 
     def close_stream(self, stream_id: int) -> None:
         """End a stream generation: the subject's next write starts a new one."""
+        now = self.clock()
         self.connection.execute(
             streams.update()
             .where(streams.c.stream_id == stream_id, streams.c.closed_at.is_(None))
-            .values(closed_at=self.clock())
+            .values(closed_at=now)
         )
+        if stream_id in self._appended:
+            self._appended[stream_id].closed_at = now

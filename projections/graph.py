@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from eventstore import RecordedEvent, SubjectCipher
+from eventstore import CompanionRows, PendingEvent, RecordedEvent, SubjectCipher
 from projections import events as ev
 from projections.digest import state_digest
 from projections.extraction import Extractor, OneNodePerEvent
@@ -31,7 +31,7 @@ from projections.model import (
     Scope,
     SourceType,
 )
-from projections.storage.graph_store import GraphStore, node_from_row, state_of
+from projections.storage.graph_store import GraphStore, node_from_row, state_of, stored_rows
 
 
 def state_to_json(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -116,15 +116,39 @@ class NodeGraphProjection:
         drafts = self.extractor.extract(event.data["content"], NodeType(event.data["node_type"]))
         return [ev.node_id(event.event_id, ordinal) for ordinal in range(len(drafts))]
 
+    def stored_rows(
+        self, cipher: SubjectCipher, events: Sequence[PendingEvent]
+    ) -> list[CompanionRows]:
+        """The graph rows of stored events, as companions of their optimistic append.
+
+        Exactly the rows :meth:`apply` writes for them (a stored event's rows
+        are a function of the event alone, so nothing is read).  Other event
+        types validate against the graph and raise ``ValueError`` here.
+        """
+        rows: list[CompanionRows] = []
+        for event in events:
+            if event.type != ev.STORED:
+                raise ValueError(f"{event.type} events cannot derive their rows without reading")
+            scope, new_nodes = self._stored_nodes(event.event_id, event.recorded_at, event.data)
+            rows += stored_rows(cipher, event.event_id, scope, event.recorded_at, new_nodes)
+        return rows
+
     def _stored(
         self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
     ) -> None:
+        scope, new_nodes = self._stored_nodes(event.event_id, event.recorded_at, data)
+        store.add_stored(cipher, event.event_id, scope, event.recorded_at, new_nodes)
+
+    def _stored_nodes(
+        self, event_id: uuid.UUID, recorded_at: datetime, data: dict[str, Any]
+    ) -> tuple[Scope, list[Node]]:
+        """The scope and the new nodes of a stored event (ids derive from the event id)."""
         scope = Scope(data["scope"])
         drafts = self.extractor.extract(data["content"], NodeType(data["node_type"]))
         new_nodes = [
             Node(
-                id=ev.node_id(event.event_id, ordinal),
-                event_id=event.event_id,
+                id=ev.node_id(event_id, ordinal),
+                event_id=event_id,
                 content=draft.content,
                 node_type=draft.node_type,
                 scope=scope,
@@ -134,14 +158,14 @@ class NodeGraphProjection:
                 salience_base=INITIAL_SALIENCE,
                 reinforcement_boost=0.0,
                 reinforcement_count=0,
-                created_at=event.recorded_at,
-                updated_at=event.recorded_at,
+                created_at=recorded_at,
+                updated_at=recorded_at,
                 session_id=data.get("session_id"),
                 meta=data.get("meta") or {},
             )
             for ordinal, draft in enumerate(drafts)
         ]
-        store.add_stored(cipher, event.event_id, scope, event.recorded_at, new_nodes)
+        return scope, new_nodes
 
     def _superseded(
         self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]

@@ -11,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from eventstore import SubjectCipher
+from eventstore import CompanionRows, SubjectCipher
 from eventstore.schema import events, streams
 from projections.model import LifecycleState, Node, NodeType, Scope, SourceType
 from projections.storage.tables import edges, memory_events, nodes, operations
@@ -71,20 +71,15 @@ class GraphStore:
         new_nodes: Sequence[Node],
     ) -> None:
         """Record a stored event and insert its nodes (ordinals in list order)."""
-        source = {
-            "event_id": event_id,
-            "stream_id": cipher.stream_id,
-            "scope": scope.value,
-            "recorded_at": recorded_at,
-        }
-        rows = [_node_values(cipher, node, ordinal) for ordinal, node in enumerate(new_nodes)]
+        source, node_rows = stored_rows(cipher, event_id, scope, recorded_at, new_nodes)
+        [source_row], rows = source.rows, node_rows.rows
         if len(rows) == 1 and self.conn.dialect.name == "postgresql":
             # The common case in one statement (a data-modifying CTE, which
             # SQLite lacks): it saves store() a round trip beside its append.
-            params = {f"source_{k}": v for k, v in source.items()}
-            self.conn.execute(_insert_node_with_source, params | _prefixed("node_", rows[0]))
+            params = _prefixed("source_", source_row) | _prefixed("node_", rows[0])
+            self.conn.execute(_insert_node_with_source, params)
             return
-        self.conn.execute(_insert_source, source)
+        self.conn.execute(_insert_source, source_row)
         if rows:
             self.conn.execute(_insert_node, rows)
 
@@ -243,6 +238,28 @@ class GraphStore:
             .order_by(memory_events.c.event_id)
         )
         return list(self.conn.execute(query))
+
+
+def stored_rows(
+    cipher: SubjectCipher,
+    event_id: uuid.UUID,
+    scope: Scope,
+    recorded_at: datetime,
+    new_nodes: Sequence[Node],
+) -> tuple[CompanionRows, CompanionRows]:
+    """The rows a stored event adds: its ``memory_events`` row, then its nodes.
+
+    Built without reading anything, so the same rows serve
+    :meth:`GraphStore.add_stored` and the companions of an optimistic append.
+    """
+    source = {
+        "stream_id": cipher.stream_id,
+        "event_id": event_id,
+        "scope": scope.value,
+        "recorded_at": recorded_at,
+    }
+    rows = [_node_values(cipher, node, ordinal) for ordinal, node in enumerate(new_nodes)]
+    return CompanionRows(memory_events, [source]), CompanionRows(nodes, rows)
 
 
 def _node_values(cipher: SubjectCipher, node: Node, ordinal: int) -> dict[str, Any]:

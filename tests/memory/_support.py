@@ -17,6 +17,26 @@ from oblivio import MemoryClient, Node
 EVIDENCE_MESSAGE = "Evidence event is not available in the node owner and scope"
 
 
+@contextmanager
+def statements(client: MemoryClient) -> Iterator[list[str]]:
+    """Every SQL statement the client runs through SQLAlchemy inside the block.
+
+    Statements sent on the driver's cursor (the log's one-statement appends)
+    do not pass SQLAlchemy and are not seen.
+    """
+    seen: list[str] = []
+    engine = client.context.store.backend.engine
+
+    def record(*args: Any) -> None:
+        seen.append(args[2])
+
+    sa.event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", record)
+
+
 def log_ids(client: MemoryClient) -> list[uuid.UUID]:
     """Every event committed to the log, by position.
 
