@@ -122,8 +122,7 @@ class EventStore:
         if recorded is not None:
             return recorded
         with self.transaction() as tx:
-            recorded, _ = tx.append_encoded(namespace, subject_key, encoded, expected_version)
-        return recorded
+            return tx.append_encoded(namespace, subject_key, encoded, expected_version)
 
     def try_append(
         self,

@@ -199,7 +199,7 @@ class Transaction:
     ) -> list[RecordedEvent]:
         encoded = encode_batch(self.codec, new_events, expected_version)
         subject_key = self.codec.subject_key(namespace, subject)
-        return self.append_encoded(namespace, subject_key, encoded, expected_version)[0]
+        return self.append_encoded(namespace, subject_key, encoded, expected_version)
 
     def append_encoded(
         self,
@@ -207,10 +207,10 @@ class Transaction:
         subject_key: bytes,
         encoded: Sequence[EncodedEvent],
         expected_version: ExpectedVersion,
-    ) -> tuple[list[RecordedEvent], LockedStream]:
-        """Lock the subject's stream and append validated events; also the stream after it."""
+    ) -> list[RecordedEvent]:
+        """Lock the subject's stream and append validated events."""
         stream = self._lock_current_stream(namespace, subject_key)
-        return self._append_encoded(stream, encoded, expected_version), stream
+        return self._append_encoded(stream, encoded, expected_version)
 
     def _append_encoded(
         self,
