@@ -28,7 +28,7 @@ from eventstore import (
     PendingEvent,
     SubjectCipher,
 )
-from eventstore.schema import streams
+from eventstore.schema import events, streams
 from oblivio import MemoryClient
 from projections import events as ev
 from projections.storage.tables import memory_events, nodes
@@ -251,4 +251,41 @@ def test_two_clients_storing_to_one_subject_each_land_once_with_their_node(
     events = stream(memory, "alice")
     assert sorted(e.event_id for e in events) == sorted(written["memory"] + written["other"])
     assert len(events) == 2 * per_client
+    assert_consistent(memory, "alice")
+
+
+def test_stores_racing_a_forget_leave_nothing_in_the_erased_generation(
+    memory: MemoryClient, other: MemoryClient
+) -> None:
+    memory.store("seed", user_id="alice")
+    first_stream = stream(memory, "alice")[0].stream.stream_id
+    forgotten, errors = threading.Event(), []
+
+    def write() -> None:
+        try:
+            for n in range(40):
+                if n == 10:
+                    forgotten.wait(timeout=60)  # some stores after the forget, too
+                memory.store(f"note {n}", user_id="alice")
+        except BaseException as e:  # reported below, in the test's thread
+            errors.append(e)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    other.forget("alice", wait=True)
+    forgotten.set()
+    writer.join(timeout=120)
+    assert errors == []
+    with memory.context.store.backend.engine.connect() as conn:
+        for table in (memory_events, nodes):
+            query = sa.select(sa.func.count()).where(table.c.stream_id == first_stream)
+            assert conn.execute(query).scalar_one() == 0, f"{table.name} of the erased generation"
+        payloads = conn.execute(
+            sa.select(sa.func.count()).where(
+                events.c.stream_id == first_stream, events.c.payload.is_not(None)
+            )
+        ).scalar_one()
+    assert payloads == 0
+    [current] = {e.stream.stream_id for e in stream(memory, "alice")}
+    assert current != first_stream
     assert_consistent(memory, "alice")
