@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection
 from eventstore import SubjectCipher
 from eventstore.schema import events, streams
 from projections.model import LifecycleState, Node, NodeType, Scope, SourceType
-from projections.storage.tables import edges, memory_events, nodes, operations
+from projections.storage.tables import edges, memory_events, node_directory, nodes, operations
 
 NodeRow = sa.Row[Any]
 
@@ -22,6 +22,27 @@ NodeRow = sa.Row[Any]
 # take the name of a column that the INSERT itself sets.
 _insert_source = memory_events.insert()
 _insert_node = nodes.insert()
+
+
+def _directory_insert(prefix: str) -> sa.Insert:
+    """An entry of the node directory unless it is there already.
+
+    Replaying a subject (a rebuild job, delete_event) applies its stored
+    events again after a purge that leaves the directory alone, so the entry
+    may exist; it then names the same event and ordinal (node ids are a
+    function of the two).  Plain SQL on both backends, so it can also be a
+    CTE beside the node's INSERT on PostgreSQL.
+    """
+    node_id = sa.bindparam(f"{prefix}node_id", type_=sa.Uuid())
+    entry = sa.select(
+        node_id,
+        sa.bindparam(f"{prefix}event_id", type_=sa.Uuid()),
+        sa.bindparam(f"{prefix}ordinal", type_=sa.Integer()),
+    ).where(~sa.exists().where(node_directory.c.node_id == node_id))
+    return node_directory.insert().from_select(["node_id", "event_id", "ordinal"], entry)
+
+
+_insert_directory = _directory_insert("")
 _insert_node_with_source = (
     nodes.insert()
     .values({c.name: sa.bindparam(f"node_{c.name}") for c in nodes.c})
@@ -29,6 +50,25 @@ _insert_node_with_source = (
         memory_events.insert()
         .values({c.name: sa.bindparam(f"source_{c.name}") for c in memory_events.c})
         .cte("source_event")
+    )
+    .add_cte(_directory_insert("node_").cte("directory_entry"))
+)
+
+# Nodes by id alone: the directory gives the source event, the log that
+# event's stream, and memory_nodes is then read by its subject-first key.  An
+# erased node's entry finds no node row (nor, when its stream is forgotten,
+# any row of the stream).
+_nodes_by_id = (
+    sa.select(nodes)
+    .select_from(node_directory)
+    .join(events, events.c.event_id == node_directory.c.event_id)
+    .join(
+        nodes,
+        sa.and_(
+            nodes.c.stream_id == events.c.stream_id,
+            nodes.c.event_id == node_directory.c.event_id,
+            nodes.c.ordinal == node_directory.c.ordinal,
+        ),
     )
 )
 
@@ -87,6 +127,7 @@ class GraphStore:
         self.conn.execute(_insert_source, source)
         if rows:
             self.conn.execute(_insert_node, rows)
+            self.conn.execute(_insert_directory, [_directory_entry(row) for row in rows])
 
     def events_recorded_before(
         self, namespace: str, scope: Scope, cutoff: datetime, limit: int
@@ -115,10 +156,11 @@ class GraphStore:
     # -- nodes ---------------------------------------------------------------
 
     def node_row(self, node_id: uuid.UUID) -> NodeRow | None:
-        return self.conn.execute(sa.select(nodes).where(nodes.c.node_id == node_id)).first()
+        query = _nodes_by_id.where(node_directory.c.node_id == node_id)
+        return self.conn.execute(query).first()
 
     def node_rows(self, node_ids: Collection[uuid.UUID]) -> list[NodeRow]:
-        query = sa.select(nodes).where(nodes.c.node_id.in_(list(node_ids)))
+        query = _nodes_by_id.where(node_directory.c.node_id.in_(list(node_ids)))
         return list(self.conn.execute(query))
 
     def nodes_of_event(self, event_id: uuid.UUID) -> list[NodeRow]:
@@ -155,9 +197,11 @@ class GraphStore:
             query = query.where(nodes.c.node_type.not_in([v.value for v in exclude_node_types]))
         return list(self.conn.execute(query.order_by(nodes.c.created_at, nodes.c.node_id)))
 
-    def update_state(self, node_id: uuid.UUID, state: Mapping[str, Any]) -> None:
+    def update_state(self, row: NodeRow, state: Mapping[str, Any]) -> None:
+        """Set the lifecycle columns of the node ``row`` (found by its key)."""
         values = {k: v for k, v in state.items() if k in STATE_COLUMNS}
-        self.conn.execute(nodes.update().where(nodes.c.node_id == node_id).values(**values))
+        key = (nodes.c[c] == row._mapping[c] for c in ("stream_id", "event_id", "ordinal"))
+        self.conn.execute(nodes.update().where(*key).values(**values))
 
     # -- edges ---------------------------------------------------------------
 
@@ -243,6 +287,10 @@ class GraphStore:
             .order_by(memory_events.c.event_id)
         )
         return list(self.conn.execute(query))
+
+
+def _directory_entry(node_row: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: node_row[k] for k in ("node_id", "event_id", "ordinal")}
 
 
 def _node_values(cipher: SubjectCipher, node: Node, ordinal: int) -> dict[str, Any]:
