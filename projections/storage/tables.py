@@ -83,7 +83,8 @@ nodes = sa.Table(
 # large (problem E4 in docs/benchmarks.md).  The rows are content-free: the
 # node id is a public function of the event id and ordinal, and the event id
 # is what the event's tombstone keeps anyway (docs/gdpr.md, "What erasure
-# leaves").  A lookup of an erased node passes the directory and finds no node.
+# leaves in the database").  A lookup of an erased node passes the directory
+# and finds no node, as for an id that never existed.
 node_directory = sa.Table(
     "memory_node_directory",
     metadata,
