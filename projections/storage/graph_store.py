@@ -1,4 +1,4 @@
-"""SQL of the node graph: nodes, edges, source-event index, idempotency keys."""
+"""SQL of the node graph: nodes, the node directory, edges, source-event index, idempotency keys."""
 
 from __future__ import annotations
 
