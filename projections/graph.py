@@ -232,10 +232,10 @@ class NodeGraphProjection:
     def _apply_after_states(self, store: GraphStore, data: dict[str, Any]) -> set[uuid.UUID]:
         """Set each recorded after-state on nodes that still exist; return those nodes."""
         after = {uuid.UUID(k): v for k, v in data["after"].items()}
-        present = {row.node_id for row in store.node_rows(after)}
-        for node_id in present:
-            store.update_state(node_id, state_from_json(after[node_id]))
-        return present
+        present = store.node_rows(after)
+        for row in present:
+            store.update_state(row, state_from_json(after[row.node_id]))
+        return {row.node_id for row in present}
 
     def _record_operation(
         self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]

@@ -1,4 +1,4 @@
-"""SQL of the node graph: nodes, edges, source-event index, idempotency keys."""
+"""SQL of the node graph: nodes, the node directory, edges, source-event index, idempotency keys."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection
 from eventstore import CompanionRows, SubjectCipher
 from eventstore.schema import events, streams
 from projections.model import LifecycleState, Node, NodeType, Scope, SourceType
-from projections.storage.tables import edges, memory_events, nodes, operations
+from projections.storage.tables import edges, memory_events, node_directory, nodes, operations
 
 NodeRow = sa.Row[Any]
 
@@ -22,6 +22,27 @@ NodeRow = sa.Row[Any]
 # take the name of a column that the INSERT itself sets.
 _insert_source = memory_events.insert()
 _insert_node = nodes.insert()
+
+
+def _directory_insert(prefix: str) -> sa.Insert:
+    """An entry of the node directory unless it is there already.
+
+    Replaying a subject (a rebuild job, delete_event) applies its stored
+    events again after a purge that leaves the directory alone, so the entry
+    may exist; it then names the same event and ordinal (node ids are a
+    function of the two).  Plain SQL on both backends, so it can also be a
+    CTE beside the node's INSERT on PostgreSQL.
+    """
+    node_id = sa.bindparam(f"{prefix}node_id", type_=sa.Uuid())
+    entry = sa.select(
+        node_id,
+        sa.bindparam(f"{prefix}event_id", type_=sa.Uuid()),
+        sa.bindparam(f"{prefix}ordinal", type_=sa.Integer()),
+    ).where(~sa.exists().where(node_directory.c.node_id == node_id))
+    return node_directory.insert().from_select(["node_id", "event_id", "ordinal"], entry)
+
+
+_insert_directory = _directory_insert("")
 _insert_node_with_source = (
     nodes.insert()
     .values({c.name: sa.bindparam(f"node_{c.name}") for c in nodes.c})
@@ -29,6 +50,25 @@ _insert_node_with_source = (
         memory_events.insert()
         .values({c.name: sa.bindparam(f"source_{c.name}") for c in memory_events.c})
         .cte("source_event")
+    )
+    .add_cte(_directory_insert("node_").cte("directory_entry"))
+)
+
+# Nodes by id alone: the directory gives the source event, the log that
+# event's stream, and memory_nodes is then read by its subject-first key.  An
+# erased node's entry finds no node row (nor, when its stream is forgotten,
+# any row of the stream).
+_nodes_by_id = (
+    sa.select(nodes)
+    .select_from(node_directory)
+    .join(events, events.c.event_id == node_directory.c.event_id)
+    .join(
+        nodes,
+        sa.and_(
+            nodes.c.stream_id == events.c.stream_id,
+            nodes.c.event_id == node_directory.c.event_id,
+            nodes.c.ordinal == node_directory.c.ordinal,
+        ),
     )
 )
 
@@ -71,7 +111,7 @@ class GraphStore:
         new_nodes: Sequence[Node],
     ) -> None:
         """Record a stored event and insert its nodes (ordinals in list order)."""
-        source, node_rows = stored_rows(cipher, event_id, scope, recorded_at, new_nodes)
+        source, node_rows, entries = stored_rows(cipher, event_id, scope, recorded_at, new_nodes)
         [source_row], rows = source.rows, node_rows.rows
         if len(rows) == 1 and self.conn.dialect.name == "postgresql":
             # The common case in one statement (a data-modifying CTE, which
@@ -82,6 +122,8 @@ class GraphStore:
         self.conn.execute(_insert_source, source_row)
         if rows:
             self.conn.execute(_insert_node, rows)
+            # Not entries' plain INSERT: a replay finds the entries erasure left.
+            self.conn.execute(_insert_directory, entries.rows)
 
     def events_recorded_before(
         self, namespace: str, scope: Scope, cutoff: datetime, limit: int
@@ -110,10 +152,11 @@ class GraphStore:
     # -- nodes ---------------------------------------------------------------
 
     def node_row(self, node_id: uuid.UUID) -> NodeRow | None:
-        return self.conn.execute(sa.select(nodes).where(nodes.c.node_id == node_id)).first()
+        query = _nodes_by_id.where(node_directory.c.node_id == node_id)
+        return self.conn.execute(query).first()
 
     def node_rows(self, node_ids: Collection[uuid.UUID]) -> list[NodeRow]:
-        query = sa.select(nodes).where(nodes.c.node_id.in_(list(node_ids)))
+        query = _nodes_by_id.where(node_directory.c.node_id.in_(list(node_ids)))
         return list(self.conn.execute(query))
 
     def nodes_of_event(self, event_id: uuid.UUID) -> list[NodeRow]:
@@ -150,9 +193,11 @@ class GraphStore:
             query = query.where(nodes.c.node_type.not_in([v.value for v in exclude_node_types]))
         return list(self.conn.execute(query.order_by(nodes.c.created_at, nodes.c.node_id)))
 
-    def update_state(self, node_id: uuid.UUID, state: Mapping[str, Any]) -> None:
+    def update_state(self, row: NodeRow, state: Mapping[str, Any]) -> None:
+        """Set the lifecycle columns of the node ``row`` (found by its key)."""
         values = {k: v for k, v in state.items() if k in STATE_COLUMNS}
-        self.conn.execute(nodes.update().where(nodes.c.node_id == node_id).values(**values))
+        key = (nodes.c[c] == row._mapping[c] for c in ("stream_id", "event_id", "ordinal"))
+        self.conn.execute(nodes.update().where(*key).values(**values))
 
     # -- edges ---------------------------------------------------------------
 
@@ -246,8 +291,8 @@ def stored_rows(
     scope: Scope,
     recorded_at: datetime,
     new_nodes: Sequence[Node],
-) -> tuple[CompanionRows, CompanionRows]:
-    """The rows a stored event adds: its ``memory_events`` row, then its nodes.
+) -> tuple[CompanionRows, CompanionRows, CompanionRows]:
+    """The rows a stored event adds: its ``memory_events`` row, its nodes, their directory entries.
 
     Built without reading anything, so the same rows serve
     :meth:`GraphStore.add_stored` and the companions of an optimistic append.
@@ -259,7 +304,16 @@ def stored_rows(
         "recorded_at": recorded_at,
     }
     rows = [_node_values(cipher, node, ordinal) for ordinal, node in enumerate(new_nodes)]
-    return CompanionRows(memory_events, [source]), CompanionRows(nodes, rows)
+    entries = [_directory_entry(row) for row in rows]
+    return (
+        CompanionRows(memory_events, [source]),
+        CompanionRows(nodes, rows),
+        CompanionRows(node_directory, entries),
+    )
+
+
+def _directory_entry(node_row: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: node_row[k] for k in ("node_id", "event_id", "ordinal")}
 
 
 def _node_values(cipher: SubjectCipher, node: Node, ordinal: int) -> dict[str, Any]:

@@ -67,9 +67,30 @@ nodes = sa.Table(
     # of the two), so the subject's nodes sit in event order, each event's
     # nodes in extraction order.
     sa.PrimaryKeyConstraint("stream_id", "event_id", "ordinal"),
-    # The one index by a random key: a caller that does not name the subject
-    # (an operator's get_node, ownership checks) finds a node by id alone.
-    sa.Index(None, "node_id", unique=True),
+    # No index by node id: a node named by id alone is found through
+    # node_directory below, which forget does not purge.
+    sqlite_with_rowid=False,
+)
+
+# Which event, and which of its nodes, a node id stands for: the inverse of
+# projections.events.node_id (a one-way uuid5) for the events of this store.
+# It serves callers that name a node but not its subject (an operator's
+# get_node, ownership checks before a supersede or reinforce): the log's
+# unique event_id index (tombstones keep it) gives the stream, and
+# memory_nodes its subject-first key.  Erasure leaves these rows in place, so
+# forget deletes no entry of an index by a random key; an index by node id on
+# memory_nodes cost about one page write per purged node once the store was
+# large (problem E4 in docs/benchmarks.md).  The rows are content-free: the
+# node id is a public function of the event id and ordinal, and the event id
+# is what the event's tombstone keeps anyway (docs/gdpr.md, "What erasure
+# leaves in the database").  A lookup of an erased node passes the directory
+# and finds no node, as for an id that never existed.
+node_directory = sa.Table(
+    "memory_node_directory",
+    metadata,
+    sa.Column("node_id", sa.Uuid, primary_key=True),
+    sa.Column("event_id", sa.Uuid, nullable=False),
+    sa.Column("ordinal", sa.Integer, nullable=False),
     sqlite_with_rowid=False,
 )
 
