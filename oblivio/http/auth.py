@@ -49,7 +49,12 @@ def authenticated(request: Request, credentials: HTTPAuthorizationCredentials | 
     return found
 
 
-def allow(*kinds: str) -> Callable[[Request, HTTPAuthorizationCredentials | None], Principal]:
+#: A dependency made by ``allow``: the principal of an authenticated request.
+Admission = Callable[[Request, HTTPAuthorizationCredentials | None], Principal]
+_admissions: set[Admission] = set()
+
+
+def allow(*kinds: str) -> Admission:
     """A dependency admitting only the given principal kinds.
 
     Authentication and the check are one dependency, so a request costs one
@@ -63,7 +68,13 @@ def allow(*kinds: str) -> Callable[[Request, HTTPAuthorizationCredentials | None
             raise HTTPException(403, f"this {who.kind} key may not do this")
         return who
 
+    _admissions.add(check)
     return check
+
+
+def admission_of(dependency: object) -> Admission | None:
+    """``dependency`` if ``allow`` made it (so it can be called outside FastAPI), else None."""
+    return dependency if dependency in _admissions else None
 
 
 members = allow("user", "operator")
