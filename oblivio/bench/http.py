@@ -82,8 +82,17 @@ SERVER_STOP_TIMEOUT_S = 20.0
 CLIENT_START_TIMEOUT_S = 120.0
 HTTP_TIMEOUT_S = 60.0
 #: Key material the composition root reads from the environment itself: the
-#: server must see what this process saw when it created the stores.
-KEY_VARIABLES = frozenset({"OBLIVIO_KEKS", "OBLIVIO_SUBJECT_HMAC_KEY", "OBLIVIO_ISSUER_KEYS"})
+#: server must see what this process saw when it created the stores.  The
+#: API key cache's setting passes too, so a run can measure the server without
+#: it (``OBLIVIO_API_KEY_CACHE_SECONDS=0``).
+PASSED_VARIABLES = frozenset(
+    {
+        "OBLIVIO_KEKS",
+        "OBLIVIO_SUBJECT_HMAC_KEY",
+        "OBLIVIO_ISSUER_KEYS",
+        "OBLIVIO_API_KEY_CACHE_SECONDS",
+    }
+)
 HTTP_PACKAGES = ("fastapi", "starlette", "uvicorn", "h11", "httptools", "uvloop")
 OVERHEAD_MEANING = (
     "facade requests/s divided by HTTP requests/s of the adjacent round, median over rounds "
@@ -691,7 +700,7 @@ def oblivio_server(settings: Settings, log_path: Path) -> Iterator[RunningServer
 def server_env() -> dict[str, str]:
     """This environment without oblivio settings (the command line gives them), keys kept."""
     return {
-        k: v for k, v in os.environ.items() if not k.startswith("OBLIVIO_") or k in KEY_VARIABLES
+        k: v for k, v in os.environ.items() if not k.startswith("OBLIVIO_") or k in PASSED_VARIABLES
     }
 
 

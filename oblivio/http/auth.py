@@ -42,8 +42,13 @@ def authenticated(request: Request, credentials: HTTPAuthorizationCredentials | 
     """The principal of the request's API key; 401 without a valid one."""
     if credentials is None:
         raise HTTPException(401, "missing bearer API key", {"WWW-Authenticate": "Bearer"})
-    with context(request).store.backend.statement_reads() as conn:
-        found = apikeys.authenticate(conn, credentials.credentials)
+    memory, token = context(request), credentials.credentials
+    found = memory.api_keys.lookup(token)
+    if found is None:
+        with memory.store.backend.statement_reads() as conn:
+            found = apikeys.authenticate(conn, token)
+        if found is not None:
+            memory.api_keys.remember(token, found)
     if found is None:
         raise HTTPException(401, "invalid or revoked API key", {"WWW-Authenticate": "Bearer"})
     return found
