@@ -496,18 +496,27 @@ def run_round(
     """Every call in a thread of its own: one untimed warm-up, then the timed requests.
 
     The warm-up opens each client's connection (and the stores' pooled ones),
-    and a barrier starts the clock once every client is ready.
+    and a barrier starts the clock once every client is ready.  The clock is
+    read by the barrier's action, before any client is released: read by this
+    thread after the barrier, it could come after clients that had already
+    finished a short round (a negative duration on a loaded machine).
     """
-    barrier = threading.Barrier(len(calls) + 1, timeout=CLIENT_START_TIMEOUT_S)
+    starts: list[tuple[float, CpuSample | None]] = []
+
+    def start_clock() -> None:
+        cpu = cpu_seconds()
+        starts.append((time.perf_counter(), cpu))
+
+    barrier = threading.Barrier(len(calls) + 1, start_clock, timeout=CLIENT_START_TIMEOUT_S)
     with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="bench-client") as pool:
         futures = [pool.submit(_client, call, requests_per_client, barrier) for call in calls]
         try:
             barrier.wait()
         except threading.BrokenBarrierError:
             raise _first_error(futures) from None
-        start, cpu_start = time.perf_counter(), cpu_seconds()
         finished = [_result(f) for f in futures]
         cpu_end = cpu_seconds()
+    [(start, cpu_start)] = starts
     seconds = max(end for end, _ in finished) - start
     cpu = None
     if cpu_start is not None and cpu_end is not None:

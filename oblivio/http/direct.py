@@ -108,7 +108,9 @@ def parse_json_body(model: type[BaseModel], content_type: str | None, raw: bytes
     try:
         return model.model_validate_json(raw)
     except ValidationError as e:
-        located = [{**error, "loc": ("body", *error["loc"])} for error in e.errors()]
+        # Without the input: it may be personal, and no answer or log shows it.
+        errors = e.errors(include_input=False, include_url=False)
+        located = [{**error, "loc": ("body", *error["loc"])} for error in errors]
         raise RequestValidationError(located) from None
 
 
