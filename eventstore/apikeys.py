@@ -12,6 +12,10 @@ import base64
 import hashlib
 import hmac
 import secrets
+import threading
+import time
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -104,6 +108,9 @@ def list_keys(conn: Connection) -> list[KeyInfo]:
 
 
 def revoke(conn: Connection, key_id: str, now: datetime) -> bool:
+    """Revoke a key; every ``VerifiedKeys`` of this process forgets it at once."""
+    for cache in list(_caches):
+        cache.revoked(key_id)
     result = conn.execute(
         api_keys.update()
         .where(api_keys.c.key_id == key_id, api_keys.c.revoked_at.is_(None))
@@ -118,3 +125,72 @@ def count_active(conn: Connection, kind: str) -> int:
     )
     value: Any = conn.execute(query).scalar_one()
     return int(value)
+
+
+#: Every live cache of verified keys in this process, told of revocations.
+_caches: weakref.WeakSet[VerifiedKeys] = weakref.WeakSet()
+MAX_CACHE_SECONDS = 2.0
+MAX_CACHED_KEYS = 10_000
+
+
+class VerifiedKeys:
+    """Principals of recently verified tokens, kept for ``ttl`` seconds (0: off).
+
+    A security trade-off, made explicit: a key revoked by another process
+    (``oblivio keys revoke``) still authenticates here for up to ``ttl``
+    seconds.  A revocation through ``revoke`` in this process takes effect at
+    once, and for ``ttl`` seconds afterwards the key is not cached again, so a
+    check that read the row just before the revocation committed cannot put
+    it back.  Only successful checks are kept (a new key works at once, a
+    wrong secret always reaches the database), under a hash of the token, so
+    the cache holds no usable secret.
+    """
+
+    def __init__(self, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
+        if not 0 <= ttl <= MAX_CACHE_SECONDS:
+            raise InvalidInputError(f"the key cache keeps keys 0 to {MAX_CACHE_SECONDS:g} s")
+        self.ttl = ttl
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._verified: dict[bytes, tuple[float, Principal]] = {}
+        self._revoked: dict[str, float] = {}  # key id -> until when it is not cached
+        _caches.add(self)
+
+    def lookup(self, token: str) -> Principal | None:
+        """The cached principal of ``token``, or None (unknown, expired or off)."""
+        if not self.ttl:
+            return None
+        entry = self._verified.get(_token_digest(token))
+        if entry is None or entry[0] <= self._clock():
+            return None
+        return entry[1]
+
+    def remember(self, token: str, principal: Principal) -> None:
+        if not self.ttl:
+            return
+        now = self._clock()
+        with self._lock:
+            if self._revoked.get(principal.key_id, now) > now:
+                return
+            if len(self._verified) >= MAX_CACHED_KEYS:
+                self._evict(now)
+            self._verified[_token_digest(token)] = (now + self.ttl, principal)
+
+    def revoked(self, key_id: str) -> None:
+        """Forget ``key_id`` now and keep it out of the cache for ``ttl`` seconds."""
+        if not self.ttl:
+            return
+        now = self._clock()
+        with self._lock:
+            self._revoked = {k: t for k, t in self._revoked.items() if t > now}
+            self._revoked[key_id] = now + self.ttl
+            self._verified = {d: e for d, e in self._verified.items() if e[1].key_id != key_id}
+
+    def _evict(self, now: float) -> None:
+        self._verified = {d: e for d, e in self._verified.items() if e[0] > now}
+        if len(self._verified) >= MAX_CACHED_KEYS:
+            self._verified.clear()
+
+
+def _token_digest(token: str) -> bytes:
+    return hashlib.sha256(b"oblivio/api-key/cache\0" + token.encode()).digest()

@@ -15,6 +15,7 @@ from sqlalchemy.engine import Engine
 import projections
 from certificates import IssuerKeyring
 from eventstore import EnvKeyProvider, EventStore, KeyProvider, KeyringFile, create_backend
+from eventstore.apikeys import VerifiedKeys
 from eventstore.migrate import upgrade
 from eventstore.sqlite import sqlite_url
 from eventstore.store import utc_now
@@ -93,6 +94,7 @@ def open_memory(
         certifier=certifier,
         issuer=issuer,
         retrieval_cache=RetrievalCache(settings.retrieval_cache_nodes),
+        api_keys=VerifiedKeys(settings.api_key_cache_seconds),
     )
 
 

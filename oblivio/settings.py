@@ -9,10 +9,14 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from eventstore import DEFAULT_MAX_EVENT_BYTES
+from eventstore.apikeys import MAX_CACHE_SECONDS as MAX_API_KEY_CACHE_SECONDS
 from projections.retrieval_index import DEFAULT_MAX_CACHED_NODES
 
 DEFAULT_DATA_DIR = Path("./oblivio-data")
 DEFAULT_NAMESPACE = "default"
+#: A revoked key may authenticate for this long in a server that verified it
+#: just before (the revocation comes from another process, the CLI).
+DEFAULT_API_KEY_CACHE_SECONDS = 1.0
 
 
 class Settings(BaseModel):
@@ -28,7 +32,9 @@ class Settings(BaseModel):
     (comma-separated ``namespace/scope=days`` policies), ``OBLIVIO_KEK_ROTATE_DAYS`` and
     ``OBLIVIO_KEK_RETIRE_DAYS`` (KEK rotation schedule, default 30 and 30),
     ``OBLIVIO_RETRIEVAL_CACHE_NODES`` (nodes kept decrypted in memory for retrieval,
-    over all subjects; 0 turns the cache off).
+    over all subjects; 0 turns the cache off), ``OBLIVIO_API_KEY_CACHE_SECONDS`` (how long
+    a verified API key is trusted without reading it again, at most 2; 0 turns the cache
+    off; see ``eventstore.apikeys.VerifiedKeys`` for what that costs a revocation).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -45,6 +51,9 @@ class Settings(BaseModel):
     kek_retire_days: float = Field(default=30.0, ge=0)
     retention: tuple[str, ...] = ()  # "namespace/scope=days" entries
     retrieval_cache_nodes: int = Field(default=DEFAULT_MAX_CACHED_NODES, ge=0)
+    api_key_cache_seconds: float = Field(
+        default=DEFAULT_API_KEY_CACHE_SECONDS, ge=0, le=MAX_API_KEY_CACHE_SECONDS
+    )
 
     @property
     def embedded(self) -> bool:
@@ -73,6 +82,7 @@ class Settings(BaseModel):
             ("kek_rotate_days", "OBLIVIO_KEK_ROTATE_DAYS"),
             ("kek_retire_days", "OBLIVIO_KEK_RETIRE_DAYS"),
             ("retrieval_cache_nodes", "OBLIVIO_RETRIEVAL_CACHE_NODES"),
+            ("api_key_cache_seconds", "OBLIVIO_API_KEY_CACHE_SECONDS"),
         ):
             if env.get(var):
                 values[field] = env[var]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+from oblivio.bench.http import run_round
 from oblivio.cli import main
 from tests.test_bench import bench_databases
 
@@ -88,3 +90,13 @@ def test_bench_http_on_postgres_drops_its_databases(
     assert report["machine"]["postgres"]
     assert_complete(report)
     assert bench_databases(postgres_server_url) <= before
+
+
+def test_a_round_is_timed_from_before_the_first_request() -> None:
+    """The clock starts before any client is released, so a round is never shorter than
+    the requests of any one client (it once started after the barrier, in the main thread,
+    and short rounds on a loaded machine came out with a negative duration)."""
+    for _ in range(50):
+        result = run_round([lambda n: time.sleep(0.0002)] * 4, 3, lambda: (0.0, 0.0))
+        assert result.seconds >= 3 * 0.0002
+        assert result.seconds >= max(result.p99_ms, result.mean_ms) / 1000

@@ -82,8 +82,17 @@ SERVER_STOP_TIMEOUT_S = 20.0
 CLIENT_START_TIMEOUT_S = 120.0
 HTTP_TIMEOUT_S = 60.0
 #: Key material the composition root reads from the environment itself: the
-#: server must see what this process saw when it created the stores.
-KEY_VARIABLES = frozenset({"OBLIVIO_KEKS", "OBLIVIO_SUBJECT_HMAC_KEY", "OBLIVIO_ISSUER_KEYS"})
+#: server must see what this process saw when it created the stores.  The
+#: API key cache's setting passes too, so a run can measure the server without
+#: it (``OBLIVIO_API_KEY_CACHE_SECONDS=0``).
+PASSED_VARIABLES = frozenset(
+    {
+        "OBLIVIO_KEKS",
+        "OBLIVIO_SUBJECT_HMAC_KEY",
+        "OBLIVIO_ISSUER_KEYS",
+        "OBLIVIO_API_KEY_CACHE_SECONDS",
+    }
+)
 HTTP_PACKAGES = ("fastapi", "starlette", "uvicorn", "h11", "httptools", "uvloop")
 OVERHEAD_MEANING = (
     "facade requests/s divided by HTTP requests/s of the adjacent round, median over rounds "
@@ -487,18 +496,27 @@ def run_round(
     """Every call in a thread of its own: one untimed warm-up, then the timed requests.
 
     The warm-up opens each client's connection (and the stores' pooled ones),
-    and a barrier starts the clock once every client is ready.
+    and a barrier starts the clock once every client is ready.  The clock is
+    read by the barrier's action, before any client is released: read by this
+    thread after the barrier, it could come after clients that had already
+    finished a short round (a negative duration on a loaded machine).
     """
-    barrier = threading.Barrier(len(calls) + 1, timeout=CLIENT_START_TIMEOUT_S)
+    starts: list[tuple[float, CpuSample | None]] = []
+
+    def start_clock() -> None:
+        cpu = cpu_seconds()
+        starts.append((time.perf_counter(), cpu))
+
+    barrier = threading.Barrier(len(calls) + 1, start_clock, timeout=CLIENT_START_TIMEOUT_S)
     with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="bench-client") as pool:
         futures = [pool.submit(_client, call, requests_per_client, barrier) for call in calls]
         try:
             barrier.wait()
         except threading.BrokenBarrierError:
             raise _first_error(futures) from None
-        start, cpu_start = time.perf_counter(), cpu_seconds()
         finished = [_result(f) for f in futures]
         cpu_end = cpu_seconds()
+    [(start, cpu_start)] = starts
     seconds = max(end for end, _ in finished) - start
     cpu = None
     if cpu_start is not None and cpu_end is not None:
@@ -691,7 +709,7 @@ def oblivio_server(settings: Settings, log_path: Path) -> Iterator[RunningServer
 def server_env() -> dict[str, str]:
     """This environment without oblivio settings (the command line gives them), keys kept."""
     return {
-        k: v for k, v in os.environ.items() if not k.startswith("OBLIVIO_") or k in KEY_VARIABLES
+        k: v for k, v in os.environ.items() if not k.startswith("OBLIVIO_") or k in PASSED_VARIABLES
     }
 
 

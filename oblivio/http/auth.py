@@ -42,14 +42,24 @@ def authenticated(request: Request, credentials: HTTPAuthorizationCredentials | 
     """The principal of the request's API key; 401 without a valid one."""
     if credentials is None:
         raise HTTPException(401, "missing bearer API key", {"WWW-Authenticate": "Bearer"})
-    with context(request).store.backend.statement_reads() as conn:
-        found = apikeys.authenticate(conn, credentials.credentials)
+    memory, token = context(request), credentials.credentials
+    found = memory.api_keys.lookup(token)
+    if found is None:
+        with memory.store.backend.statement_reads() as conn:
+            found = apikeys.authenticate(conn, token)
+        if found is not None:
+            memory.api_keys.remember(token, found)
     if found is None:
         raise HTTPException(401, "invalid or revoked API key", {"WWW-Authenticate": "Bearer"})
     return found
 
 
-def allow(*kinds: str) -> Callable[[Request, HTTPAuthorizationCredentials | None], Principal]:
+#: A dependency made by ``allow``: the principal of an authenticated request.
+Admission = Callable[[Request, HTTPAuthorizationCredentials | None], Principal]
+_admissions: set[Admission] = set()
+
+
+def allow(*kinds: str) -> Admission:
     """A dependency admitting only the given principal kinds.
 
     Authentication and the check are one dependency, so a request costs one
@@ -63,7 +73,13 @@ def allow(*kinds: str) -> Callable[[Request, HTTPAuthorizationCredentials | None
             raise HTTPException(403, f"this {who.kind} key may not do this")
         return who
 
+    _admissions.add(check)
     return check
+
+
+def admission_of(dependency: object) -> Admission | None:
+    """``dependency`` if ``allow`` made it (so it can be called outside FastAPI), else None."""
+    return dependency if dependency in _admissions else None
 
 
 members = allow("user", "operator")

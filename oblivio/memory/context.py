@@ -8,6 +8,7 @@ from datetime import datetime
 
 from certificates import IssuerKeyring
 from eventstore import EventStore
+from eventstore.apikeys import VerifiedKeys
 from projections.embedders import Embedder
 from projections.graph import NodeGraphProjection
 from projections.retrieval_index import RetrievalCache
@@ -37,3 +38,5 @@ class MemoryContext:
     issuer: IssuerKeyring
     consistency_timeout: float = DEFAULT_CONSISTENCY_TIMEOUT
     retrieval_cache: RetrievalCache = field(default_factory=RetrievalCache)
+    #: Verified API keys of the HTTP API; off unless the settings give a time.
+    api_keys: VerifiedKeys = field(default_factory=lambda: VerifiedKeys(0))
