@@ -15,7 +15,7 @@ from datetime import datetime
 from eventstore import crypto
 from eventstore.codec import EncodedEvent, EventCodec, parse_content
 from eventstore.errors import InvalidInputError
-from eventstore.model import ANY, ExpectedVersion, LogCursor, NewEvent, RecordedEvent, StreamRef
+from eventstore.model import ANY, ExpectedVersion, NewEvent, RecordedEvent, StreamRef
 from eventstore.reader import recorded_event
 
 
@@ -104,7 +104,7 @@ def recorded_events(batch: SealedBatch, placements: Sequence[Placement]) -> list
                 batch.stream,
                 version,
                 position,
-                LogCursor(group, position),
+                group,
                 event.type,
                 event.schema_version,
                 batch.recorded_at,

@@ -69,12 +69,13 @@ class AeadKey:
 
 
 _EVENT_AAD = b"oblivio/event/v2\0"
-_pack_stream_version = struct.Struct(">QQ").pack
+# Label, event id, stream id, version: built with one pack per event read.
+_pack_event_aad = struct.Struct(f">{len(_EVENT_AAD)}s16sQQ").pack
 
 
 def event_aad(event_id: uuid.UUID, stream_id: int, version: int) -> bytes:
     """Associated data binding an event's ciphertext (data and metadata) to its row."""
-    return _EVENT_AAD + event_id.bytes + _pack_stream_version(stream_id, version)
+    return _pack_event_aad(_EVENT_AAD, event_id.int.to_bytes(16, "big"), stream_id, version)
 
 
 def projection_aad(stream_id: int, purpose: str, row_id: bytes) -> bytes:
