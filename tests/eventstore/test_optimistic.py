@@ -160,3 +160,5 @@ def test_the_bulk_constructor_of_read_events_equals_the_dataclass() -> None:
     assert built == plain
     assert built.cursor == plain.cursor == LogCursor(5, 17)
     assert repr(built) == repr(plain)
+    # Slotted: a read keeps one per event alive, without an instance dictionary.
+    assert not hasattr(built, "__dict__")
