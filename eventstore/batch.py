@@ -16,7 +16,7 @@ from eventstore import crypto
 from eventstore.codec import EncodedEvent, EventCodec, SubjectCipher, parse_content
 from eventstore.companions import CompanionRows, Companions, PendingEvent
 from eventstore.errors import InvalidInputError
-from eventstore.model import ANY, ExpectedVersion, LogCursor, NewEvent, RecordedEvent, StreamRef
+from eventstore.model import ANY, ExpectedVersion, NewEvent, RecordedEvent, StreamRef
 from eventstore.reader import recorded_event
 
 
@@ -77,16 +77,18 @@ def seal_batch(
     now: datetime,
 ) -> SealedBatch:
     """Encrypt every event under ``dek`` and extend the chain from ``head`` (version, hash)."""
-    key = crypto.AeadKey(dek)
     old_version, chain = head
-    ciphertexts, digests, chains = [], [], []
-    for version, event in enumerate(encoded, start=old_version + 1):
-        sealed = codec.seal(key, event, stream.stream_id, version)
-        chain = crypto.chain_hash(
-            chain, event.event_id, version, event.type, event.schema_version, now, sealed.digest
+    ciphertexts = codec.seal_all(crypto.AeadKey(dek), encoded, stream.stream_id, old_version + 1)
+    micros = crypto.chain_micros(now)  # every event of the batch is recorded at ``now``
+    digests, chains = [], []
+    for version, event, ciphertext in zip(
+        range(old_version + 1, old_version + 1 + len(encoded)), encoded, ciphertexts, strict=True
+    ):
+        digest = crypto.ciphertext_digest(ciphertext)
+        chain = crypto.chain_link(
+            chain, event.event_id, version, event.type, event.schema_version, micros, digest
         )
-        ciphertexts.append(sealed.ciphertext)
-        digests.append(sealed.digest)
+        digests.append(digest)
         chains.append(chain)
     return SealedBatch(stream, old_version, now, encoded, ciphertexts, digests, chains)
 
@@ -128,7 +130,7 @@ def recorded_events(batch: SealedBatch, placements: Sequence[Placement]) -> list
                 batch.stream,
                 version,
                 position,
-                LogCursor(group, position),
+                group,
                 event.type,
                 event.schema_version,
                 batch.recorded_at,

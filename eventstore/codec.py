@@ -12,7 +12,7 @@ import hmac
 import json
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,14 +45,6 @@ class EncodedEvent:
     def plaintext(self) -> bytes:
         """Data and metadata as one JSON array ``[data, metadata]``: what gets encrypted."""
         return b"[" + self.payload + b"," + self.metadata + b"]"
-
-
-@dataclass(frozen=True)
-class SealedEvent:
-    """The on-disk form of one event's content: data and metadata sealed together."""
-
-    ciphertext: bytes
-    digest: bytes
 
 
 @dataclass(frozen=True)
@@ -127,15 +119,15 @@ _LONG_DIGIT_RUN = re.compile(rb"[0-9]{20}")
 _NOT_DIGITS = bytes(b for b in range(256) if not 0x30 <= b <= 0x39)
 
 
-def _may_hold_big_int(plaintext: bytes) -> bool:
-    if len(plaintext.translate(None, _NOT_DIGITS)) < 20:
-        return False
-    return _LONG_DIGIT_RUN.search(plaintext) is not None
-
-
 def parse_content(plaintext: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(data, metadata)`` from the plaintext of :meth:`EncodedEvent.plaintext`."""
-    if not _may_hold_big_int(plaintext):
+    """``(data, metadata)`` from the plaintext of :meth:`EncodedEvent.plaintext`.
+
+    Runs once per event read, so the digit count is inline.
+    """
+    if (
+        len(plaintext.translate(None, _NOT_DIGITS)) < 20
+        or _LONG_DIGIT_RUN.search(plaintext) is None
+    ):
         try:
             data, metadata = orjson.loads(plaintext)
             return data, metadata
@@ -184,14 +176,18 @@ class EventCodec:
             caller_id=event.event_id is not None,
         )
 
-    def seal(
-        self, key: crypto.AeadKey, event: EncodedEvent, stream_id: int, version: int
-    ) -> SealedEvent:
-        """One ciphertext for data and metadata together: one AES-GCM operation per event."""
-        ciphertext = key.encrypt(
-            event.plaintext(), crypto.event_aad(event.event_id, stream_id, version)
+    @staticmethod
+    def seal_all(
+        key: crypto.AeadKey, events: Sequence[EncodedEvent], stream_id: int, first_version: int
+    ) -> list[bytes]:
+        """One ciphertext per event for data and metadata together (one AES-GCM operation),
+        bound to its event id, stream and version (``first_version``, then counting up)."""
+        return key.encrypt_all(
+            [
+                (event.plaintext(), crypto.event_aad(event.event_id, stream_id, version))
+                for version, event in enumerate(events, start=first_version)
+            ]
         )
-        return SealedEvent(ciphertext, crypto.ciphertext_digest(ciphertext))
 
     @staticmethod
     def open(

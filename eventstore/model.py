@@ -48,15 +48,22 @@ class StreamRef:
     generation: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RecordedEvent:
-    """An event as stored. ``data``/``metadata`` are ``None`` once erased."""
+    """An event as stored. ``data``/``metadata`` are ``None`` once erased.
+
+    Slotted, and its place in the global order kept as two integers (the
+    :class:`LogCursor` is made on demand): a read keeps one of these per event
+    alive until it returns, and every extra object per event (an instance
+    dictionary, a cursor) is more work for the allocator and the cyclic
+    garbage collector on large reads.
+    """
 
     event_id: uuid.UUID
     stream: StreamRef
     version: int
     position: int
-    cursor: LogCursor
+    commit_group: int
     type: str
     schema_version: int
     recorded_at: datetime
@@ -70,6 +77,11 @@ class RecordedEvent:
     @property
     def erased(self) -> bool:
         return self.erasure is not None
+
+    @property
+    def cursor(self) -> LogCursor:
+        """Where this event is in the global order (see :class:`LogCursor`)."""
+        return LogCursor(self.commit_group, self.position)
 
 
 @dataclass(frozen=True, order=True, slots=True)
