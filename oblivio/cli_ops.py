@@ -8,6 +8,7 @@ import json
 import signal
 import sys
 import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -168,11 +169,17 @@ def keys_list(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 @friendly_errors
 def keys_revoke(ctx: click.Context, key_id: str) -> None:
-    """Revoke an API key."""
+    """Revoke an API key; returns once no running server accepts it any more."""
     memory = _open(ctx)
     with memory.store.transaction() as tx:
         if not apikeys.revoke(tx.connection, key_id, memory.clock()):
             raise click.ClickException(f"no active key {key_id}")
+    # A server trusts a key it verified for up to OBLIVIO_API_KEY_CACHE_SECONDS
+    # (capped), and this process cannot reach its cache.  Waiting out the cap,
+    # whatever the servers are configured to, makes "revoked" mean revoked
+    # everywhere when the command returns, e.g. after a key leaked.
+    click.echo(f"waiting {apikeys.MAX_CACHE_SECONDS:g} s for servers' key caches…", err=True)
+    time.sleep(apikeys.MAX_CACHE_SECONDS)
     click.echo(f"revoked {key_id}")
 
 

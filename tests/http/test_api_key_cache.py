@@ -7,6 +7,9 @@ effect at once; wrong secrets and unknown keys are never cached.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import sqlalchemy as sa
 
@@ -118,3 +121,25 @@ def test_the_cache_time_is_bounded() -> None:
         Settings.from_env({"OBLIVIO_API_KEY_CACHE_SECONDS": "30"})
     assert Settings.from_env({"OBLIVIO_API_KEY_CACHE_SECONDS": "0"}).api_key_cache_seconds == 0
     assert apikeys.MAX_CACHE_SECONDS == 2.0
+
+
+def test_keys_revoke_returns_once_no_server_cache_holds_the_key(world: World) -> None:
+    """`oblivio keys revoke` cannot reach a server's cache, so it outwaits the longest one."""
+    world.ctx.api_keys = VerifiedKeys(apikeys.MAX_CACHE_SECONDS)  # the real clock
+    token = create_key(world.ctx, "operator")
+    world.tokens["ops"] = token
+    assert count(world, "ops") == 200  # verified, so now trusted from the cache
+    settings = world.settings
+    store = ["--data-dir", str(settings.data_dir)]
+    if settings.database_url is not None:
+        store += ["--database-url", settings.database_url]
+    key_id = token.split("_")[1]
+    # Its own process, as an operator runs it: a revocation in this process
+    # would reach the cache directly (see the test above).
+    command = [sys.executable, "-c", "from oblivio.cli import main; main()"]
+    result = subprocess.run(
+        [*command, *store, "keys", "revoke", key_id], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"revoked {key_id}" in result.stdout
+    assert count(world, "ops") == 401
