@@ -59,8 +59,13 @@ JSON = "application/json"
 DIRECT_THREADS = 2 * (os.cpu_count() or 1)
 
 
+@functools.cache
 def route_pool(name: str) -> ThreadPoolExecutor:
-    """A route's own bounded pool: a slow store never holds up a retrieve."""
+    """A route's own bounded pool: a slow store never holds up a retrieve.
+
+    One per route name and process, shared by every app built in it (tests
+    build many), so idle threads never pile up.
+    """
     return ThreadPoolExecutor(DIRECT_THREADS, thread_name_prefix=f"oblivio-http-{name}")
 
 
@@ -152,12 +157,12 @@ class DirectRoute(APIRoute):
         endpoint = direct_endpoint(self)
         if endpoint is None:
             return super().get_route_handler()
-        self.pool = route_pool(self.name)
+        pool = route_pool(self.name)
 
         async def handle(request: Request) -> Response:
             credentials = await bearer(request)
             raw = await request.body()
-            return await in_thread(self.pool, endpoint.serve, request, credentials, raw)
+            return await in_thread(pool, endpoint.serve, request, credentials, raw)
 
         return handle
 
