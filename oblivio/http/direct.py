@@ -49,12 +49,10 @@ from oblivio.http.auth import Admission, admission_of, bearer, context, current_
 
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 JSON = "application/json"
-#: As many threads as anyio lends FastAPI's ``def`` endpoints by default.
-#: Threads start only when every one is busy.
 #: Threads per hot route: twice the cores, so threads waiting on a database
 #: round trip leave others to run.  More only contend for the one GIL: with
 #: 8 busy clients, a pool of 40 threads cost a retrieve about 0.3 ms more
-#: server CPU than one of 2 (docs/benchmarks.md, "A pool per hot route").
+#: server CPU than one of 2 (docs/benchmarks.md, "A pool per hot route, ...").
 #: Requests beyond it queue on the route's pool, not on the other routes'.
 DIRECT_THREADS = 2 * (os.cpu_count() or 1)
 

@@ -2,10 +2,10 @@
 
 ``RetrieveResponse(results=[ScoredOut.of(r) ...]).model_dump_json()`` builds
 and validates a pydantic model per node, then serialises them: about a tenth
-of the server's CPU for a retrieve of 10 nodes.  ``retrieve_json`` writes the
-same bytes from plain dicts.  The model stays the route's declared response
-model, so the published OpenAPI is unchanged, and a test holds the two
-encodings byte-identical (field order, ``Z`` for UTC, floats for float
+of the server's GIL time on a retrieve of 10 nodes (py-spy, docs/benchmarks.md).
+``retrieve_json`` writes the same bytes from plain dicts.  The model stays
+the route's declared response model, so the published OpenAPI is unchanged,
+and a test holds the two encodings byte-identical (field order, ``Z`` for UTC, floats for float
 fields even when a value arrives as an int or a numpy scalar).
 """
 
