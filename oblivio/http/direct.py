@@ -19,9 +19,11 @@ answered, so the app's handlers turn them into problem responses as before.
 
 It serves only endpoints of one shape: a JSON body model, the memory context
 and an admission from ``oblivio.http.auth.allow``, returning the route's
-response model.  Any other route of a router using this class gets FastAPI's
-handler.  Dependencies added where the router is included are not run by the
-direct handler; the routers here are included without any.
+response model, or a ``Response`` it encoded itself (passed on as FastAPI
+passes it on).  Requests run on a bounded pool of the route's own.  Any
+other route of a router using this class gets FastAPI's handler.
+Dependencies added where the router is included are not run by the direct
+handler; the routers here are included without any.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ import asyncio
 import contextvars
 import email.message
 import functools
+import os
 from collections.abc import Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -46,14 +49,26 @@ from oblivio.http.auth import Admission, admission_of, bearer, context, current_
 
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 JSON = "application/json"
-#: As many threads as anyio lends FastAPI's ``def`` endpoints by default.
-#: Threads start only when every one is busy.
-DIRECT_THREADS = 40
-_threads = ThreadPoolExecutor(DIRECT_THREADS, thread_name_prefix="oblivio-http")
+#: Threads per hot route: twice the cores, so threads waiting on a database
+#: round trip leave others to run.  More only contend for the one GIL: with
+#: 8 busy clients, a pool of 40 threads cost a retrieve about 0.3 ms more
+#: server CPU than one of 2 (docs/benchmarks.md, "A pool per hot route, ...").
+#: Requests beyond it queue on the route's pool, not on the other routes'.
+DIRECT_THREADS = 2 * (os.cpu_count() or 1)
 
 
-async def in_thread(call: Callable[..., Response], *args: Any) -> Response:
-    """``call(*args)`` in the pool, with the caller's context variables.
+@functools.cache
+def route_pool(name: str) -> ThreadPoolExecutor:
+    """A route's own bounded pool: a slow store never holds up a retrieve.
+
+    One per route name and process, shared by every app built in it (tests
+    build many), so idle threads never pile up.
+    """
+    return ThreadPoolExecutor(DIRECT_THREADS, thread_name_prefix=f"oblivio-http-{name}")
+
+
+async def in_thread(pool: Executor, call: Callable[..., Response], *args: Any) -> Response:
+    """``call(*args)`` in ``pool``, with the caller's context variables.
 
     ``loop.run_in_executor`` rather than ``run_in_threadpool``: anyio's
     capacity limiter and cancel scope cost about 35 µs of CPU per call more,
@@ -62,7 +77,7 @@ async def in_thread(call: Callable[..., Response], *args: Any) -> Response:
     as with anyio; one still queued is dropped with it.
     """
     bound = functools.partial(contextvars.copy_context().run, call, *args)
-    return await asyncio.get_running_loop().run_in_executor(_threads, bound)
+    return await asyncio.get_running_loop().run_in_executor(pool, bound)
 
 
 @dataclass(frozen=True)
@@ -90,6 +105,8 @@ class DirectEndpoint:
             self.principal_name: who,
         }
         result = self.call(**arguments)
+        if isinstance(result, Response):
+            return result  # encoded by the endpoint, as FastAPI's handler would pass it on
         if not isinstance(result, self.response_model):
             raise TypeError(f"{self.call.__name__} returned {type(result).__name__}")
         return Response(result.model_dump_json(), self.status_code, media_type=JSON)
@@ -138,11 +155,12 @@ class DirectRoute(APIRoute):
         endpoint = direct_endpoint(self)
         if endpoint is None:
             return super().get_route_handler()
+        pool = route_pool(self.name)
 
         async def handle(request: Request) -> Response:
             credentials = await bearer(request)
             raw = await request.body()
-            return await in_thread(endpoint.serve, request, credentials, raw)
+            return await in_thread(pool, endpoint.serve, request, credentials, raw)
 
         return handle
 

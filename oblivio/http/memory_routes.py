@@ -11,7 +11,8 @@ from eventstore.apikeys import Principal
 from eventstore.errors import InvalidInputError
 from oblivio.http import schemas as s
 from oblivio.http.auth import acting_user, current_context, members, required_user
-from oblivio.http.direct import DirectRoute
+from oblivio.http.direct import JSON, DirectRoute
+from oblivio.http.encoding import retrieve_json
 from oblivio.http.errors import problem_responses
 from oblivio.memory import commands, queries
 from oblivio.memory.context import MemoryContext
@@ -201,7 +202,7 @@ def reinforce(
 
 
 @router.post("/retrieve", response_model=s.RetrieveResponse)
-def retrieve(body: s.RetrieveRequest, ctx: Ctx, who: Member) -> s.RetrieveResponse:
+def retrieve(body: s.RetrieveRequest, ctx: Ctx, who: Member) -> Response:
     """The user's nodes ranked for a query, with every score component."""
     result = queries.retrieve(
         ctx,
@@ -215,9 +216,8 @@ def retrieve(body: s.RetrieveRequest, ctx: Ctx, who: Member) -> s.RetrieveRespon
         include_superseded=body.include_superseded,
         consistent=body.consistent,
     )
-    return s.RetrieveResponse(
-        query=result.query, results=[s.ScoredOut.of(r) for r in result.results]
-    )
+    # Encoded here rather than validated into s.RetrieveResponse: see encoding.py.
+    return Response(retrieve_json(result.query, result.results), media_type=JSON)
 
 
 @router.post("/triggers", status_code=201, response_model=s.IdOut)

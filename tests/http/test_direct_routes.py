@@ -8,13 +8,19 @@ then the body (422, nothing written), then the operation.
 from __future__ import annotations
 
 import json
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 
+import httpx
 import pytest
 from fastapi.routing import APIRoute
 
 from oblivio.http import memory_routes
-from oblivio.http.direct import direct_endpoint
-from tests.http.conftest import ALICE, World, log_size
+from oblivio.http.direct import DIRECT_THREADS, direct_endpoint
+from tests.http.conftest import ALICE, HTTP_TIMEOUT, World, log_size, serve_in_thread
 
 #: Routes that must keep the direct shape: a silent fallback to FastAPI's
 #: handler would cost the hand-offs this module exists to save.
@@ -102,3 +108,45 @@ def test_a_user_key_stays_bound_to_its_user(world: World) -> None:
     )
     assert own.status_code == 200
     assert all("bees" not in r["node"]["content"] for r in own.json()["results"])
+
+
+def route_threads(route: str) -> int:
+    return sum(t.name.startswith(f"oblivio-http-{route}_") for t in threading.enumerate())
+
+
+def test_each_hot_route_has_its_own_bounded_pool(sqlite_world: World) -> None:
+    """Stores stuck on the writer lock fill only their own pool: a retrieve still answers.
+
+    The pool is bounded (more threads only contend for the GIL), so this is
+    what keeps a burst of slow requests on one route from stalling another.
+    """
+    world = sqlite_world
+    world.seed(ALICE, "alice drinks green tea")
+    stuck = 2 * DIRECT_THREADS
+    with serve_in_thread(world.ctx, world.settings) as base_url, ExitStack() as stack:
+        client = stack.enter_context(httpx.Client(base_url=base_url, timeout=HTTP_TIMEOUT))
+        retrieve = {"query": "green tea", "limit": 3}
+        headers = world.headers("user")
+        assert client.post("/v1/retrieve", json=retrieve, headers=headers).status_code == 200
+        stores = stack.enter_context(ThreadPoolExecutor(stuck))
+        with world.ctx.store.backend.write_connection():  # every writer now waits
+            answers = [
+                stores.submit(
+                    client.post, "/v1/events", json={"content": "more tea"}, headers=headers
+                )
+                for _ in range(stuck)
+            ]
+            wait_for(lambda: route_threads("store_event") == DIRECT_THREADS)
+            found = client.post("/v1/retrieve", json=retrieve, headers=headers, timeout=5.0)
+            assert found.status_code == 200
+            assert found.json()["results"]
+            assert not any(a.done() for a in answers)  # still waiting for the lock
+        assert [a.result().status_code for a in answers] == [201] * stuck
+        assert route_threads("store_event") == DIRECT_THREADS  # the rest queued
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.01)
