@@ -34,6 +34,7 @@ from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
 from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.sql.dml import Insert
 
+from eventstore.autocommit import AutocommitConnections
 from eventstore.backend import Backend, head_params
 from eventstore.batch import Placement, SealedBatch
 from eventstore.codec import WrappedKey
@@ -308,26 +309,24 @@ class PostgresBackend(Backend):
             rows = self._fetch(driver, _sql(_NEW_STREAM, batch), params)
         return (batch, _placements(rows)) if rows else None
 
+    @functools.cached_property
+    def _autocommit_connections(self) -> AutocommitConnections:
+        cargs, cparams = self.engine.dialect.create_connect_args(self.engine.url)
+        return AutocommitConnections(
+            functools.partial(psycopg.connect, *cargs, autocommit=True, **cparams),
+            self.engine.pool.size(),  # type: ignore[attr-defined]
+        )
+
     @contextmanager
     def _autocommit(self) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled psycopg connection in autocommit, for single-statement writes.
+        """A psycopg connection in autocommit, for single-statement writes."""
+        with self.translate_errors(), self._autocommit_connections.connection() as driver:
+            yield driver
 
-        Taken from the pool without SQLAlchemy's ``Connection`` around it (a
-        quarter of a single append's client time), and handed back in the
-        pool's mode (autocommit off) or discarded when that fails.
-        """
-        with self.translate_errors():
-            pooled = self.engine.raw_connection()
-            driver: psycopg.Connection[Any] = pooled.driver_connection  # type: ignore[assignment]
-            try:
-                driver.autocommit = True
-                yield driver
-            finally:
-                try:
-                    driver.autocommit = False
-                except psycopg.Error:
-                    pooled.invalidate()
-                pooled.close()
+    def dispose(self) -> None:
+        if "_autocommit_connections" in self.__dict__:
+            self._autocommit_connections.close()
+        super().dispose()
 
     def visible_commit_groups(self, column: sa.ColumnElement[int]) -> sa.ColumnElement[bool]:
         horizon = sa.literal_column(
