@@ -69,9 +69,10 @@ WITH head AS (
 )"""
 # A subject's first generation, created with its data key and first events.
 # ON CONFLICT DO NOTHING: when another writer created the generation first,
-# nothing is written and the append takes the locked path.  The foreign keys
-# of the key and the events are checked at the end of the statement, when
-# the stream row exists.
+# nothing is written and the append takes the locked path.  The data key's
+# foreign key is checked at the end of the statement, when the stream row
+# exists.  The events have none on PostgreSQL (see eventstore.schema): they
+# are inserted only FROM the stream row the statement has just written.
 _NEW_STREAM = """
 WITH head AS (
     INSERT INTO streams (stream_id, namespace, subject_key, generation, version, chain_hash,
