@@ -34,12 +34,13 @@ from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
 from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.sql.dml import Insert
 
-from eventstore.autocommit import AutocommitConnections
+from eventstore import postgres_arrays as arrays
 from eventstore.backend import Backend, head_params
 from eventstore.batch import Placement, SealedBatch
 from eventstore.codec import WrappedKey
 from eventstore.companions import bound_row
 from eventstore.errors import ConflictError, DuplicateEventError, OperationalError
+from eventstore.postgres_autocommit import AutocommitConnections
 from eventstore.reader import RowTypes, naive_utc
 from eventstore.schema import events
 
@@ -93,7 +94,7 @@ _INSERT_FROM_HEAD = (
     + """
 SELECT pg_current_xact_id()::text::bigint, e.event_id, head.stream_id, e.version, e.type,
        e.schema_version, %(recorded_at)s, e.payload, e.digest, e.chain_hash
-FROM head, unnest(%(event_ids)b::uuid[], %(versions)b::bigint[], %(types)s::text[],
+FROM head, unnest(%(event_ids)b::uuid[], %(versions)b::bigint[], %(types)b::text[],
                   %(schema_versions)b::int[], %(payloads)b::bytea[], %(digests)b::bytea[],
                   %(chain_hashes)b::bytea[])
      AS e(event_id, version, type, schema_version, payload, digest, chain_hash)
@@ -181,13 +182,13 @@ def _append_params(batch: SealedBatch, dialect: Dialect) -> dict[str, Any]:
     if len(batch.events) == 1:
         return params | _one_event_params(batch)
     return params | {
-        "event_ids": [e.event_id for e in batch.events],
-        "versions": list(batch.versions),
-        "types": [e.type for e in batch.events],
-        "schema_versions": [e.schema_version for e in batch.events],
-        "payloads": batch.ciphertexts,
-        "digests": batch.digests,
-        "chain_hashes": batch.chain_hashes,
+        "event_ids": arrays.uuid_array([e.event_id for e in batch.events]),
+        "versions": arrays.bigint_array(batch.versions),
+        "types": arrays.text_array([e.type for e in batch.events]),
+        "schema_versions": arrays.int_array([e.schema_version for e in batch.events]),
+        "payloads": arrays.bytea_array(batch.ciphertexts),
+        "digests": arrays.bytea_array(batch.digests),
+        "chain_hashes": arrays.bytea_array(batch.chain_hashes),
     }
 
 

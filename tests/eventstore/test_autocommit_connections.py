@@ -1,7 +1,7 @@
 """PostgreSQL's one-statement appends on connections that stay in autocommit.
 
 The optimistic append keeps a few psycopg connections of its own
-(eventstore.autocommit) instead of borrowing SQLAlchemy's pooled ones.  A
+(eventstore.postgres_autocommit) instead of borrowing SQLAlchemy's pooled ones.  A
 connection must come back only when it is healthy, a dead one must cost one
 failed append (nothing written, a retryable error) and never a stuck store,
 and closing the store must close them on the server.
@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from eventstore import EventStore, KeyringFile, NewEvent, OperationalError, create_backend
-from eventstore.autocommit import AutocommitConnections
+from eventstore.postgres_autocommit import AutocommitConnections
 
 pytestmark = pytest.mark.postgres
 
