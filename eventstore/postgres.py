@@ -217,12 +217,19 @@ def normalise_postgres_url(url: str) -> str:
     raise ValueError(f"not a PostgreSQL URL: {url.split('://')[0]}://…")
 
 
+_IDLE_AUTOCOMMIT_CONNECTIONS = 5  # as many as the engine's pool keeps by default
+_RECYCLE_SECONDS = 1800
+
+
 def create_postgres_engine(url: str, pool_size: int = 5) -> Engine:
     # No pre-ping: it would cost a round trip per checkout.  A connection
     # that died with the server fails its statement with OperationalError
     # (retryable) and SQLAlchemy discards the stale pool.
     return sa.create_engine(
-        normalise_postgres_url(url), pool_size=pool_size, max_overflow=10, pool_recycle=1800
+        normalise_postgres_url(url),
+        pool_size=pool_size,
+        max_overflow=10,
+        pool_recycle=_RECYCLE_SECONDS,
     )
 
 
@@ -232,6 +239,17 @@ class PostgresBackend(Backend):
     paramstyle = "pyformat"
     log_order = (events.c.commit_group, events.c.position)
     row_types = RowTypes(_same_uuid, naive_utc)
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        # The optimistic append's connections: the engine's server and
+        # account, kept in autocommit (eventstore.postgres_autocommit).
+        cargs, cparams = engine.dialect.create_connect_args(engine.url)
+        self._autocommit_connections = AutocommitConnections(
+            functools.partial(psycopg.connect, *cargs, autocommit=True, **cparams),
+            keep=_IDLE_AUTOCOMMIT_CONNECTIONS,
+            recycle_after=_RECYCLE_SECONDS,
+        )
 
     @contextmanager
     def write_connection(self) -> Iterator[Connection]:
@@ -311,14 +329,6 @@ class PostgresBackend(Backend):
             rows = self._fetch(driver, _sql(_NEW_STREAM, batch), params)
         return (batch, _placements(rows)) if rows else None
 
-    @functools.cached_property
-    def _autocommit_connections(self) -> AutocommitConnections:
-        cargs, cparams = self.engine.dialect.create_connect_args(self.engine.url)
-        return AutocommitConnections(
-            functools.partial(psycopg.connect, *cargs, autocommit=True, **cparams),
-            self.engine.pool.size(),  # type: ignore[attr-defined]
-        )
-
     @contextmanager
     def _autocommit(self) -> Iterator[psycopg.Connection[Any]]:
         """A psycopg connection in autocommit, for single-statement writes."""
@@ -326,8 +336,7 @@ class PostgresBackend(Backend):
             yield driver
 
     def dispose(self) -> None:
-        if "_autocommit_connections" in self.__dict__:
-            self._autocommit_connections.close()
+        self._autocommit_connections.close()
         super().dispose()
 
     def visible_commit_groups(self, column: sa.ColumnElement[int]) -> sa.ColumnElement[bool]:

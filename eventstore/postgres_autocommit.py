@@ -9,14 +9,18 @@ borrow is a list pop under a lock.
 
 A connection goes back only when it is idle outside any transaction and
 belongs to this process; one that failed, broke or crossed a ``fork`` is
-closed or dropped, and the next borrower opens a new one.  At most ``keep``
-idle connections are kept; more may be open while writers are busy.
+closed or dropped, and the next borrower opens a new one.  Like the
+SQLAlchemy pool's ``pool_recycle``, a connection older than ``recycle_after``
+seconds is closed instead of used, before a firewall or server timeout can
+drop it.  At most ``keep`` idle connections are kept; more may be open while
+writers are busy.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -30,40 +34,48 @@ Connect = Callable[[], "psycopg.Connection[Any]"]
 class AutocommitConnections:
     """A small LIFO of open autocommit connections, safe across threads."""
 
-    def __init__(self, connect: Connect, keep: int) -> None:
+    def __init__(self, connect: Connect, keep: int, recycle_after: float = 1800.0) -> None:
         self._connect = connect
         self._keep = keep
-        self._idle: list[psycopg.Connection[Any]] = []
+        self._recycle_after = recycle_after
+        # (connection, monotonic time it was opened), most recently used last
+        self._idle: list[tuple[psycopg.Connection[Any], float]] = []
         self._lock = threading.Lock()
         self._pid = os.getpid()
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
-        driver = self._take() or self._connect()
+        driver, opened = self._take() or (self._connect(), time.monotonic())
         try:
             yield driver
         finally:
-            self._give_back(driver)
+            self._give_back(driver, opened)
 
     def close(self) -> None:
         """Close every idle connection (those in use close when they come back)."""
         with self._lock:
             idle, self._idle = self._idle, []
             self._keep = 0
-        for driver in idle:
+        for driver, _ in idle:
             driver.close()
 
-    def _take(self) -> psycopg.Connection[Any] | None:
+    def _take(self) -> tuple[psycopg.Connection[Any], float] | None:
         if os.getpid() != self._pid:
             # A forked child shares its parent's sockets: it must never use
             # them (nor close them, which would end the parent's sessions).
             with self._lock:
                 self._idle, self._pid = [], os.getpid()
             return None
-        with self._lock:
-            return self._idle.pop() if self._idle else None
+        while True:
+            with self._lock:
+                if not self._idle:
+                    return None
+                driver, opened = self._idle.pop()
+            if time.monotonic() - opened < self._recycle_after:
+                return driver, opened
+            driver.close()
 
-    def _give_back(self, driver: psycopg.Connection[Any]) -> None:
+    def _give_back(self, driver: psycopg.Connection[Any], opened: float) -> None:
         reusable = (
             not driver.closed
             and driver.info.transaction_status == TransactionStatus.IDLE
@@ -72,6 +84,6 @@ class AutocommitConnections:
         if reusable:
             with self._lock:
                 if len(self._idle) < self._keep:
-                    self._idle.append(driver)
+                    self._idle.append((driver, opened))
                     return
         driver.close()

@@ -108,3 +108,15 @@ def test_closing_the_store_closes_its_connections_on_the_server(
     assert len(append_backend_pids(admin)) == 1
     store.close()
     assert append_backend_pids(admin) == set()
+
+
+def test_a_connection_past_its_recycle_age_is_closed_instead_of_used(postgres_url: str) -> None:
+    connections = AutocommitConnections(
+        functools.partial(psycopg.connect, postgres_url, autocommit=True), keep=2, recycle_after=0
+    )
+    with connections.connection() as first:
+        pass
+    with connections.connection() as second:
+        assert second is not first
+    assert first.closed
+    connections.close()
