@@ -217,7 +217,10 @@ def normalise_postgres_url(url: str) -> str:
     raise ValueError(f"not a PostgreSQL URL: {url.split('://')[0]}://…")
 
 
-_IDLE_AUTOCOMMIT_CONNECTIONS = 5  # as many as the engine's pool keeps by default
+# The one-statement appends' own connections (eventstore.postgres_autocommit),
+# beside the engine's pool of 5 plus 10 overflow: docs/operations.md counts both.
+_IDLE_AUTOCOMMIT_CONNECTIONS = 5
+_OPEN_AUTOCOMMIT_CONNECTIONS = 10
 _RECYCLE_SECONDS = 1800
 
 
@@ -248,6 +251,7 @@ class PostgresBackend(Backend):
         self._autocommit_connections = AutocommitConnections(
             functools.partial(psycopg.connect, *cargs, autocommit=True, **cparams),
             keep=_IDLE_AUTOCOMMIT_CONNECTIONS,
+            limit=_OPEN_AUTOCOMMIT_CONNECTIONS,
             recycle_after=_RECYCLE_SECONDS,
         )
 

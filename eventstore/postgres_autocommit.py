@@ -12,8 +12,9 @@ belongs to this process; one that failed, broke or crossed a ``fork`` is
 closed or dropped, and the next borrower opens a new one.  Like the
 SQLAlchemy pool's ``pool_recycle``, a connection older than ``recycle_after``
 seconds is closed instead of used, before a firewall or server timeout can
-drop it.  At most ``keep`` idle connections are kept; more may be open while
-writers are busy.
+drop it.  At most ``keep`` idle connections are kept and at most ``limit``
+are open; a borrower beyond the limit waits up to ``timeout`` seconds, like
+one waiting for SQLAlchemy's pool, and then gets :class:`PoolExhaustedError`.
 """
 
 from __future__ import annotations
@@ -28,15 +29,31 @@ from typing import Any
 import psycopg
 from psycopg.pq import TransactionStatus
 
+from eventstore.errors import OperationalError
+
 Connect = Callable[[], "psycopg.Connection[Any]"]
+
+
+class PoolExhaustedError(OperationalError):
+    """Every allowed connection stayed busy for the whole timeout."""
 
 
 class AutocommitConnections:
     """A small LIFO of open autocommit connections, safe across threads."""
 
-    def __init__(self, connect: Connect, keep: int, recycle_after: float = 1800.0) -> None:
+    def __init__(
+        self,
+        connect: Connect,
+        keep: int,
+        limit: int,
+        *,
+        recycle_after: float = 1800.0,
+        timeout: float = 30.0,
+    ) -> None:
         self._connect = connect
         self._keep = keep
+        self._open = threading.BoundedSemaphore(limit)
+        self._timeout = timeout
         self._recycle_after = recycle_after
         # (connection, monotonic time it was opened), most recently used last
         self._idle: list[tuple[psycopg.Connection[Any], float]] = []
@@ -45,11 +62,16 @@ class AutocommitConnections:
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
-        driver, opened = self._take() or (self._connect(), time.monotonic())
+        if not self._open.acquire(timeout=self._timeout):
+            raise PoolExhaustedError(f"no PostgreSQL connection free within {self._timeout} s")
         try:
-            yield driver
+            driver, opened = self._take() or (self._connect(), time.monotonic())
+            try:
+                yield driver
+            finally:
+                self._give_back(driver, opened)
         finally:
-            self._give_back(driver, opened)
+            self._open.release()
 
     def close(self) -> None:
         """Close every idle connection (those in use close when they come back)."""

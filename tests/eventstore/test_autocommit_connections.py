@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from eventstore import EventStore, KeyringFile, NewEvent, OperationalError, create_backend
-from eventstore.postgres_autocommit import AutocommitConnections
+from eventstore.postgres_autocommit import AutocommitConnections, PoolExhaustedError
 
 pytestmark = pytest.mark.postgres
 
@@ -77,7 +77,7 @@ def test_a_failed_statement_leaves_its_connection_for_the_next_borrower(
     postgres_url: str,
 ) -> None:
     connections = AutocommitConnections(
-        functools.partial(psycopg.connect, postgres_url, autocommit=True), keep=2
+        functools.partial(psycopg.connect, postgres_url, autocommit=True), keep=2, limit=2
     )
     with pytest.raises(psycopg.errors.DivisionByZero), connections.connection() as first:
         first.execute("SELECT 1 / 0")
@@ -89,7 +89,7 @@ def test_a_failed_statement_leaves_its_connection_for_the_next_borrower(
 
 def test_a_connection_left_inside_a_transaction_is_closed_not_reused(postgres_url: str) -> None:
     connections = AutocommitConnections(
-        functools.partial(psycopg.connect, postgres_url, autocommit=True), keep=2
+        functools.partial(psycopg.connect, postgres_url, autocommit=True), keep=2, limit=2
     )
     with connections.connection() as first:
         first.execute("BEGIN")
@@ -112,11 +112,28 @@ def test_closing_the_store_closes_its_connections_on_the_server(
 
 def test_a_connection_past_its_recycle_age_is_closed_instead_of_used(postgres_url: str) -> None:
     connections = AutocommitConnections(
-        functools.partial(psycopg.connect, postgres_url, autocommit=True), keep=2, recycle_after=0
+        functools.partial(psycopg.connect, postgres_url, autocommit=True),
+        keep=2,
+        limit=2,
+        recycle_after=0,
     )
     with connections.connection() as first:
         pass
     with connections.connection() as second:
         assert second is not first
     assert first.closed
+    connections.close()
+
+
+def test_a_borrower_beyond_the_limit_waits_then_gets_a_retryable_error(postgres_url: str) -> None:
+    connections = AutocommitConnections(
+        functools.partial(psycopg.connect, postgres_url, autocommit=True),
+        keep=1,
+        limit=1,
+        timeout=0.2,
+    )
+    with connections.connection(), pytest.raises(PoolExhaustedError), connections.connection():
+        pass
+    with connections.connection() as free_again:
+        assert free_again.execute("SELECT 1").fetchall() == [(1,)]
     connections.close()
