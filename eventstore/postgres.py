@@ -34,11 +34,13 @@ from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
 from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.sql.dml import Insert
 
+from eventstore import postgres_arrays as arrays
 from eventstore.backend import Backend, head_params
 from eventstore.batch import Placement, SealedBatch
 from eventstore.codec import WrappedKey
 from eventstore.companions import bound_row
 from eventstore.errors import ConflictError, DuplicateEventError, OperationalError
+from eventstore.postgres_autocommit import AutocommitConnections
 from eventstore.reader import RowTypes, naive_utc
 from eventstore.schema import events
 
@@ -68,9 +70,10 @@ WITH head AS (
 )"""
 # A subject's first generation, created with its data key and first events.
 # ON CONFLICT DO NOTHING: when another writer created the generation first,
-# nothing is written and the append takes the locked path.  The foreign keys
-# of the key and the events are checked at the end of the statement, when
-# the stream row exists.
+# nothing is written and the append takes the locked path.  The data key's
+# foreign key is checked at the end of the statement, when the stream row
+# exists.  The events have none on PostgreSQL (see eventstore.schema): they
+# are inserted only FROM the stream row the statement has just written.
 _NEW_STREAM = """
 WITH head AS (
     INSERT INTO streams (stream_id, namespace, subject_key, generation, version, chain_hash,
@@ -83,18 +86,35 @@ WITH head AS (
     INSERT INTO data_keys (dek_id, stream_id, kek_version, wrapped_key, created_at)
     SELECT %(dek_id)s, stream_id, %(kek_version)s, %(wrapped_key)b, %(recorded_at)s FROM head
 )"""
-_INSERT_FROM_HEAD = """
+_INSERT_COLUMNS = """
 INSERT INTO events (commit_group, event_id, stream_id, version, type, schema_version,
-                    recorded_at, payload, digest, chain_hash)
+                    recorded_at, payload, digest, chain_hash)"""
+_INSERT_FROM_HEAD = (
+    _INSERT_COLUMNS
+    + """
 SELECT pg_current_xact_id()::text::bigint, e.event_id, head.stream_id, e.version, e.type,
        e.schema_version, %(recorded_at)s, e.payload, e.digest, e.chain_hash
-FROM head, unnest(%(event_ids)b::uuid[], %(versions)b::bigint[], %(types)s::text[],
+FROM head, unnest(%(event_ids)b::uuid[], %(versions)b::bigint[], %(types)b::text[],
                   %(schema_versions)b::int[], %(payloads)b::bytea[], %(digests)b::bytea[],
                   %(chain_hashes)b::bytea[])
      AS e(event_id, version, type, schema_version, payload, digest, chain_hash)
 ORDER BY e.version
 RETURNING position, commit_group, version
 """
+)
+# One event, the common case, with scalar parameters: psycopg dumps the seven
+# arrays above in Python, which cost about a sixth of a single append.  The
+# event is the head's new version and its chain hash is the head's new hash,
+# so it reuses those parameters.
+_INSERT_ONE_FROM_HEAD = (
+    _INSERT_COLUMNS
+    + """
+SELECT pg_current_xact_id()::text::bigint, %(event_id)b, head.stream_id, %(new_version)s,
+       %(type)s, %(schema_version)s, %(recorded_at)s, %(payload)b, %(digest)b, %(chain_hash)b
+FROM head
+RETURNING position, commit_group, version
+"""
+)
 # Companion rows (eventstore.companions) ride in the same statement: one
 # more data-modifying CTE per row, ``INSERT … SELECT <values> FROM head``, so
 # they land exactly when the head moved.  All CTEs of a statement run to
@@ -112,8 +132,10 @@ def _same_uuid(value: uuid.UUID) -> uuid.UUID:
 
 
 @functools.cache
-def _statement(head: str, shape: tuple[tuple[sa.Table, int], ...]) -> str:
+def _statement(head: str, shape: tuple[tuple[sa.Table, int], ...], single: bool) -> str:
     """The append after ``head`` with companion CTEs for ``shape``: (table, rows) pairs.
+
+    ``single``: the statement for a batch of exactly one event.
 
     Built once per shape; psycopg then prepares the statement on the server.
     """
@@ -125,11 +147,12 @@ def _statement(head: str, shape: tuple[tuple[sa.Table, int], ...]) -> str:
         insert = table.insert().from_select(list(table.c), values)
         compiled = insert.compile(dialect=_PYFORMAT_PARAMETERS)
         ctes.append(f",\nc{index} AS (\n{compiled}\n)")
-    return head + "".join(ctes) + _INSERT_FROM_HEAD
+    return head + "".join(ctes) + (_INSERT_ONE_FROM_HEAD if single else _INSERT_FROM_HEAD)
 
 
 def _sql(head: str, batch: SealedBatch) -> str:
-    return _statement(head, tuple((c.table, len(c.rows)) for c in batch.companions))
+    shape = tuple((c.table, len(c.rows)) for c in batch.companions)
+    return _statement(head, shape, len(batch.events) == 1)
 
 
 def _companion_params(batch: SealedBatch, dialect: Dialect) -> dict[str, Any]:
@@ -153,21 +176,32 @@ def _create_params(batch: SealedBatch, key: WrappedKey, dialect: Dialect) -> dic
 
 
 def _append_params(batch: SealedBatch, dialect: Dialect) -> dict[str, Any]:
-    return (
-        _companion_params(batch, dialect)
-        | head_params(batch)
-        | {
-            # The column holds naive UTC, as SQLAlchemy's UTCDateTime writes it.
-            "recorded_at": batch.recorded_at.astimezone(UTC).replace(tzinfo=None),
-            "event_ids": [e.event_id for e in batch.events],
-            "versions": list(batch.versions),
-            "types": [e.type for e in batch.events],
-            "schema_versions": [e.schema_version for e in batch.events],
-            "payloads": batch.ciphertexts,
-            "digests": batch.digests,
-            "chain_hashes": batch.chain_hashes,
-        }
-    )
+    params = _companion_params(batch, dialect) | head_params(batch)
+    # The column holds naive UTC, as SQLAlchemy's UTCDateTime writes it.
+    params["recorded_at"] = batch.recorded_at.astimezone(UTC).replace(tzinfo=None)
+    if len(batch.events) == 1:
+        return params | _one_event_params(batch)
+    return params | {
+        "event_ids": arrays.uuid_array([e.event_id for e in batch.events]),
+        "versions": arrays.bigint_array(batch.versions),
+        "types": arrays.text_array([e.type for e in batch.events]),
+        "schema_versions": arrays.int_array([e.schema_version for e in batch.events]),
+        "payloads": arrays.bytea_array(batch.ciphertexts),
+        "digests": arrays.bytea_array(batch.digests),
+        "chain_hashes": arrays.bytea_array(batch.chain_hashes),
+    }
+
+
+def _one_event_params(batch: SealedBatch) -> dict[str, Any]:
+    """The parameters of :data:`_INSERT_ONE_FROM_HEAD` beyond the head's."""
+    [event] = batch.events
+    return {
+        "event_id": event.event_id,
+        "type": event.type,
+        "schema_version": event.schema_version,
+        "payload": batch.ciphertexts[0],
+        "digest": batch.digests[0],
+    }
 
 
 def _placements(rows: list[Any]) -> list[Placement]:
@@ -183,12 +217,22 @@ def normalise_postgres_url(url: str) -> str:
     raise ValueError(f"not a PostgreSQL URL: {url.split('://')[0]}://…")
 
 
+# The one-statement appends' own connections (eventstore.postgres_autocommit),
+# beside the engine's pool of 5 plus 10 overflow: docs/operations.md counts both.
+_IDLE_AUTOCOMMIT_CONNECTIONS = 5
+_OPEN_AUTOCOMMIT_CONNECTIONS = 10
+_RECYCLE_SECONDS = 1800
+
+
 def create_postgres_engine(url: str, pool_size: int = 5) -> Engine:
     # No pre-ping: it would cost a round trip per checkout.  A connection
     # that died with the server fails its statement with OperationalError
     # (retryable) and SQLAlchemy discards the stale pool.
     return sa.create_engine(
-        normalise_postgres_url(url), pool_size=pool_size, max_overflow=10, pool_recycle=1800
+        normalise_postgres_url(url),
+        pool_size=pool_size,
+        max_overflow=10,
+        pool_recycle=_RECYCLE_SECONDS,
     )
 
 
@@ -198,6 +242,18 @@ class PostgresBackend(Backend):
     paramstyle = "pyformat"
     log_order = (events.c.commit_group, events.c.position)
     row_types = RowTypes(_same_uuid, naive_utc)
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        # The optimistic append's connections: the engine's server and
+        # account, kept in autocommit (eventstore.postgres_autocommit).
+        cargs, cparams = engine.dialect.create_connect_args(engine.url)
+        self._autocommit_connections = AutocommitConnections(
+            functools.partial(psycopg.connect, *cargs, autocommit=True, **cparams),
+            keep=_IDLE_AUTOCOMMIT_CONNECTIONS,
+            limit=_OPEN_AUTOCOMMIT_CONNECTIONS,
+            recycle_after=_RECYCLE_SECONDS,
+        )
 
     @contextmanager
     def write_connection(self) -> Iterator[Connection]:
@@ -279,24 +335,13 @@ class PostgresBackend(Backend):
 
     @contextmanager
     def _autocommit(self) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled psycopg connection in autocommit, for single-statement writes.
+        """A psycopg connection in autocommit, for single-statement writes."""
+        with self.translate_errors(), self._autocommit_connections.connection() as driver:
+            yield driver
 
-        Taken from the pool without SQLAlchemy's ``Connection`` around it (a
-        quarter of a single append's client time), and handed back in the
-        pool's mode (autocommit off) or discarded when that fails.
-        """
-        with self.translate_errors():
-            pooled = self.engine.raw_connection()
-            driver: psycopg.Connection[Any] = pooled.driver_connection  # type: ignore[assignment]
-            try:
-                driver.autocommit = True
-                yield driver
-            finally:
-                try:
-                    driver.autocommit = False
-                except psycopg.Error:
-                    pooled.invalidate()
-                pooled.close()
+    def dispose(self) -> None:
+        self._autocommit_connections.close()
+        super().dispose()
 
     def visible_commit_groups(self, column: sa.ColumnElement[int]) -> sa.ColumnElement[bool]:
         horizon = sa.literal_column(

@@ -216,10 +216,9 @@ class SQLiteBackend(Backend):
         if created.rowcount != 1:
             return None
         driver.execute(_INSERT_KEY, (key.dek_id.hex, stream_id, key.kek_version, key.wrapped, now))
-        driver.executemany(_INSERT_EVENT, _event_rows(batch))
+        placements = _insert_rows(driver, _event_rows(batch))
         self._insert_companions(driver, batch)
-        placed = driver.execute(_PLACEMENTS, (stream_id, 0))
-        return batch, [(position, group) for position, group in placed]
+        return batch, placements
 
     @contextmanager
     def translate_errors(self) -> Iterator[None]:
@@ -267,9 +266,7 @@ INSERT INTO events (commit_group, event_id, stream_id, version, type, schema_ver
                     recorded_at, payload, digest, chain_hash)
 VALUES (0, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
-_PLACEMENTS = (
-    "SELECT position, commit_group FROM events WHERE stream_id = ? AND version > ? ORDER BY version"
-)
+_LAST_POSITION = "SELECT last_insert_rowid()"
 
 
 _NAMED_PARAMETERS = SQLiteDialect_pysqlite(paramstyle="named")
@@ -285,11 +282,24 @@ def _insert_sql(table: sa.Table) -> str:
 def _insert_events(driver: sqlite3.Connection, batch: SealedBatch) -> list[Placement] | None:
     if driver.execute(_MOVE_HEAD, head_params(batch)).rowcount != 1:
         return None
-    driver.executemany(_INSERT_EVENT, _event_rows(batch))
-    # One writer at a time: the rows just written are the stream's only
-    # versions above the old head.
-    placed = driver.execute(_PLACEMENTS, (batch.stream.stream_id, batch.old_version))
-    return [(position, group) for position, group in placed]
+    return _insert_rows(driver, _event_rows(batch))
+
+
+def _insert_rows(driver: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[Placement]:
+    """Insert event rows in version order; their placements, without reading them back.
+
+    The position is the rowid.  The caller holds the only write lock, and
+    AUTOINCREMENT gives each new row one more than the largest rowid the
+    table ever had, so the rows of one batch get consecutive positions up to
+    the last one inserted.  One event, the common case, needs no query for it.
+    """
+    if len(rows) == 1:
+        position = driver.execute(_INSERT_EVENT, rows[0]).lastrowid
+        assert position is not None  # a successful INSERT sets it
+        return [(position, 0)]
+    driver.executemany(_INSERT_EVENT, rows)
+    (last,) = driver.execute(_LAST_POSITION).fetchone()
+    return [(position, 0) for position in range(last - len(rows) + 1, last + 1)]
 
 
 def _event_rows(batch: SealedBatch) -> list[tuple[Any, ...]]:

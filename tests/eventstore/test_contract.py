@@ -281,3 +281,27 @@ def test_positions_are_never_reused(store: EventStore) -> None:
         conn.execute(events.delete().where(events.c.position == last.position))
     [after] = store.append("default", "bob", [stored("b")])
     assert after.position > last.position
+
+
+def test_appends_return_the_places_readers_find_them_at(store: EventStore) -> None:
+    # The append reports positions without reading them back (SQLite takes
+    # them from the last rowid): every path must agree with the log.
+    appended = store.append("default", "alice", [stored("new stream, batch"), stored("2")])
+    appended += store.append("default", "alice", [stored("known head, one")])
+    appended += store.append("default", "alice", [stored("known head, batch"), stored("4")])
+    with store.backend.write_connection() as conn, conn.begin():
+        conn.execute(events.delete().where(events.c.position == appended[-1].position))
+    del appended[-1]  # the rowid of the deleted last row is never handed out again
+    appended += store.append("default", "bob", [stored("new stream, one")])
+    locked = [stored("locked path", event_id=uuid.uuid4()), stored("6", event_id=uuid.uuid4())]
+    appended += store.append("default", "alice", locked, expected_version=5)
+    appended += store.append(
+        "default", "alice", [stored("locked path, one", event_id=uuid.uuid4())]
+    )
+
+    # Streams, not the global log: on PostgreSQL read_all holds back rows
+    # behind any transaction still open on the server, even another test's.
+    read = [*store.read_stream("default", "alice"), *store.read_stream("default", "bob")]
+    assert sorted((e.cursor, e.event_id) for e in appended) == sorted(
+        (e.cursor, e.event_id) for e in read
+    )
