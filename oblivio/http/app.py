@@ -15,7 +15,7 @@ from oblivio import __version__
 from oblivio.http import compliance_routes, errors, memory_routes, schemas
 from oblivio.http.auth import context
 from oblivio.memory.context import MemoryContext
-from oblivio.memory.health import projection_lag
+from oblivio.memory.health import LagReport
 
 access_log = logging.getLogger("oblivio.access")
 
@@ -32,12 +32,13 @@ def create_app(ctx: MemoryContext) -> FastAPI:
     app.include_router(compliance_routes.router)
     errors.install(app)
     app.add_middleware(RequestLog)
+    lag_report = LagReport()
 
     @app.get("/v1/health", response_model=schemas.HealthOut, tags=["operations"])
     def health(request: Request) -> schemas.HealthOut:
         """Database reachability and how far the vector state lags behind the log."""
         memory = context(request)
-        lag = projection_lag(memory)
+        lag = lag_report(memory)
         return schemas.HealthOut(
             status="ok", database="ok", backend=memory.store.backend.name, projection_lag=lag
         )

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
+
 from oblivio.memory.context import MemoryContext
+
+#: How long one process reuses a lag figure (seconds).
+LAG_REPORT_SECONDS = 1.0
 
 
 def projection_lag(ctx: MemoryContext) -> dict[str, int]:
@@ -14,3 +21,31 @@ def projection_lag(ctx: MemoryContext) -> dict[str, int]:
         cursor = runner.checkpoint(partition)
         pending += ctx.store.count_after(cursor, partition=(partition, runner.partitions))
     return {runner.projection.name: pending}
+
+
+class LagReport:
+    """:func:`projection_lag`, computed at most once per ``ttl`` seconds.
+
+    The health route is public and load balancers poll it, while one figure
+    costs two statements per partition and a count that grows with the
+    unprojected part of the log.  Callers within ``ttl`` of the last figure
+    share it; concurrent callers wait for one computation instead of each
+    starting their own.  A failure (database unreachable) is not kept, so the
+    next call tries again.
+    """
+
+    def __init__(
+        self, ttl: float = LAG_REPORT_SECONDS, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.ttl = ttl
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._figure: dict[str, int] | None = None
+        self._until = 0.0
+
+    def __call__(self, ctx: MemoryContext) -> dict[str, int]:
+        with self._lock:
+            if self._figure is None or self._clock() >= self._until:
+                self._figure = projection_lag(ctx)
+                self._until = self._clock() + self.ttl
+            return dict(self._figure)
