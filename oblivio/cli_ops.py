@@ -93,6 +93,19 @@ def _log_config() -> dict[str, Any]:
     config["loggers"]["oblivio"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
     config["loggers"]["workers"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
     config["loggers"]["uvicorn.access"]["level"] = "WARNING"  # ours carries the request id
+    # Access lines are JSON and nothing else, one per line, for log shippers;
+    # uvicorn's formatter would also prefix the level and copy every record.
+    config["formatters"]["json_lines"] = {"format": "%(message)s"}
+    config["handlers"]["oblivio_access"] = {
+        "formatter": "json_lines",
+        "class": "logging.StreamHandler",
+        "stream": "ext://sys.stderr",
+    }
+    config["loggers"]["oblivio.access"] = {
+        "handlers": ["oblivio_access"],
+        "level": "INFO",
+        "propagate": False,
+    }
     return config
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
-import uuid
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -14,6 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from oblivio import __version__
 from oblivio.http import compliance_routes, errors, memory_routes, schemas
 from oblivio.http.auth import context
+from oblivio.http.express import OblivioAPI
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.health import LagReport
 
@@ -22,13 +23,14 @@ access_log = logging.getLogger("oblivio.access")
 
 def create_app(ctx: MemoryContext) -> FastAPI:
     """The HTTP API over ``ctx``; OpenAPI is published at ``/openapi.json``."""
-    app = FastAPI(
+    app = OblivioAPI(
+        request_log=RequestLog,
         title="oblivio",
         version=__version__,
         description="An event-sourced memory store for AI agents that can prove it forgot.",
     )
     app.state.context = ctx
-    app.include_router(memory_routes.router)
+    app.include_express(memory_routes.router)
     app.include_router(compliance_routes.router)
     errors.install(app)
     app.add_middleware(RequestLog)
@@ -123,4 +125,5 @@ def _request_id(scope: Scope) -> str:
     for name, value in scope["headers"]:
         if name == b"x-request-id" and value:
             return bytes(value).decode("latin-1")
-    return uuid.uuid4().hex
+    # 128 random bits as 32 hex digits, like uuid4().hex without building a UUID.
+    return os.urandom(16).hex()

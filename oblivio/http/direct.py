@@ -151,6 +151,10 @@ def _is_json(content_type: str | None) -> bool:
 class DirectRoute(APIRoute):
     """An ``APIRoute`` that serves endpoints of the direct shape in one hand-off."""
 
+    #: The handler of a direct endpoint, which the express lane
+    #: (``oblivio.http.express``) also serves; None for other shapes.
+    direct_handler: Handler | None = None
+
     def get_route_handler(self) -> Handler:
         endpoint = direct_endpoint(self)
         if endpoint is None:
@@ -162,6 +166,7 @@ class DirectRoute(APIRoute):
             raw = await request.body()
             return await in_thread(pool, endpoint.serve, request, credentials, raw)
 
+        self.direct_handler = handle
         return handle
 
 
