@@ -41,12 +41,16 @@ class OblivioAPI(FastAPI):
 
     ``request_log`` wraps the lane as it wraps the rest of the app (added
     with ``add_middleware``), so every request gets its log line and id.
+    An app given any other middleware, or a body limit, has no lane: the
+    lane must never skip something that was added for every request.
     """
 
     def __init__(self, *, request_log: Callable[[ASGIApp], ASGIApp], **options: Any) -> None:
         super().__init__(**options)
         self._express_routes: dict[RouteKey, DirectRoute] = {}
+        self._request_log = request_log
         self._express_lane = request_log(self._serve_express)
+        self._lane_open: bool | None = None  # settled by the first request
 
     def include_express(self, router: APIRouter) -> None:
         """Include ``router`` (no prefix, no extra dependencies) and put its direct routes
@@ -59,11 +63,24 @@ class OblivioAPI(FastAPI):
 
     def express_route(self, method: str, path: str) -> DirectRoute | None:
         """The route the express lane serves for ``method`` and ``path``, if any."""
+        if not self._lane_is_open():
+            return None
         return self._express_routes.get((method, path))
 
+    def _lane_is_open(self) -> bool:
+        # Starlette refuses middleware once the app has served a request, so
+        # the answer holds from the first request on.
+        if self._lane_open is None:
+            middleware = [m.cls for m in self.user_middleware]
+            return middleware == [self._request_log] and self.max_body_size is None
+        return self._lane_open
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._lane_open is None:
+            self._lane_open = self._lane_is_open()
         if (
-            scope["type"] == "http"
+            self._lane_open
+            and scope["type"] == "http"
             and (scope["method"], scope["path"]) in self._express_routes
             and not (self.root_path or scope.get("root_path"))
         ):

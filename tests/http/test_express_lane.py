@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from oblivio.http.app import create_app
 from oblivio.http.express import OblivioAPI
@@ -173,6 +173,31 @@ def test_an_app_under_a_root_path_serves_the_hot_routes_the_fastapi_way(world: W
         refused = client.post("/v1/events", json={"content": ""}, headers=headers)
     assert stored.status_code == 201, stored.text
     assert refused.status_code == 422
+
+
+class Stamp:
+    """A middleware an operator might add: it marks every response."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def stamped(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message["headers"], (b"x-stamp", b"1")]}
+            await send(message)
+
+        await self.app(scope, receive, stamped)
+
+
+def test_an_app_with_more_middleware_has_no_lane(world: World) -> None:
+    app = create_app(world.ctx)
+    app.add_middleware(Stamp)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        stored = client.post("/v1/events", json={"content": "tea"}, headers=world.headers("user"))
+    assert stored.status_code == 201, stored.text
+    assert stored.headers.get("x-stamp") == "1", "the hot route skipped a middleware"
+    assert app.express_route("POST", "/v1/events") is None
 
 
 def _answer(response: Any) -> tuple[int, str, Any]:
