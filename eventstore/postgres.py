@@ -35,6 +35,7 @@ from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.sql.dml import Insert
 
 from eventstore import postgres_arrays as arrays
+from eventstore import postgres_prepared as prepared
 from eventstore.backend import Backend, head_params
 from eventstore.batch import Placement, SealedBatch
 from eventstore.codec import WrappedKey
@@ -204,6 +205,81 @@ def _one_event_params(batch: SealedBatch) -> dict[str, Any]:
     }
 
 
+# The statements above without companion rows run through libpq directly
+# (eventstore.postgres_prepared), their parameters encoded here in binary.
+_PARAMETER_TYPES = {
+    "stream_id": "int8",
+    "old_version": "int8",
+    "new_version": "int8",
+    "chain_hash": "bytea",
+    "recorded_at": "timestamp",
+    "event_id": "uuid",
+    "type": "text",
+    "schema_version": "int4",
+    "payload": "bytea",
+    "digest": "bytea",
+    "event_ids": "uuid[]",
+    "versions": "int8[]",
+    "types": "text[]",
+    "schema_versions": "int4[]",
+    "payloads": "bytea[]",
+    "digests": "bytea[]",
+    "chain_hashes": "bytea[]",
+    "namespace": "text",
+    "subject_key": "bytea",
+    "generation": "int4",
+    "dek_id": "uuid",
+    "kek_version": "int4",
+    "wrapped_key": "bytea",
+}
+_PREPARED_NEXT_STREAM_ID = prepared.statement(_NEXT_STREAM_ID, {})
+
+
+@functools.cache
+def _prepared_statement(head: str, single: bool) -> prepared.Statement:
+    return prepared.statement(_statement(head, (), single), _PARAMETER_TYPES)
+
+
+def _append_values(batch: SealedBatch) -> dict[str, bytes]:
+    """:func:`_append_params` of a batch without companion rows, encoded in binary."""
+    values = {
+        "stream_id": prepared.int8(batch.stream.stream_id),
+        "old_version": prepared.int8(batch.old_version),
+        "new_version": prepared.int8(batch.new_version),
+        "chain_hash": batch.chain_hash,
+        "recorded_at": prepared.timestamp(batch.recorded_at),
+    }
+    events = batch.events
+    if len(events) == 1:
+        [event] = events
+        values["event_id"] = event.event_id.bytes
+        values["type"] = event.type.encode()
+        values["schema_version"] = prepared.int4(event.schema_version)
+        values["payload"] = batch.ciphertexts[0]
+        values["digest"] = batch.digests[0]
+        return values
+    values["event_ids"] = arrays.uuid_array([e.event_id for e in events]).data
+    values["versions"] = arrays.bigint_array(batch.versions).data
+    values["types"] = arrays.text_array([e.type for e in events]).data
+    values["schema_versions"] = arrays.int_array([e.schema_version for e in events]).data
+    values["payloads"] = arrays.bytea_array(batch.ciphertexts).data
+    values["digests"] = arrays.bytea_array(batch.digests).data
+    values["chain_hashes"] = arrays.bytea_array(batch.chain_hashes).data
+    return values
+
+
+def _create_values(batch: SealedBatch, key: WrappedKey) -> dict[str, bytes]:
+    """:func:`_create_params` of a batch without companion rows, encoded in binary."""
+    return _append_values(batch) | {
+        "namespace": batch.stream.namespace.encode(),
+        "subject_key": batch.stream.subject_key,
+        "generation": prepared.int4(batch.stream.generation),
+        "dek_id": key.dek_id.bytes,
+        "kek_version": prepared.int4(key.kek_version),
+        "wrapped_key": key.wrapped,
+    }
+
+
 def _placements(rows: list[Any]) -> list[Placement]:
     """``(position, commit_group)`` of RETURNING rows, in version order."""
     return [(position, group) for position, group, _ in sorted(rows, key=lambda r: r[2])]
@@ -254,6 +330,7 @@ class PostgresBackend(Backend):
             limit=_OPEN_AUTOCOMMIT_CONNECTIONS,
             recycle_after=_RECYCLE_SECONDS,
         )
+        self._prepared = prepared.PreparedStatements()
 
     @contextmanager
     def write_connection(self) -> Iterator[Connection]:
@@ -318,8 +395,7 @@ class PostgresBackend(Backend):
         # COMMIT).  The statement is atomic: the head moves and the rows land
         # together or not at all.
         with self._autocommit() as driver:
-            params = _append_params(batch, self.engine.dialect)
-            rows = self._fetch(driver, _sql(_MOVE_HEAD, batch), params)
+            rows = self._write(driver, _MOVE_HEAD, batch, None)
         return _placements(rows) if rows else None
 
     def create_stream_committed(
@@ -328,10 +404,34 @@ class PostgresBackend(Backend):
         # Two round trips: the stream id (the ciphertexts are bound to it),
         # then one autocommitted statement writing stream, key and events.
         with self._autocommit() as driver:
-            batch = seal(self._fetch(driver, _NEXT_STREAM_ID, {})[0][0])
-            params = _create_params(batch, key, self.engine.dialect)
-            rows = self._fetch(driver, _sql(_NEW_STREAM, batch), params)
+            result = self._prepared.execute(driver, _PREPARED_NEXT_STREAM_ID, {})
+            batch = seal(prepared.int8_rows(result)[0][0])
+            rows = self._write(driver, _NEW_STREAM, batch, key)
         return (batch, _placements(rows)) if rows else None
+
+    def _write(
+        self,
+        driver: psycopg.Connection[Any],
+        head: str,
+        batch: SealedBatch,
+        key: WrappedKey | None,
+    ) -> list[Any]:
+        """The append after ``head`` (creating the stream with ``key``); its RETURNING rows.
+
+        Without companion rows the statement is one of a few fixed ones, run
+        through libpq with parameters encoded here; companion rows bring
+        columns of any table and type, which psycopg's adapters dump.
+        """
+        dialect = self.engine.dialect
+        if batch.companions:
+            if key is None:
+                params = _append_params(batch, dialect)
+            else:
+                params = _create_params(batch, key, dialect)
+            return self._fetch(driver, _sql(head, batch), params)
+        values = _append_values(batch) if key is None else _create_values(batch, key)
+        stmt = _prepared_statement(head, len(batch.events) == 1)
+        return prepared.int8_rows(self._prepared.execute(driver, stmt, values))
 
     @contextmanager
     def _autocommit(self) -> Iterator[psycopg.Connection[Any]]:
