@@ -30,7 +30,7 @@ def encode_batch(
         not isinstance(expected_version, int) or expected_version < 0
     ):
         raise InvalidInputError("expected_version must be a non-negative integer or ANY")
-    encoded = [codec.encode(e) for e in new_events]
+    encoded = codec.encode_all(new_events)
     if len({e.event_id for e in encoded}) != len(encoded):
         raise InvalidInputError("a batch must not contain the same event id twice")
     return encoded

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import re
 import sys
 import uuid
@@ -121,7 +122,11 @@ def _orjson_writes_the_same(value: Any, depth: int = 0) -> bool:
         return False
     if kind is dict:
         for key, item in value.items():
-            if type(key) is not str or not _orjson_writes_the_same(item, depth + 1):
+            if type(key) is not str:
+                return False
+            if type(item) is str:
+                continue  # the common case, without a call
+            if not _orjson_writes_the_same(item, depth + 1):
                 return False
         return True
     if kind is list:
@@ -184,6 +189,32 @@ def parse_content(plaintext: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
     return data, metadata
 
 
+# Random (version 4) UUIDs built from one read of the OS CSPRNG per batch:
+# uuid.uuid4() reads 16 bytes per id and validates its arguments in Python,
+# about 7% of a 100-event append.  The bits are exactly uuid4's: 122 random,
+# the version nibble 4 and the RFC 4122 variant; the object is set up through
+# UUID's slots as its __init__ would (tests/eventstore/test_codec_ids.py).
+_UUID_RANDOM_BITS = ~((0xF000 << 64) | (0xC000 << 48)) & (2**128 - 1)
+_UUID_VERSION_4 = (0x4000 << 64) | (0x8000 << 48)
+_set_uuid_int = uuid.UUID.__dict__["int"].__set__
+_set_uuid_is_safe = uuid.UUID.__dict__["is_safe"].__set__
+_UNKNOWN_SAFETY = uuid.SafeUUID.unknown
+
+
+def random_event_ids(count: int) -> list[uuid.UUID]:
+    """``count`` random version 4 UUIDs, as :func:`uuid.uuid4` makes them."""
+    random = os.urandom(16 * count)
+    from_bytes = int.from_bytes
+    ids = []
+    for start in range(0, 16 * count, 16):
+        event_id = object.__new__(uuid.UUID)
+        value = from_bytes(random[start : start + 16], "big")
+        _set_uuid_int(event_id, (value & _UUID_RANDOM_BITS) | _UUID_VERSION_4)
+        _set_uuid_is_safe(event_id, _UNKNOWN_SAFETY)
+        ids.append(event_id)
+    return ids
+
+
 class EventCodec:
     """Validates, encrypts and decrypts event content and data keys."""
 
@@ -199,8 +230,16 @@ class EventCodec:
         message = b"pseudonym\0" + kind.encode() + b"\0" + value.encode()
         return hmac.new(self.keys.subject_hmac_key(), message, hashlib.sha256).hexdigest()
 
-    def encode(self, event: NewEvent) -> EncodedEvent:
-        """Validate one new event; raises an :class:`InvalidInputError` subclass."""
+    def encode_all(self, events: Sequence[NewEvent]) -> list[EncodedEvent]:
+        """:meth:`encode` for each event, the ids of those without one drawn at once."""
+        fresh = iter(random_event_ids(sum(1 for e in events if e.event_id is None)))
+        return [self.encode(e, e.event_id or next(fresh)) for e in events]
+
+    def encode(self, event: NewEvent, event_id: uuid.UUID | None = None) -> EncodedEvent:
+        """Validate one new event; raises an :class:`InvalidInputError` subclass.
+
+        ``event_id``: the id for an event that brings none (default: a new random one).
+        """
         check_event_type(event.type)
         if not isinstance(event.schema_version, int) or not 1 <= event.schema_version < 2**31:
             raise InvalidInputError("schema_version must be a positive integer")
@@ -211,7 +250,7 @@ class EventCodec:
             raise PayloadTooLargeError(
                 f"event is {size} bytes, the limit is {self.max_event_bytes} bytes"
             )
-        event_id = event.event_id or uuid.uuid4()
+        event_id = event.event_id or event_id or uuid.uuid4()
         if not isinstance(event_id, uuid.UUID):
             raise InvalidInputError("event_id must be a UUID")
         return EncodedEvent(

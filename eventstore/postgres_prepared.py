@@ -75,11 +75,6 @@ def timestamp(value: datetime) -> bytes:
     return _INT8.pack((value.astimezone(UTC) - _PG_EPOCH) // _MICROSECOND)
 
 
-def read_int8(value: bytes | None) -> int:
-    assert value is not None  # the statements here return no NULLs
-    return int(_INT8.unpack(value)[0])
-
-
 @dataclass(frozen=True)
 class Statement:
     """One statement in libpq's numbered form, with its parameters' names and types."""
@@ -152,9 +147,11 @@ def _check(driver: psycopg.Connection[Any], result: PGresult) -> PGresult:
 
 
 def int8_rows(result: PGresult) -> list[tuple[int, ...]]:
-    """Every row of a result whose columns are all ``bigint`` (binary)."""
+    """Every row of a result whose columns are all ``bigint`` (binary, never NULL)."""
+    value = result.get_value
+    unpack = _INT8.unpack
     columns = range(result.nfields)
     return [
-        tuple(read_int8(result.get_value(row, col)) for col in columns)
+        tuple([unpack(value(row, col))[0] for col in columns])  # type: ignore[arg-type]
         for row in range(result.ntuples)
     ]
