@@ -30,7 +30,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 
 from eventstore import crypto
@@ -150,7 +150,10 @@ class OptimisticAppends:
         if placements is None:
             self.heads.forget(namespace, subject_key)
             return None
-        self.heads.put(replace(head, version=batch.new_version, chain_hash=batch.chain_hash))
+        # Built directly: dataclasses.replace inspects the fields on every call.
+        self.heads.put(
+            KnownHead(head.stream, batch.new_version, batch.chain_hash, head.wrapped_key)
+        )
         return recorded_events(batch, placements)
 
     def _create_and_append(

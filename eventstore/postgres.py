@@ -394,7 +394,7 @@ class PostgresBackend(Backend):
         # it on its own, so an append is a single round trip (no BEGIN, no
         # COMMIT).  The statement is atomic: the head moves and the rows land
         # together or not at all.
-        with self._autocommit() as driver:
+        with self.translate_errors(), self._autocommit_connections.connection() as driver:
             rows = self._write(driver, _MOVE_HEAD, batch, None)
         return _placements(rows) if rows else None
 
@@ -403,7 +403,7 @@ class PostgresBackend(Backend):
     ) -> tuple[SealedBatch, list[Placement]] | None:
         # Two round trips: the stream id (the ciphertexts are bound to it),
         # then one autocommitted statement writing stream, key and events.
-        with self._autocommit() as driver:
+        with self.translate_errors(), self._autocommit_connections.connection() as driver:
             result = self._prepared.execute(driver, _PREPARED_NEXT_STREAM_ID, {})
             batch = seal(prepared.int8_rows(result)[0][0])
             rows = self._write(driver, _NEW_STREAM, batch, key)
@@ -432,12 +432,6 @@ class PostgresBackend(Backend):
         values = _append_values(batch) if key is None else _create_values(batch, key)
         stmt = _prepared_statement(head, len(batch.events) == 1)
         return prepared.int8_rows(self._prepared.execute(driver, stmt, values))
-
-    @contextmanager
-    def _autocommit(self) -> Iterator[psycopg.Connection[Any]]:
-        """A psycopg connection in autocommit, for single-statement writes."""
-        with self.translate_errors(), self._autocommit_connections.connection() as driver:
-            yield driver
 
     def dispose(self) -> None:
         self._autocommit_connections.close()

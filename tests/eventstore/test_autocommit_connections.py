@@ -10,7 +10,10 @@ and closing the store must close them on the server.
 from __future__ import annotations
 
 import functools
+import threading
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -136,4 +139,44 @@ def test_a_borrower_beyond_the_limit_waits_then_gets_a_retryable_error(postgres_
         pass
     with connections.connection() as free_again:
         assert free_again.execute("SELECT 1").fetchall() == [(1,)]
+    connections.close()
+
+
+def test_a_waiting_borrower_gets_the_connection_another_gives_back(postgres_url: str) -> None:
+    connections = AutocommitConnections(
+        functools.partial(psycopg.connect, postgres_url, autocommit=True),
+        keep=1,
+        limit=1,
+        timeout=10,
+    )
+    borrowed: list[psycopg.Connection[Any]] = []
+    with connections.connection() as first:
+
+        def borrow() -> None:
+            with connections.connection() as driver:
+                borrowed.append(driver)
+
+        waiter = threading.Thread(target=borrow)
+        waiter.start()
+        time.sleep(0.2)
+        assert borrowed == []  # still waiting: the limit is one
+    waiter.join(timeout=5)
+    assert borrowed == [first]
+    connections.close()
+
+
+def test_a_failed_connect_gives_its_place_back(postgres_url: str) -> None:
+    attempts = []
+
+    def connect() -> psycopg.Connection[Any]:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise psycopg.OperationalError("refused")
+        return psycopg.connect(postgres_url, autocommit=True)
+
+    connections = AutocommitConnections(connect, keep=1, limit=1, timeout=0.2)
+    with pytest.raises(psycopg.OperationalError), connections.connection():
+        pass
+    with connections.connection() as driver:
+        assert driver.execute("SELECT 1").fetchall() == [(1,)]
     connections.close()
