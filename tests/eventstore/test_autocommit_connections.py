@@ -25,6 +25,12 @@ from eventstore.postgres_autocommit import AutocommitConnections, PoolExhaustedE
 pytestmark = pytest.mark.postgres
 
 
+def pool(url: str, keep: int, limit: int, **options: Any) -> AutocommitConnections:
+    """Autocommit connections to the test's database."""
+    connect = functools.partial(psycopg.connect, url, autocommit=True)
+    return AutocommitConnections(connect, keep=keep, limit=limit, **options)
+
+
 def stored(content: str) -> NewEvent:
     return NewEvent("memory.stored", {"content": content})
 
@@ -79,9 +85,7 @@ def test_a_connection_killed_on_the_server_costs_one_append_and_is_replaced(
 def test_a_failed_statement_leaves_its_connection_for_the_next_borrower(
     postgres_url: str,
 ) -> None:
-    connections = AutocommitConnections(
-        functools.partial(psycopg.connect, postgres_url, autocommit=True), keep=2, limit=2
-    )
+    connections = pool(postgres_url, keep=2, limit=2)
     with pytest.raises(psycopg.errors.DivisionByZero), connections.connection() as first:
         first.execute("SELECT 1 / 0")
     with connections.connection() as again:
@@ -91,9 +95,7 @@ def test_a_failed_statement_leaves_its_connection_for_the_next_borrower(
 
 
 def test_a_connection_left_inside_a_transaction_is_closed_not_reused(postgres_url: str) -> None:
-    connections = AutocommitConnections(
-        functools.partial(psycopg.connect, postgres_url, autocommit=True), keep=2, limit=2
-    )
+    connections = pool(postgres_url, keep=2, limit=2)
     with connections.connection() as first:
         first.execute("BEGIN")
     assert first.closed
@@ -114,12 +116,7 @@ def test_closing_the_store_closes_its_connections_on_the_server(
 
 
 def test_a_connection_past_its_recycle_age_is_closed_instead_of_used(postgres_url: str) -> None:
-    connections = AutocommitConnections(
-        functools.partial(psycopg.connect, postgres_url, autocommit=True),
-        keep=2,
-        limit=2,
-        recycle_after=0,
-    )
+    connections = pool(postgres_url, keep=2, limit=2, recycle_after=0)
     with connections.connection() as first:
         pass
     with connections.connection() as second:
@@ -129,12 +126,7 @@ def test_a_connection_past_its_recycle_age_is_closed_instead_of_used(postgres_ur
 
 
 def test_a_borrower_beyond_the_limit_waits_then_gets_a_retryable_error(postgres_url: str) -> None:
-    connections = AutocommitConnections(
-        functools.partial(psycopg.connect, postgres_url, autocommit=True),
-        keep=1,
-        limit=1,
-        timeout=0.2,
-    )
+    connections = pool(postgres_url, keep=1, limit=1, timeout=0.2)
     with connections.connection(), pytest.raises(PoolExhaustedError), connections.connection():
         pass
     with connections.connection() as free_again:
@@ -143,12 +135,7 @@ def test_a_borrower_beyond_the_limit_waits_then_gets_a_retryable_error(postgres_
 
 
 def test_a_waiting_borrower_gets_the_connection_another_gives_back(postgres_url: str) -> None:
-    connections = AutocommitConnections(
-        functools.partial(psycopg.connect, postgres_url, autocommit=True),
-        keep=1,
-        limit=1,
-        timeout=10,
-    )
+    connections = pool(postgres_url, keep=1, limit=1, timeout=10)
     borrowed: list[psycopg.Connection[Any]] = []
     with connections.connection() as first:
 
