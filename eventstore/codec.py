@@ -221,6 +221,7 @@ class EventCodec:
     def __init__(self, keys: KeyProvider, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
         self.keys = keys
         self.max_event_bytes = max_event_bytes
+        self._kek_ciphers: dict[int, tuple[bytes, crypto.AeadKey]] = {}
 
     def subject_key(self, namespace: str, subject: str) -> bytes:
         return crypto.subject_key(self.keys.subject_hmac_key(), namespace, subject)
@@ -295,4 +296,19 @@ class EventCodec:
 
     def unwrap(self, key: WrappedKey) -> bytes:
         kek = self.keys.kek(key.kek_version)
-        return crypto.decrypt(kek, key.wrapped, crypto.dek_aad(key.dek_id, key.kek_version))
+        aad = crypto.dek_aad(key.dek_id, key.kek_version)
+        return self._kek_cipher(key.kek_version, kek).decrypt(key.wrapped, aad)
+
+    def _kek_cipher(self, version: int, kek: bytes) -> crypto.AeadKey:
+        """The cipher of ``kek``, set up once while the provider keeps handing out these bytes.
+
+        Setting up AES-GCM costs as much as the unwrap itself, once per append.
+        The provider is still asked for the KEK every time, so a retired or
+        removed KEK stops unwrapping exactly as before; only identical key
+        material reuses the cipher.
+        """
+        cached = self._kek_ciphers.get(version)
+        if cached is None or cached[0] != kek:
+            cached = (kek, crypto.AeadKey(kek))
+            self._kek_ciphers[version] = cached
+        return cached[1]
