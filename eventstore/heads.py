@@ -40,7 +40,7 @@ from eventstore.codec import EncodedEvent, EventCodec, WrappedKey
 from eventstore.companions import Companions
 from eventstore.errors import KeyUnavailableError
 from eventstore.model import ANY, ExpectedVersion, RecordedEvent, StreamRef
-from eventstore.transaction import LockedStream, peek_stream
+from eventstore.transaction import LockedStream
 
 FIRST_GENERATION = 1
 
@@ -113,15 +113,15 @@ class OptimisticAppends:
         if head is None:
             # Not written by this process lately: read the head without a
             # lock (the write re-checks it), or create the first generation.
-            with self.backend.statement_reads() as conn:
-                stream = peek_stream(conn, namespace, subject_key)
+            stream = self.backend.peek_latest_stream(namespace, subject_key)
             if stream is None:
                 if expected_version not in (ANY, 0):
                     return None
                 return self._create_and_append(namespace, subject_key, encoded, companions)
-            if stream.closed_at is not None or stream.wrapped_key is None:
+            if stream.closed or stream.wrapped_key is None:
                 return None  # a new generation, or an error: the locked path knows which
-            head = KnownHead(stream.ref, stream.version, stream.chain_hash, stream.wrapped_key)
+            ref = StreamRef(stream.stream_id, namespace, subject_key, stream.generation)
+            head = KnownHead(ref, stream.version, stream.chain_hash, stream.wrapped_key)
         if expected_version not in (ANY, head.version):
             return None
         return self._append_at(head, encoded, companions)

@@ -20,6 +20,7 @@ back until it ends.
 from __future__ import annotations
 
 import functools
+import struct
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -36,7 +37,7 @@ from sqlalchemy.sql.dml import Insert
 
 from eventstore import postgres_arrays as arrays
 from eventstore import postgres_prepared as prepared
-from eventstore.backend import Backend, head_params
+from eventstore.backend import Backend, LatestStream, head_params
 from eventstore.batch import Placement, SealedBatch
 from eventstore.codec import WrappedKey
 from eventstore.companions import bound_row
@@ -280,6 +281,34 @@ def _create_values(batch: SealedBatch, key: WrappedKey) -> dict[str, bytes]:
     }
 
 
+# The parameters of Backend.latest_stream_sql, and its columns in binary.
+_PEEK_PARAMETER_TYPES = {"namespace": "text", "subject_key": "bytea", "limit": "int8"}
+_INT4 = struct.Struct(">i")
+_INT8 = struct.Struct(">q")
+
+
+def _latest_stream(row: list[bytes | None]) -> LatestStream:
+    stream_id, generation, version, chain_hash, closed, dek_id, kek_version, wrapped = row
+    key = None
+    if wrapped is not None:  # the key row's columns are NULL together (outer join)
+        key = WrappedKey(uuid.UUID(bytes=_set(dek_id)), _INT4.unpack(_set(kek_version))[0], wrapped)
+    return LatestStream(
+        _INT8.unpack(_set(stream_id))[0],
+        _INT4.unpack(_set(generation))[0],
+        _INT8.unpack(_set(version))[0],
+        _set(chain_hash),
+        _set(closed) != b"\x00",
+        key,
+    )
+
+
+def _set(value: bytes | None) -> bytes:
+    """A value of a NOT NULL column (or of a joined row that exists)."""
+    if value is None:
+        raise OperationalError("PostgreSQL returned NULL for a column that has none")
+    return value
+
+
 def _placements(rows: list[Any]) -> list[Placement]:
     """``(position, commit_group)`` of RETURNING rows, in version order."""
     return [(position, group) for position, group, _ in sorted(rows, key=lambda r: r[2])]
@@ -397,6 +426,25 @@ class PostgresBackend(Backend):
         with self.translate_errors(), self._autocommit_connections.connection() as driver:
             rows = self._write(driver, _MOVE_HEAD, batch, None)
         return _placements(rows) if rows else None
+
+    @functools.cached_property
+    def _latest_stream_statement(self) -> prepared.Statement:
+        return prepared.statement(self.latest_stream_sql.text, _PEEK_PARAMETER_TYPES)
+
+    def peek_latest_stream(self, namespace: str, subject_key: bytes) -> LatestStream | None:
+        # Through libpq on the autocommit connections, like the append that
+        # follows: the same read through SQLAlchemy's pool cost about as much
+        # client time as the append itself.
+        values = {
+            "namespace": namespace.encode(),
+            "subject_key": subject_key,
+            "limit": prepared.int8(1),
+        }
+        with self.translate_errors(), self._autocommit_connections.connection() as driver:
+            result = self._prepared.execute(driver, self._latest_stream_statement, values)
+        if result.ntuples == 0:
+            return None
+        return _latest_stream([result.get_value(0, col) for col in range(result.nfields)])
 
     def create_stream_committed(
         self, seal: Callable[[int], SealedBatch], key: WrappedKey
