@@ -36,7 +36,7 @@ from typing import Any
 import psycopg
 import psycopg.errors
 from psycopg.postgres import types
-from psycopg.pq import ConnStatus, ExecStatus, Format
+from psycopg.pq import ConnStatus, DiagnosticField, ExecStatus, Format
 from psycopg.pq.abc import PGresult
 
 # Every parameter in binary, and the results too.
@@ -49,6 +49,7 @@ _MICROSECOND = timedelta(microseconds=1)
 # psycopg names its own prepared statements ``_pg3_<n>``; these never collide.
 _NAMES = itertools.count(1)
 _PLACEHOLDER = re.compile(r"%\((\w+)\)[sb]")
+_UNKNOWN_STATEMENT = b"26000"  # invalid_sql_statement_name
 
 
 def int8(value: int) -> bytes:
@@ -127,11 +128,18 @@ class PreparedStatements:
         """
         with self._lock:
             prepared = self._prepared.setdefault(driver, set())
-        if stmt.name not in prepared:
-            _check(driver, driver.pgconn.prepare(stmt.name, stmt.sql, stmt.oids))
-            prepared.add(stmt.name)
         params = [values[p] for p in stmt.parameters]
         formats = [_BINARY] * len(params)
+        if stmt.name in prepared:
+            result = driver.pgconn.exec_prepared(stmt.name, params, formats, _BINARY)
+            if result.error_field(DiagnosticField.SQLSTATE) != _UNKNOWN_STATEMENT:
+                return _check(driver, result)
+            # The session lost its prepared statements (DEALLOCATE ALL or
+            # DISCARD ALL, which psycopg itself sends after some commands).
+            # The statement was refused before it ran, so it runs again.
+            prepared.clear()
+        _check(driver, driver.pgconn.prepare(stmt.name, stmt.sql, stmt.oids))
+        prepared.add(stmt.name)
         result = driver.pgconn.exec_prepared(stmt.name, params, formats, _BINARY)
         return _check(driver, result)
 

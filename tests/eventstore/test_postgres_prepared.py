@@ -134,3 +134,15 @@ def test_appended_events_read_back_as_returned(postgres_url: str, keyring: Keyri
         assert store.verify().ok
     finally:
         store.close()
+
+
+def test_a_session_that_lost_its_prepared_statements_prepares_them_again(
+    conn: psycopg.Connection[Any],
+) -> None:
+    stmt = prepared.statement("SELECT %(n)s::bigint + 1", TYPES)
+    statements = prepared.PreparedStatements()
+    assert prepared.int8_rows(statements.execute(conn, stmt, {"n": prepared.int8(1)})) == [(2,)]
+    conn.execute("DEALLOCATE ALL")
+    assert prepared.int8_rows(statements.execute(conn, stmt, {"n": prepared.int8(2)})) == [(3,)]
+    conn.execute("DISCARD ALL")
+    assert prepared.int8_rows(statements.execute(conn, stmt, {"n": prepared.int8(3)})) == [(4,)]
