@@ -21,7 +21,41 @@ from sqlalchemy.sql.dml import Insert
 from eventstore.batch import Placement, SealedBatch
 from eventstore.codec import WrappedKey
 from eventstore.reader import RowTypes, select_event_columns
-from eventstore.schema import events
+from eventstore.schema import data_keys, events, streams
+
+
+@dataclass(frozen=True, slots=True)
+class LatestStream:
+    """A subject's latest stream generation, read without a lock: a guess to write against."""
+
+    stream_id: int
+    generation: int
+    version: int
+    chain_hash: bytes
+    closed: bool
+    wrapped_key: WrappedKey | None  # None once the data key is destroyed
+
+
+# Columns of :attr:`Backend.latest_stream_sql`, in this order.
+_LATEST_STREAM = (
+    sa.select(
+        streams.c.stream_id,
+        streams.c.generation,
+        streams.c.version,
+        streams.c.chain_hash,
+        streams.c.closed_at.is_not(None),
+        data_keys.c.dek_id,
+        data_keys.c.kek_version,
+        data_keys.c.wrapped_key,
+    )
+    .select_from(streams.outerjoin(data_keys, data_keys.c.stream_id == streams.c.stream_id))
+    .where(
+        streams.c.namespace == sa.bindparam("namespace"),
+        streams.c.subject_key == sa.bindparam("subject_key"),
+    )
+    .order_by(streams.c.generation.desc())
+    .limit(sa.bindparam("limit", 1, type_=sa.BigInteger()))
+)
 
 
 @dataclass(frozen=True)
@@ -106,6 +140,32 @@ class Backend(abc.ABC):
         before it returns; ``None`` (nothing written) when that generation
         exists already.
         """
+
+    @functools.cached_property
+    def latest_stream_sql(self) -> DriverSql:
+        """The subject's latest stream generation and its data key, without a lock.
+
+        Parameters ``namespace`` and ``subject_key``; columns as :class:`LatestStream`.
+        """
+        return self.driver_sql(_LATEST_STREAM)
+
+    def peek_latest_stream(self, namespace: str, subject_key: bytes) -> LatestStream | None:
+        """The subject's latest stream generation as of now, for the optimistic append.
+
+        Only a guess: the append's write re-checks the head.
+        """
+        params = {"namespace": namespace, "subject_key": subject_key}
+        with self.statement_reads() as conn:
+            rows = self.fetch_all(conn, self.latest_stream_sql, params)
+        if not rows:
+            return None
+        stream_id, generation, version, chain_hash, closed, dek_id, kek_version, wrapped = rows[0]
+        key = (
+            None
+            if wrapped is None
+            else WrappedKey(self.row_types.to_uuid(dek_id), kek_version, bytes(wrapped))
+        )
+        return LatestStream(stream_id, generation, version, bytes(chain_hash), bool(closed), key)
 
     #: How this driver returns UUIDs and timestamps in raw rows.
     row_types: RowTypes

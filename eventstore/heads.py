@@ -30,8 +30,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import NamedTuple
 
 from eventstore import crypto
 from eventstore.backend import Backend
@@ -40,16 +40,19 @@ from eventstore.codec import EncodedEvent, EventCodec, WrappedKey
 from eventstore.companions import Companions
 from eventstore.errors import KeyUnavailableError
 from eventstore.model import ANY, ExpectedVersion, RecordedEvent, StreamRef
-from eventstore.transaction import LockedStream, peek_stream
+from eventstore.transaction import LockedStream
 
 FIRST_GENERATION = 1
 
 DEFAULT_CAPACITY = 10_000
 
 
-@dataclass(frozen=True)
-class KnownHead:
-    """Where this process last left a stream, and the stream's wrapped data key."""
+class KnownHead(NamedTuple):
+    """Where this process last left a stream, and the stream's wrapped data key.
+
+    A named tuple: immutable, and cheaper to build than a frozen dataclass
+    (one is made per append).
+    """
 
     stream: StreamRef
     version: int
@@ -113,15 +116,15 @@ class OptimisticAppends:
         if head is None:
             # Not written by this process lately: read the head without a
             # lock (the write re-checks it), or create the first generation.
-            with self.backend.statement_reads() as conn:
-                stream = peek_stream(conn, namespace, subject_key)
+            stream = self.backend.peek_latest_stream(namespace, subject_key)
             if stream is None:
                 if expected_version not in (ANY, 0):
                     return None
                 return self._create_and_append(namespace, subject_key, encoded, companions)
-            if stream.closed_at is not None or stream.wrapped_key is None:
+            if stream.closed or stream.wrapped_key is None:
                 return None  # a new generation, or an error: the locked path knows which
-            head = KnownHead(stream.ref, stream.version, stream.chain_hash, stream.wrapped_key)
+            ref = StreamRef(stream.stream_id, namespace, subject_key, stream.generation)
+            head = KnownHead(ref, stream.version, stream.chain_hash, stream.wrapped_key)
         if expected_version not in (ANY, head.version):
             return None
         return self._append_at(head, encoded, companions)
@@ -150,7 +153,10 @@ class OptimisticAppends:
         if placements is None:
             self.heads.forget(namespace, subject_key)
             return None
-        self.heads.put(replace(head, version=batch.new_version, chain_hash=batch.chain_hash))
+        # Built directly: dataclasses.replace inspects the fields on every call.
+        self.heads.put(
+            KnownHead(head.stream, batch.new_version, batch.chain_hash, head.wrapped_key)
+        )
         return recorded_events(batch, placements)
 
     def _create_and_append(

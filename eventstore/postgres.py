@@ -20,6 +20,7 @@ back until it ends.
 from __future__ import annotations
 
 import functools
+import struct
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -35,7 +36,8 @@ from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.sql.dml import Insert
 
 from eventstore import postgres_arrays as arrays
-from eventstore.backend import Backend, head_params
+from eventstore import postgres_prepared as prepared
+from eventstore.backend import Backend, LatestStream, head_params
 from eventstore.batch import Placement, SealedBatch
 from eventstore.codec import WrappedKey
 from eventstore.companions import bound_row
@@ -204,6 +206,109 @@ def _one_event_params(batch: SealedBatch) -> dict[str, Any]:
     }
 
 
+# The statements above without companion rows run through libpq directly
+# (eventstore.postgres_prepared), their parameters encoded here in binary.
+_PARAMETER_TYPES = {
+    "stream_id": "int8",
+    "old_version": "int8",
+    "new_version": "int8",
+    "chain_hash": "bytea",
+    "recorded_at": "timestamp",
+    "event_id": "uuid",
+    "type": "text",
+    "schema_version": "int4",
+    "payload": "bytea",
+    "digest": "bytea",
+    "event_ids": "uuid[]",
+    "versions": "int8[]",
+    "types": "text[]",
+    "schema_versions": "int4[]",
+    "payloads": "bytea[]",
+    "digests": "bytea[]",
+    "chain_hashes": "bytea[]",
+    "namespace": "text",
+    "subject_key": "bytea",
+    "generation": "int4",
+    "dek_id": "uuid",
+    "kek_version": "int4",
+    "wrapped_key": "bytea",
+}
+_PREPARED_NEXT_STREAM_ID = prepared.statement(_NEXT_STREAM_ID, {})
+
+
+@functools.cache
+def _prepared_statement(head: str, single: bool) -> prepared.Statement:
+    return prepared.statement(_statement(head, (), single), _PARAMETER_TYPES)
+
+
+def _append_values(batch: SealedBatch) -> dict[str, bytes]:
+    """:func:`_append_params` of a batch without companion rows, encoded in binary."""
+    values = {
+        "stream_id": prepared.int8(batch.stream.stream_id),
+        "old_version": prepared.int8(batch.old_version),
+        "new_version": prepared.int8(batch.new_version),
+        "chain_hash": batch.chain_hash,
+        "recorded_at": prepared.timestamp(batch.recorded_at),
+    }
+    events = batch.events
+    if len(events) == 1:
+        [event] = events
+        values["event_id"] = event.event_id.bytes
+        values["type"] = event.type.encode()
+        values["schema_version"] = prepared.int4(event.schema_version)
+        values["payload"] = batch.ciphertexts[0]
+        values["digest"] = batch.digests[0]
+        return values
+    values["event_ids"] = arrays.uuid_array([e.event_id for e in events]).data
+    values["versions"] = arrays.bigint_array(batch.versions).data
+    values["types"] = arrays.text_array([e.type for e in events]).data
+    values["schema_versions"] = arrays.int_array([e.schema_version for e in events]).data
+    values["payloads"] = arrays.bytea_array(batch.ciphertexts).data
+    values["digests"] = arrays.bytea_array(batch.digests).data
+    values["chain_hashes"] = arrays.bytea_array(batch.chain_hashes).data
+    return values
+
+
+def _create_values(batch: SealedBatch, key: WrappedKey) -> dict[str, bytes]:
+    """:func:`_create_params` of a batch without companion rows, encoded in binary."""
+    return _append_values(batch) | {
+        "namespace": batch.stream.namespace.encode(),
+        "subject_key": batch.stream.subject_key,
+        "generation": prepared.int4(batch.stream.generation),
+        "dek_id": key.dek_id.bytes,
+        "kek_version": prepared.int4(key.kek_version),
+        "wrapped_key": key.wrapped,
+    }
+
+
+# The parameters of Backend.latest_stream_sql, and its columns in binary.
+_PEEK_PARAMETER_TYPES = {"namespace": "text", "subject_key": "bytea", "limit": "int8"}
+_INT4 = struct.Struct(">i")
+_INT8 = struct.Struct(">q")
+
+
+def _latest_stream(row: list[bytes | None]) -> LatestStream:
+    stream_id, generation, version, chain_hash, closed, dek_id, kek_version, wrapped = row
+    key = None
+    if wrapped is not None:  # the key row's columns are NULL together (outer join)
+        key = WrappedKey(uuid.UUID(bytes=_set(dek_id)), _INT4.unpack(_set(kek_version))[0], wrapped)
+    return LatestStream(
+        _INT8.unpack(_set(stream_id))[0],
+        _INT4.unpack(_set(generation))[0],
+        _INT8.unpack(_set(version))[0],
+        _set(chain_hash),
+        _set(closed) != b"\x00",
+        key,
+    )
+
+
+def _set(value: bytes | None) -> bytes:
+    """A value of a NOT NULL column (or of a joined row that exists)."""
+    if value is None:
+        raise OperationalError("PostgreSQL returned NULL for a column that has none")
+    return value
+
+
 def _placements(rows: list[Any]) -> list[Placement]:
     """``(position, commit_group)`` of RETURNING rows, in version order."""
     return [(position, group) for position, group, _ in sorted(rows, key=lambda r: r[2])]
@@ -254,6 +359,7 @@ class PostgresBackend(Backend):
             limit=_OPEN_AUTOCOMMIT_CONNECTIONS,
             recycle_after=_RECYCLE_SECONDS,
         )
+        self._prepared = prepared.PreparedStatements()
 
     @contextmanager
     def write_connection(self) -> Iterator[Connection]:
@@ -317,27 +423,63 @@ class PostgresBackend(Backend):
         # it on its own, so an append is a single round trip (no BEGIN, no
         # COMMIT).  The statement is atomic: the head moves and the rows land
         # together or not at all.
-        with self._autocommit() as driver:
-            params = _append_params(batch, self.engine.dialect)
-            rows = self._fetch(driver, _sql(_MOVE_HEAD, batch), params)
+        with self.translate_errors(), self._autocommit_connections.connection() as driver:
+            rows = self._write(driver, _MOVE_HEAD, batch, None)
         return _placements(rows) if rows else None
+
+    @functools.cached_property
+    def _latest_stream_statement(self) -> prepared.Statement:
+        return prepared.statement(self.latest_stream_sql.text, _PEEK_PARAMETER_TYPES)
+
+    def peek_latest_stream(self, namespace: str, subject_key: bytes) -> LatestStream | None:
+        # Through libpq on the autocommit connections, like the append that
+        # follows: the same read through SQLAlchemy's pool cost about as much
+        # client time as the append itself.
+        values = {
+            "namespace": namespace.encode(),
+            "subject_key": subject_key,
+            "limit": prepared.int8(1),
+        }
+        with self.translate_errors(), self._autocommit_connections.connection() as driver:
+            result = self._prepared.execute(driver, self._latest_stream_statement, values)
+        if result.ntuples == 0:
+            return None
+        return _latest_stream([result.get_value(0, col) for col in range(result.nfields)])
 
     def create_stream_committed(
         self, seal: Callable[[int], SealedBatch], key: WrappedKey
     ) -> tuple[SealedBatch, list[Placement]] | None:
         # Two round trips: the stream id (the ciphertexts are bound to it),
         # then one autocommitted statement writing stream, key and events.
-        with self._autocommit() as driver:
-            batch = seal(self._fetch(driver, _NEXT_STREAM_ID, {})[0][0])
-            params = _create_params(batch, key, self.engine.dialect)
-            rows = self._fetch(driver, _sql(_NEW_STREAM, batch), params)
+        with self.translate_errors(), self._autocommit_connections.connection() as driver:
+            result = self._prepared.execute(driver, _PREPARED_NEXT_STREAM_ID, {})
+            batch = seal(prepared.int8_rows(result)[0][0])
+            rows = self._write(driver, _NEW_STREAM, batch, key)
         return (batch, _placements(rows)) if rows else None
 
-    @contextmanager
-    def _autocommit(self) -> Iterator[psycopg.Connection[Any]]:
-        """A psycopg connection in autocommit, for single-statement writes."""
-        with self.translate_errors(), self._autocommit_connections.connection() as driver:
-            yield driver
+    def _write(
+        self,
+        driver: psycopg.Connection[Any],
+        head: str,
+        batch: SealedBatch,
+        key: WrappedKey | None,
+    ) -> list[Any]:
+        """The append after ``head`` (creating the stream with ``key``); its RETURNING rows.
+
+        Without companion rows the statement is one of a few fixed ones, run
+        through libpq with parameters encoded here; companion rows bring
+        columns of any table and type, which psycopg's adapters dump.
+        """
+        dialect = self.engine.dialect
+        if batch.companions:
+            if key is None:
+                params = _append_params(batch, dialect)
+            else:
+                params = _create_params(batch, key, dialect)
+            return self._fetch(driver, _sql(head, batch), params)
+        values = _append_values(batch) if key is None else _create_values(batch, key)
+        stmt = _prepared_statement(head, len(batch.events) == 1)
+        return prepared.int8_rows(self._prepared.execute(driver, stmt, values))
 
     def dispose(self) -> None:
         self._autocommit_connections.close()

@@ -89,15 +89,6 @@ def _subject(namespace: str, subject_key: bytes) -> dict[str, Any]:
     return {"namespace": namespace, "subject_key": subject_key}
 
 
-def peek_stream(conn: Connection, namespace: str, subject_key: bytes) -> LockedStream | None:
-    """The subject's latest stream generation as of now, *without* locking it.
-
-    Only a guess for the optimistic append, whose write re-checks the head.
-    """
-    row = conn.execute(_LATEST_UNLOCKED, _subject(namespace, subject_key)).first()
-    return None if row is None else _stream_from_row(row)
-
-
 def _stream_from_row(row: sa.Row[Any]) -> LockedStream:
     ref = StreamRef(row.stream_id, row.namespace, row.subject_key, row.generation)
     key = (

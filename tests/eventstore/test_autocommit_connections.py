@@ -10,7 +10,10 @@ and closing the store must close them on the server.
 from __future__ import annotations
 
 import functools
+import threading
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -20,6 +23,12 @@ from eventstore import EventStore, KeyringFile, NewEvent, OperationalError, crea
 from eventstore.postgres_autocommit import AutocommitConnections, PoolExhaustedError
 
 pytestmark = pytest.mark.postgres
+
+
+def pool(url: str, keep: int, limit: int, **options: Any) -> AutocommitConnections:
+    """Autocommit connections to the test's database."""
+    connect = functools.partial(psycopg.connect, url, autocommit=True)
+    return AutocommitConnections(connect, keep=keep, limit=limit, **options)
 
 
 def stored(content: str) -> NewEvent:
@@ -76,9 +85,7 @@ def test_a_connection_killed_on_the_server_costs_one_append_and_is_replaced(
 def test_a_failed_statement_leaves_its_connection_for_the_next_borrower(
     postgres_url: str,
 ) -> None:
-    connections = AutocommitConnections(
-        functools.partial(psycopg.connect, postgres_url, autocommit=True), keep=2, limit=2
-    )
+    connections = pool(postgres_url, keep=2, limit=2)
     with pytest.raises(psycopg.errors.DivisionByZero), connections.connection() as first:
         first.execute("SELECT 1 / 0")
     with connections.connection() as again:
@@ -88,9 +95,7 @@ def test_a_failed_statement_leaves_its_connection_for_the_next_borrower(
 
 
 def test_a_connection_left_inside_a_transaction_is_closed_not_reused(postgres_url: str) -> None:
-    connections = AutocommitConnections(
-        functools.partial(psycopg.connect, postgres_url, autocommit=True), keep=2, limit=2
-    )
+    connections = pool(postgres_url, keep=2, limit=2)
     with connections.connection() as first:
         first.execute("BEGIN")
     assert first.closed
@@ -111,12 +116,7 @@ def test_closing_the_store_closes_its_connections_on_the_server(
 
 
 def test_a_connection_past_its_recycle_age_is_closed_instead_of_used(postgres_url: str) -> None:
-    connections = AutocommitConnections(
-        functools.partial(psycopg.connect, postgres_url, autocommit=True),
-        keep=2,
-        limit=2,
-        recycle_after=0,
-    )
+    connections = pool(postgres_url, keep=2, limit=2, recycle_after=0)
     with connections.connection() as first:
         pass
     with connections.connection() as second:
@@ -126,14 +126,44 @@ def test_a_connection_past_its_recycle_age_is_closed_instead_of_used(postgres_ur
 
 
 def test_a_borrower_beyond_the_limit_waits_then_gets_a_retryable_error(postgres_url: str) -> None:
-    connections = AutocommitConnections(
-        functools.partial(psycopg.connect, postgres_url, autocommit=True),
-        keep=1,
-        limit=1,
-        timeout=0.2,
-    )
+    connections = pool(postgres_url, keep=1, limit=1, timeout=0.2)
     with connections.connection(), pytest.raises(PoolExhaustedError), connections.connection():
         pass
     with connections.connection() as free_again:
         assert free_again.execute("SELECT 1").fetchall() == [(1,)]
+    connections.close()
+
+
+def test_a_waiting_borrower_gets_the_connection_another_gives_back(postgres_url: str) -> None:
+    connections = pool(postgres_url, keep=1, limit=1, timeout=10)
+    borrowed: list[psycopg.Connection[Any]] = []
+    with connections.connection() as first:
+
+        def borrow() -> None:
+            with connections.connection() as driver:
+                borrowed.append(driver)
+
+        waiter = threading.Thread(target=borrow)
+        waiter.start()
+        time.sleep(0.2)
+        assert borrowed == []  # still waiting: the limit is one
+    waiter.join(timeout=5)
+    assert borrowed == [first]
+    connections.close()
+
+
+def test_a_failed_connect_gives_its_place_back(postgres_url: str) -> None:
+    attempts = []
+
+    def connect() -> psycopg.Connection[Any]:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise psycopg.OperationalError("refused")
+        return psycopg.connect(postgres_url, autocommit=True)
+
+    connections = AutocommitConnections(connect, keep=1, limit=1, timeout=0.2)
+    with pytest.raises(psycopg.OperationalError), connections.connection():
+        pass
+    with connections.connection() as driver:
+        assert driver.execute("SELECT 1").fetchall() == [(1,)]
     connections.close()

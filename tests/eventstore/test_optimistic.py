@@ -162,3 +162,56 @@ def test_the_bulk_constructor_of_read_events_equals_the_dataclass() -> None:
     assert repr(built) == repr(plain)
     # Slotted: a read keeps one per event alive, without an instance dictionary.
     assert not hasattr(built, "__dict__")
+
+
+def test_the_unlocked_head_read_sees_the_stream_as_the_log_does(store: EventStore) -> None:
+    """What a process that never wrote a subject reads before its first optimistic append."""
+    key = store.codec.subject_key("default", "alice")
+    assert store.backend.peek_latest_stream("default", key) is None
+    [first, second] = store.append("default", "alice", [stored("1"), stored("2")])
+    head = store.head("default", "alice")
+    assert head is not None
+    peeked = store.backend.peek_latest_stream("default", key)
+    assert peeked is not None
+    assert (peeked.stream_id, peeked.generation, peeked.version, peeked.chain_hash) == (
+        first.stream.stream_id,
+        1,
+        2,
+        second.chain_hash,
+    )
+    assert peeked.chain_hash == head.chain_hash
+    assert not peeked.closed
+    known = store._optimistic.heads.get("default", key)
+    assert known is not None
+    assert peeked.wrapped_key == known.wrapped_key
+    assert store.backend.peek_latest_stream("other-namespace", key) is None
+
+    store.destroy_data_key("default", "alice")
+    destroyed = store.backend.peek_latest_stream("default", key)
+    assert destroyed is not None
+    assert destroyed.wrapped_key is None
+
+    with store.transaction() as tx:
+        locked = tx.lock_stream("default", "alice")
+        assert locked is not None
+        tx.close_stream(locked.stream_id)
+    closed = store.backend.peek_latest_stream("default", key)
+    assert closed is not None
+    assert closed.closed
+    [reborn] = store.append("default", "alice", [stored("3")])
+    latest = store.backend.peek_latest_stream("default", key)
+    assert latest is not None
+    assert (latest.stream_id, latest.generation, latest.version) == (reborn.stream.stream_id, 2, 1)
+
+
+def test_a_process_that_never_wrote_a_stream_appends_at_the_head_it_reads(
+    store: EventStore, other: EventStore
+) -> None:
+    store.append("default", "alice", [stored("1"), stored("2")])
+    [third] = other.append("default", "alice", [stored("3")], expected_version=2)
+    assert third.version == 3
+    key = other.codec.subject_key("default", "alice")
+    assert other._optimistic.heads.get("default", key) is not None  # the optimistic path ran
+    forget_generation(store, "default", "alice")
+    [reborn] = other.append("default", "alice", [stored("new life")])  # its head is stale now
+    assert (reborn.stream.generation, reborn.version) == (2, 1)
