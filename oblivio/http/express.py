@@ -68,8 +68,6 @@ class OblivioAPI(FastAPI):
         return self._express_routes.get((method, path))
 
     def _lane_is_open(self) -> bool:
-        # Starlette refuses middleware once the app has served a request, so
-        # the answer holds from the first request on.
         if self._lane_open is None:
             middleware = [m.cls for m in self.user_middleware]
             return middleware == [self._request_log] and self.max_body_size is None
@@ -77,6 +75,10 @@ class OblivioAPI(FastAPI):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._lane_open is None:
+            # Settled once: building the middleware stack, as Starlette does
+            # on the first request, makes it refuse any middleware added later.
+            if self.middleware_stack is None:
+                self.middleware_stack = self.build_middleware_stack()
             self._lane_open = self._lane_is_open()
         if (
             self._lane_open
@@ -108,8 +110,11 @@ class OblivioAPI(FastAPI):
         Errors without a handler propagate: the request log answers them with
         a 500, as on FastAPI's way.
         """
+        # A handler for Exception itself belongs to Starlette's outermost error
+        # middleware, outside the request log, which answers such errors first.
         handlers = self.exception_handlers
-        handler = next((handlers[k] for k in type(error).__mro__ if k in handlers), None)
+        kinds = (k for k in type(error).__mro__ if k is not Exception)
+        handler = next((handlers[k] for k in kinds if k in handlers), None)
         if handler is None:
             raise error
         if inspect.iscoroutinefunction(handler):

@@ -200,6 +200,16 @@ def test_an_app_with_more_middleware_has_no_lane(world: World) -> None:
     assert app.express_route("POST", "/v1/events") is None
 
 
+def test_no_middleware_slips_in_after_the_first_request(world: World) -> None:
+    app = create_app(world.ctx)
+    # No lifespan (which would build the middleware stack): the lane serves first.
+    client = TestClient(app, raise_server_exceptions=False)
+    stored = client.post("/v1/events", json={"content": "tea"}, headers=world.headers("user"))
+    assert stored.status_code == 201, stored.text
+    with pytest.raises(RuntimeError):
+        app.add_middleware(Stamp)  # the lane would skip it: refused, as Starlette refuses
+
+
 def _answer(response: Any) -> tuple[int, str, Any]:
     return response.status_code, response.headers["content-type"], response.json()
 
