@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import abc
 import functools
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +20,8 @@ from sqlalchemy.sql.dml import Insert
 
 from eventstore.batch import Placement, SealedBatch
 from eventstore.codec import WrappedKey
-from eventstore.reader import RowTypes, select_event_columns
+from eventstore.model import StreamRef
+from eventstore.reader import RowTypes, StreamKey, load_stream_keys, select_event_columns
 from eventstore.schema import data_keys, events, streams
 
 
@@ -34,6 +35,20 @@ class LatestStream:
     chain_hash: bytes
     closed: bool
     wrapped_key: WrappedKey | None  # None once the data key is destroyed
+
+
+def stream_key(latest: LatestStream, namespace: str, subject_key: bytes) -> StreamKey:
+    """The reader's view of a subject's latest stream generation."""
+    ref = StreamRef(latest.stream_id, namespace, subject_key, latest.generation)
+    return StreamKey(ref, latest.wrapped_key)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRows:
+    """A stream and rows of its events (columns as in ``EVENT_READ_COLUMNS``)."""
+
+    stream: StreamKey
+    rows: Iterable[Sequence[Any]]
 
 
 # Columns of :attr:`Backend.latest_stream_sql`, in this order.
@@ -154,9 +169,14 @@ class Backend(abc.ABC):
 
         Only a guess: the append's write re-checks the head.
         """
-        params = {"namespace": namespace, "subject_key": subject_key}
         with self.statement_reads() as conn:
-            rows = self.fetch_all(conn, self.latest_stream_sql, params)
+            return self._latest_stream(conn, namespace, subject_key)
+
+    def _latest_stream(
+        self, conn: Connection, namespace: str, subject_key: bytes
+    ) -> LatestStream | None:
+        params = {"namespace": namespace, "subject_key": subject_key}
+        rows = self.fetch_all(conn, self.latest_stream_sql, params)
         if not rows:
             return None
         stream_id, generation, version, chain_hash, closed, dek_id, kek_version, wrapped = rows[0]
@@ -166,6 +186,28 @@ class Backend(abc.ABC):
             else WrappedKey(self.row_types.to_uuid(dek_id), kek_version, bytes(wrapped))
         )
         return LatestStream(stream_id, generation, version, bytes(chain_hash), bool(closed), key)
+
+    def stream_keys(self, conn: Connection, stream_ids: Iterable[int]) -> Mapping[int, StreamKey]:
+        """The streams of ``stream_ids`` and their data keys, in one statement."""
+        return load_stream_keys(conn, stream_ids)
+
+    @contextmanager
+    def stream_read(
+        self, namespace: str, subject_key: bytes, backwards: bool, params: Mapping[str, Any]
+    ) -> Iterator[StreamRows | None]:
+        """The subject's latest stream generation and the rows of :attr:`read_stream_sql`.
+
+        ``params``: ``version`` and ``limit``.  ``None`` when the subject never
+        wrote.  The rows are consumed inside the ``with`` block.
+        """
+        with self.statement_reads() as conn:
+            latest = self._latest_stream(conn, namespace, subject_key)
+            if latest is None:
+                yield None
+                return
+            values = {**params, "stream_id": latest.stream_id}
+            rows = self.fetch_all(conn, self.read_stream_sql[backwards], values)
+            yield StreamRows(stream_key(latest, namespace, subject_key), rows)
 
     #: How this driver returns UUIDs and timestamps in raw rows.
     row_types: RowTypes

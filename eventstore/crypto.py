@@ -17,7 +17,7 @@ import hmac
 import os
 import struct
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from cryptography.exceptions import InvalidTag
@@ -83,6 +83,23 @@ class AeadKey:
             return self._aead.decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], aad)
         except InvalidTag as e:
             raise IntegrityViolationError("ciphertext failed authentication") from e
+
+    def event_opener(self, stream_id: int) -> Callable[[uuid.UUID, int, bytes], bytes]:
+        """``open(event_id, version, blob)``: the plaintext of one event of this stream.
+
+        The same as :meth:`decrypt` with :func:`event_aad`, in one call instead
+        of two: reads call it for every event.
+        """
+        decrypt = self._aead.decrypt
+
+        def open_event(event_id: uuid.UUID, version: int, blob: bytes) -> bytes:
+            aad = _pack_event_aad(_EVENT_AAD, event_id.int.to_bytes(16, "big"), stream_id, version)
+            try:
+                return decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], aad)
+            except InvalidTag as e:
+                raise IntegrityViolationError("ciphertext failed authentication") from e
+
+        return open_event
 
 
 _EVENT_AAD = b"oblivio/event/v2\0"

@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import struct
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC
 from typing import Any
@@ -30,6 +30,7 @@ from typing import Any
 import psycopg
 import psycopg.errors
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
 from sqlalchemy.engine import Connection, Dialect, Engine
@@ -37,14 +38,21 @@ from sqlalchemy.sql.dml import Insert
 
 from eventstore import postgres_arrays as arrays
 from eventstore import postgres_prepared as prepared
-from eventstore.backend import Backend, LatestStream, head_params
+from eventstore.backend import (
+    Backend,
+    DriverSql,
+    LatestStream,
+    StreamRows,
+    head_params,
+    stream_key,
+)
 from eventstore.batch import Placement, SealedBatch
 from eventstore.codec import WrappedKey
 from eventstore.companions import bound_row
 from eventstore.errors import ConflictError, DuplicateEventError, OperationalError
 from eventstore.postgres_autocommit import AutocommitConnections
-from eventstore.reader import RowTypes, naive_utc
-from eventstore.schema import events
+from eventstore.reader import RowTypes, StreamKey, naive_utc, stream_key_from_row, streams_with_keys
+from eventstore.schema import events, streams
 
 # Driver errors that mean "try again": lost connections, serialisation
 # failures, deadlocks, lock timeouts.
@@ -322,11 +330,16 @@ def normalise_postgres_url(url: str) -> str:
     raise ValueError(f"not a PostgreSQL URL: {url.split('://')[0]}://…")
 
 
-# The one-statement appends' own connections (eventstore.postgres_autocommit),
+# The one-statement appends' and stream reads' own connections (eventstore.postgres_autocommit),
 # beside the engine's pool of 5 plus 10 overflow: docs/operations.md counts both.
 _IDLE_AUTOCOMMIT_CONNECTIONS = 5
 _OPEN_AUTOCOMMIT_CONNECTIONS = 10
 _RECYCLE_SECONDS = 1800
+# Rows per chunk of a stream read: small enough that decoding starts soon
+# after the server starts sending, large enough that a chunk's fixed cost
+# (one result, one wait) stays small.  100 was the fastest of 50, 100 and 250
+# for a 1,000-event stream (docs/benchmarks.md).
+_READ_CHUNK_ROWS = 100
 
 
 def create_postgres_engine(url: str, pool_size: int = 5) -> Engine:
@@ -395,6 +408,19 @@ class PostgresBackend(Backend):
             conn.exec_driver_sql("SET LOCAL enable_sort = off")
             yield conn
 
+    @functools.cached_property
+    def _stream_keys_sql(self) -> DriverSql:
+        ids = sa.bindparam("stream_ids", type_=postgresql.ARRAY(sa.BigInteger()))
+        return self.driver_sql(streams_with_keys.where(streams.c.stream_id == sa.any_(ids)))
+
+    def stream_keys(self, conn: Connection, stream_ids: Iterable[int]) -> Mapping[int, StreamKey]:
+        # One array parameter instead of SQLAlchemy's expanding IN list: the
+        # statement text stays the same for every page, so it is compiled
+        # once and psycopg prepares it on the server.  About a tenth of a
+        # page of the log otherwise (docs/benchmarks.md).
+        rows = self.fetch_all(conn, self._stream_keys_sql, {"stream_ids": sorted(set(stream_ids))})
+        return {row[0]: stream_key_from_row(row) for row in rows}
+
     def insert_ignoring_duplicates(self, table: sa.Table) -> Insert:
         return pg_insert(table).on_conflict_do_nothing()
 
@@ -435,16 +461,48 @@ class PostgresBackend(Backend):
         # Through libpq on the autocommit connections, like the append that
         # follows: the same read through SQLAlchemy's pool cost about as much
         # client time as the append itself.
+        with self.translate_errors(), self._autocommit_connections.connection() as driver:
+            return self._peek(driver, namespace, subject_key)
+
+    def _peek(
+        self, driver: psycopg.Connection[Any], namespace: str, subject_key: bytes
+    ) -> LatestStream | None:
         values = {
             "namespace": namespace.encode(),
             "subject_key": subject_key,
             "limit": prepared.int8(1),
         }
-        with self.translate_errors(), self._autocommit_connections.connection() as driver:
-            result = self._prepared.execute(driver, self._latest_stream_statement, values)
+        result = self._prepared.execute(driver, self._latest_stream_statement, values)
         if result.ntuples == 0:
             return None
         return _latest_stream([result.get_value(0, col) for col in range(result.nfields)])
+
+    @contextmanager
+    def stream_read(
+        self, namespace: str, subject_key: bytes, backwards: bool, params: Mapping[str, Any]
+    ) -> Iterator[StreamRows | None]:
+        # On an autocommit connection, the stream found as the append finds
+        # it, then its events in chunks of rows (libpq's chunked mode): the
+        # reader decrypts the first chunk while the server still sends the
+        # rest, instead of waiting for the whole result.  The two statements
+        # see two snapshots, as the two statements of the generic read do.
+        with self.translate_errors(), self._autocommit_connections.connection() as driver:
+            latest = self._peek(driver, namespace, subject_key)
+            if latest is None:
+                yield None
+                return
+            sql = self.read_stream_sql[backwards]
+            values = {**sql.defaults, **params, "stream_id": latest.stream_id}
+            with driver.cursor(binary=True) as cursor:
+                rows = cursor.stream(sql.text.encode(), values, binary=True, size=_READ_CHUNK_ROWS)
+                try:
+                    yield StreamRows(stream_key(latest, namespace, subject_key), rows)
+                finally:
+                    # A read that stopped early (an error while decoding):
+                    # closing the generator cancels the query and drains what
+                    # arrived, so the connection goes back reusable (the pool
+                    # closes one still in the middle of a result).
+                    rows.close()  # type: ignore[attr-defined]
 
     def create_stream_committed(
         self, seal: Callable[[int], SealedBatch], key: WrappedKey

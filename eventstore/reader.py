@@ -45,7 +45,8 @@ EVENT_READ_COLUMNS = (
 )
 select_event_columns = sa.select(*(events.c[name] for name in EVENT_READ_COLUMNS))
 
-_streams_with_keys = sa.select(
+#: Streams and their data keys; columns as :func:`stream_key_from_row` reads them.
+streams_with_keys = sa.select(
     streams.c.stream_id,
     streams.c.namespace,
     streams.c.subject_key,
@@ -55,9 +56,13 @@ _streams_with_keys = sa.select(
     data_keys.c.wrapped_key,
 ).select_from(streams.outerjoin(data_keys, data_keys.c.stream_id == streams.c.stream_id))
 
-_streams_by_ids = _streams_with_keys.where(
+_streams_by_ids = streams_with_keys.where(
     streams.c.stream_id.in_(sa.bindparam("stream_ids", expanding=True))
 )
+
+
+#: Decrypts one event of a stream: ``(event_id, version, blob) -> plaintext``.
+EventOpener = Callable[[uuid.UUID, int, bytes], bytes]
 
 
 @dataclass(frozen=True)
@@ -149,18 +154,16 @@ class StreamKey:
     wrapped: WrappedKey | None
 
 
-def stream_key_from_row(row: Any) -> StreamKey:
-    ref = StreamRef(row.stream_id, row.namespace, row.subject_key, row.generation)
-    wrapped = (
-        None
-        if row.wrapped_key is None
-        else WrappedKey(row.dek_id, row.kek_version, row.wrapped_key)
-    )
+def stream_key_from_row(row: Sequence[Any]) -> StreamKey:
+    """A row of :data:`streams_with_keys` (or its driver's tuple) as a :class:`StreamKey`."""
+    stream_id, namespace, subject_key, generation, dek_id, kek_version, wrapped_key = row
+    ref = StreamRef(stream_id, namespace, subject_key, generation)
+    wrapped = None if wrapped_key is None else WrappedKey(dek_id, kek_version, wrapped_key)
     return StreamKey(ref, wrapped)
 
 
 _latest_stream_key = (
-    _streams_with_keys.where(
+    streams_with_keys.where(
         streams.c.namespace == sa.bindparam("namespace"),
         streams.c.subject_key == sa.bindparam("subject_key"),
     )
@@ -199,15 +202,15 @@ class EventDecoder:
         self.codec = codec
         self._stream_keys = stream_keys
         self._types = types
-        # stream id -> (its StreamRef, its cipher or why its content is gone)
-        self._streams: dict[int, tuple[StreamRef, crypto.AeadKey | Erasure]] = {}
+        # stream id -> (its StreamRef, its event opener or why its content is gone)
+        self._streams: dict[int, tuple[StreamRef, EventOpener | Erasure]] = {}
 
     def decode_all(self, rows: Iterable[Sequence[Any]]) -> list[RecordedEvent]:
         """Decode every row; the loop of every read, so it keeps what it needs in locals."""
-        to_uuid, to_utc, event_aad = self._types.to_uuid, self._types.to_utc, crypto.event_aad
+        to_uuid, to_utc = self._types.to_uuid, self._types.to_utc
         decoded: list[RecordedEvent] = []
         append = decoded.append
-        last_stream_id, ref, key = None, None, None
+        last_stream_id, ref, opener = None, None, None
         last_raw_time, utc_time = None, datetime.min
         for (
             position,
@@ -224,7 +227,7 @@ class EventDecoder:
             request_id,
         ) in rows:
             if stream_id != last_stream_id:  # pages hold runs of one stream's events
-                ref, key = self._stream(stream_id)
+                ref, opener = self._stream(stream_id)
                 last_stream_id = stream_id
             if recorded_at != last_raw_time:  # a batch's events share their time
                 last_raw_time, utc_time = recorded_at, to_utc(recorded_at)
@@ -232,11 +235,10 @@ class EventDecoder:
             data = metadata = erasure = None
             if payload is None:
                 erasure = Erasure.TOMBSTONED
-            elif isinstance(key, crypto.AeadKey):
-                plaintext = key.decrypt(payload, event_aad(event_id, stream_id, version))
-                data, metadata = parse_content(plaintext)
+            elif isinstance(opener, Erasure):
+                erasure = opener
             else:
-                erasure = key
+                data, metadata = parse_content(opener(event_id, version, payload))  # type: ignore[misc]
             append(
                 recorded_event(
                     event_id,
@@ -257,11 +259,13 @@ class EventDecoder:
             )
         return decoded
 
-    def _stream(self, stream_id: int) -> tuple[StreamRef, crypto.AeadKey | Erasure]:
+    def _stream(self, stream_id: int) -> tuple[StreamRef, EventOpener | Erasure]:
         found = self._streams.get(stream_id)
         if found is None:
             stream = self._stream_keys[stream_id]
-            found = self._streams[stream_id] = (stream.ref, self._key(stream.wrapped))
+            key = self._key(stream.wrapped)
+            opener = key if isinstance(key, Erasure) else key.event_opener(stream_id)
+            found = self._streams[stream_id] = (stream.ref, opener)
         return found
 
     def _key(self, wrapped: WrappedKey | None) -> crypto.AeadKey | Erasure:
@@ -282,15 +286,14 @@ def decode_rows(
     codec: EventCodec,
     rows: Sequence[Sequence[Any]],
     types: RowTypes = CONVERTED,
-    stream_keys: Mapping[int, StreamKey] | None = None,
+    load_keys: Callable[[Connection, Iterable[int]], Mapping[int, StreamKey]] = load_stream_keys,
 ) -> list[RecordedEvent]:
-    """Decode event rows, loading their streams and keys unless given.
+    """Decode event rows, loading their streams and keys with ``load_keys``.
 
     Keys are read after the events: a key destroyed in between reads back as
     erased, never the other way round.
     """
-    if stream_keys is None:
-        stream_keys = load_stream_keys(conn, (row[3] for row in rows))
+    stream_keys = load_keys(conn, (row[3] for row in rows))
     return EventDecoder(codec, stream_keys, types).decode_all(rows)
 
 

@@ -35,8 +35,8 @@ from eventstore.model import (
     VerifyReport,
 )
 from eventstore.reader import (
+    EventDecoder,
     decode_rows,
-    latest_stream_key,
     read_by_ids,
     read_stream_rows,
     subject_cipher,
@@ -177,14 +177,11 @@ class EventStore:
         else:
             params = {"version": from_version or 1}
         params["limit"] = _NO_LIMIT if limit is None else limit
-        with self.backend.statement_reads() as conn:
-            stream = latest_stream_key(conn, namespace, key)
-            if stream is None:
+        with self.backend.stream_read(namespace, key, backwards, params) as found:
+            if found is None:
                 return []
-            params["stream_id"] = stream.ref.stream_id
-            rows = self.backend.fetch_all(conn, self.backend.read_stream_sql[backwards], params)
-            keys = {stream.ref.stream_id: stream}
-            return decode_rows(conn, self.codec, rows, self.backend.row_types, keys)
+            keys = {found.stream.ref.stream_id: found.stream}
+            return EventDecoder(self.codec, keys, self.backend.row_types).decode_all(found.rows)
 
     def read_audit(self) -> list[RecordedEvent]:
         """The whole audit stream, by version."""
@@ -219,7 +216,8 @@ class EventStore:
         sql = self.backend.read_log_sql[partition is not None]
         with self.backend.log_reads(partitioned=partition is not None) as conn:
             rows = self.backend.fetch_all(conn, sql, params)
-            page = decode_rows(conn, self.codec, rows, self.backend.row_types)
+            types, load_keys = self.backend.row_types, self.backend.stream_keys
+            page = decode_rows(conn, self.codec, rows, types, load_keys)
         return LogPage(page, page[-1].cursor if page else after)
 
     def count_after(self, after: LogCursor, *, partition: Partition | None = None) -> int:
