@@ -221,10 +221,11 @@ def time_ordered_event_ids(count: int) -> list[uuid.UUID]:
     random = os.urandom(16 * count)
     from_bytes = int.from_bytes
     fixed = ((time.time_ns() // 1_000_000) << _UUID_TIME_SHIFT) | _UUID_VERSION_7
-    values = sorted(
+    values = [
         from_bytes(random[start : start + 16], "big") & _UUID_RANDOM_BITS
         for start in range(0, 16 * count, 16)
-    )
+    ]
+    values.sort()
     ids = []
     for value in values:
         event_id = object.__new__(uuid.UUID)
