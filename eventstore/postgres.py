@@ -51,7 +51,14 @@ from eventstore.codec import WrappedKey
 from eventstore.companions import bound_row
 from eventstore.errors import ConflictError, DuplicateEventError, OperationalError
 from eventstore.postgres_autocommit import AutocommitConnections
-from eventstore.reader import RowTypes, StreamKey, naive_utc, stream_key_from_row, streams_with_keys
+from eventstore.reader import (
+    RowTypes,
+    StreamKey,
+    naive_utc,
+    stream_key_from_row,
+    streams_with_keys,
+    unchanged,
+)
 from eventstore.schema import events, streams
 
 # Driver errors that mean "try again": lost connections, serialisation
@@ -135,10 +142,6 @@ RETURNING position, commit_group, version
 _COMPANION_PREFIX = "c{index}_"
 _PYFORMAT_PARAMETERS = PGDialect_psycopg(paramstyle="pyformat")  # type: ignore[no-untyped-call]
 _NEXT_STREAM_ID = "SELECT nextval(pg_get_serial_sequence('streams', 'stream_id'))"
-
-
-def _same_uuid(value: uuid.UUID) -> uuid.UUID:
-    return value
 
 
 @functools.cache
@@ -359,7 +362,7 @@ class PostgresBackend(Backend):
     embedded = False
     paramstyle = "pyformat"
     log_order = (events.c.commit_group, events.c.position)
-    row_types = RowTypes(_same_uuid, naive_utc)
+    row_types = RowTypes(unchanged, naive_utc)
 
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine)

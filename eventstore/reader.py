@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -73,12 +73,13 @@ class RowTypes:
     to_utc: Callable[[Any], datetime]
 
 
-def _same(value: Any) -> Any:
+def unchanged(value: Any) -> Any:
+    """The conversion of a value the driver already returns as it should be."""
     return value
 
 
 #: Rows SQLAlchemy has already converted through the table's column types.
-CONVERTED = RowTypes(_same, _same)
+CONVERTED = RowTypes(unchanged, unchanged)
 
 
 def naive_utc(value: datetime) -> datetime:
@@ -188,6 +189,14 @@ def load_stream_keys(conn: Connection, stream_ids: Iterable[int]) -> dict[int, S
     return {row.stream_id: stream_key_from_row(row) for row in rows}
 
 
+class StreamState(NamedTuple):
+    """What decoding needs of one stream: its reference and its opener, or why it has none."""
+
+    ref: StreamRef
+    opener: EventOpener | None
+    gone: Erasure | None  # set when opener is None
+
+
 class EventDecoder:
     """Turns event rows (columns as in :data:`EVENT_READ_COLUMNS`) into :class:`RecordedEvent`.
 
@@ -202,15 +211,15 @@ class EventDecoder:
         self.codec = codec
         self._stream_keys = stream_keys
         self._types = types
-        # stream id -> (its StreamRef, its event opener or why its content is gone)
-        self._streams: dict[int, tuple[StreamRef, EventOpener | Erasure]] = {}
+        self._streams: dict[int, StreamState] = {}
 
     def decode_all(self, rows: Iterable[Sequence[Any]]) -> list[RecordedEvent]:
         """Decode every row; the loop of every read, so it keeps what it needs in locals."""
         to_uuid, to_utc = self._types.to_uuid, self._types.to_utc
+        ids_ready = to_uuid is unchanged  # no call per event when the driver made the UUID
         decoded: list[RecordedEvent] = []
         append = decoded.append
-        last_stream_id, ref, opener = None, None, None
+        last_stream_id, ref, opener, gone = None, None, None, None
         last_raw_time, utc_time = None, datetime.min
         for (
             position,
@@ -227,18 +236,18 @@ class EventDecoder:
             request_id,
         ) in rows:
             if stream_id != last_stream_id:  # pages hold runs of one stream's events
-                ref, opener = self._stream(stream_id)
+                ref, opener, gone = self._stream(stream_id)
                 last_stream_id = stream_id
             if recorded_at != last_raw_time:  # a batch's events share their time
                 last_raw_time, utc_time = recorded_at, to_utc(recorded_at)
-            event_id = to_uuid(raw_id)
+            event_id = raw_id if ids_ready else to_uuid(raw_id)
             data = metadata = erasure = None
             if payload is None:
                 erasure = Erasure.TOMBSTONED
-            elif isinstance(opener, Erasure):
-                erasure = opener
+            elif opener is None:
+                erasure = gone
             else:
-                data, metadata = parse_content(opener(event_id, version, payload))  # type: ignore[misc]
+                data, metadata = parse_content(opener(event_id, version, payload))
             append(
                 recorded_event(
                     event_id,
@@ -259,13 +268,16 @@ class EventDecoder:
             )
         return decoded
 
-    def _stream(self, stream_id: int) -> tuple[StreamRef, EventOpener | Erasure]:
+    def _stream(self, stream_id: int) -> StreamState:
         found = self._streams.get(stream_id)
         if found is None:
             stream = self._stream_keys[stream_id]
             key = self._key(stream.wrapped)
-            opener = key if isinstance(key, Erasure) else key.event_opener(stream_id)
-            found = self._streams[stream_id] = (stream.ref, opener)
+            if isinstance(key, Erasure):
+                found = StreamState(stream.ref, None, key)
+            else:
+                found = StreamState(stream.ref, key.event_opener(stream_id), None)
+            self._streams[stream_id] = found
         return found
 
     def _key(self, wrapped: WrappedKey | None) -> crypto.AeadKey | Erasure:
