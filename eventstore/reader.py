@@ -163,23 +163,6 @@ def stream_key_from_row(row: Sequence[Any]) -> StreamKey:
     return StreamKey(ref, wrapped)
 
 
-_latest_stream_key = (
-    streams_with_keys.where(
-        streams.c.namespace == sa.bindparam("namespace"),
-        streams.c.subject_key == sa.bindparam("subject_key"),
-    )
-    .order_by(streams.c.generation.desc())
-    .limit(1)
-)
-
-
-def latest_stream_key(conn: Connection, namespace: str, subject_key: bytes) -> StreamKey | None:
-    """The subject's latest stream generation and its data key, if it ever wrote."""
-    params = {"namespace": namespace, "subject_key": subject_key}
-    row = conn.execute(_latest_stream_key, params).first()
-    return None if row is None else stream_key_from_row(row)
-
-
 def load_stream_keys(conn: Connection, stream_ids: Iterable[int]) -> dict[int, StreamKey]:
     """The streams (and their data keys) of ``stream_ids``, in one statement."""
     ids = sorted(set(stream_ids))
