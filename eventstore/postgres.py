@@ -340,8 +340,9 @@ _OPEN_AUTOCOMMIT_CONNECTIONS = 10
 _RECYCLE_SECONDS = 1800
 # Rows per chunk of a stream read: small enough that decoding starts soon
 # after the server starts sending, large enough that a chunk's fixed cost
-# (one result, one wait) stays small.  100 was the fastest of 50, 100 and 250
-# for a 1,000-event stream (docs/benchmarks.md).
+# (one result, one wait) stays small.  100 did best of 50, 100 and 250 on a
+# 1,000-event stream, within this machine's noise of the others
+# (docs/benchmarks.md, seventh pass).
 _READ_CHUNK_ROWS = 100
 
 
@@ -419,8 +420,8 @@ class PostgresBackend(Backend):
     def stream_keys(self, conn: Connection, stream_ids: Iterable[int]) -> Mapping[int, StreamKey]:
         # One array parameter instead of SQLAlchemy's expanding IN list: the
         # statement text stays the same for every page, so it is compiled
-        # once and psycopg prepares it on the server.  About a tenth of a
-        # page of the log otherwise (docs/benchmarks.md).
+        # once and psycopg prepares it on the server.  The expanding list
+        # took about a tenth of a page of the log (docs/benchmarks.md).
         rows = self.fetch_all(conn, self._stream_keys_sql, {"stream_ids": sorted(set(stream_ids))})
         return {row[0]: stream_key_from_row(row) for row in rows}
 
