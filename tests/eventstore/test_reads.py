@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 import sqlalchemy as sa
 
@@ -20,10 +22,19 @@ def write_long_stream(store: EventStore, subject: str) -> None:
         store.append("default", subject, batch, expected_version=start)
 
 
-def numbers(store: EventStore, subject: str, **read: object) -> list[int]:
-    found = store.read_stream("default", subject, **read)  # type: ignore[arg-type]
-    assert [e.data is not None for e in found] == [True] * len(found)
-    return [e.data["n"] for e in found]  # type: ignore[index]
+def numbers(
+    store: EventStore,
+    subject: str,
+    from_version: int | None = None,
+    backwards: bool = False,
+    limit: int | None = None,
+) -> list[int]:
+    found = store.read_stream(
+        "default", subject, from_version=from_version, backwards=backwards, limit=limit
+    )
+    contents = [e.data for e in found]
+    assert None not in contents
+    return [data["n"] for data in contents if data is not None]
 
 
 def test_a_long_stream_reads_whole_in_either_direction_and_in_slices(store: EventStore) -> None:
@@ -79,7 +90,7 @@ def test_only_plaintexts_with_small_numbers_are_marked(
 def test_plaintexts_without_the_mark_read_as_before(value: int) -> None:
     # As written before the mark existed: no leading space, whatever the numbers.
     payload = b'{"n":%d}' % value
-    old = EncodedEvent(None, "t", 1, payload, b"{}", caller_id=False)  # type: ignore[arg-type]
+    old = EncodedEvent(uuid.uuid4(), "t", 1, payload, b"{}", caller_id=False)
     assert old.plaintext() == b"[" + payload + b",{}]"
     data, metadata = parse_content(old.plaintext())
     assert data == {"n": value}
