@@ -84,32 +84,31 @@ class AeadKey:
         except InvalidTag as e:
             raise IntegrityViolationError("ciphertext failed authentication") from e
 
-    def event_opener(self, stream_id: int) -> Callable[[uuid.UUID, int, bytes], bytes]:
-        """``open(event_id, version, blob)``: the plaintext of one event of this stream.
+    @property
+    def decrypt_parts(self) -> Callable[[bytes, bytes, bytes], bytes]:
+        """AES-GCM's own ``decrypt(nonce, ciphertext, aad)``, for loops that split blobs themselves.
 
-        The same as :meth:`decrypt` with :func:`event_aad`, in one call instead
-        of two: reads call it for every event.
+        Reads open every event of a stream with it, inline (see
+        ``EventDecoder.decode_all``): a Python call per event around it cost
+        more than the decryption.  It raises ``InvalidTag`` (re-exported here
+        as :data:`AuthenticationFailed`) where :meth:`decrypt` raises
+        :class:`IntegrityViolationError`.
         """
-        decrypt = self._aead.decrypt
-
-        def open_event(event_id: uuid.UUID, version: int, blob: bytes) -> bytes:
-            aad = _pack_event_aad(_EVENT_AAD, event_id.int.to_bytes(16, "big"), stream_id, version)
-            try:
-                return decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], aad)
-            except InvalidTag as e:
-                raise IntegrityViolationError("ciphertext failed authentication") from e
-
-        return open_event
+        return self._aead.decrypt
 
 
-_EVENT_AAD = b"oblivio/event/v2\0"
-# Label, event id, stream id, version: built with one pack per event read.
-_pack_event_aad = struct.Struct(f">{len(_EVENT_AAD)}s16sQQ").pack
+#: What :attr:`AeadKey.decrypt_parts` raises on a ciphertext that fails authentication.
+AuthenticationFailed = InvalidTag
+
+EVENT_AAD_LABEL = b"oblivio/event/v2\0"
+#: ``pack_event_aad(EVENT_AAD_LABEL, event_id.int.to_bytes(16, "big"), stream_id, version)``
+#: is :func:`event_aad`, for the read loop that builds it inline, once per event.
+pack_event_aad = struct.Struct(f">{len(EVENT_AAD_LABEL)}s16sQQ").pack
 
 
 def event_aad(event_id: uuid.UUID, stream_id: int, version: int) -> bytes:
     """Associated data binding an event's ciphertext (data and metadata) to its row."""
-    return _pack_event_aad(_EVENT_AAD, event_id.int.to_bytes(16, "big"), stream_id, version)
+    return pack_event_aad(EVENT_AAD_LABEL, event_id.int.to_bytes(16, "big"), stream_id, version)
 
 
 def projection_aad(stream_id: int, purpose: str, row_id: bytes) -> bytes:

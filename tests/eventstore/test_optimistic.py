@@ -9,6 +9,7 @@ key, or in a closed generation.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import uuid
 from collections.abc import Iterator
@@ -157,7 +158,10 @@ def test_the_bulk_constructor_of_read_events_equals_the_dataclass() -> None:
         uuid.uuid4(),
     )
     built, plain = recorded_event(*values), RecordedEvent(*values)
+    assert type(built) is RecordedEvent
     assert built == plain
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.version = 2  # type: ignore[misc]
     assert built.cursor == plain.cursor == LogCursor(5, 17)
     assert repr(built) == repr(plain)
     # Slotted: a read keeps one per event alive, without an instance dictionary.
