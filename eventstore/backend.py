@@ -51,6 +51,14 @@ class StreamRows:
     rows: Iterable[Sequence[Any]]
 
 
+@dataclass(frozen=True)
+class LogRows:
+    """Rows of one page of the log and the streams (with data keys) they belong to."""
+
+    rows: Sequence[Sequence[Any]]
+    streams: Mapping[int, StreamKey]
+
+
 # Columns of :attr:`Backend.latest_stream_sql`, in this order.
 _LATEST_STREAM = (
     sa.select(
@@ -190,6 +198,17 @@ class Backend(abc.ABC):
     def stream_keys(self, conn: Connection, stream_ids: Iterable[int]) -> Mapping[int, StreamKey]:
         """The streams of ``stream_ids`` and their data keys, in one statement."""
         return load_stream_keys(conn, stream_ids)
+
+    def log_page(self, params: Mapping[str, Any], partitioned: bool) -> LogRows:
+        """One page of :attr:`read_log_sql` and its streams' keys, the keys read after the rows.
+
+        ``params``: ``group``, ``position``, ``limit`` (and ``index``, ``count``
+        when ``partitioned``).  Reading the keys second means a key destroyed
+        in between reads back as erased, never the other way round.
+        """
+        with self.log_reads(partitioned) as conn:
+            rows = self.fetch_all(conn, self.read_log_sql[partitioned], params)
+            return LogRows(rows, self.stream_keys(conn, {row[3] for row in rows}))
 
     @contextmanager
     def stream_read(

@@ -36,7 +36,6 @@ from eventstore.model import (
 )
 from eventstore.reader import (
     EventDecoder,
-    decode_rows,
     read_by_ids,
     read_stream_rows,
     subject_cipher,
@@ -213,11 +212,9 @@ class EventStore:
         params = {"group": after.commit_group, "position": after.position, "limit": limit}
         if partition is not None:
             params["index"], params["count"] = partition
-        sql = self.backend.read_log_sql[partition is not None]
-        with self.backend.log_reads(partitioned=partition is not None) as conn:
-            rows = self.backend.fetch_all(conn, sql, params)
-            types, load_keys = self.backend.row_types, self.backend.stream_keys
-            page = decode_rows(conn, self.codec, rows, types, load_keys)
+        found = self.backend.log_page(params, partitioned=partition is not None)
+        decoder = EventDecoder(self.codec, found.streams, self.backend.row_types)
+        page = decoder.decode_all(found.rows)
         return LogPage(page, page[-1].cursor if page else after)
 
     def count_after(self, after: LogCursor, *, partition: Partition | None = None) -> int:
