@@ -230,6 +230,10 @@ class Backend(abc.ABC):
 
     #: How this driver returns UUIDs and timestamps in raw rows.
     row_types: RowTypes
+    #: What :attr:`read_stream_sql` and :attr:`read_log_sql` select: the
+    #: columns of ``EVENT_READ_COLUMNS``, some perhaps in a form cheaper for
+    #: the driver to load (which :attr:`row_types` then converts).
+    raw_event_columns: sa.Select[Any] = select_event_columns
     #: The driver's paramstyle for named parameters.
     paramstyle: str
 
@@ -263,7 +267,7 @@ class Backend(abc.ABC):
 
         Parameters: ``stream_id``, ``version``, ``limit``.
         """
-        query = select_event_columns.where(events.c.stream_id == sa.bindparam("stream_id"))
+        query = self.raw_event_columns.where(events.c.stream_id == sa.bindparam("stream_id"))
         limit = sa.bindparam("limit", type_=sa.BigInteger())
         version = sa.bindparam("version", type_=sa.BigInteger())
         forwards = query.where(events.c.version >= version).order_by(events.c.version)
@@ -281,7 +285,7 @@ class Backend(abc.ABC):
         (``True``) also ``count`` and ``index``: streams whose id modulo
         ``count`` equals ``index``.
         """
-        query = select_event_columns.where(
+        query = self.raw_event_columns.where(
             self.after_cursor(), self.visible_commit_groups(events.c.commit_group)
         )
         limit = sa.bindparam("limit", type_=sa.BigInteger())

@@ -16,7 +16,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, NamedTuple
 
 import orjson
@@ -82,10 +82,6 @@ def unchanged(value: Any) -> Any:
 
 #: Rows SQLAlchemy has already converted through the table's column types.
 CONVERTED = RowTypes(unchanged, unchanged)
-
-
-def naive_utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC)
 
 
 class _Unfrozen:

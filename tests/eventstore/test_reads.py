@@ -48,6 +48,28 @@ def test_a_long_stream_reads_whole_in_either_direction_and_in_slices(store: Even
     assert [e.version for e in store.read_stream("default", "long")] == list(range(1, LONG + 1))
 
 
+def test_every_read_path_returns_the_events_the_appends_returned(store: EventStore) -> None:
+    # Each read path loads rows its own way (on PostgreSQL the recorded time
+    # arrives in the server's binary form); all must rebuild the same events.
+    appended = []
+    for n, subject in enumerate(["ann", "bob", "ann", "cyd"]):
+        batch = [NewEvent("memory.stored", {"n": n, "i": i}, {"by": "test"}) for i in range(3)]
+        appended += store.append("default", subject, batch)
+    by_subject = {
+        subject: [
+            e
+            for e in appended
+            if e.stream.subject_key == store.codec.subject_key("default", subject)
+        ]
+        for subject in ("ann", "bob", "cyd")
+    }
+    for subject, expected in by_subject.items():
+        assert store.read_stream("default", subject) == expected
+    assert store.read_all(limit=100).events == appended
+    assert store.get_events([e.event_id for e in appended]) == appended
+    assert len({e.recorded_at for e in appended}) == 4  # one time per append, not one per event
+
+
 def test_a_read_that_fails_half_way_leaves_the_store_readable(store: EventStore) -> None:
     write_long_stream(store, "damaged")
     write_long_stream(store, "intact")
