@@ -452,12 +452,28 @@ class PostgresBackend(Backend):
         # The two statements on an autocommit connection of the append's
         # pool: an engine connection switched to autocommit and back cost
         # about a quarter of a one-event page's client time (docs/benchmarks.md).
-        sql, keys = self.read_log_sql[False], self._stream_keys_sql
+        # Both statements through libpq, as the appends' are (psycopg's
+        # execute path was most of a page's fixed client time), their rows
+        # loaded by psycopg's own loaders.
+        page = {name: prepared.int8(params[name]) for name in ("group", "position", "limit")}
         with self.translate_errors(), self._autocommit_connections.connection() as driver:
-            rows = self._fetch(driver, sql.text, {**sql.defaults, **params})
-            stream_ids = sorted({row[3] for row in rows})
-            key_rows = self._fetch(driver, keys.text, {**keys.defaults, "stream_ids": stream_ids})
+            result = self._prepared.execute(driver, self._log_page_statement, page)
+            rows = prepared.tuple_rows(driver, result)
+            stream_ids = arrays.bigint_array(sorted({row[3] for row in rows})).data
+            result = self._prepared.execute(
+                driver, self._stream_keys_statement, {"stream_ids": stream_ids}
+            )
+            key_rows = prepared.tuple_rows(driver, result)
         return LogRows(rows, {row[0]: stream_key_from_row(row) for row in key_rows})
+
+    @functools.cached_property
+    def _log_page_statement(self) -> prepared.Statement:
+        types = {"group": "int8", "position": "int8", "limit": "int8"}
+        return prepared.statement(self.read_log_sql[False].text, types)
+
+    @functools.cached_property
+    def _stream_keys_statement(self) -> prepared.Statement:
+        return prepared.statement(self._stream_keys_sql.text, {"stream_ids": "int8[]"})
 
     def insert_ignoring_duplicates(self, table: sa.Table) -> Insert:
         return pg_insert(table).on_conflict_do_nothing()

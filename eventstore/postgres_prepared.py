@@ -35,6 +35,7 @@ from typing import Any
 
 import psycopg
 import psycopg.errors
+from psycopg.adapt import Transformer
 from psycopg.postgres import types
 from psycopg.pq import ConnStatus, DiagnosticField, ExecStatus, Format
 from psycopg.pq.abc import PGresult
@@ -152,6 +153,18 @@ def _check(driver: psycopg.Connection[Any], result: PGresult) -> PGresult:
         # here, the retryable error, and the connection now reports closed.
         raise psycopg.OperationalError(result.get_error_message("utf-8"))
     raise psycopg.errors.error_from_result(result, driver.info.encoding)
+
+
+def tuple_rows(driver: psycopg.Connection[Any], result: PGresult) -> list[tuple[Any, ...]]:
+    """Every row of ``result`` as a tuple, each value loaded as a cursor would load it.
+
+    psycopg's own loaders (in C) through its :class:`~psycopg.adapt.Transformer`,
+    the object its cursors use: the same Python values as ``cursor.fetchall()``,
+    for results of statements run here.
+    """
+    transformer = Transformer.from_context(driver)
+    transformer.set_pgresult(result)
+    return transformer.load_rows(0, result.ntuples, tuple)
 
 
 def int8_rows(result: PGresult) -> list[tuple[int, ...]]:
