@@ -190,12 +190,21 @@ def bench() -> None:
     default=None,
     help="Run the same workloads with this library in the same run, and print ratios.",
 )
+@click.option(
+    "--gc/--no-gc",
+    "gc_in_rounds",
+    default=True,
+    show_default=True,
+    help="Let Python's garbage collector run while rounds are timed; --no-gc pauses it "
+    "then (collecting between rounds), to time CPU work without allocation pressure.",
+)
 @click.pass_context
 @friendly_errors
 def bench_eventstore(
     ctx: click.Context,
     backend: str,
     compare: str | None,
+    gc_in_rounds: bool,
     json_path: Path | None,
     rounds: int,
     scale: float,
@@ -203,7 +212,12 @@ def bench_eventstore(
     """Time the log's appends and reads and print medians (progress goes to stderr)."""
     server_url = settings_from(ctx).database_url or DEFAULT_SERVER_URL
     config = BenchConfig(
-        backend=backend, compare=compare, rounds=rounds, scale=scale, server_url=server_url
+        backend=backend,
+        compare=compare,
+        rounds=rounds,
+        scale=scale,
+        server_url=server_url,
+        gc_in_rounds=gc_in_rounds,
     )
     report = run_eventstore_bench(config, progress=lambda line: click.echo(line, err=True))
     click.echo(report.table())

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,13 +14,16 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from eventstore.postgres import normalise_postgres_url
+from oblivio.bench.eventstore import garbage_collection
 from oblivio.cli import main
 
 WORKLOADS = {"append_single", "append_batch", "append_4_writers", "read_stream", "read_log"}
 SYSTEMS = ("oblivio", "eventsourcing")
 
 
-def run_bench(json_path: Path, backend: str, *global_options: str) -> dict[str, Any]:
+def run_bench(
+    json_path: Path, backend: str, *global_options: str, bench_options: tuple[str, ...] = ()
+) -> dict[str, Any]:
     result = CliRunner().invoke(
         main,
         [
@@ -34,12 +40,14 @@ def run_bench(json_path: Path, backend: str, *global_options: str) -> dict[str, 
             "0.05",
             "--json",
             str(json_path),
+            *bench_options,
         ],
     )
     assert result.exit_code == 0, result.output
     assert "ratio" in result.stdout
     assert "no cipher" in result.stdout  # the output says eventsourcing ran unencrypted
     report: dict[str, Any] = json.loads(json_path.read_text())
+    report["stdout"] = result.stdout
     return report
 
 
@@ -62,6 +70,47 @@ def test_bench_eventstore_on_sqlite_compares_with_eventsourcing(tmp_path: Path) 
     assert report["backend"] == "sqlite"
     assert_complete(report)
     assert not (tmp_path / "unused").exists()  # scratch data lives in a temporary directory
+
+
+def test_no_gc_pauses_the_collector_only_while_rounds_are_timed(tmp_path: Path) -> None:
+    report = run_bench(
+        tmp_path / "bench.json", "sqlite", "--data-dir", str(tmp_path), bench_options=("--no-gc",)
+    )
+
+    assert_complete(report)
+    assert report["machine"]["gc_in_rounds"] is False
+    assert "garbage collector paused" in report["stdout"]
+    assert gc.isenabled()
+
+
+def test_the_collector_is_paused_inside_the_block_and_runs_again_after() -> None:
+    with garbage_collection(enabled=False):
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with garbage_collection(enabled=True):
+        assert gc.isenabled()
+    with pytest.raises(RuntimeError), garbage_collection(enabled=False):
+        raise RuntimeError("a failing round")
+    assert gc.isenabled()
+
+
+def test_the_floor_script_runs_the_workloads_beside_both_systems(tmp_path: Path) -> None:
+    json_path = tmp_path / "floor.json"
+    script = Path(__file__).parents[1] / "benchmarks" / "eventstore_floor.py"
+    arguments = ["--backend", "sqlite", "--rounds", "1", "--scale", "0.02", "--json", json_path]
+    result = subprocess.run(
+        [sys.executable, script, *arguments], capture_output=True, text=True, check=False
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert "oblivio/floor" in result.stdout
+    rows = {row["workload"]: row for row in json.loads(json_path.read_text())}
+    assert set(rows) == WORKLOADS
+    assert rows["append_single"]["target"] == 1.0
+    for row in rows.values():
+        assert row["oblivio_ratio"] > 0
+        assert row["floor_ratio"] > 0
+        assert set(row["events_per_s"]) == {"oblivio", "eventsourcing", "floor"}
 
 
 @pytest.mark.postgres

@@ -8,6 +8,7 @@ shared, noisy machine hits every system alike, and the report gives medians.
 
 from __future__ import annotations
 
+import gc
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -58,6 +59,10 @@ class BenchConfig:
     scale: float = 1.0
     #: PostgreSQL server on which scratch databases are created and dropped.
     server_url: str = DEFAULT_SERVER_URL
+    #: Python's cyclic garbage collector runs during timed rounds (as it does
+    #: in any process); ``False`` pauses it in this process while a round is
+    #: timed and collects between rounds, which leaves the CPU work alone.
+    gc_in_rounds: bool = True
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -125,8 +130,9 @@ def run_eventstore_bench(config: BenchConfig, progress: Progress = lambda _: Non
     with scratch_systems(config) as systems:
         server = postgres_version(config.server_url) if config.backend == "postgres" else None
         machine = machine_info(server)
-        results = run_workloads(workloads, systems, config.rounds, progress)
+        results = run_workloads(workloads, systems, config.rounds, progress, config.gc_in_rounds)
         machine["load_average_end"] = load_average()
+        machine["gc_in_rounds"] = config.gc_in_rounds
     notes = {system.name: system.notes for system in systems}
     return BenchReport(config.backend, config.rounds, config.scale, machine, notes, results)
 
@@ -159,7 +165,11 @@ def _eventsourcing_system(directory: Path, database_url: str | None) -> System:
 
 
 def run_workloads(
-    workloads: Sequence[Workload], systems: Sequence[System], rounds: int, progress: Progress
+    workloads: Sequence[Workload],
+    systems: Sequence[System],
+    rounds: int,
+    progress: Progress,
+    gc_in_rounds: bool = True,
 ) -> list[WorkloadResult]:
     """Seed every system, then time each workload, systems interleaved round by round."""
     with open_sessions(systems) as sessions:
@@ -167,7 +177,7 @@ def run_workloads(
             progress(f"seeding {system.name} for the read workloads (not timed)")
             for workload in workloads:
                 workload.seed(sessions[system.name])
-        return [measure(w, systems, sessions, rounds, progress) for w in workloads]
+        return [measure(w, systems, sessions, rounds, progress, gc_in_rounds) for w in workloads]
 
 
 def measure(
@@ -176,6 +186,7 @@ def measure(
     sessions: dict[str, Session],
     rounds: int,
     progress: Progress,
+    gc_in_rounds: bool = True,
 ) -> WorkloadResult:
     result = WorkloadResult(workload)
     total = workload.rounds(rounds)
@@ -183,13 +194,35 @@ def measure(
         # A B A B …: drift on a shared machine (other jobs, checkpoints,
         # autovacuum, thermal limits) then hits every system alike.
         for system in systems:
-            m = workload.measure(system, sessions[system.name], round_no)
+            with garbage_collection(gc_in_rounds):
+                m = workload.measure(system, sessions[system.name], round_no)
             result.add(system.name, m)
             progress(
                 f"{workload.name:<16} round {round_no}/{total}  {system.name:<13} "
                 f"{m.events_per_s:>10,.0f} events/s {m.ms_per_op:>9.3f} ms/op"
             )
     return result
+
+
+@contextmanager
+def garbage_collection(enabled: bool) -> Iterator[None]:
+    """Leave the cyclic collector as it is, or pause it for the block and collect after.
+
+    Reads that allocate more objects per event trigger more collections, and
+    a full collection's cost grows with everything else the process holds,
+    so with the collector running a ratio mixes CPU work with allocation
+    pressure (docs/benchmarks.md, "Eighth pass").  Paused, only the first is
+    measured.  Only this process: writer processes keep their collector.
+    """
+    if enabled or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.collect()
 
 
 @contextmanager

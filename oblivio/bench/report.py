@@ -147,6 +147,7 @@ class BenchReport:
             f"medians over rounds (requested {self.rounds}, heavy workloads run half), "
             f"scale {self.scale:g}, ~{PAYLOAD_BYTES}-byte JSON payloads, "
             "systems interleaved round by round"
+            + ("" if m.get("gc_in_rounds", True) else ", garbage collector paused in timed rounds")
         )
 
     def _header(self) -> list[str]:
