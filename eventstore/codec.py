@@ -148,16 +148,31 @@ def _orjson_writes_the_same(value: Any, depth: int = 0) -> bool:
 
 def to_json_bytes(value: Mapping[str, Any], what: str) -> bytes:
     """Deterministic JSON (sorted keys, no spaces); refuses NaN and lone surrogates."""
+    return encode_json(value, what)[0]
+
+
+def encode_json(value: Mapping[str, Any], what: str) -> tuple[bytes, bool]:
+    """:func:`to_json_bytes`, and whether every integer in it is known to fit in 64 bits.
+
+    The value went through orjson only if every integer in it does (see
+    :func:`_orjson_writes_the_same`), so then the writer need not scan the
+    text for long digit runs (:func:`small_numbers`), which was about 5% of
+    the client's instructions per event of a batch append.
+    """
     if type(value) is dict:
         if not value:
-            return b"{}"  # most events carry no metadata
+            return b"{}", True  # most events carry no metadata
     elif not isinstance(value, Mapping):
         raise InvalidInputError(f"{what} must be a JSON object")
     if _orjson_writes_the_same(value):
         try:
-            return orjson.dumps(value, option=_ORJSON_SORTED)
+            return orjson.dumps(value, option=_ORJSON_SORTED), True
         except orjson.JSONEncodeError:
             pass  # e.g. a lone surrogate: the standard encoder's error below
+    return _standard_json(value, what), False
+
+
+def _standard_json(value: Mapping[str, Any], what: str) -> bytes:
     try:
         text = _JSON_ENCODER.encode(value)
     except (TypeError, ValueError) as e:
@@ -283,8 +298,8 @@ class EventCodec:
         check_event_type(event.type)
         if not isinstance(event.schema_version, int) or not 1 <= event.schema_version < 2**31:
             raise InvalidInputError("schema_version must be a positive integer")
-        payload = to_json_bytes(event.data, "event data")
-        metadata = to_json_bytes(event.metadata, "event metadata")
+        payload, payload_fits = encode_json(event.data, "event data")
+        metadata, metadata_fits = encode_json(event.metadata, "event metadata")
         size = len(payload) + len(metadata)
         if size > self.max_event_bytes:
             raise PayloadTooLargeError(
@@ -300,7 +315,8 @@ class EventCodec:
             payload,
             metadata,
             caller_id=event.event_id is not None,
-            small_numbers=small_numbers(payload) and small_numbers(metadata),
+            small_numbers=(payload_fits or small_numbers(payload))
+            and (metadata_fits or small_numbers(metadata)),
         )
 
     @staticmethod

@@ -92,9 +92,15 @@ def test_a_read_that_fails_half_way_leaves_the_store_readable(store: EventStore)
     ("content", "marked"),
     [
         ({"n": 1, "x": 0.5, "s": "12345678901234567890"[:19]}, True),
-        ({"n": 2**64 - 1}, False),  # 20 digits: may be beyond 64 bits, so never marked
+        # Encoded by orjson, which takes only integers within 64 bits (and
+        # reads them back exactly): marked without a scan of the digits.
+        ({"n": 2**64 - 1}, True),
+        ({"s": "1" * 25}, True),
+        # The standard encoder (an integer beyond 64 bits, or a float orjson
+        # formats differently): the digit scan decides.
         ({"n": 2**70}, False),
-        ({"s": "1" * 25}, False),  # digits in a string: checked anyway, to keep the test simple
+        ({"x": 1e-5, "s": "1" * 25}, False),  # digits in a string count: the scan is simple
+        ({"x": 1e-5, "s": "1" * 19}, True),
     ],
 )
 def test_only_plaintexts_with_small_numbers_are_marked(
@@ -106,6 +112,16 @@ def test_only_plaintexts_with_small_numbers_are_marked(
     assert parse_content(encoded.plaintext()) == (content, {})
     [event] = store.append("default", "numbers", [NewEvent("memory.stored", content)])
     assert store.read_stream("default", "numbers")[-1].data == content == event.data
+
+
+def test_a_large_integer_in_the_metadata_leaves_the_plaintext_unmarked(store: EventStore) -> None:
+    event = NewEvent("memory.stored", {"n": 1}, metadata={"trace": 2**70})
+    assert store.codec.encode(event).small_numbers is False
+    [appended] = store.append("default", "meta", [event])
+    [read] = store.read_stream("default", "meta")
+    assert read.metadata == {"trace": 2**70} == appended.metadata
+    assert read.metadata is not None
+    assert type(read.metadata["trace"]) is int
 
 
 @pytest.mark.parametrize("value", [7, 2**70, -(2**80)])
