@@ -350,7 +350,8 @@ _READ_CHUNK_ROWS = 100
 # microseconds since 2000-01-01) instead of a timestamp psycopg turns into a
 # datetime for every row: the events of one append share their time, and the
 # decoder converts a time only when it differs from the row before's.  That
-# datetime per row was about 3% of a read's client time (docs/benchmarks.md).
+# datetime per row was 2-3% of a read's client instructions (docs/benchmarks.md,
+# eighth pass).
 _RAW_EVENT_COLUMNS = sa.select(
     *(
         sa.func.timestamp_send(events.c.recorded_at, type_=sa.LargeBinary()).label(name)
@@ -449,12 +450,12 @@ class PostgresBackend(Backend):
     def log_page(self, params: Mapping[str, Any], partitioned: bool) -> LogRows:
         if partitioned:  # needs its transaction (see log_reads)
             return super().log_page(params, partitioned)
-        # The two statements on an autocommit connection of the append's
-        # pool: an engine connection switched to autocommit and back cost
-        # about a quarter of a one-event page's client time (docs/benchmarks.md).
-        # Both statements through libpq, as the appends' are (psycopg's
-        # execute path was most of a page's fixed client time), their rows
-        # loaded by psycopg's own loaders.
+        # On an autocommit connection of the appends' pool, both statements
+        # prepared and run through libpq as the appends' are, their rows loaded
+        # by psycopg's own loaders.  An engine connection switched to
+        # autocommit and back, and psycopg's execute path, were most of a
+        # page's fixed client time: a one-event page took 0.355 ms of client
+        # CPU that way and takes 0.154 now (docs/benchmarks.md, eighth pass).
         page = {name: prepared.int8(params[name]) for name in ("group", "position", "limit")}
         with self.translate_errors(), self._autocommit_connections.connection() as driver:
             result = self._prepared.execute(driver, self._log_page_statement, page)
