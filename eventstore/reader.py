@@ -288,19 +288,15 @@ class EventDecoder:
 
 
 def decode_rows(
-    conn: Connection,
-    codec: EventCodec,
-    rows: Sequence[Sequence[Any]],
-    types: RowTypes = CONVERTED,
-    load_keys: Callable[[Connection, Iterable[int]], Mapping[int, StreamKey]] = load_stream_keys,
+    conn: Connection, codec: EventCodec, rows: Sequence[Sequence[Any]]
 ) -> list[RecordedEvent]:
-    """Decode event rows, loading their streams and keys with ``load_keys``.
+    """Decode rows SQLAlchemy converted, loading their streams and keys in one statement.
 
     Keys are read after the events: a key destroyed in between reads back as
     erased, never the other way round.
     """
-    stream_keys = load_keys(conn, (row[3] for row in rows))
-    return EventDecoder(codec, stream_keys, types).decode_all(rows)
+    stream_keys = load_stream_keys(conn, {row[3] for row in rows})
+    return EventDecoder(codec, stream_keys).decode_all(rows)
 
 
 def read_by_ids(
