@@ -9,7 +9,9 @@ borrow is a list pop under a lock.
 
 A connection goes back only when it is idle outside any transaction and
 belongs to this process; one that failed, broke or crossed a ``fork`` is
-closed or dropped, and the next borrower opens a new one.  Like the
+closed or dropped, and the next borrower opens a new one.  An idle one the
+server has ended meanwhile (a restart, a failover) is noticed before it is
+lent, by its readable socket, and replaced.  Like the
 SQLAlchemy pool's ``pool_recycle``, a connection older than ``recycle_after``
 seconds is closed instead of used, before a firewall or server timeout can
 drop it.  At most ``keep`` idle connections are kept and at most ``limit``
@@ -20,6 +22,7 @@ one waiting for SQLAlchemy's pool, and then gets :class:`PoolExhaustedError`.
 from __future__ import annotations
 
 import os
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -111,7 +114,7 @@ class AutocommitConnections:
                 if not self._idle:
                     return None
                 driver, opened = self._idle.pop()
-            if time.monotonic() - opened < self._recycle_after:
+            if time.monotonic() - opened < self._recycle_after and _still_open(driver):
                 return driver, opened
             driver.close()
 
@@ -152,3 +155,19 @@ class Borrowed:
 
     def __exit__(self, *exc_info: object) -> None:
         self._pool._give_back(self.driver, self._opened)
+
+
+def _still_open(driver: psycopg.Connection[Any]) -> bool:
+    """Whether an idle connection's session is still there, asked without a round trip.
+
+    An idle autocommit connection expects nothing from the server, so a
+    readable socket means the server has spoken first, and that is almost
+    always to end the session (a restart, a failover, ``pg_terminate_backend``,
+    an idle timeout): an error message, then the end of the stream.  Such a
+    connection is not used again.  The rare harmless message (a setting the
+    server reports on its own) costs one reconnection.  Without this check the
+    first borrower of each such connection got the failure, up to ``keep``
+    per process; it is one ``poll`` per borrow.
+    """
+    readable, _, _ = select.select([driver.pgconn.socket], [], [], 0)
+    return not readable

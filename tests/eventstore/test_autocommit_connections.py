@@ -2,9 +2,10 @@
 
 The optimistic append keeps a few psycopg connections of its own
 (eventstore.postgres_autocommit) instead of borrowing SQLAlchemy's pooled ones.  A
-connection must come back only when it is healthy, a dead one must cost one
-failed append (nothing written, a retryable error) and never a stuck store,
-and closing the store must close them on the server.
+connection must come back only when it is healthy, one the server ended while
+it was idle must be replaced before use, one that dies in use must cost one
+failed statement (nothing written, a retryable error) and never a stuck
+store, and closing the store must close them on the server.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from eventstore import EventStore, KeyringFile, NewEvent, OperationalError, create_backend
+from eventstore import EventStore, KeyringFile, NewEvent, create_backend
 from eventstore.postgres_autocommit import AutocommitConnections, PoolExhaustedError
 
 pytestmark = pytest.mark.postgres
@@ -66,20 +67,45 @@ def test_appends_reuse_one_connection(pg_store: EventStore, admin: sa.Connection
     assert len(append_backend_pids(admin)) == 1
 
 
-def test_a_connection_killed_on_the_server_costs_one_append_and_is_replaced(
+def terminate(admin: sa.Connection, pid: int) -> None:
+    """End a server process and wait until it is gone (its socket closed)."""
+    admin.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+    alive = sa.text("SELECT count(*) FROM pg_stat_activity WHERE pid = :pid")
+    deadline = time.monotonic() + 10
+    while admin.execute(alive, {"pid": pid}).scalar_one():
+        assert time.monotonic() < deadline, f"server process {pid} did not end"
+        time.sleep(0.01)
+
+
+def test_a_connection_the_server_ended_while_idle_is_replaced_before_use(
     pg_store: EventStore, admin: sa.Connection
 ) -> None:
+    # A restart, a failover or an idle timeout: the session ends while the
+    # connection waits in the pool.  The next borrower sees the closed socket
+    # and opens a new connection; no append or read fails for it.
     pg_store.append("default", "alice", [stored("before")])
     [pid] = append_backend_pids(admin)
-    admin.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+    terminate(admin, pid)
 
-    with pytest.raises(OperationalError):
-        pg_store.append("default", "alice", [stored("lost")])
     pg_store.append("default", "alice", [stored("after")])
-
     contents = [e.data["content"] for e in pg_store.read_stream("default", "alice")]
     assert contents == ["before", "after"]
+    assert len(pg_store.read_all().events) == 2
     assert pid not in append_backend_pids(admin)
+
+
+def test_a_connection_that_dies_while_lent_fails_its_statement_and_is_replaced(
+    postgres_url: str, admin: sa.Connection
+) -> None:
+    connections = pool(postgres_url, keep=2, limit=2)
+    with connections.connection() as lent:
+        terminate(admin, lent.info.backend_pid)
+        with pytest.raises(psycopg.OperationalError):
+            lent.execute("SELECT 1")
+    with connections.connection() as fresh:
+        assert fresh is not lent
+        assert fresh.execute("SELECT 1").fetchone() == (1,)
+    connections.close()
 
 
 def test_a_failed_statement_leaves_its_connection_for_the_next_borrower(
