@@ -460,6 +460,8 @@ class PostgresBackend(Backend):
         with self.translate_errors(), self._autocommit_connections.connection() as driver:
             result = self._prepared.execute(driver, self._log_page_statement, page)
             rows = prepared.tuple_rows(driver, result)
+            if not rows:  # a follower polling the end of the log: one round trip
+                return LogRows(rows, {})
             stream_ids = arrays.bigint_array(sorted({row[3] for row in rows})).data
             result = self._prepared.execute(
                 driver, self._stream_keys_statement, {"stream_ids": stream_ids}
