@@ -29,7 +29,7 @@ plain ``position >`` scan).  The floor writes with the durability oblivio uses
 
 The script talks to the drivers directly (``sqlite3``, psycopg): that is
 what a floor is.  It lives outside the packages so that nothing in oblivio
-depends on it.  docs/benchmarks.md ("The floor") shows a run and what it means.
+depends on it.  docs/benchmarks.md ("Eighth pass") shows runs and what it means.
 """
 
 from __future__ import annotations

@@ -167,7 +167,9 @@ def _still_open(driver: psycopg.Connection[Any]) -> bool:
     connection is not used again.  The rare harmless message (a setting the
     server reports on its own) costs one reconnection.  Without this check the
     first borrower of each such connection got the failure, up to ``keep``
-    per process; it is one ``poll`` per borrow.
+    per process; it is one ``poll`` per borrow (``poll``, not ``select``,
+    which refuses descriptors above 1023, common in a busy server process).
     """
-    readable, _, _ = select.select([driver.pgconn.socket], [], [], 0)
-    return not readable
+    poller = select.poll()
+    poller.register(driver.pgconn.socket, select.POLLIN)
+    return not poller.poll(0)  # nothing to read, no hang-up, no error

@@ -11,6 +11,7 @@ store, and closing the store must close them on the server.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -106,6 +107,22 @@ def test_a_connection_that_dies_while_lent_fails_its_statement_and_is_replaced(
         assert fresh is not lent
         assert fresh.execute("SELECT 1").fetchone() == (1,)
     connections.close()
+
+
+def test_the_idle_check_works_for_sockets_numbered_above_1023(postgres_url: str) -> None:
+    # A busy server process holds many descriptors; select() refuses those
+    # past FD_SETSIZE, poll() does not.
+    padding = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        connections = pool(postgres_url, keep=2, limit=2)
+        with connections.connection() as first:
+            assert first.pgconn.socket > 1023
+        with connections.connection() as again:
+            assert again is first
+        connections.close()
+    finally:
+        for fd in padding:
+            os.close(fd)
 
 
 def test_a_failed_statement_leaves_its_connection_for_the_next_borrower(
