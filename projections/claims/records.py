@@ -17,6 +17,7 @@ from projections.claims.matching import predicate_class
 from projections.model import (
     INITIAL_CONFIDENCE,
     INITIAL_SALIENCE,
+    ClaimState,
     LifecycleState,
     Node,
     NodeType,
@@ -126,3 +127,27 @@ def claim_row(
         "valid_to": None,
         "correction": claim["correction"],
     }
+
+
+def claim_state(node: Node, row: Any) -> ClaimState:
+    """A claim node's structure (from its metadata) with its row's interval."""
+    meta = node.meta
+    return ClaimState(
+        subject_id=uuid.UUID(meta["claim_subject_id"]),
+        subject_kind=meta["claim_subject_kind"],
+        predicate=meta["claim_predicate"],
+        attribute=meta["claim_attribute"],
+        object=meta["claim_object"],
+        polarity=meta["claim_polarity"],
+        modality=meta["claim_modality"],
+        temporal_intent=meta["claim_temporal_intent"],
+        replaces_object=meta["claim_replaces_object"],
+        conditions=tuple(meta["claim_conditions"]),
+        evidence_start=meta["claim_evidence_start"],
+        evidence_end=meta["claim_evidence_end"],
+        source_event_id=row.event_id,
+        plan_event_id=row.plan_event_id,
+        valid_from=row.valid_from,
+        valid_to=row.valid_to,
+        correction=row.correction,
+    )
