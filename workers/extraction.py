@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from datetime import datetime
 
@@ -89,13 +90,17 @@ class ExtractionWorker:
         if not page.events:
             return 0
         plans = {e.event_id: self._plan(e) for e in page.events if is_ingested(e)}
+        by_stream: dict[int, list[RecordedEvent]] = {}
+        for event in page.events:
+            if event.event_id in plans:
+                by_stream.setdefault(event.stream.stream_id, []).append(event)
         with self.store.transaction() as tx:
             if checkpoints.claim(tx.connection, NAME, partition) != cursor:
                 return None
-            for event in page.events:
-                plan = plans.get(event.event_id)
-                if plan is not None:
-                    self._publish(tx, event, plan)
+            # Streams are independent, so each is handled at once (one lock, one
+            # check of which messages still stand), its messages in log order.
+            for stream_id, messages in by_stream.items():
+                self._publish_stream(tx, stream_id, messages, plans)
             checkpoints.advance(tx.connection, NAME, partition, page.next_cursor, self.clock())
         return len(page.events)
 
@@ -141,18 +146,29 @@ class ExtractionWorker:
                 failure=str(e),
             )
 
-    def _publish(self, tx: Transaction, message: RecordedEvent, plan: IngestionPlan) -> None:
-        """Append and project the message's claims event, if the message still stands."""
-        stream = tx.lock_stream_id(message.stream.stream_id)
+    def _publish_stream(
+        self,
+        tx: Transaction,
+        stream_id: int,
+        messages: list[RecordedEvent],
+        plans: dict[uuid.UUID, IngestionPlan],
+    ) -> None:
+        """Append and project each message's claims event, if the message still stands."""
+        stream = tx.lock_stream_id(stream_id)
         if stream is None or stream.closed_at is not None:
             return  # forgotten since the page was read
-        if GraphStore(tx.connection).memory_event(stream.ref.stream_id, message.event_id) is None:
-            return  # erased since the page was read
+        live = GraphStore(tx.connection).live_memory_events(
+            stream_id, [m.event_id for m in messages]
+        )
         cipher = tx.locked_cipher(stream)
-        first_ordinal = len(self.graph.node_ids(message))
-        data = claims_event(tx.connection, cipher, message, plan, first_ordinal, self.clock())
-        new = NewEvent(ev.CLAIMS_EXTRACTED, data, event_id=ev.plan_event_id(message.event_id))
-        version_before = stream.version
-        [recorded] = tx.append_locked(stream, [new], ANY)
-        if stream.version != version_before:  # not a replay of an earlier append
-            self.graph.apply(tx.connection, cipher, recorded)
+        for message in messages:
+            if message.event_id not in live:
+                continue  # erased since the page was read
+            first_ordinal = len(self.graph.node_ids(message))
+            plan = plans[message.event_id]
+            data = claims_event(tx.connection, cipher, message, plan, first_ordinal, self.clock())
+            new = NewEvent(ev.CLAIMS_EXTRACTED, data, event_id=ev.plan_event_id(message.event_id))
+            version_before = stream.version
+            [recorded] = tx.append_locked(stream, [new], ANY)
+            if stream.version != version_before:  # not a replay of an earlier append
+                self.graph.apply(tx.connection, cipher, recorded)

@@ -14,6 +14,18 @@ from projections.storage.tables import claims
 
 ClaimRow = sa.Row[Any]
 
+# Statements built once: the extraction worker runs them for every message.
+_insert = claims.insert()
+_open_candidates = (
+    sa.select(claims)
+    .where(
+        claims.c.stream_id == sa.bindparam("stream_id"),
+        claims.c.match_key.in_(sa.bindparam("match_keys", expanding=True)),
+        claims.c.valid_to.is_(None),
+    )
+    .order_by(claims.c.valid_from, claims.c.node_id)
+)
+
 
 class ClaimStore:
     """Reads and writes the claim rows on one connection."""
@@ -23,20 +35,12 @@ class ClaimStore:
 
     def add(self, rows: Sequence[Mapping[str, Any]]) -> None:
         if rows:
-            self.conn.execute(claims.insert(), list(rows))
+            self.conn.execute(_insert, list(rows))
 
     def open_candidates(self, stream_id: int, match_keys: Collection[bytes]) -> list[ClaimRow]:
         """Claims of the stream under any of ``match_keys`` whose interval is still open."""
-        query = (
-            sa.select(claims)
-            .where(
-                claims.c.stream_id == stream_id,
-                claims.c.match_key.in_(list(match_keys)),
-                claims.c.valid_to.is_(None),
-            )
-            .order_by(claims.c.valid_from, claims.c.node_id)
-        )
-        return list(self.conn.execute(query))
+        params = {"stream_id": stream_id, "match_keys": list(match_keys)}
+        return list(self.conn.execute(_open_candidates, params))
 
     def close_interval(self, stream_id: int, node_id: uuid.UUID, valid_to: datetime) -> None:
         self.conn.execute(

@@ -150,6 +150,15 @@ class GraphStore:
         )
         return list(self.conn.execute(query).scalars())
 
+    def live_memory_events(
+        self, stream_id: int, event_ids: Collection[uuid.UUID]
+    ) -> set[uuid.UUID]:
+        """Which of ``event_ids`` are live memory events of stream ``stream_id``."""
+        query = sa.select(memory_events.c.event_id).where(
+            memory_events.c.stream_id == stream_id, memory_events.c.event_id.in_(list(event_ids))
+        )
+        return set(self.conn.execute(query).scalars())
+
     def memory_event(self, stream_id: int, event_id: uuid.UUID) -> sa.Row[Any] | None:
         """The live memory event ``event_id`` of stream ``stream_id`` (the table's key)."""
         query = sa.select(memory_events).where(
