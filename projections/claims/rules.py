@@ -116,6 +116,9 @@ _CONDITION = re.compile(
     re.IGNORECASE,
 )
 _HEDGES = re.compile(r"\b(?:maybe|perhaps|probably|might|may|possibly|i think)\b", re.IGNORECASE)
+_LEADING_HEDGE = re.compile(
+    r"^(?:maybe|perhaps|probably|possibly|i think|i guess)(?:,\s*|\s+)", re.IGNORECASE
+)
 _TRAILING = re.compile(
     r"(?:\s+(?:now|these days|nowadays|too|as well|anymore|any more|any longer))+\s*$",
     re.IGNORECASE,
@@ -162,6 +165,7 @@ def _claim(text: str, start: int, end: int) -> ClaimDraft | None:
     # Typographic apostrophes become plain ones: same length, so offsets hold.
     sentence = text[start:end].replace("’", "'")
     body, conditions = _split_condition(sentence)
+    body = _LEADING_HEDGE.sub("", body)  # the hedge still makes the claim hypothetical
     for rule in RULES:
         match = rule.pattern.match(body)
         if match is None:
