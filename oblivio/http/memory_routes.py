@@ -11,8 +11,7 @@ from eventstore.apikeys import Principal
 from eventstore.errors import InvalidInputError
 from oblivio.http import schemas as s
 from oblivio.http.auth import acting_user, current_context, members, required_user
-from oblivio.http.direct import JSON, DirectRoute
-from oblivio.http.encoding import retrieve_json
+from oblivio.http.encoding import JSON, retrieve_json
 from oblivio.http.errors import problem_responses
 from oblivio.memory import commands, queries
 from oblivio.memory.context import MemoryContext
@@ -22,7 +21,6 @@ router = APIRouter(
     prefix="/v1",
     tags=["memory"],
     responses=problem_responses(401, 403, 404, 409, 422, 503),
-    route_class=DirectRoute,
 )
 
 Ctx = Annotated[MemoryContext, Depends(current_context)]
