@@ -216,6 +216,7 @@ api_keys = sa.Table(
     sa.Column("subject_ref", sa.String(64), nullable=True),  # for listing, never the raw id
     sa.Column("created_at", UTCDateTime(), nullable=False),
     sa.Column("revoked_at", UTCDateTime(), nullable=True),
+    sa.Column("expires_at", UTCDateTime(), nullable=True),  # None: never expires
 )
 
 # APScheduler's SQLAlchemyJobStore table, declared here (same shape as the

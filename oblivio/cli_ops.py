@@ -345,9 +345,9 @@ def mcp(ctx: click.Context, api_key: str) -> None:
 
     memory = _open(ctx)
     with memory.store.reading() as view:
-        who = apikeys.authenticate(view.connection, api_key)
+        who = apikeys.authenticate(view.connection, api_key, memory.clock())
     if who is None:
-        raise click.ClickException("the API key is unknown or revoked")
+        raise click.ClickException("the API key is unknown, revoked or expired")
     build_mcp_server(memory, who).run("stdio")
 
 
