@@ -112,6 +112,7 @@ class MemoryClient(_Base):
     get_certificate = _Bound(compliance.get_certificate)
     jwks = _Bound(compliance.jwks)
     verify_certificate = _Bound(compliance.verify_certificate)
+    verify_log = _Bound(compliance.verify_log)
     export_subject = _Bound(compliance.export_subject)
     export_audit = _Bound(compliance.export_audit)
 
@@ -155,6 +156,7 @@ class MemoryEngine(_Base):
     get_certificate = _Awaited(compliance.get_certificate)
     jwks = _Awaited(compliance.jwks)
     verify_certificate = _Awaited(compliance.verify_certificate)
+    verify_log = _Awaited(compliance.verify_log)
     export_subject = _Awaited(compliance.export_subject)
     export_audit = _Awaited(compliance.export_audit)
 
