@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection
 
-from eventstore import START, ReadView, RecordedEvent
+from eventstore import ReadView, RecordedEvent
 from eventstore.errors import InvalidInputError
 from eventstore.ids import parse_uuid
 from oblivio.errors import NotCaughtUpError
@@ -35,7 +35,7 @@ from projections.storage.vector_reads import StateToken, state_token
 from projections.storage.vector_store import VectorStore
 
 DEFAULT_PAGE = 50
-LOG_PAGE = 500
+SUBJECT_PAGE = 500
 
 
 def _owner_stream(ctx: MemoryContext, user_id: str | None) -> int | None:
@@ -152,18 +152,17 @@ def subjects(ctx: MemoryContext) -> list[str]:
     """User ids that have readable memories in this namespace, sorted (operators).
 
     Raw user ids are on disk only inside their owners' encrypted events, so
-    this reads and decrypts the whole log: its cost grows with the log, and it
-    is meant for administration and framework adapters that must enumerate
-    people (LangGraph's ``list_namespaces``), not for a request path.
+    this decrypts one event per subject: its cost grows with the number of
+    subjects.  It serves administration and framework adapters that must
+    enumerate people (LangGraph's ``list_namespaces``), not a request path.
     """
+    with ctx.store.reading() as view:
+        event_ids = GraphStore(view.connection).one_event_per_subject(ctx.namespace)
     found: set[str] = set()
-    cursor = START
-    while True:
-        page = ctx.store.read_all(cursor, LOG_PAGE)
-        if not page.events:
-            return sorted(found)
-        found.update(e.data["user_id"] for e in page.events if _is_memory_event(ctx, e) and e.data)
-        cursor = page.next_cursor
+    for start in range(0, len(event_ids), SUBJECT_PAGE):
+        events = ctx.store.get_events(event_ids[start : start + SUBJECT_PAGE])
+        found.update(e.data["user_id"] for e in events if _is_memory_event(ctx, e) and e.data)
+    return sorted(found)
 
 
 def subject_ref(ctx: MemoryContext, user_id: str) -> str:
