@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import math
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -265,7 +264,6 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         return None
     try:
-        number = float(value)
-    except ValueError:
+        return float(value)  # infinities compare as in Python; NaN matches nothing
+    except (ValueError, OverflowError):
         return None
-    return number if math.isfinite(number) else None

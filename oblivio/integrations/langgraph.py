@@ -82,6 +82,9 @@ class _Snapshot:
     def changed(self, user: str) -> None:
         self.by_user.pop(user, None)
 
+    def clear(self) -> None:
+        self.by_user.clear()
+
 
 class OblivioStore(BaseStore):
     """A LangGraph ``BaseStore`` whose items are encrypted, erasable oblivio memories.
@@ -123,6 +126,11 @@ class OblivioStore(BaseStore):
         self.source_type = SourceType(source_type)
         self.wait = wait
         self.clock = clock
+        # Writes of one store run one at a time: a put reads the current revision
+        # and then supersedes it, which two concurrent puts of a key (asyncio.gather
+        # of aput) must not interleave.  Writers in other processes are not covered:
+        # racing puts there leave two revisions of which reads show the newer.
+        self._writes = threading.Lock()
         self._sweeper: threading.Thread | None = None
         self._stop_sweeping = threading.Event()
 
@@ -144,10 +152,12 @@ class OblivioStore(BaseStore):
         if isinstance(op, ListNamespacesOp):
             return self._list_namespaces(snapshot, op)
         if isinstance(op, PutOp):
-            if op.value is None:
-                self._erase(snapshot, op.namespace, op.key)
-            else:
-                self._put(snapshot, op)
+            with self._writes:
+                snapshot.clear()  # another thread may have written since it was read
+                if op.value is None:
+                    self._erase(snapshot, op.namespace, op.key)
+                else:
+                    self._put(snapshot, op)
             return None
         raise InvalidInputError(f"unknown store operation {type(op).__name__}")
 

@@ -12,6 +12,7 @@ namespaces, which items match); scores and timestamps are each store's own.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -307,3 +308,137 @@ def test_async_batches_run_concurrently_with_the_same_results(client: MemoryClie
 
     answers = same(client, lambda store: asyncio.run(scenario_async(store)))
     assert answers == [[0, 1, 2, 3, 4, 5], ["doc3", "doc4", "doc5"], ["doc3", "doc4", "doc5"]]
+
+
+def test_namespace_matching_is_by_whole_literal_segments(client: MemoryClient) -> None:
+    # From LangGraph's SQLite store tests: segment boundaries, metacharacters,
+    # case and an empty prefix (the InMemoryStore answers the same).
+    labels = [
+        "foo",
+        "foobar",
+        "foo2",
+        "user_1",
+        "userX1",
+        "a%b",
+        "axxb",
+        "star*",
+        "starX",
+        "q?m",
+        "br[ack]et",
+        "Foo",
+    ]
+
+    def scenario(store: BaseStore) -> list[Any]:
+        for label in labels:
+            store.put((label,), "k", {"v": label})
+            store.put((label, "child"), "k", {"v": label})
+        store.put(("uid", "users", "alice"), "k", {"v": 1})
+        store.put(("uid", "users", "malice"), "k", {"v": 1})
+        store.put(("uid", "a", "b", "alice"), "k", {"v": 1})
+
+        def spaces(prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
+            return sorted({i.namespace for i in store.search(prefix, limit=100)})
+
+        return [
+            *[spaces((label,)) for label in labels],
+            spaces(("fo",)),
+            len(store.search((), limit=100)),
+            store.list_namespaces(suffix=("alice",)),
+            store.list_namespaces(prefix=("uid", "*", "alice")),
+            store.list_namespaces(prefix=("uid",)),
+            store.list_namespaces(prefix=("star*",)),
+        ]
+
+    answers = same(client, scenario)
+    assert answers[0] == [("foo",), ("foo", "child")]
+    assert answers[len(labels)] == []
+
+
+def test_filters_take_values_literally(client: MemoryClient) -> None:
+    def scenario(store: BaseStore) -> list[Any]:
+        # Every item has a price: InMemoryStore's comparisons fail on a missing one.
+        store.put(
+            ("docs",), "doc1", {"access": "public", "title": "O'Brien's Document", "price": 1e308}
+        )
+        store.put(("docs",), "doc2", {"access": "private", "active": True, "price": 10})
+        store.put(("docs",), "doc3", {"access": "secret", "active": False, "price": -10})
+        store.put(("docs",), "doc4", {"access-level": "x", "123abc": "ok", "price": 30})
+        return [
+            keys(store.search(("docs",), filter=f))
+            for f in [
+                {"access": "public' OR '1'='1"},
+                {"access": "public\x00' OR '1'='1"},
+                {"title": "O'Brien's Document"},
+                {"active": True},
+                {"active": False},
+                {"price": {"$lt": float("inf")}},
+                {"price": {"$gt": float("-inf")}},
+                {"price": {"$eq": float("nan")}},
+                {"price": {"$lt": 10**100}},
+                {"price": {"$lt": 0}},
+                {"access-level": "x"},
+                {"123abc": "ok"},
+            ]
+        ]
+
+    answers = same(client, scenario)
+    assert answers[:5] == [[], [], ["doc1"], ["doc2"], ["doc3"]]
+    assert answers[5] == ["doc1", "doc2", "doc3", "doc4"]
+
+
+def test_a_batch_answers_each_operation_in_order(client: MemoryClient) -> None:
+    from langgraph.store.base import GetOp, ListNamespacesOp, SearchOp
+
+    def scenario(store: BaseStore) -> list[Any]:
+        store.put(("test", "foo"), "key1", {"data": "value1"})
+        store.put(("test", "bar"), "key2", {"data": "value2"})
+        results = store.batch(
+            [
+                GetOp(("test", "foo"), "key1"),
+                PutOp(("test", "bar"), "key2", {"data": "value2"}),
+                SearchOp(("test",), filter={"data": "value1"}),
+                ListNamespacesOp(),
+                GetOp(("test",), "key3"),
+                PutOp(("test",), "key3", {"data": "value3"}),
+            ]
+        )
+        first, put, searched, spaces, missing, _ = results
+        return [
+            first.value,
+            put,
+            found(searched),
+            spaces,
+            missing,  # type: ignore[union-attr]
+            store.get(("test",), "key3").value,
+        ]  # type: ignore[union-attr]
+
+    assert same(client, scenario) == [
+        {"data": "value1"},
+        None,
+        [(("test", "foo"), "key1", {"data": "value1"})],
+        [("test", "bar"), ("test", "foo")],
+        None,
+        {"data": "value3"},
+    ]
+
+
+def test_concurrent_puts_of_one_key_leave_one_current_revision(client: MemoryClient) -> None:
+    store = OblivioStore(client)
+
+    async def race() -> None:
+        await asyncio.gather(*[store.aput(("alice",), "k", {"text": f"v{i}"}) for i in range(4)])
+
+    asyncio.run(race())
+    item = store.get(("alice",), "k")
+    assert item is not None
+    events = client.get_events(user_id="alice")
+    assert len(events) == 4
+    current = [
+        node
+        for event in events
+        for node in client.get_event_nodes(event.id, user_id="alice")
+        if node.superseded_by is None
+    ]
+    assert len(current) == 1  # every earlier revision was superseded
+    assert current[0].content == json.dumps(item.value)
+    assert [i.value for i in store.search(("alice",), query="v")] == [item.value]
