@@ -365,22 +365,19 @@ class OblivioStore(BaseStore):
         return sorted(found)[op.offset : op.offset + op.limit]
 
 
+def _fields(doc: Document) -> dict[str, Any]:
+    return {
+        "namespace": doc.namespace,
+        "key": doc.key,
+        "value": doc.value,
+        "created_at": doc.created_at,
+        "updated_at": doc.updated_at,
+    }
+
+
 def _item(doc: Document) -> Item:
-    return Item(
-        value=doc.value,
-        key=doc.key,
-        namespace=doc.namespace,
-        created_at=doc.created_at,
-        updated_at=doc.updated_at,
-    )
+    return Item(**_fields(doc))
 
 
 def _search_item(doc: Document, score: float | None) -> SearchItem:
-    return SearchItem(
-        namespace=doc.namespace,
-        key=doc.key,
-        value=doc.value,
-        created_at=doc.created_at,
-        updated_at=doc.updated_at,
-        score=score,
-    )
+    return SearchItem(**_fields(doc), score=score)

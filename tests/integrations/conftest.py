@@ -14,30 +14,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
-from eventstore.postgres import normalise_postgres_url
 from oblivio import MemoryClient
 from oblivio.settings import Settings
+from tests.memory.conftest import module_postgres
+
+__all__ = ["module_postgres"]  # a database per module, as the memory tests have it
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-
-
-@pytest.fixture(scope="module")
-def module_postgres(
-    postgres_server_url: str, postgres_template: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, Path]]:
-    name = f"oblivio_i_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(
-        normalise_postgres_url(postgres_server_url), isolation_level="AUTOCOMMIT"
-    )
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'CREATE DATABASE "{name}" TEMPLATE "{postgres_template}"')
-    url = sa.engine.make_url(postgres_server_url).set(database=name).render_as_string(False)
-    yield url, tmp_path_factory.mktemp("keyring") / "keyring.json"
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    admin.dispose()
 
 
 @pytest.fixture(params=BACKENDS)
