@@ -154,3 +154,24 @@ def test_nothing_personal_reaches_the_database_in_plaintext(tmp_path: Path) -> N
     for secret in secrets:
         assert secret.encode() not in raw
         assert secret.encode("utf-16-le") not in raw
+
+
+def test_query_search_is_oblivio_retrieval_attractors_and_triggers_apply(
+    client: MemoryClient,
+) -> None:
+    store = OblivioStore(client, index={"fields": ["text"]})
+    store.put(("alice", "food"), "curry", {"text": "I love spicy curry"})
+    store.put(("alice", "food"), "cake", {"text": "I love sweet cake"})
+
+    def scores() -> dict[str, float | None]:
+        return {i.key: i.score for i in store.search(("alice",), query="I love food")}
+
+    before = scores()
+    client.add_negative_attractor("spicy curry", user_id="alice", severity=1.0)
+    demoted = scores()
+    assert (demoted["curry"] or 0) < (before["curry"] or 0)
+    assert demoted["cake"] == pytest.approx(before["cake"])
+    client.add_resonance_trigger(user_id="alice", keyword="cake", weight=5.0)
+    boosted = scores()
+    assert (boosted["cake"] or 0) > (demoted["cake"] or 0)
+    assert [i.key for i in store.search(("alice",), query="I love food")] == ["cake", "curry"]
