@@ -42,6 +42,7 @@ from projections.storage.vector_store import VectorStore
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 1000
+SUBJECT_PAGE = 500
 
 
 def _owner_stream(ctx: MemoryContext, user_id: str | None) -> int | None:
@@ -152,6 +153,29 @@ def _memory_event(event: RecordedEvent) -> MemoryEvent:
         version=event.version,
         recorded_at=event.recorded_at,
     )
+
+
+def subjects(ctx: MemoryContext) -> list[str]:
+    """User ids that have readable memories in this namespace, sorted (operators).
+
+    Raw user ids are on disk only inside their owners' encrypted events, so
+    this decrypts one event per subject: its cost grows with the number of
+    subjects.  It serves administration and framework adapters that must
+    enumerate people (LangGraph's ``list_namespaces``), not a request path.
+    """
+    with ctx.store.reading() as view:
+        event_ids = GraphStore(view.connection).one_event_per_subject(ctx.namespace)
+    found: set[str] = set()
+    for start in range(0, len(event_ids), SUBJECT_PAGE):
+        events = ctx.store.get_events(event_ids[start : start + SUBJECT_PAGE])
+        found.update(e.data["user_id"] for e in events if _is_memory_event(ctx, e) and e.data)
+    return sorted(found)
+
+
+def subject_ref(ctx: MemoryContext, user_id: str) -> str:
+    """The pseudonymous reference (hex keyed hash) certificates and audit entries name
+    ``user_id`` by: a caller can check that a certificate is about the person it asked."""
+    return ctx.store.subject_ref(ctx.namespace, inputs.user(user_id))
 
 
 # -- nodes --------------------------------------------------------------------------------

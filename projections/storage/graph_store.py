@@ -150,6 +150,21 @@ class GraphStore:
         )
         return list(self.conn.execute(query).scalars())
 
+    def one_event_per_subject(self, namespace: str) -> list[uuid.UUID]:
+        """One live memory event of each open stream in ``namespace`` (any of its events):
+        what names each subject that still has memories, to be decrypted by the caller."""
+        one_event = (
+            sa.select(memory_events.c.event_id)
+            .where(memory_events.c.stream_id == streams.c.stream_id)
+            .limit(1)
+            .correlate(streams)
+            .scalar_subquery()
+        )
+        query = sa.select(one_event).where(
+            streams.c.namespace == namespace, streams.c.closed_at.is_(None)
+        )
+        return [event_id for event_id in self.conn.execute(query).scalars() if event_id]
+
     def memory_event(self, stream_id: int, event_id: uuid.UUID) -> sa.Row[Any] | None:
         """The live memory event ``event_id`` of stream ``stream_id`` (the table's key)."""
         query = sa.select(memory_events).where(
