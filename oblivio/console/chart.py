@@ -12,6 +12,8 @@ LEFT, BOTTOM, TOP = 48, 36, 16
 
 
 def _duration(seconds: float) -> str:
+    if seconds < 10:
+        return f"{seconds:.1f} s"
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 7200:

@@ -99,7 +99,7 @@ def render(
 def allow(who: Principal, *kinds: str) -> None:
     """403 unless ``who`` is one of ``kinds``."""
     if who.kind not in kinds:
-        raise HTTPException(403, f"this page is not available to a {who.kind} key")
+        raise HTTPException(403, f"this page is not open to {who.kind} keys")
 
 
 def redirect(path: str) -> Response:
