@@ -34,6 +34,7 @@ CHROMIUM_FLAGS = [
     "--no-first-run",
 ]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
+SCREENSHOTS_ENV = "OBLIVIO_CONSOLE_SCREENSHOTS"
 NONCE = re.compile(r'name="nonce" value="([^"]+)"')
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 

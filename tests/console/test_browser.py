@@ -6,13 +6,15 @@ The screenshots in docs/console.md are taken here."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from oblivio.memory import commands
-from tests.console.conftest import SCREENSHOTS
+from tests.console.conftest import SCREENSHOTS, SCREENSHOTS_ENV
 from tests.http.conftest import ALICE, World
 
 PAGE_TIMEOUT_MS = 15_000
@@ -37,9 +39,20 @@ def _sign_in(page: Any, base_url: str, token: str) -> None:
     page.wait_for_selector(".principal")
 
 
-def _shot(page: Any, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    """Where screenshots go: docs/console/ when OBLIVIO_CONSOLE_SCREENSHOTS=1 (to refresh
+    the documentation's pictures), else a temporary directory (taken all the same)."""
+    if os.environ.get(SCREENSHOTS_ENV) == "1":
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        return SCREENSHOTS
+    return tmp_path
+
+
+def _shot(page: Any, directory: Path, name: str) -> None:
+    path = directory / f"{name}.png"
+    page.screenshot(path=str(path))
+    assert path.stat().st_size > 0
 
 
 def _only_this_host(requested: list[str], base_url: str) -> None:
@@ -49,7 +62,7 @@ def _only_this_host(requested: list[str], base_url: str) -> None:
 
 
 def test_a_user_forgets_themselves_and_verifies_the_certificate_in_the_browser(
-    browser_page: tuple[Any, list[str]], live_console: tuple[str, World]
+    browser_page: tuple[Any, list[str]], live_console: tuple[str, World], shots: Path
 ) -> None:
     page, requested = browser_page
     base_url, world = live_console
@@ -58,18 +71,18 @@ def test_a_user_forgets_themselves_and_verifies_the_certificate_in_the_browser(
     _sign_in(page, base_url, world.tokens["user"])
     assert page.url == f"{base_url}/console/my"
     assert "green tea" in page.inner_text("#memories")
-    _shot(page, "my-data")
+    _shot(page, shots, "my-data")
 
     page.click("#forget-start")
     page.fill("#confirm", "forget me")
-    _shot(page, "forget")
+    _shot(page, shots, "forget")
     page.click("#forget-confirm")
     page.wait_for_url("**/console/certificates/*")
     check = page.wait_for_selector('#browser-check:not([data-state="pending"])')
     assert check.get_attribute("data-state") == "valid", check.inner_text()
     assert "Valid: signed by issuer key" in check.inner_text()
     assert "1 event(s) erased" in check.inner_text()
-    _shot(page, "certificate")
+    _shot(page, shots, "certificate")
 
     # A tampered copy: one claim changed, the signature kept.
     original = json.loads(page.input_value("#certificate-input"))
@@ -81,7 +94,7 @@ def test_a_user_forgets_themselves_and_verifies_the_certificate_in_the_browser(
     verdict = page.wait_for_selector('#verdict:not([data-state="pending"])')
     assert verdict.get_attribute("data-state") == "invalid"
     assert "signature does not match" in verdict.inner_text()
-    _shot(page, "tampered")
+    _shot(page, shots, "tampered")
 
     # The untouched copy still verifies, so the failure above is the tampering.
     page.fill("#certificate-input", json.dumps(original))
@@ -95,7 +108,7 @@ def test_a_user_forgets_themselves_and_verifies_the_certificate_in_the_browser(
 
 
 def test_pasted_certificates_fail_naming_why(
-    browser_page: tuple[Any, list[str]], live_console: tuple[str, World]
+    browser_page: tuple[Any, list[str]], live_console: tuple[str, World], shots: Path
 ) -> None:
     page, requested = browser_page
     base_url, world = live_console
@@ -127,7 +140,7 @@ def test_pasted_certificates_fail_naming_why(
 
 
 def test_operator_and_auditor_pages(
-    browser_page: tuple[Any, list[str]], live_console: tuple[str, World]
+    browser_page: tuple[Any, list[str]], live_console: tuple[str, World], shots: Path
 ) -> None:
     page, requested = browser_page
     base_url, world = live_console
@@ -137,21 +150,21 @@ def test_operator_and_auditor_pages(
     assert page.url == f"{base_url}/console/requests"
     rows = page.query_selector_all("#requests tbody tr[data-status]")
     assert [r.get_attribute("data-status") for r in rows] == ["completed"]
-    _shot(page, "requests")
+    _shot(page, shots, "requests")
     page.click("#requests tbody a")
     page.wait_for_selector("#certificate-link")
     assert page.inner_text("#request-status") == "completed"
-    _shot(page, "request")
+    _shot(page, shots, "request")
     page.goto(f"{base_url}/console/health")
     assert page.query_selector("#certificate-times svg rect.bar") is not None
-    _shot(page, "health")
+    _shot(page, shots, "health")
     page.click("text=Sign out")
     page.wait_for_url("**/console/signin")
 
     _sign_in(page, base_url, world.tokens["auditor"])
     assert page.url == f"{base_url}/console/audit"
     assert page.get_attribute("#chain-state", "data-state") == "valid"
-    _shot(page, "audit")
+    _shot(page, shots, "audit")
     nav = page.inner_text("header nav")
     assert "Keys" not in nav
     assert "My data" not in nav
