@@ -55,16 +55,17 @@ def open_session(conn: Connection, who: Principal, now: datetime) -> str:
 
 def resolve(conn: Connection, token: str, now: datetime, idle: timedelta) -> Principal | None:
     """The principal of a live session, refreshing its last-seen time; None when
-    unknown, idle longer than ``idle`` or opened with a key revoked since."""
+    unknown, idle longer than ``idle`` or opened with a key revoked or expired since."""
     session_hash = _hash(token)
     row = conn.execute(
-        sa.select(console_sessions, api_keys.c.revoked_at)
+        sa.select(console_sessions, api_keys.c.revoked_at, api_keys.c.expires_at)
         .join(api_keys, api_keys.c.key_id == console_sessions.c.key_id)
         .where(console_sessions.c.session_hash == session_hash)
     ).first()
     if row is None:
         return None
-    if row.revoked_at is not None or row.last_seen_at <= now - idle:
+    who = Principal(row.key_id, row.principal, None, row.expires_at)
+    if row.revoked_at is not None or who.expired(now) or row.last_seen_at <= now - idle:
         end(conn, token)
         return None
     if row.last_seen_at <= now - TOUCH_GRANULARITY:
@@ -73,10 +74,10 @@ def resolve(conn: Connection, token: str, now: datetime, idle: timedelta) -> Pri
             .where(console_sessions.c.session_hash == session_hash)
             .values(last_seen_at=now)
         )
-    user_id = None
-    if row.sealed_user_id is not None:
-        user_id = crypto.decrypt(_seal_key(token), row.sealed_user_id, session_hash).decode()
-    return Principal(row.key_id, row.principal, user_id)
+    if row.sealed_user_id is None:
+        return who
+    user_id = crypto.decrypt(_seal_key(token), row.sealed_user_id, session_hash).decode()
+    return Principal(row.key_id, row.principal, user_id, row.expires_at)
 
 
 def end(conn: Connection, token: str) -> None:

@@ -1,7 +1,7 @@
 """console sign-in sessions
 
 Revision ID: es0006
-Revises: es0003
+Revises: es0005
 Create Date: 2026-12-02
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "es0006"
-down_revision = "es0003"
+down_revision = "es0005"
 branch_labels = None
 depends_on = None
 
