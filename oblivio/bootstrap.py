@@ -113,6 +113,7 @@ def open_memory(
         ),
         retrieval_cache=RetrievalCache(settings.retrieval_cache_nodes),
         api_keys=VerifiedKeys(settings.api_key_cache_seconds),
+        console_idle_minutes=settings.console_idle_minutes,
     )
 
 

@@ -53,6 +53,8 @@ class Settings(BaseModel):
     ``OBLIVIO_CLAIM_EXTRACTOR`` (``rules``, the default, or ``openai-chat``) with
     ``OBLIVIO_CLAIM_EXTRACTOR_URL``, ``OBLIVIO_CLAIM_EXTRACTOR_MODEL`` and
     ``OBLIVIO_CLAIM_EXTRACTOR_API_KEY`` for the latter (docs/ingest.md).
+    ``OBLIVIO_CONSOLE_IDLE_MINUTES`` (a console session ends after this long without a
+    request, default 30).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -76,6 +78,7 @@ class Settings(BaseModel):
     claim_extractor: Literal["rules", "openai-chat"] = "rules"
     claim_extractor_url: str | None = None
     claim_extractor_model: str | None = None
+    console_idle_minutes: float = Field(default=30.0, gt=0, le=24 * 60)
 
     @property
     def embedded(self) -> bool:
@@ -110,6 +113,7 @@ class Settings(BaseModel):
             ("claim_extractor", "OBLIVIO_CLAIM_EXTRACTOR"),
             ("claim_extractor_url", "OBLIVIO_CLAIM_EXTRACTOR_URL"),
             ("claim_extractor_model", "OBLIVIO_CLAIM_EXTRACTOR_MODEL"),
+            ("console_idle_minutes", "OBLIVIO_CONSOLE_IDLE_MINUTES"),
         ):
             if env.get(var):
                 values[field] = env[var]
