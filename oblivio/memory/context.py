@@ -42,3 +42,5 @@ class MemoryContext:
     retrieval_cache: RetrievalCache = field(default_factory=RetrievalCache)
     #: Verified API keys of the HTTP API; off unless the settings give a time.
     api_keys: VerifiedKeys = field(default_factory=lambda: VerifiedKeys(0))
+    #: How long a console session may stay idle before it must sign in again.
+    console_idle_minutes: float = 30.0
