@@ -22,7 +22,7 @@ from oblivio.errors import IdempotencyConflictError, NotCaughtUpError
 from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
 from projections import events as ev
-from projections.claims.publication import FIRST_PERSON_OWNER_KEY, RESERVED_META_KEYS
+from projections.claims.publication import FIRST_PERSON_OWNER_KEY
 from projections.model import NodeType, Role, Scope, SourceType
 from projections.storage.graph_store import GraphStore
 
@@ -142,11 +142,7 @@ def _parse(user: str, entry: Mapping[str, Any]) -> tuple[dict[str, Any], uuid.UU
         raise InvalidInputError("first_person_owner requires the user role")
     if owner and speaker is not None:
         raise InvalidInputError("first_person_owner cannot be combined with a named speaker")
-    meta = inputs.meta(entry.get("meta"))
-    if RESERVED_META_KEYS & set(meta):
-        raise InvalidInputError(
-            f"meta must not set {FIRST_PERSON_OWNER_KEY!r}; pass first_person_owner instead"
-        )
+    meta = inputs.meta(entry.get("meta"))  # rejects the reserved key
     if owner:
         meta[FIRST_PERSON_OWNER_KEY] = True
     data = {

@@ -40,7 +40,6 @@ from projections.storage.graph_store import GraphStore, node_from_row, state_of
 
 #: The reserved source metadata key of the first-person declaration.
 FIRST_PERSON_OWNER_KEY = "oblivio_first_person_owner_v1"
-RESERVED_META_KEYS = frozenset({FIRST_PERSON_OWNER_KEY})
 
 
 @dataclass(frozen=True)

@@ -321,6 +321,15 @@ def test_bad_input_writes_nothing(
     rejects(memory, lambda: memory.ingest_batch(batch, user_id=USER), message=message)
 
 
+def test_store_rejects_the_reserved_key_too(memory: MemoryClient) -> None:
+    rejects(
+        memory,
+        lambda: memory.store("x", user_id=USER, meta={"oblivio_first_person_owner_v1": True}),
+        message="meta must not set 'oblivio_first_person_owner_v1'; pass first_person_owner "
+        "instead",
+    )
+
+
 def test_batches_are_bounded(memory: MemoryClient) -> None:
     too_many = [{"message": f"I use tool {i}."} for i in range(101)]
     rejects(
