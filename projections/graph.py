@@ -244,9 +244,12 @@ class NodeGraphProjection:
         only under the stream's lock after checking the message.
         """
         records = data["claims"]
-        store.add_derived(cipher, [(c["ordinal"], claim_node(data, c)) for c in records])
+        store.add_claim_nodes(
+            cipher,
+            [(c["ordinal"], claim_node(data, c)) for c in records],
+            [claim_row(cipher, event.event_id, data, c) for c in records],
+        )
         claims = ClaimStore(store.conn)
-        claims.add([claim_row(cipher, event.event_id, data, c) for c in records])
         for retirement in data["retirements"]:
             self._superseded(store, cipher, event, retirement)
             valid_to = datetime.fromisoformat(retirement["valid_to"])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -14,8 +14,8 @@ from projections.storage.tables import claims
 
 ClaimRow = sa.Row[Any]
 
-# Statements built once: the extraction worker runs them for every message.
-_insert = claims.insert()
+# Built once: the extraction worker runs it for most messages.  Claim rows
+# are inserted with their nodes (GraphStore.add_derived).
 _open_candidates = (
     sa.select(claims)
     .where(
@@ -32,10 +32,6 @@ class ClaimStore:
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
-
-    def add(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        if rows:
-            self.conn.execute(_insert, list(rows))
 
     def open_candidates(self, stream_id: int, match_keys: Collection[bytes]) -> list[ClaimRow]:
         """Claims of the stream under any of ``match_keys`` whose interval is still open."""

@@ -14,7 +14,14 @@ from sqlalchemy.engine import Connection
 from eventstore import CompanionRows, SubjectCipher
 from eventstore.schema import events, streams
 from projections.model import LifecycleState, Node, NodeType, Scope, SourceType
-from projections.storage.tables import edges, memory_events, node_directory, nodes, operations
+from projections.storage.tables import (
+    claims,
+    edges,
+    memory_events,
+    node_directory,
+    nodes,
+    operations,
+)
 
 NodeRow = sa.Row[Any]
 
@@ -53,6 +60,20 @@ _insert_node_with_source = (
     )
     .add_cte(_directory_insert("node_").cte("directory_entry"))
 )
+
+# A claim node with its directory entry and its memory_claims row, in one
+# statement for PostgreSQL (see add_claim_nodes).
+_insert_claim_node = (
+    nodes.insert()
+    .values({c.name: sa.bindparam(f"node_{c.name}") for c in nodes.c})
+    .add_cte(_directory_insert("node_").cte("directory_entry"))
+    .add_cte(
+        claims.insert()
+        .values({c.name: sa.bindparam(f"claim_{c.name}") for c in claims.c})
+        .cte("claim_row")
+    )
+)
+_insert_claim = claims.insert()
 
 # Nodes by id alone: the directory gives the source event, the log that
 # event's stream, and memory_nodes is then read by its subject-first key.  An
@@ -125,13 +146,30 @@ class GraphStore:
             # Not entries' plain INSERT: a replay finds the entries erasure left.
             self.conn.execute(_insert_directory, entries.rows)
 
-    def add_derived(self, cipher: SubjectCipher, new_nodes: Sequence[tuple[int, Node]]) -> None:
-        """Insert nodes derived later from an event already recorded (its claims),
-        each at its given ordinal among that event's nodes."""
+    def add_claim_nodes(
+        self,
+        cipher: SubjectCipher,
+        new_nodes: Sequence[tuple[int, Node]],
+        claim_rows: Sequence[Mapping[str, Any]],
+    ) -> None:
+        """Insert claim nodes, derived later from an event already recorded, each at
+        its given ordinal among that event's nodes, with their ``memory_claims`` rows
+        (in the same order)."""
         rows = [_node_values(cipher, node, ordinal) for ordinal, node in new_nodes]
-        if rows:
-            self.conn.execute(_insert_node, rows)
-            self.conn.execute(_insert_directory, [_directory_entry(r) for r in rows])
+        if not rows:
+            return
+        if self.conn.dialect.name == "postgresql":
+            # One statement per node (data-modifying CTEs, which SQLite lacks):
+            # the extraction worker writes these for every message it extracts.
+            params = [
+                _prefixed("node_", row) | _prefixed("claim_", claim)
+                for row, claim in zip(rows, claim_rows, strict=True)
+            ]
+            self.conn.execute(_insert_claim_node, params)
+            return
+        self.conn.execute(_insert_node, rows)
+        self.conn.execute(_insert_directory, [_directory_entry(r) for r in rows])
+        self.conn.execute(_insert_claim, list(claim_rows))
 
     def events_recorded_before(
         self, namespace: str, scope: Scope, cutoff: datetime, limit: int
