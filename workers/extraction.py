@@ -1,12 +1,16 @@
 """The extraction worker: turns ingested messages into claims, with its own checkpoint.
 
 It follows the log partition by partition like the projection runner, but it
-writes to the log: per ingested message, one atomic append to the owner's
-stream of the claims event (the saved plan, its claims, any retirements),
-projected inline by the node graph like every other memory event.  That
-append uses "any" as its expected version, because callers keep appending
-to the same streams; the stream lock it holds is what keeps its reads of
-earlier claims valid until it appends.
+writes to the log: per ingested message, one claims event in the owner's
+stream (the saved plan, its claims, any retirements: the message's whole
+derivation in one atomic record), projected inline by the node graph like
+every other memory event.  The events of one stream's messages in a page are
+appended in one call, which is atomic as well, so no message's set is ever
+split; later messages of the batch see the claims of earlier ones before
+those are applied (``publication.Unapplied``).  The append uses "any" as its
+expected version, because callers keep appending to the same streams; the
+stream lock it holds is what keeps its reads of earlier claims valid until
+it appends.
 
 Extraction itself (a rule set, or a call to a chat endpoint) runs before the
 transaction, so a slow extractor holds no lock.  The transaction then claims
@@ -30,7 +34,7 @@ from eventstore.ids import SYSTEM_NAMESPACE
 from eventstore.store import utc_now
 from projections import events as ev
 from projections.claims.plan import ClaimExtractor, IngestionPlan, Message, validate_plan
-from projections.claims.publication import claims_event
+from projections.claims.publication import Unapplied, claims_event
 from projections.graph import NodeGraphProjection
 from projections.storage import checkpoints
 from projections.storage.graph_store import GraphStore
@@ -161,14 +165,31 @@ class ExtractionWorker:
             stream_id, [m.event_id for m in messages]
         )
         cipher = tx.locked_cipher(stream)
-        for message in messages:
-            if message.event_id not in live:
-                continue  # erased since the page was read
-            first_ordinal = len(self.graph.node_ids(message))
-            plan = plans[message.event_id]
-            data = claims_event(tx.connection, cipher, message, plan, first_ordinal, self.clock())
-            new = NewEvent(ev.CLAIMS_EXTRACTED, data, event_id=ev.plan_event_id(message.event_id))
-            version_before = stream.version
-            [recorded] = tx.append_locked(stream, [new], ANY)
-            if stream.version != version_before:  # not a replay of an earlier append
-                self.graph.apply(tx.connection, cipher, recorded)
+        # One append for the stream's messages of this page: each message's plan,
+        # claims and retirements are one event, and the append is atomic, so
+        # every message's set lands whole (and the page's sets with each other).
+        unapplied = Unapplied()
+        new_events = [
+            NewEvent(
+                ev.CLAIMS_EXTRACTED,
+                claims_event(
+                    tx.connection,
+                    cipher,
+                    message,
+                    plans[message.event_id],
+                    len(self.graph.node_ids(message)),
+                    self.clock(),
+                    unapplied,
+                ),
+                event_id=ev.plan_event_id(message.event_id),
+            )
+            for message in messages
+            if message.event_id in live  # else erased since the page was read
+        ]
+        if not new_events:
+            return
+        version_before = stream.version
+        recorded = tx.append_locked(stream, new_events, ANY)
+        if stream.version != version_before:  # not a replay of an earlier append
+            for event in recorded:
+                self.graph.apply(tx.connection, cipher, event)
