@@ -28,6 +28,8 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime
 
+from pydantic import ValidationError
+
 from eventstore import ANY, EventStore, LogCursor, NewEvent, RecordedEvent, Transaction
 from eventstore.errors import InvalidInputError
 from eventstore.ids import SYSTEM_NAMESPACE
@@ -141,7 +143,7 @@ class ExtractionWorker:
         )
         try:
             return validate_plan(self.extractor.plan(message).body(), message)
-        except InvalidInputError as e:
+        except (InvalidInputError, ValidationError) as e:
             log.warning("claim extractor output rejected for event %s: %s", event.event_id, e)
             return IngestionPlan(
                 extractor=self.extractor.name,

@@ -14,7 +14,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from projections.claims.plan import ClaimDraft, IngestionPlan, Message
+from projections.claims.plan import (
+    MAX_CLAIMS_PER_PLAN,
+    MAX_OBJECT_CHARS,
+    ClaimDraft,
+    IngestionPlan,
+    Message,
+)
 
 _SUBJECT = r"(?P<subject>i|we)"
 _VERB = r"(?P<verb>use|have|own|like|love|live in|work as)"
@@ -138,7 +144,8 @@ class RuleClaimExtractor:
             extractor=self.name,
             extractor_version=self.version,
             rules=tuple(r.name for r in RULES),
-            claims=tuple(claims),
+            # A plan holds a bounded number of claims: the first ones of a long message.
+            claims=tuple(claims[:MAX_CLAIMS_PER_PLAN]),
         )
 
 
@@ -171,7 +178,9 @@ def _claim(text: str, start: int, end: int) -> ClaimDraft | None:
         if match is None:
             continue
         span = _object_span(match)
-        if span is None:
+        if span is None or span[1] - span[0] > MAX_OBJECT_CHARS:
+            continue
+        if len(match.groupdict().get("attribute") or "") > MAX_OBJECT_CHARS:
             continue
         groups = match.groupdict()
         predicate = rule.predicate or _VERB_PREDICATES[groups["verb"].lower()]

@@ -109,3 +109,13 @@ def test_the_plan_checksum_covers_its_content() -> None:
     assert one.checksum() == extractor.plan(Message(text="I use Vim.", role="user")).checksum()
     assert one.checksum() != other.checksum()
     assert one.saved()["checksum"] == one.checksum()
+
+
+def test_long_messages_make_bounded_plans() -> None:
+    extractor = RuleClaimExtractor()
+    many = " ".join(f"I use tool{i}." for i in range(80))
+    plan = extractor.plan(Message(text=many, role="user"))
+    assert len(plan.claims) == 50
+    assert plan.claims[-1].object == "tool49"
+    long_object = "I use " + "a" * 300 + "."
+    assert extractor.plan(Message(text=long_object, role="user")).claims == ()
