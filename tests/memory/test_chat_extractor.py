@@ -135,10 +135,15 @@ def test_claims_from_the_chat_model_retire_like_the_rules(
         claims_reply("I use Vim.", "Vim", extra_field=1),  # not in the schema
     ],
 )
-def test_a_reply_that_is_no_valid_plan_writes_no_claims(
-    memory: MemoryClient, chat: ChatServer, reply: str
-) -> None:
+def test_a_reply_that_is_no_valid_plan_is_rejected(chat: ChatServer, reply: str) -> None:
     chat.reply = reply
+    extractor = ChatClaimExtractor(chat.url, "tiny-model")
+    with pytest.raises(InvalidPlanError):
+        extractor.plan(Message(text="I use Vim.", role="user"))
+
+
+def test_a_rejected_reply_writes_no_claims(memory: MemoryClient, chat: ChatServer) -> None:
+    chat.reply = claims_reply("I use Vim.", "Emacs")
     message = memory.ingest(
         "I use Vim.", user_id=USER, first_person_owner=True, wait_for_extraction=True
     )
@@ -146,7 +151,7 @@ def test_a_reply_that_is_no_valid_plan_writes_no_claims(
     [plan] = [e.data for e in events_of_type(memory, USER, ev.CLAIMS_EXTRACTED)]
     assert plan is not None
     assert plan["claims"] == []
-    assert plan["plan"]["failure"]
+    assert plan["plan"]["failure"] == "a claim's object does not occur in its evidence"
 
 
 def test_a_failing_endpoint_leaves_the_message_for_later(
