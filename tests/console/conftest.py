@@ -84,9 +84,11 @@ def _no_browser(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
+# Package scope, not session: Playwright's sync API keeps its event loop running in the
+# main thread while it is open, and every later test that calls asyncio.run() would fail.
+@pytest.fixture(scope="package")
 def chromium() -> Iterator[Any]:
-    """One headless Chromium for the session's browser tests."""
+    """One headless Chromium for the console package's browser tests."""
     executable = os.environ.get(CHROMIUM_ENV, DEFAULT_CHROMIUM)
     if not Path(executable).exists():
         _no_browser(
