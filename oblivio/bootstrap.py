@@ -16,8 +16,8 @@ import projections
 from certificates import IssuerKeyring
 from eventstore import EnvKeyProvider, EventStore, KeyProvider, KeyringFile, create_backend
 from eventstore.apikeys import VerifiedKeys
+from eventstore.backends.sqlite import sqlite_url
 from eventstore.migrate import upgrade
-from eventstore.sqlite import sqlite_url
 from eventstore.store import utc_now
 from oblivio.memory.context import MemoryContext
 from oblivio.settings import Settings
@@ -79,7 +79,7 @@ def open_memory(
     partitioning = [AsyncPartitioning(vectors.name, settings.partitions)]
     policy = ErasurePolicy(deadline=timedelta(hours=settings.erasure_deadline_hours))
     issuer = open_issuer_keyring(settings)
-    certifier = Certifier(issuer, store.codec.keys, key_policy(settings), clock)
+    certifier = Certifier(issuer, store.keys, key_policy(settings), clock)
     return MemoryContext(
         store=store,
         graph=graph,
@@ -126,7 +126,7 @@ def open_event_store(settings: Settings) -> EventStore:
 
 def build_worker_service(ctx: MemoryContext, settings: Settings) -> WorkerService:
     """The asynchronous loops and periodic jobs for ``oblivio worker`` and ``oblivio serve``."""
-    keys = ctx.store.codec.keys
+    keys = ctx.store.keys
     maintenance = Maintenance(
         store=ctx.store,
         eraser=ctx.eraser,
