@@ -118,10 +118,10 @@ class EventStore:
         """A keyed, content-free reference to ``value`` (e.g. an actor id) for the audit log."""
         return self.codec.pseudonym(kind, value)
 
-    def authenticate_api_key(self, token: str) -> Principal | None:
-        """The principal of a valid, unrevoked API key, or ``None``."""
+    def authenticate_api_key(self, token: str, now: datetime) -> Principal | None:
+        """The principal of a valid, unrevoked, unexpired API key at ``now``, or ``None``."""
         with self.backend.statement_reads() as conn:
-            return apikeys.authenticate(conn, token)
+            return apikeys.authenticate(conn, token, now)
 
     # -- writing ---------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from eventstore import NewEvent, RecordedEvent
-from oblivio.bootstrap import build_key_provider, migrate
+from oblivio.bootstrap import migrate, open_event_store
 from oblivio.client import MemoryClient
 from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
@@ -167,13 +167,17 @@ def scratch_settings(
         if backend == "postgres":
             urls = stack.enter_context(postgres_databases(server_url, labels))
         settings = {
-            label: Settings(data_dir=Path(tmp) / label, database_url=urls.get(label))
+            label: Settings(
+                data_dir=Path(tmp) / label,
+                database_url=urls.get(label),
+                keyring_path=Path(tmp) / f"{label}-keyring.json",  # scratch, beside the data
+            )
             for label in labels
         }
         for each in settings.values():
             each.data_dir.mkdir(parents=True)
             migrate(each)
-            build_key_provider(each)
+            open_event_store(each).close()
         yield settings
 
 

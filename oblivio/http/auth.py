@@ -42,13 +42,16 @@ def authenticated(request: Request, credentials: HTTPAuthorizationCredentials | 
     if credentials is None:
         raise HTTPException(401, "missing bearer API key", {"WWW-Authenticate": "Bearer"})
     memory, token = context(request), credentials.credentials
+    now = memory.clock()
     found = memory.api_keys.lookup(token)
     if found is None:
-        found = memory.store.authenticate_api_key(token)
+        found = memory.store.authenticate_api_key(token, now)
         if found is not None:
             memory.api_keys.remember(token, found)
-    if found is None:
-        raise HTTPException(401, "invalid or revoked API key", {"WWW-Authenticate": "Bearer"})
+    if found is None or found.expired(now):
+        raise HTTPException(
+            401, "invalid, revoked or expired API key", {"WWW-Authenticate": "Bearer"}
+        )
     return found
 
 
@@ -103,3 +106,9 @@ def required_user(who: Principal, named: str | None) -> str:
     if user is None:
         raise HTTPException(422, "user_id is required for this operation")
     return user
+
+
+def acting_actor(who: Principal) -> str:
+    """Who asked, as the audit log and certificates record it (pseudonymised
+    there): the API key."""
+    return f"api-key:{who.key_id}"
