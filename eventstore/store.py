@@ -199,7 +199,7 @@ class EventStore:
             stream = conn.execute(LATEST_STREAM, _subject(namespace, subject_key)).first()
             if stream is None:
                 return []
-            rows = conn.execute(query.where(events.c.stream_id == stream.stream_id))
+            rows = conn.execute(query.where(events.c.stream_id == stream.stream_id)).all()
             keys = {stream.stream_id: _stream_key(stream)}
             return EventDecoder(self.codec, keys).decode_all(rows)
 
