@@ -23,8 +23,8 @@ from eventstore import (
     create_backend,
 )
 from eventstore.apikeys import VerifiedKeys
+from eventstore.backends.sqlite import sqlite_url
 from eventstore.migrate import upgrade
-from eventstore.sqlite import sqlite_url
 from eventstore.store import utc_now
 from oblivio.keyrings import open_keyring
 from oblivio.memory.context import MemoryContext
@@ -90,7 +90,7 @@ def open_memory(
     partitioning = [AsyncPartitioning(vectors.name, settings.partitions)]
     policy = ErasurePolicy(deadline=timedelta(hours=settings.erasure_deadline_hours))
     issuer = open_issuer_keyring(settings)
-    certifier = Certifier(issuer, store.codec.keys, key_policy(settings), clock)
+    certifier = Certifier(issuer, store.keys, key_policy(settings), clock)
     return MemoryContext(
         store=store,
         graph=graph,
@@ -165,7 +165,7 @@ def open_event_store(settings: Settings) -> EventStore:
 
 def build_worker_service(ctx: MemoryContext, settings: Settings) -> WorkerService:
     """The asynchronous loops and periodic jobs for ``oblivio worker`` and ``oblivio serve``."""
-    keys = ctx.store.codec.keys
+    keys = ctx.store.keys
     maintenance = Maintenance(
         store=ctx.store,
         eraser=ctx.eraser,

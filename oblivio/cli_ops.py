@@ -202,7 +202,7 @@ def keys_revoke(ctx: click.Context, key_id: str) -> None:
 def keys_rotate_kek(ctx: click.Context) -> None:
     """Rotate the key-encryption key now and re-wrap every data key under it."""
     memory = _open(ctx)
-    keyring = memory.store.codec.keys
+    keyring = memory.store.keys
     if not isinstance(keyring, KeyringFile):
         raise click.ClickException("keys come from the environment or a KMS; rotate them there")
     keyring.rotate(memory.clock())
