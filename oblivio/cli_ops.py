@@ -171,6 +171,9 @@ def keys_list(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([vars(k) for k in found], default=str, indent=2))
         return
+    if not found:
+        click.echo("no API keys yet; create one with: oblivio keys create --principal operator")
+        return
     for k in found:
         state = f"revoked {k.revoked_at:%Y-%m-%d}" if k.revoked_at else "active"
         subject = f" subject {k.subject_ref[:12]}…" if k.subject_ref else ""
