@@ -4,9 +4,10 @@
 
 The config names the store (``settings``: data_dir, database_url, keyring_path), the
 worker's ``worker_id`` and ``lease`` (seconds; the policy's default when absent), how
-long to ``stall`` inside each job's rebuild transaction (after rebuilding, before marking the job done), a ``progress``
-file to write the job id to while stalling, and when to stop: after ``run_for``
-seconds, or as soon as request ``until_request`` is completed or failed.
+long to ``stall`` inside each job's rebuild transaction (after rebuilding, before
+marking the job done), a ``progress`` file to write the job id to while stalling, and
+when to stop: after ``run_for`` seconds, or as soon as request ``until_request`` is
+completed or failed.
 """
 
 from __future__ import annotations
