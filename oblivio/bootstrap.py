@@ -7,8 +7,9 @@ engines or key providers, and nothing does so at import time.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy.engine import Engine
 
@@ -27,6 +28,7 @@ from eventstore.migrate import upgrade
 from eventstore.sqlite import sqlite_url
 from eventstore.store import utc_now
 from oblivio.keyrings import open_keyring
+from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
 from oblivio.settings import Settings
 from projections.embedders import Embedder, HashingEmbedder
@@ -77,8 +79,13 @@ def open_memory(
     extractor: Extractor | None = None,
     scoring: ScoringConfig | None = None,
     clock: Callable[[], datetime] = utc_now,
+    default_meta: Mapping[str, Any] | None = None,
 ) -> MemoryContext:
-    """Everything the memory operations need, wired together."""
+    """Everything the memory operations need, wired together.
+
+    ``default_meta`` is checked like a call's ``meta`` (and copied) before anything opens.
+    """
+    base_meta = inputs.meta(default_meta)
     store = open_event_store(settings)
     embedder = embedder or HashingEmbedder()
     graph = NodeGraphProjection(extractor)
@@ -103,6 +110,7 @@ def open_memory(
         issuer=issuer,
         retrieval_cache=RetrievalCache(settings.retrieval_cache_nodes),
         api_keys=VerifiedKeys(settings.api_key_cache_seconds),
+        default_meta=base_meta,
     )
 
 

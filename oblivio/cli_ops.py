@@ -362,18 +362,38 @@ def certificate_verify(certificate_file: Path, jwks_file: Path) -> None:
     required=True,
     help="The key the server acts for (or OBLIVIO_API_KEY).",
 )
+@click.option(
+    "--default-meta",
+    "default_meta",
+    default=None,
+    metavar="JSON",
+    help='Metadata every stored memory starts from, a JSON object such as '
+    '\'{"channel": "mcp"}\'; a tool call\'s own meta wins on each key.',
+)
 @click.pass_context
 @friendly_errors
-def mcp(ctx: click.Context, api_key: str) -> None:
+def mcp(ctx: click.Context, api_key: str, default_meta: str | None) -> None:
     """Serve memory tools to an agent over MCP (stdio)."""
     from oblivio.mcp_server import build_mcp_server
 
-    memory = _open(ctx)
+    memory = open_memory(_settings(ctx), default_meta=_json_object(default_meta, "--default-meta"))
     with memory.store.reading() as view:
         who = apikeys.authenticate(view.connection, api_key)
     if who is None:
         raise click.ClickException("the API key is unknown or revoked")
     build_mcp_server(memory, who).run("stdio")
+
+
+def _json_object(text: str | None, option: str) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise click.BadParameter(f"not JSON: {e}", param_hint=option) from e
+    if not isinstance(value, dict):
+        raise click.BadParameter("must be a JSON object", param_hint=option)
+    return value
 
 
 COMMANDS = [serve, worker, keys, forget, export, certificate, mcp]
