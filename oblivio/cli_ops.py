@@ -378,9 +378,9 @@ def mcp(ctx: click.Context, api_key: str, default_meta: str | None) -> None:
 
     memory = open_memory(_settings(ctx), default_meta=_json_object(default_meta, "--default-meta"))
     with memory.store.reading() as view:
-        who = apikeys.authenticate(view.connection, api_key)
+        who = apikeys.authenticate(view.connection, api_key, memory.clock())
     if who is None:
-        raise click.ClickException("the API key is unknown or revoked")
+        raise click.ClickException("the API key is unknown, revoked or expired")
     build_mcp_server(memory, who).run("stdio")
 
 

@@ -18,9 +18,11 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from oblivio.bootstrap import open_memory
 from oblivio.memory import commands, compliance, inputs, queries
+from oblivio.memory import ingest as ingestion
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.digests import replay_comparison
 from oblivio.settings import Settings
+from projections.claims.plan import ClaimExtractor
 from projections.embedders import Embedder
 from projections.extraction import Extractor
 from projections.scoring import ScoringConfig
@@ -108,6 +110,7 @@ class _Base:
         scoring: ScoringConfig | None = None,
         settings: Settings | None = None,
         default_meta: Mapping[str, Any] | None = None,
+        claim_extractor: ClaimExtractor | None = None,
     ) -> None:
         if settings is None:
             settings = Settings.from_env(
@@ -120,6 +123,7 @@ class _Base:
             extractor=extractor,
             scoring=scoring,
             default_meta=default_meta,
+            claim_extractor=claim_extractor,
         )
 
     def close(self) -> None:
@@ -143,6 +147,8 @@ class MemoryClient(_Base):
         return UserMemory(self.context, user_id, default_meta)
 
     store = _Bound(commands.store)
+    ingest = _Bound(ingestion.ingest)
+    ingest_batch = _Bound(ingestion.ingest_batch)
     supersede = _Bound(commands.supersede)
     supersede_many = _Bound(commands.supersede_many)
     contradict = _Bound(commands.contradict)
@@ -154,11 +160,14 @@ class MemoryClient(_Base):
     clear_negative_attractors = _Bound(commands.clear_negative_attractors)
     get_event = _Bound(queries.get_event)
     get_events = _Bound(queries.get_events)
+    list_nodes = _Bound(queries.list_nodes)
     get_event_nodes = _Bound(queries.get_event_nodes)
     get_node = _Bound(queries.get_node)
     get_assertion_state = _Bound(queries.get_assertion_state)
     retrieve = _Bound(queries.retrieve)
     negative_attractor_count = _Bound(queries.negative_attractor_count)
+    subjects = _Bound(queries.subjects)
+    subject_ref = _Bound(queries.subject_ref)
     replay_comparison = _Bound(replay_comparison)
     delete_event = _Bound(compliance.delete_event)
     forget = _Bound(compliance.forget)
@@ -192,6 +201,8 @@ class MemoryEngine(_Base):
         return AsyncUserMemory(self.context, user_id, default_meta)
 
     store = _Awaited(commands.store)
+    ingest = _Awaited(ingestion.ingest)
+    ingest_batch = _Awaited(ingestion.ingest_batch)
     supersede = _Awaited(commands.supersede)
     supersede_many = _Awaited(commands.supersede_many)
     contradict = _Awaited(commands.contradict)
@@ -203,11 +214,14 @@ class MemoryEngine(_Base):
     clear_negative_attractors = _Awaited(commands.clear_negative_attractors)
     get_event = _Awaited(queries.get_event)
     get_events = _Awaited(queries.get_events)
+    list_nodes = _Awaited(queries.list_nodes)
     get_event_nodes = _Awaited(queries.get_event_nodes)
     get_node = _Awaited(queries.get_node)
     get_assertion_state = _Awaited(queries.get_assertion_state)
     retrieve = _Awaited(queries.retrieve)
     negative_attractor_count = _Awaited(queries.negative_attractor_count)
+    subjects = _Awaited(queries.subjects)
+    subject_ref = _Awaited(queries.subject_ref)
     replay_comparison = _Awaited(replay_comparison)
     delete_event = _Awaited(compliance.delete_event)
     forget = _Awaited(compliance.forget)
@@ -233,6 +247,8 @@ class UserMemory(_UserHandle):
     """
 
     store = _ForUser(commands.store)
+    ingest = _ForUser(ingestion.ingest)
+    ingest_batch = _ForUser(ingestion.ingest_batch)
     supersede = _ForUser(commands.supersede)
     supersede_many = _ForUser(commands.supersede_many)
     contradict = _ForUser(commands.contradict)
@@ -259,6 +275,8 @@ class AsyncUserMemory(_UserHandle):
     """The operations of one user, awaited (``MemoryEngine.for_user``)."""
 
     store = _AwaitedForUser(commands.store)
+    ingest = _AwaitedForUser(ingestion.ingest)
+    ingest_batch = _AwaitedForUser(ingestion.ingest_batch)
     supersede = _AwaitedForUser(commands.supersede)
     supersede_many = _AwaitedForUser(commands.supersede_many)
     contradict = _AwaitedForUser(commands.contradict)

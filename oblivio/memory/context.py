@@ -17,6 +17,7 @@ from projections.scoring import ScoringConfig
 from projections.vectors import VectorProjection
 from workers.certify import Certifier
 from workers.erasure import Eraser
+from workers.extraction import ExtractionWorker
 from workers.projector import ProjectionRunner
 from workers.rebuild import RebuildWorker
 
@@ -37,6 +38,7 @@ class MemoryContext:
     rebuilder: RebuildWorker
     certifier: Certifier
     issuer: IssuerKeyring
+    extraction: ExtractionWorker
     consistency_timeout: float = DEFAULT_CONSISTENCY_TIMEOUT
     retrieval_cache: RetrievalCache = field(default_factory=RetrievalCache)
     #: Verified API keys of the HTTP API; off unless the settings give a time.
@@ -44,3 +46,5 @@ class MemoryContext:
     #: Metadata every ``store`` starts from, under the call's own ``meta``
     #: (``{**default_meta, **meta}``); validated and copied when the client is built.
     default_meta: Mapping[str, Any] = field(default_factory=dict)
+    #: How long a console session may stay idle before it must sign in again.
+    console_idle_minutes: float = 30.0
