@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -68,3 +70,57 @@ def test_verify_export_checks_subject_and_audit_exports_offline(tmp_path: Path) 
     refused = CliRunner().invoke(main, ["verify-export", str(subject), "--jwks", str(stranger)])
     assert refused.exit_code == 1
     assert "does NOT verify (unknown_kid)" in refused.output
+
+
+# -- start-up: what a command imports ---------------------------------------------------
+# Timing is measured with a benchmark, not here (docs/operations.md); what is tested
+# is the cause: the light commands must not import the heavy parts at all.
+
+HEAVY = ("alembic", "numpy", "fastapi", "uvicorn", "mcp", "apscheduler", "psycopg", "wordllama")
+STORE = ("sqlalchemy", "pydantic", "eventstore", "projections", "workers", "certificates")
+
+
+def imported_by(*args: str, data_dir: Path) -> set[str]:
+    probe = (
+        "import sys; from oblivio.cli import main\n"
+        "try:\n"
+        f"    main({[*args]!r}, standalone_mode=False)\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('\\n'.join(sorted(sys.modules)))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+        check=False, cwd=data_dir,
+    )
+    assert result.returncode == 0, result.stderr
+    return {line.split(".")[0] for line in result.stdout.splitlines()} | set(
+        result.stdout.splitlines()
+    )
+
+
+def test_help_imports_neither_the_store_nor_the_plugins(tmp_path: Path) -> None:
+    modules = imported_by("--help", data_dir=tmp_path)
+    assert not modules & {*HEAVY, *STORE, "oblivio_bench", "oblivio.client"}
+
+
+def test_keys_list_opens_the_log_without_the_memory_stack(tmp_path: Path) -> None:
+    run("--data-dir", str(tmp_path / "data"), "keys", "list")  # created and migrated
+    modules = imported_by("--data-dir", str(tmp_path / "data"), "keys", "list", data_dir=tmp_path)
+    assert "eventstore" in modules
+    assert not modules & {
+        *HEAVY,
+        "certificates",
+        "workers",
+        "oblivio.client",
+        "oblivio.memory",
+        "projections.graph",
+        "projections.embedders",
+    }
+
+
+def test_the_principal_choices_are_the_key_principals() -> None:
+    from eventstore.apikeys import PRINCIPALS as KNOWN
+    from oblivio.cli_ops import PRINCIPALS
+
+    assert set(PRINCIPALS) == set(KNOWN)
