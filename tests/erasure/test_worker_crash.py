@@ -237,7 +237,11 @@ def test_a_killed_workers_job_is_taken_over_within_15_seconds(
     )
     rescuer = None
     try:
-        wait_until(progress.exists, "the first worker to start a job")
+        # The file is created, then written: wait for the whole id.
+        wait_until(
+            lambda: progress.exists() and len(progress.read_text()) == 36,
+            "the first worker to start a job",
+        )
         job_id = progress.read_text()
         time.sleep(1.0)  # the doomed worker beats at least once where its backend allows
         os.kill(doomed.pid, signal.SIGKILL)
