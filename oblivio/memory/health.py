@@ -13,14 +13,17 @@ LAG_REPORT_SECONDS = 1.0
 
 
 def partition_lag(ctx: MemoryContext) -> dict[str, list[int]]:
-    """Per projection, per partition: events visible in the log that the
-    partition's checkpoint has not applied (counted, never read)."""
-    runner = ctx.runner
-    pending = []
-    for partition in range(runner.partitions):
-        cursor = runner.checkpoint(partition)
-        pending.append(ctx.store.count_after(cursor, partition=(partition, runner.partitions)))
-    return {runner.projection.name: pending}
+    """Per follower of the log (the vector state, the claims extraction), per
+    partition: events visible in the log that the partition's checkpoint has
+    not passed (counted, never read)."""
+    followers = ((ctx.runner.projection.name, ctx.runner), (ctx.extraction.name, ctx.extraction))
+    return {
+        name: [
+            ctx.store.count_after(follower.checkpoint(p), partition=(p, follower.partitions))
+            for p in range(follower.partitions)
+        ]
+        for name, follower in followers
+    }
 
 
 def projection_lag(ctx: MemoryContext) -> dict[str, int]:
