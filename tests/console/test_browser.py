@@ -158,6 +158,14 @@ def test_operator_and_auditor_pages(
     page.goto(f"{base_url}/console/health")
     assert page.query_selector("#certificate-times svg rect.bar") is not None
     _shot(page, shots, "health")
+    page.goto(f"{base_url}/console/keys")
+    page.select_option("#principal", "auditor")
+    page.click("#create-key-button")
+    token = page.inner_text("#new-token")
+    assert token.startswith("obl_")
+    _shot(page, shots, "keys")
+    page.goto(f"{base_url}/console/keys")
+    assert token not in page.content()  # shown once
     page.click("text=Sign out")
     page.wait_for_url("**/console/signin")
 
