@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from oblivio.memory import commands
+from oblivio.memory import commands, compliance
 from tests.console.conftest import SCREENSHOTS, SCREENSHOTS_ENV
 from tests.http.conftest import ALICE, World
 
@@ -195,3 +195,31 @@ def _b64url_encode(raw: bytes) -> str:
     import base64
 
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def test_a_request_page_follows_its_rebuild_jobs_live(
+    chromium: Any, console_without_workers: tuple[str, World]
+) -> None:
+    base_url, world = console_without_workers
+    request_id = world.erasure_request(ALICE)  # jobs queued: no worker runs
+    context = chromium.new_context()
+    context.set_default_timeout(PAGE_TIMEOUT_MS)
+    try:
+        page = context.new_page()
+        _sign_in(page, base_url, world.tokens["user"])
+        page.goto(f"{base_url}/console/requests/{request_id}")
+        assert page.inner_text("#request-status") == "rebuilding"
+        assert page.query_selector("#no-certificate") is not None
+        assert page.get_attribute("#job-progress", "value") == "0"
+
+        world.ctx.rebuilder.run_once()  # one job done: the page shows it without a reload
+        page.wait_for_selector('#job-progress[value="1"]')
+        assert "done" in page.inner_text("#jobs")
+        while world.ctx.rebuilder.run_once():
+            pass
+        link = page.wait_for_selector("#certificate-link")  # reloaded once the request is done
+        assert page.inner_text("#request-status") == "completed"
+        certificate_id = compliance.erasure_status(world.ctx, request_id).certificate_id
+        assert link.get_attribute("href") == f"/console/certificates/{certificate_id}"
+    finally:
+        context.close()
