@@ -39,11 +39,8 @@ def _own(who: Principal) -> str | None:
 
 
 @router.get("")
-def home(request: Request) -> Response:
-    try:
-        who = sessions.signed_in(request)
-    except sessions.SignInRequiredError:
-        return redirect("/console/signin")
+def home(who: Who) -> Response:
+    """The principal's first page (signed out: the sign-in page, as everywhere)."""
     return redirect(HOME[who.kind])
 
 
