@@ -88,9 +88,14 @@ def _no_browser(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
-    """One headless Chromium for the session's browser tests."""
+    """One headless Chromium for a module's browser tests.
+
+    Module-scoped, not session-scoped: Playwright's sync API keeps an event
+    loop running in the main thread while it is open, and later tests that call
+    ``asyncio.run`` there would fail.
+    """
     executable = os.environ.get(CHROMIUM_ENV, DEFAULT_CHROMIUM)
     if not Path(executable).exists():
         _no_browser(
