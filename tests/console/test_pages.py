@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from eventstore import schema
 from eventstore.errors import InvalidInputError
 from oblivio.memory import compliance, oversight
+from oblivio.memory.health import partition_lag
 from tests.console.conftest import console_client, csrf_of, sign_in
 from tests.http.conftest import ALICE, BOB, World
 
@@ -159,11 +160,18 @@ def test_health_shows_lag_jobs_and_the_time_to_certificate_chart(world: World) -
     world.certificate(ALICE)
     world.seed(BOB)  # not yet applied by the vector state: no worker runs here
     html = _signed_in(world, "operator").get("/console/health").text
-    lag = re.findall(
-        r"<tr class=\"(behind|)\"><td>vector_state</td><td>(\d+)</td><td>(\d+)</td>", html
+    rows = re.findall(
+        r'<tr class="(behind|)" data-consumer="(\w+)"><td>\w+</td><td>(\d+)</td><td>(\d+)</td>',
+        html,
     )
-    assert len(lag) == world.settings.partitions
-    assert sum(int(pending) for _, _, pending in lag) >= 1
+    lag: dict[str, list[int]] = {}
+    for css, consumer, _, pending in rows:
+        lag.setdefault(consumer, []).append(int(pending))
+        assert (css == "behind") == (int(pending) > 0)
+    assert set(lag) == {"vector_state", "claims_extraction"}
+    assert all(len(p) == world.settings.partitions for p in lag.values())
+    assert sum(lag["vector_state"]) >= 1  # Bob's memory
+    assert lag == partition_lag(world.ctx)
     assert html.count('class="bar"') == 1  # one day with certified requests
     assert "1 request(s) certified" in html
     figures = oversight.time_to_certificate(world.ctx, days=3)
