@@ -117,6 +117,11 @@ def test_pasted_certificates_fail_naming_why(
         f"/v1/compliance/certificates/{certificate_id}", headers=world.headers("auditor")
     ).json()
 
+    unknown_kid = {
+        "alg": "Ed25519",
+        "kid": "not-a-published-key",
+        "typ": "oblivio-forget-certificate+jws",
+    }
     _sign_in(page, base_url, world.tokens["auditor"])
     page.goto(f"{base_url}/console/verify")
     cases = {
@@ -128,6 +133,10 @@ def test_pasted_certificates_fail_naming_why(
             'the algorithm "none" is not Ed25519'
         ),
         json.dumps({"payload": certificate["payload"]}): "no 'protected' member",
+        json.dumps({**certificate, "signature": "A"}): "the signature is not base64url",
+        json.dumps(
+            {**certificate, "protected": _b64url_encode(json.dumps(unknown_kid).encode())}
+        ): ('the signing key "not-a-published-key" is not among the published issuer keys'),
         json.dumps(certificate): "Valid: signed by issuer key",
     }
     for text, expected in cases.items():
