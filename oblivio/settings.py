@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -48,7 +49,12 @@ class Settings(BaseModel):
     ``OBLIVIO_RETRIEVAL_CACHE_NODES`` (nodes kept decrypted in memory for retrieval,
     over all subjects; 0 turns the cache off), ``OBLIVIO_API_KEY_CACHE_SECONDS`` (how long
     a verified API key is trusted without reading it again, at most 2; 0 turns the cache
-    off; see ``eventstore.apikeys.VerifiedKeys`` for what that costs a revocation).
+    off; see ``eventstore.apikeys.VerifiedKeys`` for what that costs a revocation),
+    ``OBLIVIO_CLAIM_EXTRACTOR`` (``rules``, the default, or ``openai-chat``) with
+    ``OBLIVIO_CLAIM_EXTRACTOR_URL``, ``OBLIVIO_CLAIM_EXTRACTOR_MODEL`` and
+    ``OBLIVIO_CLAIM_EXTRACTOR_API_KEY`` for the latter (docs/ingest.md).
+    ``OBLIVIO_CONSOLE_IDLE_MINUTES`` (a console session ends after this long without a
+    request, default 30).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -69,6 +75,10 @@ class Settings(BaseModel):
     api_key_cache_seconds: float = Field(
         default=DEFAULT_API_KEY_CACHE_SECONDS, ge=0, le=MAX_API_KEY_CACHE_SECONDS
     )
+    claim_extractor: Literal["rules", "openai-chat"] = "rules"
+    claim_extractor_url: str | None = None
+    claim_extractor_model: str | None = None
+    console_idle_minutes: float = Field(default=30.0, gt=0, le=24 * 60)
 
     @property
     def embedded(self) -> bool:
@@ -100,6 +110,10 @@ class Settings(BaseModel):
             ("kek_retire_days", "OBLIVIO_KEK_RETIRE_DAYS"),
             ("retrieval_cache_nodes", "OBLIVIO_RETRIEVAL_CACHE_NODES"),
             ("api_key_cache_seconds", "OBLIVIO_API_KEY_CACHE_SECONDS"),
+            ("claim_extractor", "OBLIVIO_CLAIM_EXTRACTOR"),
+            ("claim_extractor_url", "OBLIVIO_CLAIM_EXTRACTOR_URL"),
+            ("claim_extractor_model", "OBLIVIO_CLAIM_EXTRACTOR_MODEL"),
+            ("console_idle_minutes", "OBLIVIO_CONSOLE_IDLE_MINUTES"),
         ):
             if env.get(var):
                 values[field] = env[var]

@@ -23,6 +23,7 @@ from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.records import MemoryEvent, NodePage, Retrieval
 from projections import events as ev
+from projections.claims.records import claim_state
 from projections.model import (
     AssertionState,
     EdgeKind,
@@ -34,6 +35,7 @@ from projections.model import (
     SourceType,
 )
 from projections.retrieval_index import NodeFilter, SubjectIndex, load_subject, rank
+from projections.storage.claim_store import ClaimStore
 from projections.storage.graph_store import GraphStore, NodeRow, node_from_row
 from projections.storage.vector_reads import StateToken, state_token
 from projections.storage.vector_store import VectorStore
@@ -213,7 +215,8 @@ def get_node(
 def get_assertion_state(
     ctx: MemoryContext, node_id: uuid.UUID | str, *, user_id: str | None = None
 ) -> AssertionState | None:
-    """Whether a node is current, contested or retired, and by which nodes."""
+    """Whether a node is current, contested or retired, and by which nodes; for a
+    claim also its structure, validity interval and what it did to earlier claims."""
     wanted = parse_uuid(node_id, "node id")
     owner = _owner_stream(ctx, user_id)
     with ctx.store.reading() as view:
@@ -221,6 +224,9 @@ def get_assertion_state(
         row = _visible(graph.node_row(wanted), owner)
         if row is None:
             return None
+        claim_row = ClaimStore(view.connection).claim(row.stream_id, wanted)
+        node = None if claim_row is None else _decrypt(view, row)
+        claim = None if node is None else claim_state(node, claim_row)
         supersedes, contradicted_by = [], []
         for edge in graph.edges_touching(wanted):
             if edge.kind == EdgeKind.SUPERSEDES and edge.source_node == wanted:
@@ -236,6 +242,7 @@ def get_assertion_state(
         contradicted_by=contradicted_by,
         confidence_base=row.confidence_base,
         reinforcement_boost=row.reinforcement_boost,
+        claim=claim,
     )
 
 

@@ -125,6 +125,14 @@ class GraphStore:
             # Not entries' plain INSERT: a replay finds the entries erasure left.
             self.conn.execute(_insert_directory, entries.rows)
 
+    def add_derived(self, cipher: SubjectCipher, new_nodes: Sequence[tuple[int, Node]]) -> None:
+        """Insert nodes derived later from an event already recorded (its claims),
+        each at its given ordinal among that event's nodes."""
+        rows = [_node_values(cipher, node, ordinal) for ordinal, node in new_nodes]
+        if rows:
+            self.conn.execute(_insert_node, rows)
+            self.conn.execute(_insert_directory, [_directory_entry(r) for r in rows])
+
     def events_recorded_before(
         self, namespace: str, scope: Scope, cutoff: datetime, limit: int
     ) -> list[uuid.UUID]:
