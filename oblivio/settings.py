@@ -11,7 +11,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from eventstore import DEFAULT_MAX_EVENT_BYTES
 from eventstore.apikeys import MAX_CACHE_SECONDS as MAX_API_KEY_CACHE_SECONDS
-from projections.retrieval_index import DEFAULT_MAX_CACHED_NODES
 
 DEFAULT_DATA_DIR = Path("./oblivio-data")
 KEYRINGS_SUBDIR = Path("oblivio") / "keyrings"
@@ -71,7 +70,9 @@ class Settings(BaseModel):
     kek_rotate_days: float = Field(default=30.0, gt=0)
     kek_retire_days: float = Field(default=30.0, ge=0)
     retention: tuple[str, ...] = ()  # "namespace/scope=days" entries
-    retrieval_cache_nodes: int = Field(default=DEFAULT_MAX_CACHED_NODES, ge=0)
+    # None: the retrieval index's own default (100,000).  Not imported here: the
+    # index brings numpy, and every CLI command reads the settings.
+    retrieval_cache_nodes: int | None = Field(default=None, ge=0)
     api_key_cache_seconds: float = Field(
         default=DEFAULT_API_KEY_CACHE_SECONDS, ge=0, le=MAX_API_KEY_CACHE_SECONDS
     )

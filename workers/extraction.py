@@ -80,7 +80,7 @@ class ExtractionWorker:
         self.batch_size = batch_size
         self.clock = clock
         with store.transaction() as tx:
-            checkpoints.ensure_checkpoints(tx.connection, store.backend, NAME, partitions, clock())
+            checkpoints.ensure_checkpoints(tx, NAME, partitions, clock())
 
     def partition_of(self, stream_id: int) -> int:
         return stream_id % self.partitions

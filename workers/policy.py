@@ -51,9 +51,17 @@ class ErasurePolicy:
     # Art. 12(3) allows one month; oblivio holds itself to 72 hours by default.
     deadline: timedelta = timedelta(hours=72)
     max_attempts: int = 5
-    lease: timedelta = timedelta(seconds=60)
+    # A worker renews its lease every third of it while it works (heartbeat), so
+    # the lease bounds how long a *dead* worker's job waits to be taken over
+    # (about 10.5 s with the 0.5 s poll), not how long a job may take.
+    lease: timedelta = timedelta(seconds=10)
     backoff_base: timedelta = timedelta(seconds=2)
     backoff_cap: timedelta = timedelta(minutes=10)
+
+    @property
+    def heartbeat(self) -> timedelta:
+        """How often a working worker renews its lease: three beats may fail before it lapses."""
+        return self.lease / 3
 
     def backoff(self, attempts: int) -> timedelta:
         """Exponential backoff: base · 2^(attempts-1), capped."""

@@ -42,7 +42,7 @@ def create_app(ctx: MemoryContext) -> FastAPI:
         memory = context(request)
         lag = lag_report(memory)
         return schemas.HealthOut(
-            status="ok", database="ok", backend=memory.store.backend.name, projection_lag=lag
+            status="ok", database="ok", backend=memory.store.backend_name, projection_lag=lag
         )
 
     _publish_problem_schema(app)

@@ -78,6 +78,15 @@ def meta(value: Mapping[str, Any] | None) -> dict[str, Any]:
     return dict(value)
 
 
+def merged_meta(default: Mapping[str, Any], value: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``{**default, **value}``, a new dict: the call's keys win, as the more specific source.
+
+    ``default`` was checked with :func:`meta` when it was set; the result is a copy, so
+    changing either dict after the call changes nothing that was stored.
+    """
+    return {**default, **meta(value)}
+
+
 def user(value: object) -> str:
     return check_subject(value)
 

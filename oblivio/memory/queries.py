@@ -373,7 +373,7 @@ def retrieve(
 
 
 def _token(ctx: MemoryContext, user: str) -> StateToken | None:
-    subject_key = ctx.store.codec.subject_key(ctx.namespace, user)
+    subject_key = ctx.store.subject_key(ctx.namespace, user)
     with ctx.store.reading() as view:
         return state_token(
             view.connection, ctx.namespace, subject_key, ctx.vectors.name, ctx.runner.partitions

@@ -11,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from eventstore import CompanionRows, SubjectCipher
+from eventstore import SubjectCipher
 from eventstore.schema import events, streams
 from projections.model import LifecycleState, Node, NodeType, Scope, SourceType
 from projections.storage.tables import (
@@ -25,40 +25,23 @@ from projections.storage.tables import (
 
 NodeRow = sa.Row[Any]
 
-# Statements built once.  Bind names are prefixed: a bind parameter may not
-# take the name of a column that the INSERT itself sets.
+# The statements a stored event's rows are written with, built once, the same
+# on both backends.  Nodes and their source event are new rows (a plain INSERT:
+# a clash is a bug, and fails).  The node directory is the one exception, and
+# its rule is insert-unless-present: replaying a subject (a rebuild job,
+# delete_event) applies its stored events again after a purge that leaves
+# the directory alone, so the entry may exist; it then names the same event
+# and ordinal (node ids are a function of the two).
 _insert_source = memory_events.insert()
 _insert_node = nodes.insert()
-
-
-def _directory_insert(prefix: str) -> sa.Insert:
-    """An entry of the node directory unless it is there already.
-
-    Replaying a subject (a rebuild job, delete_event) applies its stored
-    events again after a purge that leaves the directory alone, so the entry
-    may exist; it then names the same event and ordinal (node ids are a
-    function of the two).  Plain SQL on both backends, so it can also be a
-    CTE beside the node's INSERT on PostgreSQL.
-    """
-    node_id = sa.bindparam(f"{prefix}node_id", type_=sa.Uuid())
-    entry = sa.select(
-        node_id,
-        sa.bindparam(f"{prefix}event_id", type_=sa.Uuid()),
-        sa.bindparam(f"{prefix}ordinal", type_=sa.Integer()),
-    ).where(~sa.exists().where(node_directory.c.node_id == node_id))
-    return node_directory.insert().from_select(["node_id", "event_id", "ordinal"], entry)
-
-
-_insert_directory = _directory_insert("")
-_insert_node_with_source = (
-    nodes.insert()
-    .values({c.name: sa.bindparam(f"node_{c.name}") for c in nodes.c})
-    .add_cte(
-        memory_events.insert()
-        .values({c.name: sa.bindparam(f"source_{c.name}") for c in memory_events.c})
-        .cte("source_event")
-    )
-    .add_cte(_directory_insert("node_").cte("directory_entry"))
+_entry_node_id = sa.bindparam("node_id", type_=sa.Uuid())
+_insert_directory = node_directory.insert().from_select(
+    ["node_id", "event_id", "ordinal"],
+    sa.select(
+        _entry_node_id,
+        sa.bindparam("event_id", type_=sa.Uuid()),
+        sa.bindparam("ordinal", type_=sa.Integer()),
+    ).where(~sa.exists().where(node_directory.c.node_id == _entry_node_id)),
 )
 
 # A claim node with its directory entry and its memory_claims row, in one
@@ -132,19 +115,17 @@ class GraphStore:
         new_nodes: Sequence[Node],
     ) -> None:
         """Record a stored event and insert its nodes (ordinals in list order)."""
-        source, node_rows, entries = stored_rows(cipher, event_id, scope, recorded_at, new_nodes)
-        [source_row], rows = source.rows, node_rows.rows
-        if len(rows) == 1 and self.conn.dialect.name == "postgresql":
-            # The common case in one statement (a data-modifying CTE, which
-            # SQLite lacks): it saves store() a round trip beside its append.
-            params = _prefixed("source_", source_row) | _prefixed("node_", rows[0])
-            self.conn.execute(_insert_node_with_source, params)
-            return
-        self.conn.execute(_insert_source, source_row)
+        source = {
+            "stream_id": cipher.stream_id,
+            "event_id": event_id,
+            "scope": scope.value,
+            "recorded_at": recorded_at,
+        }
+        self.conn.execute(_insert_source, source)
+        rows = [_node_values(cipher, node, ordinal) for ordinal, node in enumerate(new_nodes)]
         if rows:
             self.conn.execute(_insert_node, rows)
-            # Not entries' plain INSERT: a replay finds the entries erasure left.
-            self.conn.execute(_insert_directory, entries.rows)
+            self.conn.execute(_insert_directory, [_directory_entry(row) for row in rows])
 
     def add_claim_nodes(
         self,
@@ -370,33 +351,6 @@ class GraphStore:
         return list(self.conn.execute(query))
 
 
-def stored_rows(
-    cipher: SubjectCipher,
-    event_id: uuid.UUID,
-    scope: Scope,
-    recorded_at: datetime,
-    new_nodes: Sequence[Node],
-) -> tuple[CompanionRows, CompanionRows, CompanionRows]:
-    """The rows a stored event adds: its ``memory_events`` row, its nodes, their directory entries.
-
-    Built without reading anything, so the same rows serve
-    :meth:`GraphStore.add_stored` and the companions of an optimistic append.
-    """
-    source = {
-        "stream_id": cipher.stream_id,
-        "event_id": event_id,
-        "scope": scope.value,
-        "recorded_at": recorded_at,
-    }
-    rows = [_node_values(cipher, node, ordinal) for ordinal, node in enumerate(new_nodes)]
-    entries = [_directory_entry(row) for row in rows]
-    return (
-        CompanionRows(memory_events, [source]),
-        CompanionRows(nodes, rows),
-        CompanionRows(node_directory, entries),
-    )
-
-
 def _directory_entry(node_row: Mapping[str, Any]) -> dict[str, Any]:
     return {k: node_row[k] for k in ("node_id", "event_id", "ordinal")}
 
@@ -422,10 +376,6 @@ def _node_values(cipher: SubjectCipher, node: Node, ordinal: int) -> dict[str, A
         "created_at": node.created_at,
         **state_of(node),
     }
-
-
-def _prefixed(prefix: str, values: Mapping[str, Any]) -> dict[str, Any]:
-    return {prefix + k: v for k, v in values.items()}
 
 
 def state_of(node: Node) -> dict[str, Any]:
