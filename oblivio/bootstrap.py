@@ -21,11 +21,12 @@ from eventstore.sqlite import sqlite_url
 from eventstore.store import utc_now
 from oblivio.memory.context import MemoryContext
 from oblivio.settings import Settings
-from projections.embedders import Embedder, HashingEmbedder
+from projections.embedders import Embedder
 from projections.extraction import Extractor
 from projections.graph import NodeGraphProjection
 from projections.retrieval_index import RetrievalCache
 from projections.scoring import ScoringConfig
+from projections.store_embedders import open_store_embedders
 from projections.vectors import VectorProjection
 from workers.certify import Certifier
 from workers.erasure import AsyncPartitioning, Eraser
@@ -72,9 +73,15 @@ def open_memory(
 ) -> MemoryContext:
     """Everything the memory operations need, wired together."""
     store = open_event_store(settings)
-    embedder = embedder or HashingEmbedder()
+    try:
+        embedders = open_store_embedders(
+            store, spec=settings.embedder, embedder=embedder, now=clock()
+        )
+    except BaseException:
+        store.close()
+        raise
     graph = NodeGraphProjection(extractor)
-    vectors = VectorProjection(embedder, extractor)
+    vectors = VectorProjection(embedders.first, extractor, embedders)
     runner = ProjectionRunner(store, vectors, partitions=settings.partitions, clock=clock)
     partitioning = [AsyncPartitioning(vectors.name, settings.partitions)]
     policy = ErasurePolicy(deadline=timedelta(hours=settings.erasure_deadline_hours))
@@ -85,7 +92,7 @@ def open_memory(
         graph=graph,
         vectors=vectors,
         runner=runner,
-        embedder=embedder,
+        embedder=embedders.first,
         scoring=scoring or ScoringConfig(),
         namespace=settings.namespace,
         clock=clock,

@@ -17,7 +17,7 @@ from oblivio.bench.memory import SECTIONS as MEMORY_SECTIONS
 from oblivio.bench.memory import MemoryBenchConfig, run_memory_bench
 from oblivio.bootstrap import database_url, migrate, open_event_store
 from oblivio.cli_ops import COMMANDS
-from oblivio.cli_support import F, friendly_errors, settings_from
+from oblivio.cli_support import EMBEDDER_HELP, F, friendly_errors, settings_from
 from oblivio.demo import run_demo
 from oblivio.memory.compliance import verify_audit_export
 from oblivio.settings import Settings
@@ -34,10 +34,13 @@ from oblivio.settings import Settings
 @click.option(
     "--database-url", default=None, help="PostgreSQL URL; overrides OBLIVIO_DATABASE_URL."
 )
+@click.option("--embedder", default=None, help=EMBEDDER_HELP)
 @click.pass_context
-def main(ctx: click.Context, data_dir: Path | None, database_url: str | None) -> None:
+def main(
+    ctx: click.Context, data_dir: Path | None, database_url: str | None, embedder: str | None
+) -> None:
     """oblivio: a memory store for AI agents that can prove it forgot."""
-    ctx.obj = Settings.from_env(data_dir=data_dir, database_url=database_url)
+    ctx.obj = Settings.from_env(data_dir=data_dir, database_url=database_url, embedder=embedder)
 
 
 @main.group()

@@ -18,7 +18,7 @@ import click
 from certificates import CertificateVerificationError, verify
 from eventstore import KeyringFile, apikeys
 from oblivio.bootstrap import build_worker_service, key_policy, open_memory
-from oblivio.cli_support import friendly_errors, settings_from
+from oblivio.cli_support import embedder_option, friendly_errors, settings_from
 from oblivio.memory import compliance
 from oblivio.memory.context import MemoryContext
 from oblivio.settings import Settings
@@ -62,6 +62,7 @@ def _wait_for_signal() -> None:
     show_default=True,
     help="Run projection and rebuild workers in this process.",
 )
+@embedder_option
 @click.pass_context
 @friendly_errors
 def serve(ctx: click.Context, host: str, port: int, run_workers: bool) -> None:
@@ -120,6 +121,7 @@ def _first_operator_key(memory: MemoryContext) -> None:
 
 
 @click.command()
+@embedder_option
 @click.pass_context
 @friendly_errors
 def worker(ctx: click.Context) -> None:
@@ -337,6 +339,7 @@ def certificate_verify(certificate_file: Path, jwks_file: Path) -> None:
     required=True,
     help="The key the server acts for (or OBLIVIO_API_KEY).",
 )
+@embedder_option
 @click.pass_context
 @friendly_errors
 def mcp(ctx: click.Context, api_key: str) -> None:

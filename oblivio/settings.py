@@ -34,7 +34,9 @@ class Settings(BaseModel):
     ``OBLIVIO_RETRIEVAL_CACHE_NODES`` (nodes kept decrypted in memory for retrieval,
     over all subjects; 0 turns the cache off), ``OBLIVIO_API_KEY_CACHE_SECONDS`` (how long
     a verified API key is trusted without reading it again, at most 2; 0 turns the cache
-    off; see ``eventstore.apikeys.VerifiedKeys`` for what that costs a revocation).
+    off; see ``eventstore.apikeys.VerifiedKeys`` for what that costs a revocation),
+    ``OBLIVIO_EMBEDDER`` (the embedder by name, e.g. ``wordllama`` or ``hashing:384``;
+    unset: the store's own, or ``wordllama`` for a new store; see docs/retrieval.md).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -54,6 +56,8 @@ class Settings(BaseModel):
     api_key_cache_seconds: float = Field(
         default=DEFAULT_API_KEY_CACHE_SECONDS, ge=0, le=MAX_API_KEY_CACHE_SECONDS
     )
+    #: The embedder's name; ``None``: the store's recorded one (the default for a new store).
+    embedder: str | None = None
 
     @property
     def embedded(self) -> bool:
@@ -83,6 +87,7 @@ class Settings(BaseModel):
             ("kek_retire_days", "OBLIVIO_KEK_RETIRE_DAYS"),
             ("retrieval_cache_nodes", "OBLIVIO_RETRIEVAL_CACHE_NODES"),
             ("api_key_cache_seconds", "OBLIVIO_API_KEY_CACHE_SECONDS"),
+            ("embedder", "OBLIVIO_EMBEDDER"),
         ):
             if env.get(var):
                 values[field] = env[var]

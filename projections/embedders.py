@@ -11,6 +11,7 @@ as ``wordllama:128`` into an embedder and is the only place names are read.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import logging
@@ -149,8 +150,12 @@ class WordLlamaEmbedder:
         return result
 
 
+@functools.cache
 def _load_wordllama(config: str, shipped: int, dimension: int) -> Any:
-    """The library's inference object over the weights and tokenizer inside its wheel."""
+    """The library's inference object over the weights and tokenizer inside its wheel.
+
+    Loaded once per process: every client and worker of it shares the 16 MB of weights.
+    """
     try:
         wordllama = _import_quietly("wordllama")
         from safetensors import safe_open
