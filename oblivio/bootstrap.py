@@ -14,11 +14,19 @@ from sqlalchemy.engine import Engine
 
 import projections
 from certificates import IssuerKeyring
-from eventstore import EnvKeyProvider, EventStore, KeyProvider, KeyringFile, create_backend
+from eventstore import (
+    Backend,
+    EnvKeyProvider,
+    EventStore,
+    KeyProvider,
+    KeyringFile,
+    create_backend,
+)
 from eventstore.apikeys import VerifiedKeys
 from eventstore.migrate import upgrade
 from eventstore.sqlite import sqlite_url
 from eventstore.store import utc_now
+from oblivio.keyrings import open_keyring
 from oblivio.memory.context import MemoryContext
 from oblivio.settings import Settings
 from projections.embedders import Embedder
@@ -38,11 +46,11 @@ from workers.scheduler import Maintenance
 from workers.service import WorkerService
 
 
-def build_key_provider(settings: Settings) -> KeyProvider:
-    """Keys from the environment when given there, else the keyring file."""
+def build_key_provider(settings: Settings, backend: Backend) -> KeyProvider:
+    """Keys from the environment when given there, else the store's keyring file."""
     if os.environ.get("OBLIVIO_KEKS"):
         return EnvKeyProvider.from_environ()
-    return KeyringFile(settings.keyring_file)
+    return open_keyring(settings, backend)
 
 
 def database_url(settings: Settings) -> str:
@@ -127,7 +135,7 @@ def open_event_store(settings: Settings) -> EventStore:
     if backend.embedded:
         upgrade_schema(backend.engine)
     return EventStore(
-        backend, build_key_provider(settings), max_event_bytes=settings.max_event_bytes
+        backend, build_key_provider(settings, backend), max_event_bytes=settings.max_event_bytes
     )
 
 

@@ -101,6 +101,7 @@ class MemoryClient(_Base):
     clear_negative_attractors = _Bound(commands.clear_negative_attractors)
     get_event = _Bound(queries.get_event)
     get_events = _Bound(queries.get_events)
+    list_nodes = _Bound(queries.list_nodes)
     get_event_nodes = _Bound(queries.get_event_nodes)
     get_node = _Bound(queries.get_node)
     get_assertion_state = _Bound(queries.get_assertion_state)
@@ -113,6 +114,7 @@ class MemoryClient(_Base):
     get_certificate = _Bound(compliance.get_certificate)
     jwks = _Bound(compliance.jwks)
     verify_certificate = _Bound(compliance.verify_certificate)
+    verify_log = _Bound(compliance.verify_log)
     export_subject = _Bound(compliance.export_subject)
     export_audit = _Bound(compliance.export_audit)
 
@@ -143,6 +145,7 @@ class MemoryEngine(_Base):
     clear_negative_attractors = _Awaited(commands.clear_negative_attractors)
     get_event = _Awaited(queries.get_event)
     get_events = _Awaited(queries.get_events)
+    list_nodes = _Awaited(queries.list_nodes)
     get_event_nodes = _Awaited(queries.get_event_nodes)
     get_node = _Awaited(queries.get_node)
     get_assertion_state = _Awaited(queries.get_assertion_state)
@@ -155,6 +158,7 @@ class MemoryEngine(_Base):
     get_certificate = _Awaited(compliance.get_certificate)
     jwks = _Awaited(compliance.jwks)
     verify_certificate = _Awaited(compliance.verify_certificate)
+    verify_log = _Awaited(compliance.verify_log)
     export_subject = _Awaited(compliance.export_subject)
     export_audit = _Awaited(compliance.export_audit)
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
 
-from oblivio.memory.records import MemoryEvent
+from eventstore.apikeys import KeyInfo
+from oblivio.memory.records import MemoryEvent, NodePage
 from projections.model import AssertionState, Node, NodeType, Role, Scope, ScoredNode, SourceType
 from workers.erasure import ErasureStatus
 
@@ -237,3 +238,54 @@ class HealthOut(BaseModel):
     database: str
     backend: str
     projection_lag: dict[str, int]
+
+
+class NodePageOut(BaseModel):
+    """A page of nodes; pass ``next_after`` as ``after`` for the next (null: the last page)."""
+
+    nodes: list[NodeOut]
+    next_after: str | None
+
+    @classmethod
+    def of(cls, page: NodePage) -> NodePageOut:
+        return cls(nodes=[NodeOut.of(n) for n in page.nodes], next_after=page.next_cursor)
+
+
+KeyId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{16}$")]
+PrincipalKind = Literal["user", "operator", "auditor"]
+
+
+class KeyRequest(BaseModel):
+    model_config = Strict
+    principal: PrincipalKind
+    user_id: str | None = Field(
+        default=None, min_length=1, max_length=256, description="Required for user keys only."
+    )
+    expires_at: AwareDatetime | None = Field(
+        default=None, description="When the key stops authenticating; none: never."
+    )
+
+
+class KeyOut(BaseModel):
+    key_id: str
+    principal: PrincipalKind
+    subject_ref: str | None = Field(description="The bound user's pseudonymous reference.")
+    created_at: datetime
+    revoked_at: datetime | None
+    expires_at: datetime | None
+
+    @classmethod
+    def of(cls, key: KeyInfo) -> KeyOut:
+        return cls(
+            key_id=key.key_id,
+            principal=key.kind,  # type: ignore[arg-type]  # the table holds only these
+            subject_ref=key.subject_ref,
+            created_at=key.created_at,
+            revoked_at=key.revoked_at,
+            expires_at=key.expires_at,
+        )
+
+
+class IssuedKeyOut(BaseModel):
+    key: KeyOut
+    token: str = Field(description="The bearer token: shown in this response only.")

@@ -8,8 +8,12 @@ ids that do not exist.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import uuid
 from collections.abc import Collection
+from datetime import datetime
+from typing import Any
 
 from eventstore import ReadView, RecordedEvent
 from eventstore.errors import InvalidInputError
@@ -17,7 +21,7 @@ from eventstore.ids import parse_uuid
 from oblivio.errors import NotCaughtUpError
 from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
-from oblivio.memory.records import MemoryEvent, Retrieval
+from oblivio.memory.records import MemoryEvent, NodePage, Retrieval
 from projections import events as ev
 from projections.embedders import Embedder
 from projections.model import (
@@ -36,6 +40,7 @@ from projections.storage.vector_reads import StateToken, state_token
 from projections.storage.vector_store import VectorStore
 
 DEFAULT_PAGE = 50
+MAX_PAGE = 1000
 
 
 def _owner_stream(ctx: MemoryContext, user_id: str | None) -> int | None:
@@ -209,6 +214,84 @@ def get_assertion_state(
         confidence_base=row.confidence_base,
         reinforcement_boost=row.reinforcement_boost,
     )
+
+
+def list_nodes(
+    ctx: MemoryContext,
+    *,
+    user_id: str,
+    scopes: Collection[Scope | str] | None = None,
+    node_types: Collection[NodeType | str] | None = None,
+    exclude_node_types: Collection[NodeType | str] | None = None,
+    source_types: Collection[SourceType | str] | None = None,
+    include_superseded: bool = False,
+    after: str | None = None,
+    limit: int = DEFAULT_PAGE,
+) -> NodePage:
+    """The caller's current nodes, oldest first, a page at a time.
+
+    The filters are retrieval's: superseded nodes only with
+    ``include_superseded``; ``scopes``, ``node_types`` and ``source_types``
+    keep nodes with one of the values, ``exclude_node_types`` drops some.
+    Pass the page's ``next_cursor`` as ``after`` for the next page.
+    """
+    user = inputs.user(user_id)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise InvalidInputError(f"limit must be an integer between 1 and {MAX_PAGE}")
+    if not isinstance(include_superseded, bool):
+        raise InvalidInputError("include_superseded must be true or false")
+    position = None if after is None else _cursor_position(after)
+    filters = {
+        "scopes": _members(Scope, scopes, "scopes"),
+        "node_types": _members(NodeType, node_types, "node_types"),
+        "exclude_node_types": _members(NodeType, exclude_node_types, "exclude_node_types"),
+        "source_types": _members(SourceType, source_types, "source_types"),
+    }
+    current = None if include_superseded else (LifecycleState.ACTIVE, LifecycleState.CONTESTED)
+    owner = _owner_stream(ctx, user)
+    with ctx.store.reading() as view:
+        cipher = None if owner is None or owner < 0 else view.cipher(owner)
+        if cipher is None:
+            return NodePage([], None)
+        rows = GraphStore(view.connection).stream_nodes(
+            cipher.stream_id, lifecycles=current, after=position, limit=limit + 1, **filters
+        )
+        page = [node_from_row(cipher, row) for row in rows[:limit]]
+    more = len(rows) > limit
+    return NodePage(page, _cursor(page[-1].created_at, page[-1].id) if more else None)
+
+
+def _cursor(created_at: datetime, node_id: uuid.UUID) -> str:
+    text = f"{created_at.isoformat()}|{node_id}"
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def _cursor_position(cursor: object) -> tuple[datetime, uuid.UUID]:
+    """The (created_at, node id) a cursor of ``list_nodes`` stands for."""
+    if not isinstance(cursor, str) or not 0 < len(cursor) <= 200:
+        raise InvalidInputError("after must be a cursor a node listing returned")
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        when, node_id = text.split("|")
+        created_at = datetime.fromisoformat(when)
+        position = (created_at, uuid.UUID(node_id))
+    except (ValueError, binascii.Error) as e:
+        raise InvalidInputError("after must be a cursor a node listing returned") from e
+    if created_at.tzinfo is None:
+        raise InvalidInputError("after must be a cursor a node listing returned")
+    return position
+
+
+def _members(
+    enum_type: type[Scope] | type[NodeType] | type[SourceType],
+    values: Collection[object] | None,
+    what: str,
+) -> list[Any] | None:
+    if values is None:
+        return None
+    if isinstance(values, str) or not isinstance(values, Collection):
+        raise InvalidInputError(f"{what} must be a list")
+    return [inputs.choice(enum_type, v, what) for v in values]
 
 
 # -- retrieval ----------------------------------------------------------------------------

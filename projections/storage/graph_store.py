@@ -179,8 +179,20 @@ class GraphStore:
         node_types: Collection[NodeType] | None = None,
         exclude_node_types: Collection[NodeType] | None = None,
         source_types: Collection[SourceType] | None = None,
+        after: tuple[datetime, uuid.UUID] | None = None,
+        limit: int | None = None,
     ) -> list[NodeRow]:
+        """The stream's nodes matching the filters, by (created_at, node_id);
+        ``after`` starts past that position, ``limit`` bounds the count."""
         query = sa.select(nodes).where(nodes.c.stream_id == stream_id)
+        if after is not None:
+            created_at, node_id = after
+            query = query.where(
+                sa.or_(
+                    nodes.c.created_at > created_at,
+                    sa.and_(nodes.c.created_at == created_at, nodes.c.node_id > node_id),
+                )
+            )
         for column, values in (
             (nodes.c.lifecycle, lifecycles),
             (nodes.c.scope, scopes),
@@ -191,7 +203,10 @@ class GraphStore:
                 query = query.where(column.in_([v.value for v in values]))
         if exclude_node_types:
             query = query.where(nodes.c.node_type.not_in([v.value for v in exclude_node_types]))
-        return list(self.conn.execute(query.order_by(nodes.c.created_at, nodes.c.node_id)))
+        query = query.order_by(nodes.c.created_at, nodes.c.node_id)
+        if limit is not None:
+            query = query.limit(limit)
+        return list(self.conn.execute(query))
 
     def update_state(self, row: NodeRow, state: Mapping[str, Any]) -> None:
         """Set the lifecycle columns of the node ``row`` (found by its key)."""

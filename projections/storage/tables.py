@@ -25,7 +25,7 @@ StreamId = sa.BigInteger
 # (and index entries) for one stream then sit on neighbouring pages, so the
 # purge rewrites a number of pages that grows with the subject, not with the
 # store: with random-UUID keys each deleted row touched its own page of every
-# such index (problem E4 in docs/benchmarks.md).  On SQLite the small-row
+# such index, and a forget grew with the store.  On SQLite the small-row
 # tables are WITHOUT ROWID (``sqlite_with_rowid=False``), so the table itself
 # is that ordered B-tree.  memory_vectors keeps its rowid: its ~1.1 kB rows
 # would spill into an overflow page each, which secure_delete then rewrites
@@ -80,7 +80,7 @@ nodes = sa.Table(
 # memory_nodes its subject-first key.  Erasure leaves these rows in place, so
 # forget deletes no entry of an index by a random key; an index by node id on
 # memory_nodes cost about one page write per purged node once the store was
-# large (problem E4 in docs/benchmarks.md).  The rows are content-free: the
+# large.  The rows are content-free: the
 # node id is a public function of the event id and ordinal, and the event id
 # is what the event's tombstone keeps anyway (docs/gdpr.md, "What erasure
 # leaves in the database").  A lookup of an erased node passes the directory

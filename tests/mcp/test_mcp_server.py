@@ -123,4 +123,4 @@ def test_an_unknown_key_is_refused(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 1
-    assert "unknown or revoked" in done.stderr
+    assert "unknown, revoked or expired" in done.stderr
