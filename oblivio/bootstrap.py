@@ -42,6 +42,7 @@ from workers.maintenance import RetentionPolicy
 from workers.policy import ErasurePolicy, KeyPolicy
 from workers.projector import ProjectionRunner
 from workers.rebuild import RebuildWorker
+from workers.reembed import VectorRebuilder
 from workers.scheduler import Maintenance
 from workers.service import WorkerService
 
@@ -106,6 +107,7 @@ def open_memory(
         clock=clock,
         eraser=Eraser(store, [graph, vectors], partitioning, policy, clock),
         rebuilder=RebuildWorker(store, [graph, vectors], partitioning, certifier, policy, clock),
+        reembedder=VectorRebuilder(store, embedders, clock),
         certifier=certifier,
         issuer=issuer,
         retrieval_cache=RetrievalCache(settings.retrieval_cache_nodes),
@@ -150,4 +152,4 @@ def build_worker_service(ctx: MemoryContext, settings: Settings) -> WorkerServic
         key_policy=key_policy(settings),
         clock=ctx.clock,
     )
-    return WorkerService(ctx.runner, ctx.rebuilder, maintenance)
+    return WorkerService(ctx.runner, ctx.rebuilder, maintenance, reembedder=ctx.reembedder)

@@ -1,4 +1,4 @@
-"""A worker process: projection runner, rebuild worker and scheduler, with graceful stop.
+"""A worker process: projection runner, rebuild workers and scheduler, with graceful stop.
 
 ``run()`` starts the loops in threads and returns; ``stop()`` only sets an
 event, and ``join()`` waits for the loops to finish their current batch.
@@ -14,6 +14,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from workers.projector import ProjectionRunner
 from workers.rebuild import RebuildWorker
+from workers.reembed import VectorRebuilder
 from workers.scheduler import Maintenance, start_scheduler
 
 log = logging.getLogger(__name__)
@@ -30,9 +31,11 @@ class WorkerService:
         rebuilder: RebuildWorker,
         maintenance: Maintenance | None,
         poll_interval: float = 0.2,
+        reembedder: VectorRebuilder | None = None,
     ) -> None:
         self.runner = runner
         self.rebuilder = rebuilder
+        self.reembedder = reembedder
         self.maintenance = maintenance
         self.poll_interval = poll_interval
         self._stop = threading.Event()
@@ -46,6 +49,12 @@ class WorkerService:
         self._spawn(
             "rebuild-worker", lambda: self.rebuilder.run_forever(self._stop, self.poll_interval)
         )
+        reembedder = self.reembedder
+        if reembedder is not None:
+            self._spawn(
+                "vector-rebuilder",
+                lambda: reembedder.run_forever(self._stop, self.poll_interval),
+            )
         if self.maintenance is not None:
             self._scheduler = start_scheduler(self.maintenance)
 

@@ -18,6 +18,7 @@ from workers.certify import Certifier
 from workers.erasure import Eraser
 from workers.projector import ProjectionRunner
 from workers.rebuild import RebuildWorker
+from workers.reembed import VectorRebuilder
 
 DEFAULT_CONSISTENCY_TIMEOUT = 10.0
 
@@ -34,6 +35,8 @@ class MemoryContext:
     clock: Callable[[], datetime]
     eraser: Eraser
     rebuilder: RebuildWorker
+    #: Re-embedding jobs (``oblivio rebuild vectors``): start, watch, work on them.
+    reembedder: VectorRebuilder
     certifier: Certifier
     issuer: IssuerKeyring
     consistency_timeout: float = DEFAULT_CONSISTENCY_TIMEOUT

@@ -88,9 +88,7 @@ def _create_tables() -> None:
         sa.Column("lease_expires_at", sa.DateTime(), nullable=True),
         sa.Column("finished_at", sa.DateTime(), nullable=True),
         sa.Column("last_error", sa.String(length=500), nullable=True),
-        sa.PrimaryKeyConstraint(
-            "rebuild_id", "stream_id", name=op.f("pk_vector_rebuild_subjects")
-        ),
+        sa.PrimaryKeyConstraint("rebuild_id", "stream_id", name=op.f("pk_vector_rebuild_subjects")),
     )
     op.create_index(
         op.f("ix_vector_rebuild_subjects_status_rebuild_id"),
