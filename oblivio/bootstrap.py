@@ -107,7 +107,7 @@ def open_memory(
         clock=clock,
         eraser=Eraser(store, [graph, vectors], partitioning, policy, clock),
         rebuilder=RebuildWorker(store, [graph, vectors], partitioning, certifier, policy, clock),
-        reembedder=VectorRebuilder(store, embedders, clock),
+        reembedder=VectorRebuilder(store, embedders, runner, clock),
         certifier=certifier,
         issuer=issuer,
         retrieval_cache=RetrievalCache(settings.retrieval_cache_nodes),

@@ -18,6 +18,7 @@ import click
 from certificates import CertificateVerificationError, verify
 from eventstore import KeyringFile, apikeys
 from oblivio.bootstrap import build_worker_service, key_policy, open_memory
+from oblivio.cli_rebuild import rebuild
 from oblivio.cli_support import embedder_option, friendly_errors, settings_from
 from oblivio.memory import compliance
 from oblivio.memory.context import MemoryContext
@@ -376,4 +377,4 @@ def mcp(ctx: click.Context, api_key: str) -> None:
     build_mcp_server(memory, who).run("stdio")
 
 
-COMMANDS = [serve, worker, keys, forget, export, certificate, mcp]
+COMMANDS = [serve, worker, keys, forget, export, certificate, mcp, rebuild]

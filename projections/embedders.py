@@ -142,7 +142,7 @@ class WordLlamaEmbedder:
 
         if not texts:
             return []
-        pooled = self._inference.embed(list(texts), norm=False, return_np=True, batch_size=256)
+        pooled = self._inference.embed(list(texts), norm=False, return_np=True)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         # A text with no known token pools to zeros; it stays zero, not NaN.
         unit = np.divide(pooled, norms, out=np.zeros_like(pooled), where=norms > 0)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,7 +34,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from eventstore import AuditEntry, EventStore, SubjectCipher
-from eventstore.errors import ConflictError, InvalidInputError, NotFoundError
+from eventstore import jobs as job_queue
+from eventstore.errors import ConflictError, InvalidInputError, NotFoundError, OperationalError
 from eventstore.transaction import Transaction
 from projections.embedders import Embedder, resolve_embedder
 from projections.storage import embedder_store
@@ -45,15 +45,16 @@ from projections.storage.tables import nodes
 from projections.storage.vector_rebuilds import RebuildProgress
 from projections.storage.vector_store import NodeVector, VectorStore
 from projections.store_embedders import StoreEmbedders, describe
+from workers.projector import ProjectionRunner
 from workers.rebuild import LeaseLostError, default_worker_id
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BATCH = 512
+DEFAULT_BATCH = 1024
 DEFAULT_LEASE = timedelta(seconds=60)
-#: How long a unit waits for the vector projection to apply a subject's
-#: newest events before it gives the unit back (it is retried later).
-APPLY_WAIT_SECONDS = 5.0
+#: How long a unit waits for (and helps) the vector projection to apply a
+#: subject's newest events before it gives the unit back (retried later).
+APPLY_WAIT_SECONDS = 30.0
 MAX_ATTEMPTS = 5
 
 
@@ -73,6 +74,7 @@ class VectorRebuilder:
         self,
         store: EventStore,
         embedders: StoreEmbedders,
+        runner: ProjectionRunner,
         clock: Callable[[], datetime],
         *,
         worker_id: str | None = None,
@@ -81,6 +83,7 @@ class VectorRebuilder:
     ) -> None:
         self.store = store
         self.embedders = embedders
+        self.runner = runner
         self.clock = clock
         self.worker_id = worker_id or default_worker_id()
         self.batch = batch
@@ -159,15 +162,13 @@ class VectorRebuilder:
             log.warning("lost the lease of rebuild %s stream %s", job.rebuild_id, unit.stream_id)
         except Exception as exc:
             log.exception("vector rebuild %s stream %s failed", job.rebuild_id, unit.stream_id)
+            error, retry = f"{type(exc).__name__}: {exc}", unit.attempts < MAX_ATTEMPTS
             with self.store.transaction() as tx:
                 jobs.fail_unit(
-                    tx.connection,
-                    unit.rebuild_id,
-                    unit.stream_id,
-                    self.worker_id,
-                    f"{type(exc).__name__}: {exc}",
-                    retry=unit.attempts < MAX_ATTEMPTS,
+                    tx.connection, unit.rebuild_id, unit.stream_id, self.worker_id, error, retry
                 )
+                if not retry:  # surfaces in the job's status; rerunning the job resumes it
+                    jobs.finish(tx.connection, unit.rebuild_id, "failed", self.clock(), error)
         return True
 
     def run_pending(self) -> int:
@@ -187,7 +188,7 @@ class VectorRebuilder:
         """Embed the subject's nodes that lack a target vector, in passes over its nodes
         in key order; switch it once a pass from the top finds none left."""
         after: tuple[uuid.UUID, int] | None = None
-        wrote, waiting_since = False, time.monotonic()
+        wrote = False
         while True:
             with self.store.reading() as view:
                 cipher = view.cipher(stream_id)
@@ -203,18 +204,16 @@ class VectorRebuilder:
                 ready = [row for row in rows if row.applied]
                 if ready:
                     self._write_batch(rebuild_id, stream_id, cipher, embedder, ready)
-                    wrote, waiting_since = True, time.monotonic()
+                    wrote = True
                 continue
             if after is None:  # a pass from the top found nothing left
                 if self._complete(rebuild_id, stream_id, embedder, spec):
                     return
                 continue
             if not wrote:
-                # What remains awaits the vector projection (it writes the target's
-                # vectors itself); wait for it, but not for ever.
-                if time.monotonic() - waiting_since > APPLY_WAIT_SECONDS:
-                    raise RuntimeError("the vector projection has not applied this subject yet")
-                time.sleep(0.05)
+                # What remains awaits the vector projection, which writes the target's
+                # vectors itself: help it along (as a consistent read does).
+                self._catch_up(stream_id)
                 self._renew(rebuild_id, stream_id)
             after, wrote = None, False
 
@@ -231,7 +230,7 @@ class VectorRebuilder:
         with self.store.transaction() as tx:
             if tx.lock_stream_id(stream_id) is None:  # forgotten meanwhile
                 return
-            alive = _existing(tx.connection, stream_id, [r.node_id for r in rows])
+            alive = _existing(tx.connection, stream_id, rows)
             VectorStore(tx.connection).put_vectors(
                 [
                     NodeVector(cipher, r.node_id, r.event_id, embedder.name, vector)
@@ -249,6 +248,12 @@ class VectorRebuilder:
                 self.lease,
             ):
                 raise LeaseLostError()
+
+    def _catch_up(self, stream_id: int) -> None:
+        with self.store.reading() as view:
+            cursor = job_queue.stream_cursor(view.connection, stream_id)
+        if not self.runner.catch_up(cursor, stream_id, APPLY_WAIT_SECONDS):
+            raise OperationalError("the vector projection has not applied this subject yet")
 
     def _renew(self, rebuild_id: uuid.UUID, stream_id: int) -> None:
         with self.store.transaction() as tx:
@@ -298,11 +303,13 @@ class VectorRebuilder:
         )
 
 
-def _existing(conn: sa.Connection, stream_id: int, node_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+def _existing(conn: sa.Connection, stream_id: int, rows: Sequence[Any]) -> set[uuid.UUID]:
+    """Which of the nodes ``rows`` name still exist (through the nodes' key, by event)."""
     query = sa.select(nodes.c.node_id).where(
-        nodes.c.stream_id == stream_id, nodes.c.node_id.in_(node_ids)
+        nodes.c.stream_id == stream_id, nodes.c.event_id.in_({row.event_id for row in rows})
     )
-    return set(conn.execute(query).scalars())
+    wanted = {row.node_id for row in rows}
+    return wanted.intersection(conn.execute(query).scalars())
 
 
 def _reembed_probes(conn: sa.Connection, cipher: SubjectCipher, embedder: Embedder) -> None:

@@ -105,11 +105,22 @@ def _missing(stream_id: Any, embedder: str) -> sa.Select[Any]:
 
 
 def missing_count(conn: Connection, stream_ids: Sequence[int], embedder: str) -> int:
+    """Nodes the job will embed: those lacking ``embedder``'s vector that have another's
+    (the vector projection embeds the rest with the target itself)."""
     total = 0
     for stream_id in stream_ids:
-        query = sa.select(sa.func.count()).select_from(_missing(stream_id, embedder).subquery())
+        query = sa.select(sa.func.count()).select_from(
+            _missing(stream_id, embedder).where(_applied()).subquery()
+        )
         total += int(conn.execute(query).scalar_one())
     return total
+
+
+def _applied() -> sa.Exists:
+    """The node has a vector (of any embedder): the projection has applied its event."""
+    return sa.exists().where(
+        vectors.c.stream_id == nodes.c.stream_id, vectors.c.node_id == nodes.c.node_id
+    )
 
 
 def missing_nodes(
@@ -125,12 +136,7 @@ def missing_nodes(
     A node with no vector at all belongs to an event the vector projection has
     not applied yet; that projection writes the target's vector itself.
     """
-    any_vector = (
-        sa.exists()
-        .where(vectors.c.stream_id == nodes.c.stream_id, vectors.c.node_id == nodes.c.node_id)
-        .label("applied")
-    )
-    query = _missing(stream_id, embedder).add_columns(nodes.c.ordinal, any_vector)
+    query = _missing(stream_id, embedder).add_columns(nodes.c.ordinal, _applied().label("applied"))
     if after is not None:
         query = query.where(sa.tuple_(nodes.c.event_id, nodes.c.ordinal) > after)
     return list(conn.execute(query.order_by(nodes.c.event_id, nodes.c.ordinal).limit(limit)))

@@ -77,6 +77,7 @@ def rebuilder(
     return VectorRebuilder(
         client.context.store,
         embedders,
+        client.context.runner,
         client.context.clock,
         worker_id=worker,
         **kw,  # type: ignore[arg-type]
