@@ -84,7 +84,11 @@ def open_memory(
     store = open_event_store(settings)
     try:
         embedders = open_store_embedders(
-            store, spec=settings.embedder, embedder=embedder, now=clock()
+            store,
+            spec=settings.embedder,
+            embedder=embedder,
+            now=clock(),
+            options=settings.embedder_options(),
         )
     except BaseException:
         store.close()

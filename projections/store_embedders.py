@@ -22,6 +22,7 @@ from projections.embedders import (
     DEFAULT_EMBEDDER,
     Embedder,
     EmbedderError,
+    EmbedderOptions,
     EmbedderUnavailableError,
     resolve_embedder,
 )
@@ -47,8 +48,11 @@ class StoreEmbedders:
     followed without a restart.
     """
 
-    def __init__(self, first: Embedder, spec: str | None) -> None:
+    def __init__(
+        self, first: Embedder, spec: str | None, options: EmbedderOptions | None = None
+    ) -> None:
         self.first = first
+        self.options = options or EmbedderOptions()
         self._specs: dict[str, str | None] = {first.name: spec}
         self._built: dict[str, Embedder] = {first.name: first}
         self._lock = threading.Lock()
@@ -64,13 +68,17 @@ class StoreEmbedders:
                     f"the store uses embedder {name!r}, which was supplied in code; "
                     "this process must be given the same embedder object"
                 )
-            embedder = resolve_embedder(spec)
+            embedder = self.build(spec)
             if embedder.name != name:
                 raise EmbedderMismatchError(
                     f"{spec!r} now builds {embedder.name!r}, but the store's vectors are {name!r}"
                 )
             self._built[name], self._specs[name] = embedder, spec
             return embedder
+
+    def build(self, spec: str) -> Embedder:
+        """A new embedder from its name, with this process's options (endpoint, …)."""
+        return resolve_embedder(spec, self.options)
 
     def built(self, name: str | None) -> Embedder | None:
         """The embedder named ``name`` if this process has built it (``None``: its own)."""
@@ -119,6 +127,7 @@ def open_store_embedders(
     spec: str | None,
     embedder: Embedder | None,
     now: datetime,
+    options: EmbedderOptions | None = None,
 ) -> StoreEmbedders:
     """Check the configured embedder against the store's and build what the process uses.
 
@@ -127,17 +136,18 @@ def open_store_embedders(
     new store records the default.  Everything is built here, so a bad name, a
     model that cannot load or a mismatch fails at start, not at a first query.
     """
-    configured = embedder or (resolve_embedder(spec) if spec else None)
+    options = options or EmbedderOptions()
+    configured = embedder or (resolve_embedder(spec, options) if spec else None)
     with store.reading() as view:
         stored = embedder_store.recorded(view.connection).get(CURRENT)
     if stored is None:
-        chosen = configured or resolve_embedder(DEFAULT_EMBEDDER)
+        chosen = configured or resolve_embedder(DEFAULT_EMBEDDER, options)
         chosen_spec = None if embedder is not None else (spec or DEFAULT_EMBEDDER)
         stored = _record_first(store, describe(chosen, chosen_spec), now)
         if stored.name == chosen.name:
-            return StoreEmbedders(chosen, stored.spec)
+            return StoreEmbedders(chosen, stored.spec, options)
     if configured is None:
-        return _inherit(stored)
+        return _inherit(stored, options)
     if configured.name != stored.name:
         raise EmbedderMismatchError(
             f"this store embeds with {stored.name!r} but this process is configured with "
@@ -145,23 +155,23 @@ def open_store_embedders(
             f"store's embedder, or move the store with `{REEMBED_COMMAND} "
             f"{spec or 'NAME'}`"
         )
-    return StoreEmbedders(configured, stored.spec if embedder is None else None)
+    return StoreEmbedders(configured, stored.spec, options)
 
 
-def _inherit(stored: RecordedEmbedder) -> StoreEmbedders:
+def _inherit(stored: RecordedEmbedder, options: EmbedderOptions) -> StoreEmbedders:
     """The store's own embedder, for a process configured with none."""
     if stored.spec is None:
         raise EmbedderUnavailableError(
             f"this store embeds with {stored.name!r}, which was supplied in code; "
             "pass the same embedder to this process"
         )
-    embedder = resolve_embedder(stored.spec)
+    embedder = resolve_embedder(stored.spec, options)
     if embedder.name != stored.name:
         raise EmbedderMismatchError(
             f"{stored.spec!r} now builds {embedder.name!r}, but the store's vectors are "
             f"{stored.name!r}; re-embed with `{REEMBED_COMMAND} {stored.spec}`"
         )
-    return StoreEmbedders(embedder, stored.spec)
+    return StoreEmbedders(embedder, stored.spec, options)
 
 
 def _record_first(store: EventStore, first: RecordedEmbedder, now: datetime) -> RecordedEmbedder:

@@ -37,7 +37,7 @@ from eventstore import AuditEntry, EventStore, SubjectCipher
 from eventstore import jobs as job_queue
 from eventstore.errors import ConflictError, InvalidInputError, NotFoundError, OperationalError
 from eventstore.transaction import Transaction
-from projections.embedders import Embedder, resolve_embedder
+from projections.embedders import Embedder
 from projections.storage import embedder_store
 from projections.storage import vector_rebuilds as jobs
 from projections.storage.embedder_store import CURRENT, TARGET, RecordedEmbedder
@@ -93,7 +93,8 @@ class VectorRebuilder:
 
     def start(self, request: RebuildRequest) -> uuid.UUID:
         """Create a job (and, to change the embedder, record the target); audit-logged."""
-        target_embedder = None if request.embedder is None else resolve_embedder(request.embedder)
+        wanted = request.embedder
+        target_embedder = None if wanted is None else self.embedders.build(wanted)
         with self.store.transaction() as tx:
             conn = tx.connection
             roles = embedder_store.recorded(conn)
