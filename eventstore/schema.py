@@ -240,3 +240,24 @@ store_identity = sa.Table(
     sa.Column("name", sa.String(32), primary_key=True),
     sa.Column("value", sa.String(64), nullable=False),
 )
+
+# Console sign-in sessions.  The cookie holds a random session token; only a
+# hash of it is stored, so a copy of the table opens no session.  A user
+# principal's id is sealed under a key derived from the token (as API keys
+# seal theirs), readable only while the browser presents the cookie.
+console_sessions = sa.Table(
+    "console_sessions",
+    metadata,
+    sa.Column("session_hash", sa.LargeBinary(32), primary_key=True),
+    sa.Column(
+        "key_id",
+        sa.String(32),
+        sa.ForeignKey("api_keys.key_id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    sa.Column("principal", sa.String(16), nullable=False),
+    sa.Column("sealed_user_id", sa.LargeBinary, nullable=True),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Column("last_seen_at", UTCDateTime(), nullable=False),
+)

@@ -29,6 +29,7 @@ from eventstore.store import utc_now
 from oblivio.keyrings import open_keyring
 from oblivio.memory.context import MemoryContext
 from oblivio.settings import Settings
+from projections.claims.plan import ClaimExtractor
 from projections.embedders import Embedder
 from projections.extraction import Extractor
 from projections.graph import NodeGraphProjection
@@ -38,6 +39,7 @@ from projections.store_embedders import open_store_embedders
 from projections.vectors import VectorProjection
 from workers.certify import Certifier
 from workers.erasure import AsyncPartitioning, Eraser
+from workers.extraction import ExtractionWorker
 from workers.maintenance import RetentionPolicy
 from workers.policy import ErasurePolicy, KeyPolicy
 from workers.projector import ProjectionRunner
@@ -78,6 +80,7 @@ def open_memory(
     embedder: Embedder | None = None,
     extractor: Extractor | None = None,
     scoring: ScoringConfig | None = None,
+    claim_extractor: ClaimExtractor | None = None,
     clock: Callable[[], datetime] = utc_now,
 ) -> MemoryContext:
     """Everything the memory operations need, wired together."""
@@ -114,9 +117,37 @@ def open_memory(
         reembedder=VectorRebuilder(store, embedders, runner, clock),
         certifier=certifier,
         issuer=issuer,
+        extraction=ExtractionWorker(
+            store,
+            graph,
+            claim_extractor or build_claim_extractor(settings),
+            partitions=settings.partitions,
+            clock=clock,
+        ),
         retrieval_cache=RetrievalCache(settings.retrieval_cache_nodes),
         api_keys=VerifiedKeys(settings.api_key_cache_seconds),
+        console_idle_minutes=settings.console_idle_minutes,
     )
+
+
+def build_claim_extractor(settings: Settings) -> ClaimExtractor:
+    """The claim extractor named by ``OBLIVIO_CLAIM_EXTRACTOR`` (default: English rules)."""
+    if settings.claim_extractor == "openai-chat":
+        from projections.claims.chat import ChatClaimExtractor
+
+        if not settings.claim_extractor_url or not settings.claim_extractor_model:
+            raise ValueError(
+                "the openai-chat claim extractor needs OBLIVIO_CLAIM_EXTRACTOR_URL and "
+                "OBLIVIO_CLAIM_EXTRACTOR_MODEL"
+            )
+        return ChatClaimExtractor(
+            settings.claim_extractor_url,
+            settings.claim_extractor_model,
+            api_key=os.environ.get("OBLIVIO_CLAIM_EXTRACTOR_API_KEY"),
+        )
+    from projections.claims.rules import RuleClaimExtractor
+
+    return RuleClaimExtractor()
 
 
 def key_policy(settings: Settings) -> KeyPolicy:
@@ -156,4 +187,10 @@ def build_worker_service(ctx: MemoryContext, settings: Settings) -> WorkerServic
         key_policy=key_policy(settings),
         clock=ctx.clock,
     )
-    return WorkerService(ctx.runner, ctx.rebuilder, maintenance, reembedder=ctx.reembedder)
+    return WorkerService(
+        ctx.runner,
+        ctx.rebuilder,
+        maintenance,
+        extraction=ctx.extraction,
+        reembedder=ctx.reembedder,
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -55,7 +56,12 @@ class Settings(BaseModel):
     ``OBLIVIO_ALLOW_MODEL_DOWNLOADS`` (sentence-transformers may download a model id),
     ``OBLIVIO_OPENAI_BASE_URL``, ``OBLIVIO_OPENAI_API_KEY``, ``OBLIVIO_EMBEDDING_BATCH_SIZE``,
     ``OBLIVIO_EMBEDDING_TIMEOUT_SECONDS`` and ``OBLIVIO_EMBEDDING_RETRIES`` (``openai:MODEL``
-    embedders: the OpenAI-compatible endpoint and how it is called).
+    embedders: the OpenAI-compatible endpoint and how it is called),
+    ``OBLIVIO_CLAIM_EXTRACTOR`` (``rules``, the default, or ``openai-chat``) with
+    ``OBLIVIO_CLAIM_EXTRACTOR_URL``, ``OBLIVIO_CLAIM_EXTRACTOR_MODEL`` and
+    ``OBLIVIO_CLAIM_EXTRACTOR_API_KEY`` for the latter (docs/ingest.md).
+    ``OBLIVIO_CONSOLE_IDLE_MINUTES`` (a console session ends after this long without a
+    request, default 30).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -86,6 +92,10 @@ class Settings(BaseModel):
     embedding_batch_size: int = Field(default=64, ge=1, le=2048)
     embedding_timeout_seconds: float = Field(default=30.0, gt=0)
     embedding_retries: int = Field(default=5, ge=0, le=20)
+    claim_extractor: Literal["rules", "openai-chat"] = "rules"
+    claim_extractor_url: str | None = None
+    claim_extractor_model: str | None = None
+    console_idle_minutes: float = Field(default=30.0, gt=0, le=24 * 60)
 
     def embedder_options(self) -> EmbedderOptions:
         """What embedders built by name take from the settings."""
@@ -135,6 +145,10 @@ class Settings(BaseModel):
             ("embedding_batch_size", "OBLIVIO_EMBEDDING_BATCH_SIZE"),
             ("embedding_timeout_seconds", "OBLIVIO_EMBEDDING_TIMEOUT_SECONDS"),
             ("embedding_retries", "OBLIVIO_EMBEDDING_RETRIES"),
+            ("claim_extractor", "OBLIVIO_CLAIM_EXTRACTOR"),
+            ("claim_extractor_url", "OBLIVIO_CLAIM_EXTRACTOR_URL"),
+            ("claim_extractor_model", "OBLIVIO_CLAIM_EXTRACTOR_MODEL"),
+            ("console_idle_minutes", "OBLIVIO_CONSOLE_IDLE_MINUTES"),
         ):
             if env.get(var):
                 values[field] = env[var]

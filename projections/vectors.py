@@ -23,6 +23,9 @@ from projections.storage import embedder_store
 from projections.storage.vector_store import NodeVector, VectorStore, unpack_vector
 from projections.store_embedders import StoreEmbedders
 
+#: A node to embed: its subject's cipher, node id, source event id and text.
+_NodeText = tuple[SubjectCipher, uuid.UUID, uuid.UUID, str]
+
 
 class VectorProjection:
     """Embeddings of nodes, plus triggers and attractors, per subject."""
@@ -64,7 +67,7 @@ class VectorProjection:
         for cipher, event in page:
             if event.data is None:
                 continue
-            if event.type == ev.STORED:
+            if event.type in (ev.STORED, ev.CLAIMS_EXTRACTED):
                 stored.append((cipher, event))
             else:
                 serving = writers[cipher.stream_id][0]
@@ -109,28 +112,36 @@ class VectorProjection:
         writers: dict[int, list[Embedder]],
     ) -> list[NodeVector]:
         """Every node of the stored events with its vectors, one embedding call per embedder."""
-        by_embedder: dict[str, tuple[Embedder, list[tuple[SubjectCipher, RecordedEvent, int, str]]]]
-        by_embedder = {}
+        by_embedder: dict[str, tuple[Embedder, list[_NodeText]]] = {}
         for cipher, event in stored:
-            data = event.data or {}
-            drafts = self.extractor.extract(data["content"], NodeType(data["node_type"]))
+            texts = self._node_texts(event)
             for embedder in writers[cipher.stream_id]:
                 _, nodes = by_embedder.setdefault(embedder.name, (embedder, []))
-                nodes += [(cipher, event, ordinal, d.content) for ordinal, d in enumerate(drafts)]
+                nodes += [(cipher, *node) for node in texts]
         result: list[NodeVector] = []
         for embedder, nodes in by_embedder.values():
             vectors = embedder.embed([content for *_, content in nodes]) if nodes else []
             result += [
-                NodeVector(
-                    cipher,
-                    ev.node_id(event.event_id, ordinal),
-                    event.event_id,
-                    embedder.name,
-                    vector,
-                )
-                for (cipher, event, ordinal, _), vector in zip(nodes, vectors, strict=True)
+                NodeVector(cipher, node_id, event_id, embedder.name, vector)
+                for (cipher, node_id, event_id, _), vector in zip(nodes, vectors, strict=True)
             ]
         return result
+
+    def _node_texts(self, event: RecordedEvent) -> list[tuple[uuid.UUID, uuid.UUID, str]]:
+        """Each node an event adds: its id, its source event, its text.
+
+        A claims event's nodes belong to the ingested message they came from,
+        so erasing that message drops their vectors with its own.
+        """
+        data = event.data or {}
+        if event.type == ev.CLAIMS_EXTRACTED:
+            source = uuid.UUID(data["source_event_id"])
+            return [(uuid.UUID(c["node_id"]), source, c["content"]) for c in data["claims"]]
+        drafts = self.extractor.extract(data["content"], NodeType(data["node_type"]))
+        return [
+            (ev.node_id(event.event_id, ordinal), event.event_id, d.content)
+            for ordinal, d in enumerate(drafts)
+        ]
 
     def purge(self, conn: Connection, stream_id: int) -> None:
         VectorStore(conn).purge_stream(stream_id)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from workers.extraction import ExtractionWorker
 from workers.projector import ProjectionRunner
 from workers.rebuild import RebuildWorker
 from workers.reembed import VectorRebuilder
@@ -31,9 +32,12 @@ class WorkerService:
         rebuilder: RebuildWorker,
         maintenance: Maintenance | None,
         poll_interval: float = 0.2,
+        *,
+        extraction: ExtractionWorker | None = None,
         reembedder: VectorRebuilder | None = None,
     ) -> None:
         self.runner = runner
+        self.extraction = extraction
         self.rebuilder = rebuilder
         self.reembedder = reembedder
         self.maintenance = maintenance
@@ -49,6 +53,11 @@ class WorkerService:
         self._spawn(
             "rebuild-worker", lambda: self.rebuilder.run_forever(self._stop, self.poll_interval)
         )
+        if self.extraction is not None:
+            extraction = self.extraction
+            self._spawn(
+                "claims-extraction", lambda: extraction.run_forever(self._stop, self.poll_interval)
+            )
         reembedder = self.reembedder
         if reembedder is not None:
             self._spawn(

@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from oblivio import __version__
+from oblivio import __version__, console
 from oblivio.http import (
     compliance_routes,
     errors,
@@ -39,6 +39,7 @@ def create_app(ctx: MemoryContext) -> FastAPI:
     app.include_router(compliance_routes.router)
     app.include_router(key_routes.router)
     app.include_router(rebuild_routes.router)
+    console.install(app, idle_minutes=ctx.console_idle_minutes if ctx else 30.0)
     errors.install(app)
     app.add_middleware(RequestLog)
     lag_report = LagReport()

@@ -220,3 +220,27 @@ checkpoints = sa.Table(
     sa.Column("position", sa.BigInteger, nullable=False),
     sa.Column("updated_at", UTCDateTime(), nullable=False),
 )
+
+# Structured claims (from ingest()): one row per claim node, beside its row in
+# memory_nodes.  ``match_key`` is a keyed hash of what a later correction
+# must share with the claim to retire it (resolved subject, predicate class,
+# scope, source type, memory type, and whether it is a known positive,
+# unconditional observation), so the extraction worker finds its candidates
+# by index without decrypting the subject's other claims.  The validity
+# interval starts at the source-effective time; ``valid_to`` is set when a
+# correction closes it.  ``correction`` says what the claim did to earlier
+# ones (retired, ambiguous, conditional, …), so ambiguous cases stay visible.
+claims = sa.Table(
+    "memory_claims",
+    metadata,
+    sa.Column("stream_id", StreamId, primary_key=True),
+    sa.Column("node_id", sa.Uuid, primary_key=True),
+    sa.Column("event_id", sa.Uuid, nullable=False),
+    sa.Column("plan_event_id", sa.Uuid, nullable=False),
+    sa.Column("match_key", sa.LargeBinary(32), nullable=False),
+    sa.Column("valid_from", UTCDateTime(), nullable=False),
+    sa.Column("valid_to", UTCDateTime(), nullable=True),
+    sa.Column("correction", sa.String(32), nullable=False),
+    sa.Index("ix_memory_claims_stream_id_match_key", "stream_id", "match_key"),
+    sqlite_with_rowid=False,
+)

@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 
+from oblivio.memory import queries
 from tests.http.conftest import ALICE, World, log_size
 
 REBUILDS = "/v1/admin/rebuilds"
@@ -14,7 +15,8 @@ REBUILDS = "/v1/admin/rebuilds"
 def test_an_operator_re_embeds_the_store_and_watches_the_job(world: World) -> None:
     world.seed(ALICE, "I work as a nurse")
     world.seed("bob", "Bob drives a red car")
-    world.ctx.runner.run_pending()
+    for user in (ALICE, "bob"):  # a consistent read waits until the vectors are written
+        queries.retrieve(world.ctx, "anything", user_id=user)
     started = world.client.post(
         REBUILDS, json={"embedder": "hashing:64"}, headers=world.headers("operator")
     )
