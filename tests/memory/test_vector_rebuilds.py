@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -19,6 +25,7 @@ from projections.storage.tables import nodes, vectors
 from projections.store_embedders import EmbedderMismatchError, StoreEmbedders
 from workers.reembed import RebuildRequest, VectorRebuilder
 
+ROOT = Path(__file__).resolve().parents[2]
 ALICE = ["I work as a nurse", "I love pizza with olives", "My sister lives in Lyon"]
 BOB = ["Bob drives a red car", "Bob prefers window seats", "Bob is allergic to nuts"]
 
@@ -201,4 +208,42 @@ def test_bad_rebuild_requests_are_refused_and_write_nothing(fresh_settings: Sett
     assert (repair.scope, repair.embedder, repair.nodes_total) == ("subject", "hashing-v1-64", 3)
     with pytest.raises(LookupError):
         vector_rebuild(client.context, uuid.uuid4())
+    client.close()
+
+
+def test_a_worker_killed_with_sigkill_mid_job_is_resumed_by_another(
+    fresh_settings: Settings,
+) -> None:
+    """A real process, killed between batches or in one: the next worker embeds what the
+    dead one had not committed, and nothing it had."""
+    client = MemoryClient(settings=fresh_settings.model_copy(update={"embedder": "hashing"}))
+    texts = [f"note {i} about the garden" for i in range(40)]
+    for text in texts:
+        client.store(text, user_id="alice")
+    client.retrieve("garden", user_id="alice")
+    rebuild_id = client.context.reembedder.start(RebuildRequest(embedder="hashing:64"))
+    victim = subprocess.Popen(
+        [sys.executable, "-m", "tests.memory._reembed_victim", fresh_settings.model_dump_json()],
+        cwd=ROOT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while vector_rebuild(client.context, rebuild_id).nodes_embedded < 10:
+            assert victim.poll() is None, "the victim died on its own"
+            assert time.monotonic() < deadline, "the victim made no progress"
+            time.sleep(0.05)
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.wait(timeout=10)
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+    committed = vector_rebuild(client.context, rebuild_id).nodes_embedded
+    assert 10 <= committed < len(texts)
+    time.sleep(2.1)  # the victim's lease (2 s) expires
+    survivor = Counting(HashingEmbedder(64))
+    assert rebuilder(client, survivor, "survivor").run_pending() == 1
+    assert len(survivor.texts) == len(texts) - committed  # nothing committed is redone
+    done = vector_rebuild(client.context, rebuild_id)
+    assert (done.status, done.nodes_embedded) == ("done", len(texts))
+    assert vector_counts(client) == {"hashing-v1-64": len(texts)}
     client.close()
