@@ -118,7 +118,7 @@ def ingest_batch(
     if not 1 <= len(messages) <= MAX_BATCH_MESSAGES:
         raise InvalidInputError(f"a batch holds 1 to {MAX_BATCH_MESSAGES} messages")
     parsed = [_parse(user, entry) for entry in messages]
-    recorded = _append_optimistic(ctx, user, parsed) or _append_locked(ctx, user, parsed)
+    recorded = _append_locked(ctx, user, parsed)
     results = [_result(ctx, event) for event in recorded]
     if not wait_for_extraction:
         return results
@@ -186,17 +186,6 @@ def _occurred_at(value: object) -> str | None:
     if not isinstance(value, datetime) or value.tzinfo is None:
         raise InvalidInputError("occurred_at must be a timezone-aware date and time")
     return value.astimezone(UTC).isoformat()
-
-
-def _append_optimistic(
-    ctx: MemoryContext, user: str, parsed: Sequence[tuple[dict[str, Any], uuid.UUID | None]]
-) -> list[RecordedEvent] | None:
-    """The messages and their graph rows in one conditional write, as ``store()`` first
-    tries (see ``commands._store_optimistic``); ``None`` when nothing was written."""
-    if any(request is not None for _, request in parsed):
-        return None  # a caller-chosen id may name an earlier append: the locked path decides
-    new_events = [NewEvent(ev.STORED, data) for data, _ in parsed]
-    return ctx.store.try_append(ctx.namespace, user, new_events, ctx.graph.stored_rows)
 
 
 def _append_locked(

@@ -44,18 +44,6 @@ _insert_directory = node_directory.insert().from_select(
     ).where(~sa.exists().where(node_directory.c.node_id == _entry_node_id)),
 )
 
-# A claim node with its directory entry and its memory_claims row, in one
-# statement for PostgreSQL (see add_claim_nodes).
-_insert_claim_node = (
-    nodes.insert()
-    .values({c.name: sa.bindparam(f"node_{c.name}") for c in nodes.c})
-    .add_cte(_directory_insert("node_").cte("directory_entry"))
-    .add_cte(
-        claims.insert()
-        .values({c.name: sa.bindparam(f"claim_{c.name}") for c in claims.c})
-        .cte("claim_row")
-    )
-)
 _insert_claim = claims.insert()
 
 # Nodes by id alone: the directory gives the source event, the log that
@@ -138,15 +126,6 @@ class GraphStore:
         (in the same order)."""
         rows = [_node_values(cipher, node, ordinal) for ordinal, node in new_nodes]
         if not rows:
-            return
-        if self.conn.dialect.name == "postgresql":
-            # One statement per node (data-modifying CTEs, which SQLite lacks):
-            # the extraction worker writes these for every message it extracts.
-            params = [
-                _prefixed("node_", row) | _prefixed("claim_", claim)
-                for row, claim in zip(rows, claim_rows, strict=True)
-            ]
-            self.conn.execute(_insert_claim_node, params)
             return
         self.conn.execute(_insert_node, rows)
         self.conn.execute(_insert_directory, [_directory_entry(r) for r in rows])
