@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+)
 
 from eventstore.apikeys import KeyInfo
 from oblivio.memory.records import MemoryEvent, NodePage
@@ -194,11 +202,43 @@ class CountOut(BaseModel):
     count: int
 
 
+# workers.policy's vocabularies, spelled out so that type checkers see them;
+# tests/http/test_bad_input.py holds them equal.
+Reason = Literal[
+    "correction", "legal_obligation", "operator_request", "ttl_expired", "user_request"
+]
+LegalGround = Literal[
+    "art17-1-a", "art17-1-b", "art17-1-c", "art17-1-d", "art17-1-e", "art17-1-f", "art5-1-e"
+]
+
+
+_NUMBER = re.compile(r"\s*[-+]?[\d.eE+-]*\d[\d.eE+-]*\s*")
+
+
+def _not_a_number(value: object) -> object:
+    # pydantic reads a number, or a string of digits, as a Unix time: "-1" or
+    # "0.5" would be 1969 and 1970.  A time must say what it means.
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or _NUMBER.fullmatch(value):
+        raise ValueError("must be an ISO 8601 date and time, such as 2026-01-31T12:00:00Z")
+    return value
+
+
+#: A time given as ISO 8601 / RFC 3339 text (no zone: UTC).
+Instant = Annotated[datetime, BeforeValidator(_not_a_number)]
+
+
 class ForgetRequest(BaseModel):
     model_config = Strict
-    reason: str = "user_request"
-    legal_ground: str = "art17-1-b"
-    wait_seconds: float = Field(default=5.0, ge=0, le=60)
+    reason: str | None = Field(
+        default=None,
+        max_length=64,
+        deprecated=True,
+        description="Ignored: a forget over HTTP is always recorded as user_request.",
+    )
+    legal_ground: LegalGround = "art17-1-b"
+    wait_seconds: float = Field(default=5.0, ge=0, le=60, strict=True, allow_inf_nan=False)
 
 
 class JobOut(BaseModel):
