@@ -69,6 +69,7 @@ def serve(ctx: click.Context, host: str, port: int, run_workers: bool) -> None:
     import uvicorn
 
     from oblivio.http import create_app
+    from oblivio.http.server import uvicorn_config
 
     settings = _settings(ctx)
     memory = open_memory(settings)
@@ -77,7 +78,9 @@ def serve(ctx: click.Context, host: str, port: int, run_workers: bool) -> None:
     if service is not None:
         service.run()
     try:
-        uvicorn.run(create_app(memory), host=host, port=port, log_config=_log_config())
+        app = create_app(memory, settings)
+        config = uvicorn_config(app, settings, host=host, port=port, log_config=_log_config())
+        uvicorn.Server(config).run()
     finally:
         if service is not None:
             service.stop()

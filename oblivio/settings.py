@@ -17,6 +17,11 @@ DEFAULT_NAMESPACE = "default"
 #: A revoked key may authenticate for this long in a server that verified it
 #: just before (the revocation comes from another process, the CLI).
 DEFAULT_API_KEY_CACHE_SECONDS = 1.0
+#: Request bodies beyond this answer 413 while being read: room for the largest
+#: event (1 MiB encoded) in JSON's escaping, no more.
+DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
+#: A request line plus headers beyond this answer 431 (bearer keys and ids are small).
+DEFAULT_MAX_HEADER_BYTES = 32 * 1024
 
 
 class Settings(BaseModel):
@@ -34,7 +39,9 @@ class Settings(BaseModel):
     ``OBLIVIO_RETRIEVAL_CACHE_NODES`` (nodes kept decrypted in memory for retrieval,
     over all subjects; 0 turns the cache off), ``OBLIVIO_API_KEY_CACHE_SECONDS`` (how long
     a verified API key is trusted without reading it again, at most 2; 0 turns the cache
-    off; see ``eventstore.apikeys.VerifiedKeys`` for what that costs a revocation).
+    off; see ``eventstore.apikeys.VerifiedKeys`` for what that costs a revocation),
+    ``OBLIVIO_MAX_REQUEST_BYTES`` (largest HTTP request body, default 4 MiB) and
+    ``OBLIVIO_MAX_HEADER_BYTES`` (largest request line plus headers, default 32 KiB).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -54,6 +61,8 @@ class Settings(BaseModel):
     api_key_cache_seconds: float = Field(
         default=DEFAULT_API_KEY_CACHE_SECONDS, ge=0, le=MAX_API_KEY_CACHE_SECONDS
     )
+    max_request_bytes: int = Field(default=DEFAULT_MAX_REQUEST_BYTES, ge=1024)
+    max_header_bytes: int = Field(default=DEFAULT_MAX_HEADER_BYTES, ge=1024)
 
     @property
     def embedded(self) -> bool:
@@ -83,6 +92,8 @@ class Settings(BaseModel):
             ("kek_retire_days", "OBLIVIO_KEK_RETIRE_DAYS"),
             ("retrieval_cache_nodes", "OBLIVIO_RETRIEVAL_CACHE_NODES"),
             ("api_key_cache_seconds", "OBLIVIO_API_KEY_CACHE_SECONDS"),
+            ("max_request_bytes", "OBLIVIO_MAX_REQUEST_BYTES"),
+            ("max_header_bytes", "OBLIVIO_MAX_HEADER_BYTES"),
         ):
             if env.get(var):
                 values[field] = env[var]

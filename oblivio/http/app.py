@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from oblivio import __version__
@@ -17,12 +20,17 @@ from oblivio.http.auth import context
 from oblivio.http.express import OblivioAPI
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.health import LagReport
+from oblivio.settings import Settings
 
 access_log = logging.getLogger("oblivio.access")
 
 
-def create_app(ctx: MemoryContext) -> FastAPI:
-    """The HTTP API over ``ctx``; OpenAPI is published at ``/openapi.json``."""
+def create_app(ctx: MemoryContext, settings: Settings | None = None) -> FastAPI:
+    """The HTTP API over ``ctx``; OpenAPI is published at ``/openapi.json``.
+
+    ``settings`` bound what a request may send (default: ``Settings()``'s limits).
+    """
+    limits = settings or Settings()
     app = OblivioAPI(
         request_log=RequestLog,
         title="oblivio",
@@ -34,6 +42,7 @@ def create_app(ctx: MemoryContext) -> FastAPI:
     app.include_router(compliance_routes.router)
     app.include_router(key_routes.router)
     errors.install(app)
+    app.add_middleware(BodyLimit, max_bytes=limits.max_request_bytes)
     app.add_middleware(RequestLog)
     lag_report = LagReport()
 
@@ -99,6 +108,10 @@ class RequestLog:
 
         try:
             await self.app(scope, receive, tagged)
+        except ClientDisconnect:
+            # The client went away before the request was read: nothing failed
+            # here and there is no one to answer.
+            status = CLIENT_CLOSED_REQUEST
         except Exception:
             errors.log.exception("request %s failed", request_id)
             if status is not None:  # too late for a problem response: drop the connection
@@ -122,9 +135,74 @@ class RequestLog:
             )
 
 
+#: The access log's status for a request its client abandoned (nginx's 499).
+CLIENT_CLOSED_REQUEST = 499
+#: A caller's request id is copied into the log and the response only if it
+#: is short and visible ASCII; anything else gets an id of our own.
+_CALLER_REQUEST_ID = re.compile(rb"[\x21-\x7e]{1,128}")
+
+
+class BodyLimit:
+    """Request bodies of at most ``max_bytes``, counted while they are read.
+
+    A body announced larger (``Content-Length``) is refused before a byte of
+    it is read; one that grows past the limit as it streams in is refused at
+    that moment, the rest never read.  Both answer 413 (a problem response,
+    like every error) and close the connection, so the server does not go on
+    reading what was refused.  Starlette's own limiter answers in plain text.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if _announced_length(scope) > self.max_bytes:
+            await self._refusal()(scope, receive, send)
+            return
+        read = 0
+
+        async def counted() -> Message:
+            nonlocal read
+            message = await receive()
+            read += len(message.get("body", b""))
+            if read > self.max_bytes:
+                raise BodyTooLargeError(self.max_bytes)
+            return message
+
+        await self.app(scope, counted, send)
+
+    def _refusal(self) -> Response:
+        return errors.problem(
+            413,
+            "PayloadTooLarge",
+            f"the request body is larger than {self.max_bytes} bytes",
+            {"Connection": "close"},
+        )
+
+
+class BodyTooLargeError(HTTPException):
+    """Raised from ``receive``: the app's handlers answer it, as for any HTTP error."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(
+            413, f"the request body is larger than {max_bytes} bytes", {"Connection": "close"}
+        )
+
+
+def _announced_length(scope: Scope) -> int:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            return int(value) if value.isdigit() else 0
+    return 0
+
+
 def _request_id(scope: Scope) -> str:
     for name, value in scope["headers"]:
-        if name == b"x-request-id" and value:
-            return bytes(value).decode("latin-1")
+        if name == b"x-request-id" and _CALLER_REQUEST_ID.fullmatch(value):
+            return bytes(value).decode("ascii")
     # 128 random bits as 32 hex digits, like uuid4().hex without building a UUID.
     return os.urandom(16).hex()

@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from certificates import CertificateVerificationError
 from eventstore.errors import (
@@ -93,12 +94,27 @@ async def oblivio_error(request: Request, error: Exception) -> JSONResponse:
 
 async def http_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, StarletteHTTPException)
+    if error.status_code == 400 and error.__cause__ is not None:
+        return _unreadable_body(error.__cause__)
     return problem(
         error.status_code,
         TITLES.get(error.status_code, "Error"),
         str(error.detail),
         dict(error.headers or {}),
     )
+
+
+def _unreadable_body(cause: BaseException) -> JSONResponse:
+    """FastAPI answers 400 to any failure reading a JSON body; oblivio's one
+    rule is 422 for a body that is not UTF-8 JSON of bounded depth, on every
+    route, and no answer at all to a client that went away."""
+    if isinstance(cause, ClientDisconnect):
+        raise cause  # the request log records it; there is no one to answer
+    if isinstance(cause, UnicodeDecodeError):
+        return problem(422, "InvalidEncodingError", "the body is not valid UTF-8")
+    if isinstance(cause, RecursionError):
+        return problem(422, "InvalidInput", "the body's JSON is nested too deeply")
+    return problem(422, "InvalidInput", "the body is not valid JSON")
 
 
 async def validation_error(request: Request, error: Exception) -> JSONResponse:

@@ -30,6 +30,7 @@ from fastapi.testclient import TestClient
 from eventstore import START, apikeys, schema
 from oblivio.bootstrap import build_worker_service, open_memory
 from oblivio.http import create_app
+from oblivio.http.server import uvicorn_config
 from oblivio.memory import commands, compliance, queries
 from oblivio.memory.context import MemoryContext
 from oblivio.settings import Settings
@@ -185,7 +186,7 @@ def open_world(settings: Settings) -> Iterator[World]:
     ctx = open_memory(settings)
     try:
         tokens = issue_tokens(ctx)
-        with TestClient(create_app(ctx), raise_server_exceptions=False) as client:
+        with TestClient(create_app(ctx, settings), raise_server_exceptions=False) as client:
             yield World(ctx, settings, tokens, client)
     finally:
         ctx.store.close()
@@ -238,7 +239,9 @@ def serve_in_thread(ctx: MemoryContext, settings: Settings) -> Iterator[str]:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-        config = uvicorn.Config(create_app(ctx), log_level="warning", lifespan="off")
+        config = uvicorn_config(
+            create_app(ctx, settings), settings, log_level="warning", lifespan="off"
+        )
         server = uvicorn.Server(config)
         thread = threading.Thread(
             target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True
