@@ -229,3 +229,14 @@ apscheduler_jobs = sa.Table(
     sa.Column("next_run_time", sa.Float(25), index=True),
     sa.Column("job_state", sa.LargeBinary, nullable=False),
 )
+
+# Facts about the store itself, one row each.  ``store_id`` (a random UUID
+# written on first open) names the store's keyring file, which the embedded
+# default keeps outside the data directory: a copy of the database carries the
+# id that says which keyring it needs, never the keys.
+store_identity = sa.Table(
+    "store_identity",
+    metadata,
+    sa.Column("name", sa.String(32), primary_key=True),
+    sa.Column("value", sa.String(64), nullable=False),
+)

@@ -17,7 +17,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from oblivio import __version__
 from oblivio.http import compliance_routes, errors, key_routes, memory_routes, schemas
 from oblivio.http.auth import context
-from oblivio.http.express import OblivioAPI
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.health import LagReport
 from oblivio.settings import Settings
@@ -31,14 +30,13 @@ def create_app(ctx: MemoryContext, settings: Settings | None = None) -> FastAPI:
     ``settings`` bound what a request may send (default: ``Settings()``'s limits).
     """
     limits = settings or Settings()
-    app = OblivioAPI(
-        request_log=RequestLog,
+    app = FastAPI(
         title="oblivio",
         version=__version__,
         description="An event-sourced memory store for AI agents that can prove it forgot.",
     )
     app.state.context = ctx
-    app.include_express(memory_routes.router)
+    app.include_router(memory_routes.router)
     app.include_router(compliance_routes.router)
     app.include_router(key_routes.router)
     errors.install(app)

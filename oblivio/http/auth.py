@@ -59,7 +59,6 @@ def authenticated(request: Request, credentials: HTTPAuthorizationCredentials | 
 
 #: A dependency made by ``allow``: the principal of an authenticated request.
 Admission = Callable[[Request, HTTPAuthorizationCredentials | None], Principal]
-_admissions: set[Admission] = set()
 
 
 def allow(*kinds: str) -> Admission:
@@ -76,13 +75,7 @@ def allow(*kinds: str) -> Admission:
             raise HTTPException(403, f"this {who.kind} key may not do this")
         return who
 
-    _admissions.add(check)
     return check
-
-
-def admission_of(dependency: object) -> Admission | None:
-    """``dependency`` if ``allow`` made it (so it can be called outside FastAPI), else None."""
-    return dependency if dependency in _admissions else None
 
 
 members = allow("user", "operator")

@@ -11,10 +11,9 @@ from eventstore.apikeys import Principal
 from eventstore.errors import InvalidInputError
 from oblivio.http import schemas as s
 from oblivio.http.auth import acting_user, current_context, members, required_user
-from oblivio.http.direct import JSON, DirectRoute
-from oblivio.http.encoding import retrieve_json
+from oblivio.http.encoding import JSON, retrieve_json
 from oblivio.http.errors import problem_responses
-from oblivio.memory import commands, queries
+from oblivio.memory import commands, ingest, queries
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.records import Correction
 from projections.model import NodeType, Scope, SourceType
@@ -23,7 +22,6 @@ router = APIRouter(
     prefix="/v1",
     tags=["memory"],
     responses=problem_responses(401, 403, 404, 409, 422, 503),
-    route_class=DirectRoute,
 )
 
 Ctx = Annotated[MemoryContext, Depends(current_context)]
@@ -49,6 +47,18 @@ def store_event(body: s.StoreRequest, ctx: Ctx, who: Member) -> s.StoreResponse:
         request_id=body.request_id,
     )
     return s.StoreResponse(event_id=stored.event_id, node_ids=list(stored.node_ids))
+
+
+@router.post("/ingest", status_code=201, response_model=s.IngestResponse)
+def ingest_messages(body: s.IngestRequest, ctx: Ctx, who: Member) -> s.IngestResponse:
+    """Store raw messages; their claims are extracted asynchronously (docs/ingest.md)."""
+    user = required_user(who, body.user_id)
+    results = ingest.ingest_batch(
+        ctx, body.entries(), user_id=user, wait_for_extraction=body.wait_for_extraction
+    )
+    return s.IngestResponse(
+        results=[s.IngestedOut.model_validate(r, from_attributes=True) for r in results]
+    )
 
 
 @router.get("/events", response_model=list[s.EventOut])

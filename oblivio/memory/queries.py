@@ -23,6 +23,7 @@ from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.records import MemoryEvent, NodePage, Retrieval
 from projections import events as ev
+from projections.claims.records import claim_state
 from projections.model import (
     AssertionState,
     EdgeKind,
@@ -34,12 +35,14 @@ from projections.model import (
     SourceType,
 )
 from projections.retrieval_index import NodeFilter, SubjectIndex, load_subject, rank
+from projections.storage.claim_store import ClaimStore
 from projections.storage.graph_store import GraphStore, NodeRow, node_from_row
 from projections.storage.vector_reads import StateToken, state_token
 from projections.storage.vector_store import VectorStore
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 1000
+SUBJECT_PAGE = 500
 
 
 def _owner_stream(ctx: MemoryContext, user_id: str | None) -> int | None:
@@ -152,6 +155,29 @@ def _memory_event(event: RecordedEvent) -> MemoryEvent:
     )
 
 
+def subjects(ctx: MemoryContext) -> list[str]:
+    """User ids that have readable memories in this namespace, sorted (operators).
+
+    Raw user ids are on disk only inside their owners' encrypted events, so
+    this decrypts one event per subject: its cost grows with the number of
+    subjects.  It serves administration and framework adapters that must
+    enumerate people (LangGraph's ``list_namespaces``), not a request path.
+    """
+    with ctx.store.reading() as view:
+        event_ids = GraphStore(view.connection).one_event_per_subject(ctx.namespace)
+    found: set[str] = set()
+    for start in range(0, len(event_ids), SUBJECT_PAGE):
+        events = ctx.store.get_events(event_ids[start : start + SUBJECT_PAGE])
+        found.update(e.data["user_id"] for e in events if _is_memory_event(ctx, e) and e.data)
+    return sorted(found)
+
+
+def subject_ref(ctx: MemoryContext, user_id: str) -> str:
+    """The pseudonymous reference (hex keyed hash) certificates and audit entries name
+    ``user_id`` by: a caller can check that a certificate is about the person it asked."""
+    return ctx.store.subject_ref(ctx.namespace, inputs.user(user_id))
+
+
 # -- nodes --------------------------------------------------------------------------------
 
 
@@ -189,7 +215,8 @@ def get_node(
 def get_assertion_state(
     ctx: MemoryContext, node_id: uuid.UUID | str, *, user_id: str | None = None
 ) -> AssertionState | None:
-    """Whether a node is current, contested or retired, and by which nodes."""
+    """Whether a node is current, contested or retired, and by which nodes; for a
+    claim also its structure, validity interval and what it did to earlier claims."""
     wanted = parse_uuid(node_id, "node id")
     owner = _owner_stream(ctx, user_id)
     with ctx.store.reading() as view:
@@ -197,6 +224,9 @@ def get_assertion_state(
         row = _visible(graph.node_row(wanted), owner)
         if row is None:
             return None
+        claim_row = ClaimStore(view.connection).claim(row.stream_id, wanted)
+        node = None if claim_row is None else _decrypt(view, row)
+        claim = None if node is None else claim_state(node, claim_row)
         supersedes, contradicted_by = [], []
         for edge in graph.edges_touching(wanted):
             if edge.kind == EdgeKind.SUPERSEDES and edge.source_node == wanted:
@@ -212,6 +242,7 @@ def get_assertion_state(
         contradicted_by=contradicted_by,
         confidence_base=row.confidence_base,
         reinforcement_boost=row.reinforcement_boost,
+        claim=claim,
     )
 
 

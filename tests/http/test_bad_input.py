@@ -38,6 +38,7 @@ VALID_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/attractors"): {"text": "coffee"},
     ("POST", "/v1/compliance/users/{user_id}/forget"): {"wait_seconds": 0},
     ("POST", "/v1/admin/keys"): {"principal": "auditor"},
+    ("POST", "/v1/ingest"): {"message": "I like tea"},
 }
 
 #: Body routes a user key may not call at all (it would get 403 before any validation).

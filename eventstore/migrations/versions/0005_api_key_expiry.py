@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "es0005"
-down_revision = "es0003"
+down_revision = "es0004"
 branch_labels = None
 depends_on = None
 

@@ -1,4 +1,4 @@
-"""Benchmarks of oblivio, run by ``oblivio bench …``.
+"""Benchmarks of oblivio, run by ``oblivio bench …`` (see ``oblivio_bench.cli``).
 
 ``oblivio bench eventstore`` times the event log's appends and reads and, with
 ``--compare eventsourcing``, runs the same workloads against the
@@ -12,16 +12,16 @@ each measures and for results.
 
 from __future__ import annotations
 
-from oblivio.bench.erasure import ErasureBenchConfig, run_erasure_bench
-from oblivio.bench.eventstore import (
+from oblivio_bench.erasure import ErasureBenchConfig, run_erasure_bench
+from oblivio_bench.eventstore import (
     DEFAULT_SERVER_URL,
     BenchConfig,
     BenchError,
     run_eventstore_bench,
 )
-from oblivio.bench.figures import FigureReport
-from oblivio.bench.memory import MemoryBenchConfig, run_memory_bench
-from oblivio.bench.report import BenchReport
+from oblivio_bench.figures import FigureReport
+from oblivio_bench.memory import MemoryBenchConfig, run_memory_bench
+from oblivio_bench.report import BenchReport
 
 __all__ = [
     "DEFAULT_SERVER_URL",

@@ -24,7 +24,7 @@ from multiprocessing.synchronize import Barrier, Lock
 from threading import BrokenBarrierError
 from typing import TypeVar
 
-from oblivio.bench.systems import BenchError, Payload, Session, System
+from oblivio_bench.systems import BenchError, Payload, Session, System
 
 PAYLOAD_BYTES = 140
 SEED_BATCH = 100

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from oblivio.bench.report import format_ms, render_table
+from oblivio_bench.report import format_ms, render_table
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -44,16 +44,16 @@ from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
 from eventstore import apikeys
-from oblivio.bench.eventstore import BACKENDS, DEFAULT_SERVER_URL
-from oblivio.bench.report import load_average, machine_info, render_table
-from oblivio.bench.scratch import postgres_databases, postgres_version
-from oblivio.bench.systems import BenchError
-from oblivio.bench.workloads import payload_pool
 from oblivio.bootstrap import migrate, open_memory
 from oblivio.client import MemoryClient
 from oblivio.memory import commands, queries
 from oblivio.memory.context import MemoryContext
 from oblivio.settings import Settings
+from oblivio_bench.eventstore import BACKENDS, DEFAULT_SERVER_URL
+from oblivio_bench.report import load_average, machine_info, render_table
+from oblivio_bench.scratch import postgres_databases, postgres_version
+from oblivio_bench.systems import BenchError
+from oblivio_bench.workloads import payload_pool
 
 Operation = Literal["store", "retrieve"]
 Call = Callable[[int], None]

@@ -23,9 +23,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from oblivio.bench.eventstore import BACKENDS, DEFAULT_SERVER_URL
-from oblivio.bench.figures import Figure, FigureReport, Section, at_most
-from oblivio.bench.loading import (
+from oblivio.client import MemoryClient
+from oblivio_bench.eventstore import BACKENDS, DEFAULT_SERVER_URL
+from oblivio_bench.figures import Figure, FigureReport, Section, at_most
+from oblivio_bench.loading import (
     LOAD_BATCH,
     check_applied,
     load_subject,
@@ -33,11 +34,10 @@ from oblivio.bench.loading import (
     scratch_settings,
     wait_until_visible,
 )
-from oblivio.bench.report import load_average, machine_info
-from oblivio.bench.scratch import postgres_version
-from oblivio.bench.systems import BenchError
-from oblivio.bench.workloads import timed
-from oblivio.client import MemoryClient
+from oblivio_bench.report import load_average, machine_info
+from oblivio_bench.scratch import postgres_version
+from oblivio_bench.systems import BenchError
+from oblivio_bench.workloads import timed
 
 Progress = Callable[[str], None]
 

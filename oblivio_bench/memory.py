@@ -25,9 +25,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from oblivio.bench.eventstore import BACKENDS, DEFAULT_SERVER_URL
-from oblivio.bench.figures import Figure, FigureReport, Section, at_least, at_most, percentile
-from oblivio.bench.loading import (
+from oblivio.client import MemoryClient
+from oblivio.memory.queries import wait_for_vectors
+from oblivio_bench.eventstore import BACKENDS, DEFAULT_SERVER_URL
+from oblivio_bench.figures import Figure, FigureReport, Section, at_least, at_most, percentile
+from oblivio_bench.loading import (
     check_applied,
     check_equivalent,
     load_subject,
@@ -38,12 +40,10 @@ from oblivio.bench.loading import (
     stored_event,
     wait_until_visible,
 )
-from oblivio.bench.report import load_average, machine_info, paired_ratio
-from oblivio.bench.scratch import postgres_version
-from oblivio.bench.systems import BenchError
-from oblivio.bench.workloads import Measurement, timed
-from oblivio.client import MemoryClient
-from oblivio.memory.queries import wait_for_vectors
+from oblivio_bench.report import load_average, machine_info, paired_ratio
+from oblivio_bench.scratch import postgres_version
+from oblivio_bench.systems import BenchError
+from oblivio_bench.workloads import Measurement, timed
 from projections.embedders import HashingEmbedder
 
 Progress = Callable[[str], None]

@@ -15,7 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from oblivio.bench.workloads import PAYLOAD_BYTES, Measurement, Workload
+from oblivio_bench.workloads import PAYLOAD_BYTES, Measurement, Workload
 
 PACKAGES = ("oblivio", "sqlalchemy", "psycopg", "cryptography", "eventsourcing")
 RATIO_MEANING = (

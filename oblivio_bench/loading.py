@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from eventstore import NewEvent, RecordedEvent
-from oblivio.bench.scratch import postgres_databases
-from oblivio.bench.systems import BenchError
-from oblivio.bootstrap import build_key_provider, migrate
+from oblivio.bootstrap import migrate, open_event_store
 from oblivio.client import MemoryClient
 from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
 from oblivio.settings import Settings
+from oblivio_bench.scratch import postgres_databases
+from oblivio_bench.systems import BenchError
 from projections import events as ev
 from projections.embedders import Embedder
 from projections.model import NodeType, Role, Scope, SourceType
@@ -144,7 +144,7 @@ def check_equivalent(stored: RecordedEvent, user_id: str) -> None:
     if stored.type != ev.STORED or dict(data) != expected:
         raise BenchError(
             f"store() recorded {stored.type} {dict(data)!r}; the bench's equivalent "
-            f"event would be {ev.STORED} {expected!r}: update oblivio.bench.loading"
+            f"event would be {ev.STORED} {expected!r}: update oblivio_bench.loading"
         )
 
 
@@ -167,13 +167,17 @@ def scratch_settings(
         if backend == "postgres":
             urls = stack.enter_context(postgres_databases(server_url, labels))
         settings = {
-            label: Settings(data_dir=Path(tmp) / label, database_url=urls.get(label))
+            label: Settings(
+                data_dir=Path(tmp) / label,
+                database_url=urls.get(label),
+                keyring_path=Path(tmp) / f"{label}-keyring.json",  # scratch, beside the data
+            )
             for label in labels
         }
         for each in settings.values():
             each.data_dir.mkdir(parents=True)
             migrate(each)
-            build_key_provider(each)
+            open_event_store(each).close()
         yield settings
 
 

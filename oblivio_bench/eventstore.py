@@ -15,10 +15,10 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from oblivio.bench.report import BenchReport, WorkloadResult, load_average, machine_info
-from oblivio.bench.scratch import postgres_databases, postgres_version
-from oblivio.bench.systems import BenchError, OblivioSystem, Session, System
-from oblivio.bench.workloads import (
+from oblivio_bench.report import BenchReport, WorkloadResult, load_average, machine_info
+from oblivio_bench.scratch import postgres_databases, postgres_version
+from oblivio_bench.systems import BenchError, OblivioSystem, Session, System
+from oblivio_bench.workloads import (
     AppendWorkload,
     ReadLogWorkload,
     ReadStreamWorkload,
@@ -154,7 +154,7 @@ def scratch_systems(config: BenchConfig) -> Iterator[list[System]]:
 
 def _eventsourcing_system(directory: Path, database_url: str | None) -> System:
     try:
-        from oblivio.bench.eventsourcing_system import EventsourcingSystem
+        from oblivio_bench.eventsourcing_system import EventsourcingSystem
     except ImportError as e:
         raise BenchError(
             "--compare eventsourcing needs the library: pip install 'oblivio[bench]'"
@@ -211,8 +211,8 @@ def garbage_collection(enabled: bool) -> Iterator[None]:
     Reads that allocate more objects per event trigger more collections, and
     a full collection's cost grows with everything else the process holds,
     so with the collector running a ratio mixes CPU work with allocation
-    pressure (docs/benchmarks.md, "Eighth pass").  Paused, only the first is
-    measured.  Only this process: writer processes keep their collector.
+    pressure.  Paused, only the first is measured.  Only this process: writer
+    processes keep their collector.
     """
     if enabled or not gc.isenabled():
         yield

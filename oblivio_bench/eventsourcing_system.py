@@ -29,7 +29,7 @@ from eventsourcing.persistence import (
     Transcoder,
 )
 
-from oblivio.bench.systems import EVENT_TYPE, Payload
+from oblivio_bench.systems import EVENT_TYPE, Payload
 
 # Stream names map to the UUIDs eventsourcing identifies aggregates by.
 _STREAM_IDS = uuid.UUID("6f3c0a52-8d1e-4d4b-9a0e-0b1e7c5d2a91")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from eventstore import START, EventStore, NewEvent, OblivioError
-from oblivio.bootstrap import build_key_provider, migrate, open_event_store
+from oblivio.bootstrap import migrate, open_event_store
 from oblivio.settings import Settings
 
 #: What one event carries: a JSON object of about 140 bytes.
@@ -101,9 +101,11 @@ class OblivioSystem:
     @classmethod
     def create(cls, data_dir: Path, database_url: str | None) -> OblivioSystem:
         """Migrate a fresh database and create its keyring once, before any writer races to."""
-        settings = Settings(data_dir=data_dir, database_url=database_url)
+        # The scratch keyring sits beside the scratch data, so nothing is left behind.
+        keyring = data_dir.with_name(f"{data_dir.name}-keyring.json")
+        settings = Settings(data_dir=data_dir, database_url=database_url, keyring_path=keyring)
         migrate(settings)
-        build_key_provider(settings)
+        open_event_store(settings).close()
         return cls(settings)
 
     def open(self) -> OblivioSession:
