@@ -22,6 +22,7 @@ from eventstore.errors import InvalidInputError
 from oblivio.memory.records import MemoryEvent, NodePage
 from projections.model import AssertionState, Node, NodeType, Role, Scope, ScoredNode, SourceType
 from workers.erasure import ErasureStatus
+from workers.policy import LegalGroundName, ReasonName
 
 Strict = ConfigDict(extra="forbid")
 
@@ -280,14 +281,8 @@ class CountOut(BaseModel):
     count: int
 
 
-# workers.policy's vocabularies, spelled out so that type checkers see them;
-# tests/http/test_bad_input.py holds them equal.
-Reason = Literal[
-    "correction", "legal_obligation", "operator_request", "ttl_expired", "user_request"
-]
-LegalGround = Literal[
-    "art17-1-a", "art17-1-b", "art17-1-c", "art17-1-d", "art17-1-e", "art17-1-f", "art5-1-e"
-]
+Reason = ReasonName
+LegalGround = LegalGroundName
 
 
 _NUMBER = re.compile(r"\s*[-+]?[\d.eE+-]*\d[\d.eE+-]*\s*")
