@@ -24,6 +24,8 @@ DEFAULT_API_KEY_CACHE_SECONDS = 1.0
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
 #: A request line plus headers beyond this answer 431 (bearer keys and ids are small).
 DEFAULT_MAX_HEADER_BYTES = 32 * 1024
+#: Failed API key checks one client address may make per minute before 429s.
+DEFAULT_AUTH_FAILURES_PER_MINUTE = 10
 
 
 def default_keyring_dir(environ: Mapping[str, str]) -> Path:
@@ -57,6 +59,8 @@ class Settings(BaseModel):
     off; see ``eventstore.apikeys.VerifiedKeys`` for what that costs a revocation),
     ``OBLIVIO_MAX_REQUEST_BYTES`` (largest HTTP request body, default 4 MiB),
     ``OBLIVIO_MAX_HEADER_BYTES`` (largest request line plus headers, default 32 KiB),
+    ``OBLIVIO_AUTH_FAILURES_PER_MINUTE`` (failed API key checks per client address and
+    minute before 429, default 10; 0 turns the limit off),
     ``OBLIVIO_CLAIM_EXTRACTOR`` (``rules``, the default, or ``openai-chat``) with
     ``OBLIVIO_CLAIM_EXTRACTOR_URL``, ``OBLIVIO_CLAIM_EXTRACTOR_MODEL`` and
     ``OBLIVIO_CLAIM_EXTRACTOR_API_KEY`` for the latter (docs/ingest.md).
@@ -82,6 +86,7 @@ class Settings(BaseModel):
     )
     max_request_bytes: int = Field(default=DEFAULT_MAX_REQUEST_BYTES, ge=1024)
     max_header_bytes: int = Field(default=DEFAULT_MAX_HEADER_BYTES, ge=1024)
+    auth_failures_per_minute: int = Field(default=DEFAULT_AUTH_FAILURES_PER_MINUTE, ge=0)
     claim_extractor: Literal["rules", "openai-chat"] = "rules"
     claim_extractor_url: str | None = None
     claim_extractor_model: str | None = None
@@ -118,6 +123,7 @@ class Settings(BaseModel):
             ("api_key_cache_seconds", "OBLIVIO_API_KEY_CACHE_SECONDS"),
             ("max_request_bytes", "OBLIVIO_MAX_REQUEST_BYTES"),
             ("max_header_bytes", "OBLIVIO_MAX_HEADER_BYTES"),
+            ("auth_failures_per_minute", "OBLIVIO_AUTH_FAILURES_PER_MINUTE"),
             ("claim_extractor", "OBLIVIO_CLAIM_EXTRACTOR"),
             ("claim_extractor_url", "OBLIVIO_CLAIM_EXTRACTOR_URL"),
             ("claim_extractor_model", "OBLIVIO_CLAIM_EXTRACTOR_MODEL"),

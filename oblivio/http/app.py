@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
+from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -17,6 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from oblivio import __version__
 from oblivio.http import compliance_routes, errors, key_routes, memory_routes, schemas
 from oblivio.http.auth import context
+from oblivio.http.throttle import FailedAuthThrottle
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.health import LagReport
 from oblivio.settings import Settings
@@ -30,12 +32,15 @@ def create_app(ctx: MemoryContext, settings: Settings | None = None) -> FastAPI:
     ``settings`` bound what a request may send (default: ``Settings()``'s limits).
     """
     limits = settings or Settings()
-    app = FastAPI(
+    # /docs and /redoc load Swagger UI and ReDoc from fastapi-offline's package
+    # data, served here, not from a CDN: they work without a network.
+    app = FastAPIOffline(
         title="oblivio",
         version=__version__,
         description="An event-sourced memory store for AI agents that can prove it forgot.",
     )
     app.state.context = ctx
+    app.state.auth_throttle = FailedAuthThrottle(limits.auth_failures_per_minute)
     app.include_router(memory_routes.router)
     app.include_router(compliance_routes.router)
     app.include_router(key_routes.router)
@@ -58,7 +63,9 @@ def create_app(ctx: MemoryContext, settings: Settings | None = None) -> FastAPI:
 
 
 def _publish_problem_schema(app: FastAPI) -> None:
-    """Add the Problem model to the published components (routes refer to it)."""
+    """Add the Problem model to the published components (routes refer to it), and
+    publish optional query, path and header parameters without ``null``: such a
+    parameter is absent or has a value, and ``?user_id=null`` is the text "null"."""
     build = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -66,10 +73,22 @@ def _publish_problem_schema(app: FastAPI) -> None:
             schema = build()
             components = schema.setdefault("components", {}).setdefault("schemas", {})
             components["Problem"] = errors.Problem.model_json_schema()
+            for item in schema.get("paths", {}).values():
+                for operation in item.values():
+                    for parameter in operation.get("parameters", ()):
+                        parameter["schema"] = _without_null(parameter["schema"])
             app.openapi_schema = schema
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
+    choices = [c for c in schema.get("anyOf", ()) if c != {"type": "null"}]
+    if len(choices) != 1 or len(schema["anyOf"]) != 2:
+        return schema
+    rest = {k: v for k, v in schema.items() if k != "anyOf" and not (k == "default" and v is None)}
+    return {**choices[0], **rest}
 
 
 class RequestLog:

@@ -27,7 +27,7 @@ from oblivio.memory.context import MemoryContext
 router = APIRouter(
     prefix="/v1/compliance",
     tags=["compliance"],
-    responses=problem_responses(401, 403, 404, 409, 422, 503),
+    responses=problem_responses(401, 403, 404, 409, 422, 429, 503),
 )
 
 Ctx = Annotated[MemoryContext, Depends(current_context)]

@@ -51,6 +51,8 @@ TITLES = {
     409: "Conflict",
     413: "PayloadTooLarge",
     422: "InvalidInput",
+    429: "TooManyRequests",
+    431: "RequestHeaderFieldsTooLarge",
     500: "InternalError",
     503: "Unavailable",
 }
