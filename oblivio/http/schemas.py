@@ -184,15 +184,38 @@ class Supersedence(BaseModel):
     evidence_id: uuid.UUID | None = None
 
 
+_ONE_PAIR = ("old_node_id", "new_node_id", "evidence_id")
+
+
 class SupersedeRequest(BaseModel):
     """One correction (``old_node_id``/``new_node_id``) or several in ``corrections``."""
 
-    model_config = Strict
-    old_node_id: uuid.UUID | None = None
-    new_node_id: uuid.UUID | None = None
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["old_node_id", "new_node_id"], "not": {"required": ["corrections"]}},
+                {
+                    "required": ["corrections"],
+                    "not": {"anyOf": [{"required": [name]} for name in _ONE_PAIR]},
+                },
+            ]
+        },
+    )
+    # Absent or a value, never null: the schema says so, and an explicit null is
+    # refused like any other wrong type (a default is not validated).
+    old_node_id: uuid.UUID = None  # type: ignore[assignment]
+    new_node_id: uuid.UUID = None  # type: ignore[assignment]
     evidence_id: uuid.UUID | None = None
-    corrections: list[Supersedence] | None = Field(default=None, min_length=1, max_length=100)
-    actor_id: str | None = Field(default=None, max_length=256)
+    corrections: list[Supersedence] = Field(
+        default=None,  # type: ignore[arg-type]
+        min_length=1,
+        max_length=100,
+    )
+    actor_id: str | None = Field(default=None, min_length=1, max_length=256)
+
+    def pair_given(self) -> bool:
+        return bool(set(_ONE_PAIR) & self.model_fields_set)
 
 
 class CorrectionOut(BaseModel):
@@ -208,7 +231,7 @@ class ContradictRequest(BaseModel):
     node_id: uuid.UUID
     other_node_id: uuid.UUID
     evidence_id: uuid.UUID | None = None
-    actor_id: str | None = Field(default=None, max_length=256)
+    actor_id: str | None = Field(default=None, min_length=1, max_length=256)
 
 
 class ResolveRequest(BaseModel):
@@ -216,7 +239,7 @@ class ResolveRequest(BaseModel):
     winner_node_id: uuid.UUID
     loser_node_id: uuid.UUID
     evidence_id: uuid.UUID | None = None
-    actor_id: str | None = Field(default=None, max_length=256)
+    actor_id: str | None = Field(default=None, min_length=1, max_length=256)
 
 
 class ReinforceRequest(BaseModel):
@@ -369,7 +392,23 @@ PrincipalKind = Literal["user", "operator", "auditor"]
 
 
 class KeyRequest(BaseModel):
-    model_config = Strict
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "properties": {"principal": {"const": "user"}, "user_id": {"type": "string"}},
+                    "required": ["user_id"],
+                },
+                {
+                    "properties": {
+                        "principal": {"enum": ["operator", "auditor"]},
+                        "user_id": {"type": "null"},
+                    }
+                },
+            ]
+        },
+    )
     principal: PrincipalKind
     user_id: str | None = Field(
         default=None, min_length=1, max_length=256, description="Required for user keys only."
