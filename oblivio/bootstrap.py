@@ -45,6 +45,7 @@ from workers.projector import ProjectionRunner
 from workers.rebuild import RebuildWorker
 from workers.scheduler import Maintenance
 from workers.service import WorkerService
+from workers.webhooks import Webhook
 
 
 def build_key_provider(settings: Settings, backend: Backend) -> KeyProvider:
@@ -162,6 +163,14 @@ def open_event_store(settings: Settings) -> EventStore:
     )
 
 
+def overdue_webhook(settings: Settings) -> Webhook | None:
+    """The endpoint told of erasure requests past their deadline, if one is configured."""
+    if settings.overdue_webhook_url is None:
+        return None
+    assert settings.overdue_webhook_secret is not None  # the settings require both
+    return Webhook(settings.overdue_webhook_url, settings.overdue_webhook_secret)
+
+
 def build_worker_service(ctx: MemoryContext, settings: Settings) -> WorkerService:
     """The asynchronous loops and periodic jobs for ``oblivio worker`` and ``oblivio serve``."""
     keys = ctx.store.codec.keys
@@ -172,5 +181,6 @@ def build_worker_service(ctx: MemoryContext, settings: Settings) -> WorkerServic
         keyring=keys if isinstance(keys, KeyringFile) else None,
         key_policy=key_policy(settings),
         clock=ctx.clock,
+        overdue_webhook=overdue_webhook(settings),
     )
     return WorkerService(ctx.runner, ctx.rebuilder, maintenance, extraction=ctx.extraction)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from eventstore import DEFAULT_MAX_EVENT_BYTES
 from eventstore.apikeys import MAX_CACHE_SECONDS as MAX_API_KEY_CACHE_SECONDS
@@ -61,6 +61,8 @@ class Settings(BaseModel):
     ``OBLIVIO_MAX_HEADER_BYTES`` (largest request line plus headers, default 32 KiB),
     ``OBLIVIO_AUTH_FAILURES_PER_MINUTE`` (failed API key checks per client address and
     minute before 429, default 10; 0 turns the limit off),
+    ``OBLIVIO_OVERDUE_WEBHOOK_URL`` and ``OBLIVIO_OVERDUE_WEBHOOK_SECRET`` (where to POST,
+    signed with the secret, each erasure request that passes its deadline),
     ``OBLIVIO_CLAIM_EXTRACTOR`` (``rules``, the default, or ``openai-chat``) with
     ``OBLIVIO_CLAIM_EXTRACTOR_URL``, ``OBLIVIO_CLAIM_EXTRACTOR_MODEL`` and
     ``OBLIVIO_CLAIM_EXTRACTOR_API_KEY`` for the latter (docs/ingest.md).
@@ -87,9 +89,17 @@ class Settings(BaseModel):
     max_request_bytes: int = Field(default=DEFAULT_MAX_REQUEST_BYTES, ge=1024)
     max_header_bytes: int = Field(default=DEFAULT_MAX_HEADER_BYTES, ge=1024)
     auth_failures_per_minute: int = Field(default=DEFAULT_AUTH_FAILURES_PER_MINUTE, ge=0)
+    overdue_webhook_url: str | None = Field(default=None, pattern=r"^https?://")
+    overdue_webhook_secret: str | None = Field(default=None, min_length=16)
     claim_extractor: Literal["rules", "openai-chat"] = "rules"
     claim_extractor_url: str | None = None
     claim_extractor_model: str | None = None
+
+    @model_validator(mode="after")
+    def _webhook_is_signed(self) -> Settings:
+        if self.overdue_webhook_url is not None and self.overdue_webhook_secret is None:
+            raise ValueError("OBLIVIO_OVERDUE_WEBHOOK_URL needs OBLIVIO_OVERDUE_WEBHOOK_SECRET")
+        return self
 
     @property
     def embedded(self) -> bool:
@@ -124,6 +134,8 @@ class Settings(BaseModel):
             ("max_request_bytes", "OBLIVIO_MAX_REQUEST_BYTES"),
             ("max_header_bytes", "OBLIVIO_MAX_HEADER_BYTES"),
             ("auth_failures_per_minute", "OBLIVIO_AUTH_FAILURES_PER_MINUTE"),
+            ("overdue_webhook_url", "OBLIVIO_OVERDUE_WEBHOOK_URL"),
+            ("overdue_webhook_secret", "OBLIVIO_OVERDUE_WEBHOOK_SECRET"),
             ("claim_extractor", "OBLIVIO_CLAIM_EXTRACTOR"),
             ("claim_extractor_url", "OBLIVIO_CLAIM_EXTRACTOR_URL"),
             ("claim_extractor_model", "OBLIVIO_CLAIM_EXTRACTOR_MODEL"),
