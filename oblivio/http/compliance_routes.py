@@ -66,7 +66,7 @@ def _erasure_response(status: s.ErasureOut) -> JSONResponse:
     responses={202: {"model": s.ErasureOut, "description": "erasure still rebuilding"}},
 )
 def delete_memory(
-    user_id: str,
+    user_id: s.UserId,
     event_id: uuid.UUID,
     ctx: Ctx,
     who: Member,
@@ -95,7 +95,7 @@ def delete_memory(
     responses={202: {"model": s.ErasureOut, "description": "erasure still rebuilding"}},
 )
 def forget(
-    user_id: str, ctx: Ctx, who: Member, body: s.ForgetRequest | None = None
+    user_id: s.UserId, ctx: Ctx, who: Member, body: s.ForgetRequest | None = None
 ) -> JSONResponse:
     """Erase everything of a user; the certificate when it completes within the wait.
 
@@ -147,7 +147,7 @@ def keys(ctx: Ctx) -> dict[str, Any]:
 
 
 @router.get("/users/{user_id}/export")
-def export_subject(user_id: str, ctx: Ctx, who: Member) -> dict[str, Any]:
+def export_subject(user_id: s.UserId, ctx: Ctx, who: Member) -> dict[str, Any]:
     """Everything oblivio holds about a user (Art. 15/20), with a signed manifest."""
     user = acting_user(who, user_id)
     assert user is not None

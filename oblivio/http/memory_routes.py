@@ -75,7 +75,7 @@ def ingest_messages(body: s.IngestRequest, ctx: Ctx, who: Member) -> s.IngestRes
 def list_events(
     ctx: Ctx,
     who: Member,
-    user_id: str | None = None,
+    user_id: s.UserId | None = None,
     after_version: Annotated[int, Query(ge=0, le=MAX_VERSION)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> list[s.EventOut]:
@@ -107,16 +107,17 @@ def get_event_nodes(event_id: uuid.UUID, ctx: Ctx, who: Member) -> list[s.NodeOu
 def list_nodes(
     ctx: Ctx,
     who: Member,
-    user_id: str | None = None,
+    user_id: s.UserId | None = None,
     scopes: Annotated[list[Scope] | None, Query()] = None,
     node_types: Annotated[list[NodeType] | None, Query()] = None,
     exclude_node_types: Annotated[list[NodeType] | None, Query()] = None,
     source_types: Annotated[list[SourceType] | None, Query()] = None,
     include_superseded: bool = False,
-    after: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    after: uuid.UUID | None = None,
     limit: Annotated[int, Query(ge=1, le=queries.MAX_PAGE)] = queries.DEFAULT_PAGE,
 ) -> s.NodePageOut:
-    """A user's current nodes, oldest first, with retrieval's filters; page with ``after``.
+    """A user's current nodes, oldest first, with retrieval's filters; page with ``after``
+    (the ``next_after`` of the previous page: the id of its last node).
 
     Superseded nodes appear only with ``include_superseded=true``; repeat a
     filter parameter to allow several values (``scopes=personal&scopes=work``).
@@ -291,7 +292,7 @@ def add_trigger(body: s.TriggerRequest, ctx: Ctx, who: Member) -> s.IdOut:
 
 @router.delete("/triggers/{trigger_id}", status_code=204, openapi_extra=OPERATOR_NAMES_USER)
 def remove_trigger(
-    trigger_id: uuid.UUID, ctx: Ctx, who: Member, user_id: str | None = None
+    trigger_id: uuid.UUID, ctx: Ctx, who: Member, user_id: s.UserId | None = None
 ) -> Response:
     """Remove a resonance trigger."""
     commands.remove_resonance_trigger(ctx, trigger_id, user_id=required_user(who, user_id))
@@ -315,14 +316,14 @@ def add_attractor(body: s.AttractorRequest, ctx: Ctx, who: Member) -> s.IdOut:
 
 
 @router.delete("/attractors", status_code=204, openapi_extra=OPERATOR_NAMES_USER)
-def clear_attractors(ctx: Ctx, who: Member, user_id: str | None = None) -> Response:
+def clear_attractors(ctx: Ctx, who: Member, user_id: s.UserId | None = None) -> Response:
     """Remove every negative attractor of the user."""
     commands.clear_negative_attractors(ctx, user_id=required_user(who, user_id))
     return Response(status_code=204)
 
 
 @router.get("/attractors/count", response_model=s.CountOut, openapi_extra=OPERATOR_NAMES_USER)
-def count_attractors(ctx: Ctx, who: Member, user_id: str | None = None) -> s.CountOut:
+def count_attractors(ctx: Ctx, who: Member, user_id: s.UserId | None = None) -> s.CountOut:
     """How many negative attractors apply to the user's retrieval."""
     count = queries.negative_attractor_count(ctx, user_id=required_user(who, user_id))
     return s.CountOut(count=count)

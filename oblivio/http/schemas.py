@@ -16,6 +16,7 @@ from pydantic import (
     StrictBool,
     StringConstraints,
 )
+from pydantic.json_schema import JsonDict
 
 from eventstore.apikeys import KeyInfo
 from eventstore.errors import InvalidInputError
@@ -26,25 +27,51 @@ from workers.policy import LegalGroundName, ReasonName
 
 Strict = ConfigDict(extra="forbid")
 
+#: What ``eventstore.ids.check_subject`` accepts: 1-256 characters, not only
+#: whitespace, no control characters.
+USER_ID_PATTERN = r"^[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
+#: The default of a member that may be left out but never sent as null: typed
+#: as the member's type for checkers, and not validated (pydantic's default).
+ABSENT: Any = None
+#: Text that is not only whitespace (a search: somewhere a non-space character).
+NOT_BLANK = r"\S"
+UserId = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=USER_ID_PATTERN)]
+
+
+#: ``meta`` as ``oblivio.memory.inputs.meta`` checks it: flat, ``confidence`` in [0, 1].
+META_SCHEMA: JsonDict = {
+    "properties": {"confidence": {"type": "number", "minimum": 0, "maximum": 1}}
+}
+#: first_person_owner binds "I" to the owner: only in the user role, and not with a speaker.
+FIRST_PERSON_RULE: JsonDict = {
+    "if": {
+        "properties": {"first_person_owner": {"const": True}},
+        "required": ["first_person_owner"],
+    },
+    "then": {"properties": {"role": {"const": "user"}, "speaker": {"type": "null"}}},
+}
+
 
 class StoreRequest(BaseModel):
     model_config = Strict
-    content: str = Field(min_length=1, max_length=100_000)
-    user_id: str | None = Field(default=None, description="Required for operator keys.")
+    content: str = Field(min_length=1, max_length=100_000, pattern=NOT_BLANK)
+    user_id: UserId | None = Field(default=None, description="Required for operator keys.")
     scope: Scope = Scope.PERSONAL
     role: Role = Role.USER
     session_id: str | None = Field(default=None, max_length=256)
     source_type: SourceType = SourceType.USER_STATED
     node_type: NodeType = NodeType.FACT
-    meta: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+    meta: dict[str, str | int | float | bool | None] = Field(
+        default_factory=dict, json_schema_extra=META_SCHEMA
+    )
     request_id: uuid.UUID | None = None
 
 
 class IngestMessage(BaseModel):
     """One message to ingest; its claims are extracted asynchronously (docs/ingest.md)."""
 
-    model_config = Strict
-    message: str = Field(min_length=1, max_length=100_000)
+    model_config = ConfigDict(extra="forbid", json_schema_extra=FIRST_PERSON_RULE)
+    message: str = Field(min_length=1, max_length=100_000, pattern=NOT_BLANK)
     role: Role = Role.USER
     scope: Scope = Scope.PERSONAL
     source_type: SourceType = SourceType.USER_STATED
@@ -55,18 +82,43 @@ class IngestMessage(BaseModel):
     first_person_owner: StrictBool = Field(
         default=False, description="The message's singular I/me/my is the memory owner."
     )
-    speaker: str | None = Field(default=None, max_length=200)
+    speaker: str | None = Field(default=None, min_length=1, max_length=200)
     enable_speaker_references: StrictBool = False
-    meta: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+    meta: dict[str, str | int | float | bool | None] = Field(
+        default_factory=dict, json_schema_extra=META_SCHEMA
+    )
     request_id: uuid.UUID | None = None
 
 
 class IngestRequest(IngestMessage):
     """One message (``message`` and its fields) or several in ``messages``."""
 
-    message: str | None = Field(default=None, min_length=1, max_length=100_000)  # type: ignore[assignment]
-    messages: list[IngestMessage] | None = Field(default=None, min_length=1, max_length=100)
-    user_id: str | None = Field(default=None, description="Required for operator keys.")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["message"], "not": {"required": ["messages"]}},
+                {
+                    "required": ["messages"],
+                    "not": {"anyOf": [{"required": [name]} for name in IngestMessage.model_fields]},
+                },
+            ]
+        },
+    )
+
+    # Absent or a value, never null (a default is not validated).
+    message: str = Field(
+        default=ABSENT,
+        min_length=1,
+        max_length=100_000,
+        pattern=NOT_BLANK,
+    )
+    messages: list[IngestMessage] = Field(
+        default=ABSENT,
+        min_length=1,
+        max_length=100,
+    )
+    user_id: UserId | None = Field(default=None, description="Required for operator keys.")
     wait_for_extraction: StrictBool = False
 
     def entries(self) -> list[dict[str, Any]]:
@@ -204,11 +256,11 @@ class SupersedeRequest(BaseModel):
     )
     # Absent or a value, never null: the schema says so, and an explicit null is
     # refused like any other wrong type (a default is not validated).
-    old_node_id: uuid.UUID = None  # type: ignore[assignment]
-    new_node_id: uuid.UUID = None  # type: ignore[assignment]
+    old_node_id: uuid.UUID = ABSENT
+    new_node_id: uuid.UUID = ABSENT
     evidence_id: uuid.UUID | None = None
     corrections: list[Supersedence] = Field(
-        default=None,  # type: ignore[arg-type]
+        default=ABSENT,
         min_length=1,
         max_length=100,
     )
@@ -249,8 +301,8 @@ class ReinforceRequest(BaseModel):
 
 class RetrieveRequest(BaseModel):
     model_config = Strict
-    query: str = Field(min_length=1, max_length=10_000)
-    user_id: str | None = None
+    query: str = Field(min_length=1, max_length=10_000, pattern=NOT_BLANK)
+    user_id: UserId | None = Field(default=None, description="Required for operator keys.")
     limit: int = Field(default=10, ge=1, le=1000)
     scopes: list[Scope] | None = None
     node_types: list[NodeType] | None = None
@@ -279,20 +331,29 @@ class RetrieveResponse(BaseModel):
 
 
 class TriggerRequest(BaseModel):
-    model_config = Strict
-    user_id: str | None = None
-    keyword: str | None = Field(default=None, min_length=1, max_length=1000)
-    text: str | None = Field(default=None, min_length=1, max_length=10_000)
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["keyword"], "not": {"required": ["text"]}},
+                {"required": ["text"], "not": {"required": ["keyword"]}},
+            ]
+        },
+    )
+    user_id: UserId | None = Field(default=None, description="Required for operator keys.")
+    # Absent or a string, never null (a default is not validated).
+    keyword: str = Field(default=ABSENT, min_length=1, max_length=1000)
+    text: str = Field(default=ABSENT, min_length=1, max_length=10_000)
     weight: float = Field(default=1.0, ge=0, le=10)
     threshold: float = Field(default=0.8, ge=-1, le=1)
 
 
 class AttractorRequest(BaseModel):
     model_config = Strict
-    user_id: str | None = None
-    text: str = Field(min_length=1, max_length=10_000)
-    description: str | None = Field(default=None, max_length=1000)
-    source: str | None = Field(default=None, max_length=200)
+    user_id: UserId | None = Field(default=None, description="Required for operator keys.")
+    text: str = Field(min_length=1, max_length=10_000, pattern=NOT_BLANK)
+    description: str | None = Field(default=None, min_length=1, max_length=1000)
+    source: str | None = Field(default=None, min_length=1, max_length=200)
     severity: float = Field(default=1.0, ge=0, le=1)
 
 
@@ -380,7 +441,7 @@ class NodePageOut(BaseModel):
     """A page of nodes; pass ``next_after`` as ``after`` for the next (null: the last page)."""
 
     nodes: list[NodeOut]
-    next_after: str | None
+    next_after: uuid.UUID | None
 
     @classmethod
     def of(cls, page: NodePage) -> NodePageOut:
@@ -410,9 +471,7 @@ class KeyRequest(BaseModel):
         },
     )
     principal: PrincipalKind
-    user_id: str | None = Field(
-        default=None, min_length=1, max_length=256, description="Required for user keys only."
-    )
+    user_id: UserId | None = Field(default=None, description="Required for user keys only.")
     expires_at: AwareDatetime | None = Field(
         default=None, description="When the key stops authenticating; none: never."
     )

@@ -91,8 +91,11 @@ def operator_view(document: dict[str, Any]) -> dict[str, Any]:
             if body and names:
                 schema = components[body["schema"]["$ref"].rsplit("/", 1)[-1]]
                 schema["required"] = sorted({*schema.get("required", []), *names})
-                for name in names:
-                    schema["properties"][name] = {"type": "string", "minLength": 1}
+                for name in names:  # the non-null alternative of ``X | None``
+                    member = schema["properties"][name]
+                    schema["properties"][name] = next(
+                        c for c in member["anyOf"] if c.get("type") != "null"
+                    )
     return view
 
 
