@@ -16,7 +16,7 @@ from pydantic import (
     StrictBool,
     StringConstraints,
 )
-from pydantic.json_schema import JsonDict
+from pydantic.config import JsonDict
 
 from eventstore.apikeys import KeyInfo
 from eventstore.errors import InvalidInputError
