@@ -7,17 +7,21 @@ import logging
 import os
 import re
 import time
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Request, Response
+from fastapi.responses import PlainTextResponse
 from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from eventstore.apikeys import Principal
 from oblivio import __version__
 from oblivio.http import compliance_routes, errors, key_routes, memory_routes, schemas
-from oblivio.http.auth import context
+from oblivio.http.auth import context, operators
+from oblivio.http.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from oblivio.http.metrics import Metrics
 from oblivio.http.throttle import FailedAuthThrottle
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.health import LagReport
@@ -45,9 +49,23 @@ def create_app(ctx: MemoryContext, settings: Settings | None = None) -> FastAPI:
     app.include_router(compliance_routes.router)
     app.include_router(key_routes.router)
     errors.install(app)
-    app.add_middleware(BodyLimit, max_bytes=limits.max_request_bytes)
-    app.add_middleware(RequestLog)
     lag_report = LagReport()
+    metrics = Metrics(ctx, lag_report)
+    app.add_middleware(BodyLimit, max_bytes=limits.max_request_bytes)
+    app.add_middleware(RequestLog, metrics=metrics)
+
+    @app.get(
+        "/metrics",
+        tags=["operations"],
+        response_class=PlainTextResponse,
+        responses={
+            200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+            **errors.problem_responses(401, 403, 429, 503),
+        },
+    )
+    def prometheus_metrics(who: Annotated[Principal, Depends(operators)]) -> Response:
+        """Prometheus metrics of this process and the store (operator keys only)."""
+        return Response(metrics.exposition(), media_type=METRICS_CONTENT_TYPE)
 
     @app.get("/v1/health", response_model=schemas.HealthOut, tags=["operations"])
     def health(request: Request) -> schemas.HealthOut:
@@ -101,8 +119,9 @@ class RequestLog:
     forget in the logs.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics | None = None) -> None:
         self.app = app
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -138,18 +157,22 @@ class RequestLog:
             )
             await failure(scope, receive, tagged)
         finally:
-            route = scope.get("route")
+            route = getattr(scope.get("route"), "path", "unmatched")
+            seconds = time.perf_counter() - started
+            final = 500 if status is None else status
             access_log.info(
                 json.dumps(
                     {
                         "request_id": request_id,
                         "method": scope["method"],
-                        "route": getattr(route, "path", "unmatched"),
-                        "status": 500 if status is None else status,
-                        "ms": round((time.perf_counter() - started) * 1000, 2),
+                        "route": route,
+                        "status": final,
+                        "ms": round(seconds * 1000, 2),
                     }
                 )
             )
+            if self.metrics is not None:
+                self.metrics.observe(scope["method"], route, final, seconds)
 
 
 #: The access log's status for a request its client abandoned (nginx's 499).
