@@ -39,6 +39,7 @@ def create_app(ctx: MemoryContext, settings: Settings | None = None) -> FastAPI:
     # /docs and /redoc load Swagger UI and ReDoc from fastapi-offline's package
     # data, served here, not from a CDN: they work without a network.
     app = FastAPIOffline(
+        dependencies=[Depends(errors.known_query_only)],
         title="oblivio",
         version=__version__,
         description="An event-sourced memory store for AI agents that can prove it forgot.",

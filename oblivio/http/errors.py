@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
@@ -135,3 +136,25 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(CertificateVerificationError, oblivio_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, validation_error)
+
+
+async def known_query_only(request: Request) -> None:
+    """A dependency of every route: query parameters the route does not declare are
+    refused (422), like unknown body members, instead of silently ignored."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None or not request.query_params:
+        return
+    unknown = set(request.query_params) - _declared_query(dependant)
+    if unknown:
+        raise RequestValidationError(
+            [{"loc": ("query", name), "msg": "Unknown query parameter"} for name in unknown]
+        )
+
+
+def _declared_query(dependant: Dependant) -> set[str]:
+    """The query parameters of a route and of every dependency it has."""
+    names = {param.alias for param in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _declared_query(sub)
+    return names

@@ -44,11 +44,10 @@ META_SCHEMA: JsonDict = {
 }
 #: first_person_owner binds "I" to the owner: only in the user role, and not with a speaker.
 FIRST_PERSON_RULE: JsonDict = {
-    "if": {
-        "properties": {"first_person_owner": {"const": True}},
-        "required": ["first_person_owner"],
-    },
-    "then": {"properties": {"role": {"const": "user"}, "speaker": {"type": "null"}}},
+    "anyOf": [
+        {"properties": {"first_person_owner": {"const": False}}},
+        {"properties": {"role": {"const": "user"}, "speaker": {"type": "null"}}},
+    ]
 }
 
 
