@@ -95,13 +95,14 @@ class IngestRequest(IngestMessage):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
+            **FIRST_PERSON_RULE,
             "oneOf": [
                 {"required": ["message"], "not": {"required": ["messages"]}},
                 {
                     "required": ["messages"],
                     "not": {"anyOf": [{"required": [name]} for name in IngestMessage.model_fields]},
                 },
-            ]
+            ],
         },
     )
 
@@ -341,8 +342,8 @@ class TriggerRequest(BaseModel):
     )
     user_id: UserId | None = Field(default=None, description="Required for operator keys.")
     # Absent or a string, never null (a default is not validated).
-    keyword: str = Field(default=ABSENT, min_length=1, max_length=1000)
-    text: str = Field(default=ABSENT, min_length=1, max_length=10_000)
+    keyword: str = Field(default=ABSENT, min_length=1, max_length=1000, pattern=NOT_BLANK)
+    text: str = Field(default=ABSENT, min_length=1, max_length=10_000, pattern=NOT_BLANK)
     weight: float = Field(default=1.0, ge=0, le=10)
     threshold: float = Field(default=0.8, ge=-1, le=1)
 
