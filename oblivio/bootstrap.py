@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from projections.scoring import ScoringConfig
     from workers.policy import KeyPolicy
     from workers.service import WorkerService
+    from workers.webhooks import Webhook
 
 
 def build_key_provider(settings: Settings, backend: Backend) -> KeyProvider:
@@ -86,10 +87,10 @@ def open_memory(
     from eventstore.apikeys import VerifiedKeys
     from oblivio.memory import inputs
     from oblivio.memory.context import MemoryContext
-    from projections.embedders import HashingEmbedder
     from projections.graph import NodeGraphProjection
     from projections.retrieval_index import RetrievalCache
     from projections.scoring import ScoringConfig
+    from projections.store_embedders import open_store_embedders
     from projections.vectors import VectorProjection
     from workers.certify import Certifier
     from workers.erasure import AsyncPartitioning, Eraser
@@ -97,12 +98,23 @@ def open_memory(
     from workers.policy import ErasurePolicy
     from workers.projector import ProjectionRunner
     from workers.rebuild import RebuildWorker
+    from workers.reembed import VectorRebuilder
 
     base_meta = inputs.meta(default_meta)
     store = open_event_store(settings)
-    embedder = embedder or HashingEmbedder()
+    try:
+        embedders = open_store_embedders(
+            store,
+            spec=settings.embedder,
+            embedder=embedder,
+            now=clock(),
+            options=settings.embedder_options(),
+        )
+    except BaseException:
+        store.close()
+        raise
     graph = NodeGraphProjection(extractor)
-    vectors = VectorProjection(embedder, extractor)
+    vectors = VectorProjection(embedders.first, extractor, embedders)
     runner = ProjectionRunner(store, vectors, partitions=settings.partitions, clock=clock)
     partitioning = [AsyncPartitioning(vectors.name, settings.partitions)]
     policy = ErasurePolicy(deadline=timedelta(hours=settings.erasure_deadline_hours))
@@ -113,12 +125,13 @@ def open_memory(
         graph=graph,
         vectors=vectors,
         runner=runner,
-        embedder=embedder,
+        embedder=embedders.first,
         scoring=scoring or ScoringConfig(),
         namespace=settings.namespace,
         clock=clock,
         eraser=Eraser(store, [graph, vectors], partitioning, policy, clock),
         rebuilder=RebuildWorker(store, [graph, vectors], partitioning, certifier, policy, clock),
+        reembedder=VectorRebuilder(store, embedders, runner, clock),
         certifier=certifier,
         issuer=issuer,
         extraction=ExtractionWorker(
@@ -189,6 +202,16 @@ def open_event_store(settings: Settings) -> EventStore:
     )
 
 
+def overdue_webhook(settings: Settings) -> Webhook | None:
+    """The endpoint told of erasure requests past their deadline, if one is configured."""
+    from workers.webhooks import Webhook
+
+    if settings.overdue_webhook_url is None:
+        return None
+    assert settings.overdue_webhook_secret is not None  # the settings require both
+    return Webhook(settings.overdue_webhook_url, settings.overdue_webhook_secret)
+
+
 def build_worker_service(ctx: MemoryContext, settings: Settings) -> WorkerService:
     """The asynchronous loops and periodic jobs for ``oblivio worker`` and ``oblivio serve``."""
     from workers.maintenance import RetentionPolicy
@@ -203,5 +226,12 @@ def build_worker_service(ctx: MemoryContext, settings: Settings) -> WorkerServic
         keyring=keys if isinstance(keys, KeyringFile) else None,
         key_policy=key_policy(settings),
         clock=ctx.clock,
+        overdue_webhook=overdue_webhook(settings),
     )
-    return WorkerService(ctx.runner, ctx.rebuilder, maintenance, extraction=ctx.extraction)
+    return WorkerService(
+        ctx.runner,
+        ctx.rebuilder,
+        maintenance,
+        extraction=ctx.extraction,
+        reembedder=ctx.reembedder,
+    )

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 
-from oblivio.cli_support import friendly_errors, settings_from
+from oblivio.cli_rebuild import rebuild
+from oblivio.cli_support import embedder_option, friendly_errors, settings_from
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -88,6 +89,7 @@ def _wait_for_signal() -> None:
     show_default=True,
     help="Run projection and rebuild workers in this process.",
 )
+@embedder_option
 @click.pass_context
 @friendly_errors
 def serve(ctx: click.Context, host: str, port: int, run_workers: bool) -> None:
@@ -96,6 +98,7 @@ def serve(ctx: click.Context, host: str, port: int, run_workers: bool) -> None:
 
     from oblivio.bootstrap import build_worker_service, open_memory
     from oblivio.http import create_app
+    from oblivio.http.server import uvicorn_config
 
     settings = _settings(ctx)
     memory = open_memory(settings)
@@ -104,7 +107,9 @@ def serve(ctx: click.Context, host: str, port: int, run_workers: bool) -> None:
     if service is not None:
         service.run()
     try:
-        uvicorn.run(create_app(memory), host=host, port=port, log_config=_log_config())
+        app = create_app(memory, settings)
+        config = uvicorn_config(app, settings, host=host, port=port, log_config=_log_config())
+        uvicorn.Server(config).run()
     finally:
         if service is not None:
             service.stop()
@@ -149,6 +154,7 @@ def _first_operator_key(memory: MemoryContext) -> None:
 
 
 @click.command()
+@embedder_option
 @click.pass_context
 @friendly_errors
 def worker(ctx: click.Context) -> None:
@@ -464,6 +470,7 @@ def certificate_verify(certificate_file: Path, jwks_file: Path) -> None:
     help='Metadata every stored memory starts from, a JSON object such as '
     '\'{"channel": "mcp"}\'; a tool call\'s own meta wins on each key.',
 )
+@embedder_option
 @click.pass_context
 @friendly_errors
 def mcp(ctx: click.Context, api_key: str, default_meta: str | None) -> None:
@@ -492,4 +499,4 @@ def _json_object(text: str | None, option: str) -> dict[str, Any] | None:
     return value
 
 
-COMMANDS = [serve, worker, keys, forget, export, verify_export, certificate, mcp]
+COMMANDS = [serve, worker, keys, forget, export, verify_export, certificate, mcp, rebuild]
