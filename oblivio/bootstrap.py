@@ -25,8 +25,8 @@ from eventstore import (
     KeyringFile,
     create_backend,
 )
+from eventstore.backends.sqlite import sqlite_url
 from eventstore.migrate import upgrade
-from eventstore.sqlite import sqlite_url
 from eventstore.store import utc_now
 from oblivio.keyrings import open_keyring
 from oblivio.settings import Settings
@@ -86,10 +86,10 @@ def open_memory(
     from eventstore.apikeys import VerifiedKeys
     from oblivio.memory import inputs
     from oblivio.memory.context import MemoryContext
-    from projections.embedders import HashingEmbedder
     from projections.graph import NodeGraphProjection
     from projections.retrieval_index import RetrievalCache
     from projections.scoring import ScoringConfig
+    from projections.store_embedders import open_store_embedders
     from projections.vectors import VectorProjection
     from workers.certify import Certifier
     from workers.erasure import AsyncPartitioning, Eraser
@@ -97,28 +97,40 @@ def open_memory(
     from workers.policy import ErasurePolicy
     from workers.projector import ProjectionRunner
     from workers.rebuild import RebuildWorker
+    from workers.reembed import VectorRebuilder
 
     base_meta = inputs.meta(default_meta)
     store = open_event_store(settings)
-    embedder = embedder or HashingEmbedder()
+    try:
+        embedders = open_store_embedders(
+            store,
+            spec=settings.embedder,
+            embedder=embedder,
+            now=clock(),
+            options=settings.embedder_options(),
+        )
+    except BaseException:
+        store.close()
+        raise
     graph = NodeGraphProjection(extractor)
-    vectors = VectorProjection(embedder, extractor)
+    vectors = VectorProjection(embedders.first, extractor, embedders)
     runner = ProjectionRunner(store, vectors, partitions=settings.partitions, clock=clock)
     partitioning = [AsyncPartitioning(vectors.name, settings.partitions)]
     policy = ErasurePolicy(deadline=timedelta(hours=settings.erasure_deadline_hours))
     issuer = open_issuer_keyring(settings)
-    certifier = Certifier(issuer, store.codec.keys, key_policy(settings), clock)
+    certifier = Certifier(issuer, store.keys, key_policy(settings), clock)
     return MemoryContext(
         store=store,
         graph=graph,
         vectors=vectors,
         runner=runner,
-        embedder=embedder,
+        embedder=embedders.first,
         scoring=scoring or ScoringConfig(),
         namespace=settings.namespace,
         clock=clock,
         eraser=Eraser(store, [graph, vectors], partitioning, policy, clock),
         rebuilder=RebuildWorker(store, [graph, vectors], partitioning, certifier, policy, clock),
+        reembedder=VectorRebuilder(store, embedders, runner, clock),
         certifier=certifier,
         issuer=issuer,
         extraction=ExtractionWorker(
@@ -195,7 +207,7 @@ def build_worker_service(ctx: MemoryContext, settings: Settings) -> WorkerServic
     from workers.scheduler import Maintenance
     from workers.service import WorkerService
 
-    keys = ctx.store.codec.keys
+    keys = ctx.store.keys
     maintenance = Maintenance(
         store=ctx.store,
         eraser=ctx.eraser,
@@ -204,4 +216,10 @@ def build_worker_service(ctx: MemoryContext, settings: Settings) -> WorkerServic
         key_policy=key_policy(settings),
         clock=ctx.clock,
     )
-    return WorkerService(ctx.runner, ctx.rebuilder, maintenance, extraction=ctx.extraction)
+    return WorkerService(
+        ctx.runner,
+        ctx.rebuilder,
+        maintenance,
+        extraction=ctx.extraction,
+        reembedder=ctx.reembedder,
+    )

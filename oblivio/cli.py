@@ -20,7 +20,7 @@ import click
 
 from oblivio import __version__
 from oblivio.cli_ops import COMMANDS
-from oblivio.cli_support import friendly_errors, settings_from
+from oblivio.cli_support import EMBEDDER_HELP, friendly_errors, settings_from
 
 #: Entry point group of commands other installed packages add to ``oblivio``
 #: (the benchmarks register ``bench`` there): loaded only when asked for.
@@ -114,12 +114,15 @@ class PluginGroup(click.Group):
 @click.option(
     "--database-url", default=None, help="PostgreSQL URL; overrides OBLIVIO_DATABASE_URL."
 )
+@click.option("--embedder", default=None, help=EMBEDDER_HELP)
 @click.pass_context
-def main(ctx: click.Context, data_dir: Path | None, database_url: str | None) -> None:
+def main(
+    ctx: click.Context, data_dir: Path | None, database_url: str | None, embedder: str | None
+) -> None:
     """oblivio: a memory store for AI agents that can prove it forgot."""
     from oblivio.settings import Settings
 
-    ctx.obj = Settings.from_env(data_dir=data_dir, database_url=database_url)
+    ctx.obj = Settings.from_env(data_dir=data_dir, database_url=database_url, embedder=embedder)
 
 
 @main.group()

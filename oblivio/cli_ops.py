@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 
-from oblivio.cli_support import friendly_errors, settings_from
+from oblivio.cli_rebuild import rebuild
+from oblivio.cli_support import embedder_option, friendly_errors, settings_from
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -88,6 +89,7 @@ def _wait_for_signal() -> None:
     show_default=True,
     help="Run projection and rebuild workers in this process.",
 )
+@embedder_option
 @click.pass_context
 @friendly_errors
 def serve(ctx: click.Context, host: str, port: int, run_workers: bool) -> None:
@@ -149,6 +151,7 @@ def _first_operator_key(memory: MemoryContext) -> None:
 
 
 @click.command()
+@embedder_option
 @click.pass_context
 @friendly_errors
 def worker(ctx: click.Context) -> None:
@@ -246,7 +249,7 @@ def keys_rotate_kek(ctx: click.Context) -> None:
     from workers.keys import rotate_keks
 
     memory = _open_store(ctx)
-    keyring = memory.store.codec.keys
+    keyring = memory.store.keys
     if not isinstance(keyring, KeyringFile):
         raise click.ClickException("keys come from the environment or a KMS; rotate them there")
     keyring.rotate(memory.clock())
@@ -464,6 +467,7 @@ def certificate_verify(certificate_file: Path, jwks_file: Path) -> None:
     help='Metadata every stored memory starts from, a JSON object such as '
     '\'{"channel": "mcp"}\'; a tool call\'s own meta wins on each key.',
 )
+@embedder_option
 @click.pass_context
 @friendly_errors
 def mcp(ctx: click.Context, api_key: str, default_meta: str | None) -> None:
@@ -492,4 +496,4 @@ def _json_object(text: str | None, option: str) -> dict[str, Any] | None:
     return value
 
 
-COMMANDS = [serve, worker, keys, forget, export, verify_export, certificate, mcp]
+COMMANDS = [serve, worker, keys, forget, export, verify_export, certificate, mcp, rebuild]

@@ -44,3 +44,29 @@ def _is_user_error(error: Exception) -> bool:
 def settings_from(ctx: click.Context) -> Settings:
     settings: Settings = ctx.obj
     return settings
+
+
+EMBEDDER_HELP = (
+    "Embedder by name: wordllama[:DIM], hashing[:DIM], sentence-transformers:PATH, "
+    "openai:MODEL (overrides OBLIVIO_EMBEDDER; default: the store's own)."
+)
+
+
+def embedder_option(func: F) -> F:
+    """``--embedder NAME`` on a command (as on the ``oblivio`` group): overrides
+    ``OBLIVIO_EMBEDDER`` for this command's store."""
+
+    def override(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+        if value is not None:
+            ctx.obj = settings_from(ctx).model_copy(update={"embedder": value})
+
+    option = click.option(
+        "--embedder",
+        default=None,
+        expose_value=False,
+        is_eager=True,
+        callback=override,
+        help=EMBEDDER_HELP,
+    )
+    return option(func)
+

@@ -105,7 +105,7 @@ class _Base:
         *,
         database_url: str | None = None,
         namespace: str | None = None,
-        embedder: Embedder | None = None,
+        embedder: Embedder | str | None = None,
         extractor: Extractor | None = None,
         scoring: ScoringConfig | None = None,
         settings: Settings | None = None,
@@ -116,6 +116,8 @@ class _Base:
             settings = Settings.from_env(
                 data_dir=path, database_url=database_url, namespace=namespace
             )
+        if isinstance(embedder, str):  # a name, as OBLIVIO_EMBEDDER would give it
+            settings, embedder = settings.model_copy(update={"embedder": embedder}), None
         self.settings = settings
         self.context = open_memory(
             settings,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from eventstore.backend import Backend
+from eventstore.backends.port import Backend
 from eventstore.errors import KeyUnavailableError
 from eventstore.identity import holds_streams, store_id
 from eventstore.keys import KeyringFile, move_keyring
@@ -149,7 +149,7 @@ def _server_store_state(database: str, identity: str) -> tuple[str, str]:
     """A PostgreSQL store: asked with the credentials of the environment (PGPASSWORD, …)."""
     import sqlalchemy as sa
 
-    from eventstore.postgres import normalise_postgres_url
+    from eventstore.backends.postgres import normalise_postgres_url
 
     engine = sa.create_engine(normalise_postgres_url(database), connect_args={"connect_timeout": 5})
     try:

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from eventstore import DEFAULT_MAX_EVENT_BYTES
 from eventstore.apikeys import MAX_CACHE_SECONDS as MAX_API_KEY_CACHE_SECONDS
+from projections.embedders import EmbedderOptions, EndpointOptions
 
 DEFAULT_DATA_DIR = Path("./oblivio-data")
 KEYRINGS_SUBDIR = Path("oblivio") / "keyrings"
@@ -49,6 +50,12 @@ class Settings(BaseModel):
     over all subjects; 0 turns the cache off), ``OBLIVIO_API_KEY_CACHE_SECONDS`` (how long
     a verified API key is trusted without reading it again, at most 2; 0 turns the cache
     off; see ``eventstore.apikeys.VerifiedKeys`` for what that costs a revocation),
+    ``OBLIVIO_EMBEDDER`` (the embedder by name, e.g. ``wordllama`` or ``hashing:384``;
+    unset: the store's own, or ``wordllama`` for a new store; see docs/retrieval.md),
+    ``OBLIVIO_ALLOW_MODEL_DOWNLOADS`` (sentence-transformers may download a model id),
+    ``OBLIVIO_OPENAI_BASE_URL``, ``OBLIVIO_OPENAI_API_KEY``, ``OBLIVIO_EMBEDDING_BATCH_SIZE``,
+    ``OBLIVIO_EMBEDDING_TIMEOUT_SECONDS`` and ``OBLIVIO_EMBEDDING_RETRIES`` (``openai:MODEL``
+    embedders: the OpenAI-compatible endpoint and how it is called),
     ``OBLIVIO_CLAIM_EXTRACTOR`` (``rules``, the default, or ``openai-chat``) with
     ``OBLIVIO_CLAIM_EXTRACTOR_URL``, ``OBLIVIO_CLAIM_EXTRACTOR_MODEL`` and
     ``OBLIVIO_CLAIM_EXTRACTOR_API_KEY`` for the latter (docs/ingest.md).
@@ -76,10 +83,31 @@ class Settings(BaseModel):
     api_key_cache_seconds: float = Field(
         default=DEFAULT_API_KEY_CACHE_SECONDS, ge=0, le=MAX_API_KEY_CACHE_SECONDS
     )
+    #: The embedder's name; ``None``: the store's recorded one (the default for a new store).
+    embedder: str | None = None
+    #: sentence-transformers models may be downloaded (else local files only).
+    allow_model_downloads: bool = False
+    #: The OpenAI-compatible endpoint of ``openai:MODEL`` embedders.
+    openai_base_url: str = "https://api.openai.com/v1"
+    openai_api_key: str | None = Field(default=None, repr=False)
+    embedding_batch_size: int = Field(default=64, ge=1, le=2048)
+    embedding_timeout_seconds: float = Field(default=30.0, gt=0)
+    embedding_retries: int = Field(default=5, ge=0, le=20)
     claim_extractor: Literal["rules", "openai-chat"] = "rules"
     claim_extractor_url: str | None = None
     claim_extractor_model: str | None = None
     console_idle_minutes: float = Field(default=30.0, gt=0, le=24 * 60)
+
+    def embedder_options(self) -> EmbedderOptions:
+        """What embedders built by name take from the settings."""
+        endpoint = EndpointOptions(
+            base_url=self.openai_base_url,
+            api_key=self.openai_api_key,
+            batch_size=self.embedding_batch_size,
+            timeout=self.embedding_timeout_seconds,
+            retries=self.embedding_retries,
+        )
+        return EmbedderOptions(allow_downloads=self.allow_model_downloads, endpoint=endpoint)
 
     @property
     def embedded(self) -> bool:
@@ -111,6 +139,13 @@ class Settings(BaseModel):
             ("kek_retire_days", "OBLIVIO_KEK_RETIRE_DAYS"),
             ("retrieval_cache_nodes", "OBLIVIO_RETRIEVAL_CACHE_NODES"),
             ("api_key_cache_seconds", "OBLIVIO_API_KEY_CACHE_SECONDS"),
+            ("embedder", "OBLIVIO_EMBEDDER"),
+            ("allow_model_downloads", "OBLIVIO_ALLOW_MODEL_DOWNLOADS"),
+            ("openai_base_url", "OBLIVIO_OPENAI_BASE_URL"),
+            ("openai_api_key", "OBLIVIO_OPENAI_API_KEY"),
+            ("embedding_batch_size", "OBLIVIO_EMBEDDING_BATCH_SIZE"),
+            ("embedding_timeout_seconds", "OBLIVIO_EMBEDDING_TIMEOUT_SECONDS"),
+            ("embedding_retries", "OBLIVIO_EMBEDDING_RETRIES"),
             ("claim_extractor", "OBLIVIO_CLAIM_EXTRACTOR"),
             ("claim_extractor_url", "OBLIVIO_CLAIM_EXTRACTOR_URL"),
             ("claim_extractor_model", "OBLIVIO_CLAIM_EXTRACTOR_MODEL"),

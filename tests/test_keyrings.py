@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
+from eventstore.postgres import normalise_postgres_url
 
 from eventstore import KeyringFile, KeyUnavailableError
 from eventstore.identity import read_store_id
-from eventstore.postgres import normalise_postgres_url
 from oblivio import MemoryClient
 from oblivio.cli import main
 from oblivio.settings import Settings, default_keyring_dir

@@ -39,7 +39,7 @@ def test_a_model_change_without_a_migration_is_noticed(any_database_url: str) ->
 
 def test_events_reference_streams_by_foreign_key_on_sqlite_only(any_database_url: str) -> None:
     # PostgreSQL inserts events only FROM the stream row the same statement
-    # moved (eventstore.postgres), so its foreign key was dropped (es0003);
+    # moved (eventstore.backends.postgres), so its foreign key was dropped (es0003);
     # the comparison above cannot see an extra one, so this looks directly.
     backend = create_backend(any_database_url)
     try:

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from eventstore import EventStore, KeyringFile
 from eventstore.keys import KekRecord
-from eventstore.rewrap import rewrap_batch, versions_in_use
+from eventstore.rewrap import versions_in_use
 from workers.policy import KeyPolicy
 
 REWRAP_BATCH = 500
@@ -35,7 +35,7 @@ def rewrap_all(store: EventStore) -> int:
     total = 0
     while True:
         with store.transaction() as tx:
-            done = rewrap_batch(tx.connection, store.codec, REWRAP_BATCH)
+            done = tx.rewrap_data_keys(REWRAP_BATCH)
         total += done
         if done < REWRAP_BATCH:
             return total

@@ -74,9 +74,7 @@ def run_exclusively(maintenance: Maintenance, task: str) -> bool:
     """Run ``task`` under its lease; False when another process holds it."""
     store, now = maintenance.store, maintenance.clock()
     with store.transaction() as tx:
-        taken = leases.try_acquire(
-            tx.connection, store.backend, task, maintenance.owner, now, LEASE_TTL
-        )
+        taken = leases.try_acquire(tx, task, maintenance.owner, now, LEASE_TTL)
     if not taken:
         return False
     try:
@@ -97,7 +95,7 @@ def start_scheduler(
 ) -> BackgroundScheduler:
     """Start the periodic jobs in a background thread of this process."""
     _PROCESS["maintenance"] = maintenance
-    store = SQLAlchemyJobStore(engine=maintenance.store.backend.engine, tablename=JOBSTORE_TABLE)
+    store = SQLAlchemyJobStore(engine=maintenance.store.engine, tablename=JOBSTORE_TABLE)
     scheduler = BackgroundScheduler(jobstores={"default": store}, timezone=UTC)
     scheduler.start()
     for task, interval in intervals.items():

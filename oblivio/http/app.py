@@ -12,7 +12,14 @@ from fastapi import FastAPI, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from oblivio import __version__, console
-from oblivio.http import compliance_routes, errors, key_routes, memory_routes, schemas
+from oblivio.http import (
+    compliance_routes,
+    errors,
+    key_routes,
+    memory_routes,
+    rebuild_routes,
+    schemas,
+)
 from oblivio.http.auth import context
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.health import LagReport
@@ -31,6 +38,7 @@ def create_app(ctx: MemoryContext) -> FastAPI:
     app.include_router(memory_routes.router)
     app.include_router(compliance_routes.router)
     app.include_router(key_routes.router)
+    app.include_router(rebuild_routes.router)
     console.install(app, idle_minutes=ctx.console_idle_minutes if ctx else 30.0)
     errors.install(app)
     app.add_middleware(RequestLog)
@@ -42,7 +50,7 @@ def create_app(ctx: MemoryContext) -> FastAPI:
         memory = context(request)
         lag = lag_report(memory)
         return schemas.HealthOut(
-            status="ok", database="ok", backend=memory.store.backend.name, projection_lag=lag
+            status="ok", database="ok", backend=memory.store.backend_name, projection_lag=lag
         )
 
     _publish_problem_schema(app)

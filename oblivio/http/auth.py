@@ -17,7 +17,6 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from eventstore import apikeys
 from eventstore.apikeys import Principal
 from oblivio.memory.context import MemoryContext
 
@@ -46,8 +45,7 @@ def authenticated(request: Request, credentials: HTTPAuthorizationCredentials | 
     now = memory.clock()
     found = memory.api_keys.lookup(token)
     if found is None:
-        with memory.store.backend.statement_reads() as conn:
-            found = apikeys.authenticate(conn, token, now)
+        found = memory.store.authenticate_api_key(token, now)
         if found is not None:
             memory.api_keys.remember(token, found)
     if found is None or found.expired(now):

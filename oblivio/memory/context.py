@@ -20,6 +20,7 @@ from workers.erasure import Eraser
 from workers.extraction import ExtractionWorker
 from workers.projector import ProjectionRunner
 from workers.rebuild import RebuildWorker
+from workers.reembed import VectorRebuilder
 
 DEFAULT_CONSISTENCY_TIMEOUT = 10.0
 
@@ -36,6 +37,8 @@ class MemoryContext:
     clock: Callable[[], datetime]
     eraser: Eraser
     rebuilder: RebuildWorker
+    #: Re-embedding jobs (``oblivio rebuild vectors``): start, watch, work on them.
+    reembedder: VectorRebuilder
     certifier: Certifier
     issuer: IssuerKeyring
     extraction: ExtractionWorker

@@ -24,6 +24,7 @@ from oblivio.memory.context import MemoryContext
 from oblivio.memory.records import MemoryEvent, NodePage, Retrieval
 from projections import events as ev
 from projections.claims.records import claim_state
+from projections.embedders import Embedder
 from projections.model import (
     AssertionState,
     EdgeKind,
@@ -365,15 +366,16 @@ def retrieve(
         excluded_node_types=_values(NodeType, exclude_node_types, "exclude_node_types") or (),
         source_types=_values(SourceType, source_types, "source_types"),
     )
-    index = _subject_index(ctx, user, consistent)
-    if index is None:
+    served = _subject_index(ctx, user, consistent)
+    if served is None:
         return Retrieval(text, [])
-    [query_vector] = ctx.embedder.embed([text])
+    index, embedder = served
+    [query_vector] = embedder.embed([text])
     return Retrieval(text, rank(index, query_vector, ctx.scoring, ctx.clock(), wanted, limit))
 
 
 def _token(ctx: MemoryContext, user: str) -> StateToken | None:
-    subject_key = ctx.store.codec.subject_key(ctx.namespace, user)
+    subject_key = ctx.store.subject_key(ctx.namespace, user)
     with ctx.store.reading() as view:
         return state_token(
             view.connection, ctx.namespace, subject_key, ctx.vectors.name, ctx.runner.partitions
@@ -393,8 +395,11 @@ def _current_token(ctx: MemoryContext, user: str, consistent: bool) -> StateToke
     return _token(ctx, user)
 
 
-def _subject_index(ctx: MemoryContext, user: str, consistent: bool) -> SubjectIndex | None:
-    """The subject's index, from the cache while its state token still matches;
+def _subject_index(
+    ctx: MemoryContext, user: str, consistent: bool
+) -> tuple[SubjectIndex, Embedder] | None:
+    """The subject's index, from the cache while its state token still matches, and
+    the embedder its vectors come from (queries must be embedded by the same);
     ``None`` (and nothing cached) once the subject is forgotten.
 
     The token is read before the rows it guards (see projections.storage.vector_reads):
@@ -405,17 +410,28 @@ def _subject_index(ctx: MemoryContext, user: str, consistent: bool) -> SubjectIn
     if token is None or not token.readable:
         ctx.retrieval_cache.drop(user)
         return None
+    embedder = _serving_embedder(ctx, token)
     cached = ctx.retrieval_cache.get(user, token)
     if cached is not None:
-        return cached
+        return cached, embedder
     with ctx.store.reading() as view:
         cipher = view.cipher(token.stream_id)
         if cipher is None:
             ctx.retrieval_cache.drop(user)
             return None
-        index = load_subject(view.connection, cipher, ctx.scoring)
+        index = load_subject(view.connection, cipher, ctx.scoring, token.embedder)
     ctx.retrieval_cache.put(user, token, index)
-    return index
+    return index, embedder
+
+
+def _serving_embedder(ctx: MemoryContext, token: StateToken) -> Embedder:
+    """The embedder of the token's vectors; built (once) if a re-embedding job made it so."""
+    embedders = ctx.vectors.embedders
+    built = embedders.built(token.embedder)
+    if built is not None:
+        return built
+    with ctx.store.reading() as view:
+        return embedders.serving(view.connection, token.embedder)
 
 
 def _values(

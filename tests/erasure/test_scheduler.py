@@ -89,9 +89,7 @@ def test_a_lease_of_a_dead_owner_blocks_until_it_expires(
     client = open_client()
     store, now = client.context.store, client.context.clock()
     with store.transaction() as tx:  # taken by a process that then died
-        assert leases.try_acquire(
-            tx.connection, store.backend, TASK, "dead", now, scheduler.LEASE_TTL
-        )
+        assert leases.try_acquire(tx, TASK, "dead", now, scheduler.LEASE_TTL)
     alive = maintenance_for(client, "alive")
 
     assert run_exclusively(alive, TASK) is False
