@@ -193,3 +193,9 @@ def of_request(conn: Connection, request_id: uuid.UUID) -> list[JobRow]:
         .order_by(rebuild_jobs.c.projection)
     )
     return list(conn.execute(query))
+
+
+def jobs_by_status(conn: Connection) -> dict[str, int]:
+    """How many rebuild jobs are in each status (for metrics)."""
+    query = sa.select(rebuild_jobs.c.status, sa.func.count()).group_by(rebuild_jobs.c.status)
+    return {status: int(count) for status, count in conn.execute(query)}

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from projections.scoring import ScoringConfig
     from workers.policy import KeyPolicy
     from workers.service import WorkerService
+    from workers.webhooks import Webhook
 
 
 def build_key_provider(settings: Settings, backend: Backend) -> KeyProvider:
@@ -201,6 +202,16 @@ def open_event_store(settings: Settings) -> EventStore:
     )
 
 
+def overdue_webhook(settings: Settings) -> Webhook | None:
+    """The endpoint told of erasure requests past their deadline, if one is configured."""
+    from workers.webhooks import Webhook
+
+    if settings.overdue_webhook_url is None:
+        return None
+    assert settings.overdue_webhook_secret is not None  # the settings require both
+    return Webhook(settings.overdue_webhook_url, settings.overdue_webhook_secret)
+
+
 def build_worker_service(ctx: MemoryContext, settings: Settings) -> WorkerService:
     """The asynchronous loops and periodic jobs for ``oblivio worker`` and ``oblivio serve``."""
     from workers.maintenance import RetentionPolicy
@@ -215,6 +226,7 @@ def build_worker_service(ctx: MemoryContext, settings: Settings) -> WorkerServic
         keyring=keys if isinstance(keys, KeyringFile) else None,
         key_policy=key_policy(settings),
         clock=ctx.clock,
+        overdue_webhook=overdue_webhook(settings),
     )
     return WorkerService(
         ctx.runner,

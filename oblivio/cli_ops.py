@@ -98,6 +98,7 @@ def serve(ctx: click.Context, host: str, port: int, run_workers: bool) -> None:
 
     from oblivio.bootstrap import build_worker_service, open_memory
     from oblivio.http import create_app
+    from oblivio.http.server import uvicorn_config
 
     settings = _settings(ctx)
     memory = open_memory(settings)
@@ -106,7 +107,9 @@ def serve(ctx: click.Context, host: str, port: int, run_workers: bool) -> None:
     if service is not None:
         service.run()
     try:
-        uvicorn.run(create_app(memory), host=host, port=port, log_config=_log_config())
+        app = create_app(memory, settings)
+        config = uvicorn_config(app, settings, host=host, port=port, log_config=_log_config())
+        uvicorn.Server(config).run()
     finally:
         if service is not None:
             service.stop()

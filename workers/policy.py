@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Final
+from typing import Final, Literal, get_args
 
 from eventstore.errors import InvalidInputError
 
@@ -21,10 +21,15 @@ LEGAL_GROUNDS: Final = {
 }
 
 #: Why the erasure was asked for.  Users may only give ``user_request``;
-#: operators may record any of these.
-REASONS: Final = frozenset(
-    {"user_request", "ttl_expired", "correction", "operator_request", "legal_obligation"}
-)
+#: operators may record any of these.  As a type, so schemas can enumerate it.
+ReasonName = Literal[
+    "user_request", "ttl_expired", "correction", "operator_request", "legal_obligation"
+]
+REASONS: Final = frozenset(get_args(ReasonName))
+#: The keys of ``LEGAL_GROUNDS``, as a type.
+LegalGroundName = Literal[
+    "art17-1-a", "art17-1-b", "art17-1-c", "art17-1-d", "art17-1-e", "art17-1-f", "art5-1-e"
+]
 
 DEFAULT_LEGAL_GROUND: Final = "art17-1-b"
 RETENTION_LEGAL_GROUND: Final = "art5-1-e"

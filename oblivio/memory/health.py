@@ -1,13 +1,16 @@
-"""Operational health: how far asynchronous projections lag behind the log."""
+"""Operational health: how far asynchronous projections lag behind the log, and
+how erasure work stands."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
-from eventstore import LogCursor
+from eventstore import LogCursor, jobs
+from eventstore import erasure as erasure_requests
 from oblivio.memory.context import MemoryContext
 
 #: How long one process reuses a lag figure (seconds).
@@ -74,3 +77,22 @@ class LagReport:
                 self._figure = projection_lag(ctx)
                 self._until = self._clock() + self.ttl
             return dict(self._figure)
+
+
+@dataclass(frozen=True)
+class ErasureFigures:
+    """Erasure requests and rebuild jobs by status, and the requests past their deadline."""
+
+    requests: dict[str, int]
+    jobs: dict[str, int]
+    overdue: int
+
+
+def erasure_figures(ctx: MemoryContext) -> ErasureFigures:
+    """Counts only: nothing about anyone (the figures are published as metrics)."""
+    with ctx.store.reading() as view:
+        return ErasureFigures(
+            requests=erasure_requests.requests_by_status(view.connection),
+            jobs=jobs.jobs_by_status(view.connection),
+            overdue=erasure_requests.count_overdue(view.connection, ctx.clock()),
+        )
