@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "pj0005"
-down_revision = "pj0002"
+down_revision = "pj0003"
 branch_labels = None
 depends_on = None
 
