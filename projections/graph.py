@@ -235,15 +235,18 @@ class NodeGraphProjection:
         """A message's saved plan: its claim nodes, then the retirements it decided.
 
         Each retirement is applied exactly as an explicit supersede is, and
-        closes the retired claim's interval.  A plan whose message is gone
-        derives nothing (erasure removes both; this only guards replays).
+        closes the retired claim's interval.  No check that the message still
+        stands: erasing a message erases its claims event in the same request
+        (``projections.events.derived_event_ids``), and the worker appends one
+        only under the stream's lock after checking the message.
         """
-        if store.memory_event(cipher.stream_id, uuid.UUID(data["source_event_id"])) is None:
-            return
         records = data["claims"]
-        store.add_derived(cipher, [(c["ordinal"], claim_node(data, c)) for c in records])
+        store.add_claim_nodes(
+            cipher,
+            [(c["ordinal"], claim_node(data, c)) for c in records],
+            [claim_row(cipher, event.event_id, data, c) for c in records],
+        )
         claims = ClaimStore(store.conn)
-        claims.add([claim_row(cipher, event.event_id, data, c) for c in records])
         for retirement in data["retirements"]:
             self._superseded(store, cipher, event, retirement)
             valid_to = datetime.fromisoformat(retirement["valid_to"])

@@ -137,10 +137,13 @@ def _floats(values: Any) -> Floats:
 # -- loading ----------------------------------------------------------------------------
 
 
-def load_subject(conn: Connection, cipher: SubjectCipher, config: ScoringConfig) -> SubjectIndex:
-    """Read and decrypt one subject's embedded nodes, triggers and attractors."""
+def load_subject(
+    conn: Connection, cipher: SubjectCipher, config: ScoringConfig, embedder: str | None = None
+) -> SubjectIndex:
+    """Read and decrypt one subject's embedded nodes, triggers and attractors; only the
+    vectors of ``embedder`` (the state token's: vectors of two embedders never mix)."""
     store = VectorStore(conn)
-    rows = store.node_vectors(cipher.stream_id)
+    rows = store.node_vectors(cipher.stream_id, embedder)
     nodes = [node_from_row(cipher, row) for row in rows]
     # The vector_store packing: little-endian float32 (see pack_vector).
     raw = [

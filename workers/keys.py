@@ -25,6 +25,10 @@ class RotationReport:
     rewrapped: int
     retired: list[int]
 
+    def __bool__(self) -> bool:
+        """Whether the pass changed anything (a pass that did nothing is not worth a log line)."""
+        return self.rotated_to is not None or self.rewrapped > 0 or bool(self.retired)
+
 
 def rewrap_all(store: EventStore) -> int:
     """Re-wrap every data key under the active KEK, in batches; how many."""

@@ -44,8 +44,8 @@ def create_api_key(
 ) -> IssuedKey:
     """Create a key for ``principal`` (user keys are bound to ``user_id``).
 
-    ``expires_at`` (time zone-aware, in the future) ends the key's validity;
-    ``actor_id`` names who asked, for the audit entry.
+    ``expires_at`` (time zone-aware) ends the key's validity; one in the past makes a
+    key that never authenticates.  ``actor_id`` names who asked, for the audit entry.
     """
     user = None if user_id is None else inputs.user(user_id)
     actor = inputs.optional_text(actor_id, "actor_id", inputs.MAX_ACTOR_ID_CHARS)

@@ -116,7 +116,7 @@ def store_memory(
         "session_id": inputs.optional_text(session_id, "session_id", inputs.MAX_SESSION_ID_CHARS),
         "source_type": inputs.choice(SourceType, source_type, "source_type").value,
         "node_type": inputs.choice(NodeType, node_type, "node_type").value,
-        "meta": inputs.meta(meta),
+        "meta": inputs.merged_meta(ctx.default_meta, meta),
     }
     request = inputs.request_id(request_id)
     with ctx.store.transaction() as tx:

@@ -14,7 +14,14 @@ from sqlalchemy.engine import Connection
 from eventstore import SubjectCipher
 from eventstore.schema import events, streams
 from projections.model import LifecycleState, Node, NodeType, Scope, SourceType
-from projections.storage.tables import edges, memory_events, node_directory, nodes, operations
+from projections.storage.tables import (
+    claims,
+    edges,
+    memory_events,
+    node_directory,
+    nodes,
+    operations,
+)
 
 NodeRow = sa.Row[Any]
 
@@ -36,6 +43,8 @@ _insert_directory = node_directory.insert().from_select(
         sa.bindparam("ordinal", type_=sa.Integer()),
     ).where(~sa.exists().where(node_directory.c.node_id == _entry_node_id)),
 )
+
+_insert_claim = claims.insert()
 
 # Nodes by id alone: the directory gives the source event, the log that
 # event's stream, and memory_nodes is then read by its subject-first key.  An
@@ -106,13 +115,21 @@ class GraphStore:
             self.conn.execute(_insert_node, rows)
             self.conn.execute(_insert_directory, [_directory_entry(row) for row in rows])
 
-    def add_derived(self, cipher: SubjectCipher, new_nodes: Sequence[tuple[int, Node]]) -> None:
-        """Insert nodes derived later from an event already recorded (its claims),
-        each at its given ordinal among that event's nodes."""
+    def add_claim_nodes(
+        self,
+        cipher: SubjectCipher,
+        new_nodes: Sequence[tuple[int, Node]],
+        claim_rows: Sequence[Mapping[str, Any]],
+    ) -> None:
+        """Insert claim nodes, derived later from an event already recorded, each at
+        its given ordinal among that event's nodes, with their ``memory_claims`` rows
+        (in the same order)."""
         rows = [_node_values(cipher, node, ordinal) for ordinal, node in new_nodes]
-        if rows:
-            self.conn.execute(_insert_node, rows)
-            self.conn.execute(_insert_directory, [_directory_entry(r) for r in rows])
+        if not rows:
+            return
+        self.conn.execute(_insert_node, rows)
+        self.conn.execute(_insert_directory, [_directory_entry(r) for r in rows])
+        self.conn.execute(_insert_claim, list(claim_rows))
 
     def events_recorded_before(
         self, namespace: str, scope: Scope, cutoff: datetime, limit: int
@@ -130,6 +147,15 @@ class GraphStore:
             .limit(limit)
         )
         return list(self.conn.execute(query).scalars())
+
+    def live_memory_events(
+        self, stream_id: int, event_ids: Collection[uuid.UUID]
+    ) -> set[uuid.UUID]:
+        """Which of ``event_ids`` are live memory events of stream ``stream_id``."""
+        query = sa.select(memory_events.c.event_id).where(
+            memory_events.c.stream_id == stream_id, memory_events.c.event_id.in_(list(event_ids))
+        )
+        return set(self.conn.execute(query).scalars())
 
     def one_event_per_subject(self, namespace: str) -> list[uuid.UUID]:
         """One live memory event of each open stream in ``namespace`` (any of its events):
