@@ -41,7 +41,7 @@ def start_vector_rebuild(
         if head is None or head.closed_at is not None:
             raise VectorRebuildUnavailableError(f"no memories of user {user_id!r} to re-embed")
         stream_id = head.stream.stream_id
-    actor = None if actor_id is None else ctx.store.codec.pseudonym("actor", actor_id)
+    actor = None if actor_id is None else ctx.store.pseudonym("actor", actor_id)
     request = RebuildRequest(embedder=embedder, stream_id=stream_id, requested_by=actor)
     return ctx.reembedder.progress(ctx.reembedder.start(request))
 
