@@ -38,10 +38,11 @@ VALID_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/attractors"): {"text": "coffee"},
     ("POST", "/v1/compliance/users/{user_id}/forget"): {"wait_seconds": 0},
     ("POST", "/v1/admin/keys"): {"principal": "auditor"},
+    ("POST", "/v1/admin/rebuilds"): {"embedder": "hashing:64"},
 }
 
 #: Body routes a user key may not call at all (it would get 403 before any validation).
-OPERATOR_ONLY = {("POST", "/v1/admin/keys")}
+OPERATOR_ONLY = {("POST", "/v1/admin/keys"), ("POST", "/v1/admin/rebuilds")}
 
 
 def openapi_paths() -> dict[str, dict[str, Any]]:
