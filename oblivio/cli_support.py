@@ -1,16 +1,19 @@
-"""Helpers shared by the CLI modules."""
+"""Helpers shared by the CLI modules.
+
+Nothing heavy is imported here (see ``oblivio.cli`` on start-up time): the
+error types are looked up only once an exception is on its way out.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from certificates import CertificatesError
-from eventstore import OblivioError
-from oblivio.settings import Settings
+if TYPE_CHECKING:
+    from oblivio.settings import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -22,10 +25,20 @@ def friendly_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except (OblivioError, CertificatesError) as e:
-            raise click.ClickException(f"{type(e).__name__}: {e}") from e
+        except Exception as e:
+            if _is_user_error(e):
+                raise click.ClickException(f"{type(e).__name__}: {e}") from e
+            raise
 
     return wrapper  # type: ignore[return-value]
+
+
+def _is_user_error(error: Exception) -> bool:
+    # Imported here: whatever raised one of these has imported its package already.
+    from certificates import CertificatesError
+    from eventstore import OblivioError
+
+    return isinstance(error, OblivioError | CertificatesError)
 
 
 def settings_from(ctx: click.Context) -> Settings:

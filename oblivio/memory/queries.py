@@ -8,8 +8,6 @@ ids that do not exist.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import uuid
 from collections.abc import Collection
 from datetime import datetime
@@ -18,7 +16,7 @@ from typing import Any
 from eventstore import ReadView, RecordedEvent
 from eventstore.errors import InvalidInputError
 from eventstore.ids import parse_uuid
-from oblivio.errors import NotCaughtUpError
+from oblivio.errors import NodeUnavailableError, NotCaughtUpError
 from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.records import MemoryEvent, NodePage, Retrieval
@@ -256,7 +254,7 @@ def list_nodes(
     exclude_node_types: Collection[NodeType | str] | None = None,
     source_types: Collection[SourceType | str] | None = None,
     include_superseded: bool = False,
-    after: str | None = None,
+    after: uuid.UUID | str | None = None,
     limit: int = DEFAULT_PAGE,
 ) -> NodePage:
     """The caller's current nodes, oldest first, a page at a time.
@@ -264,14 +262,16 @@ def list_nodes(
     The filters are retrieval's: superseded nodes only with
     ``include_superseded``; ``scopes``, ``node_types`` and ``source_types``
     keep nodes with one of the values, ``exclude_node_types`` drops some.
-    Pass the page's ``next_cursor`` as ``after`` for the next page.
+    Pass the page's ``next_cursor`` (the id of its last node) as ``after`` for
+    the next page; a node that is no longer available there raises
+    ``NodeUnavailableError``.
     """
     user = inputs.user(user_id)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
         raise InvalidInputError(f"limit must be an integer between 1 and {MAX_PAGE}")
     if not isinstance(include_superseded, bool):
         raise InvalidInputError("include_superseded must be true or false")
-    position = None if after is None else _cursor_position(after)
+    start = None if after is None else parse_uuid(after, "after")
     filters = {
         "scopes": _members(Scope, scopes, "scopes"),
         "node_types": _members(NodeType, node_types, "node_types"),
@@ -281,36 +281,27 @@ def list_nodes(
     current = None if include_superseded else (LifecycleState.ACTIVE, LifecycleState.CONTESTED)
     owner = _owner_stream(ctx, user)
     with ctx.store.reading() as view:
+        graph = GraphStore(view.connection)
+        position = None if start is None else _position(graph, start, owner)
         cipher = None if owner is None or owner < 0 else view.cipher(owner)
         if cipher is None:
             return NodePage([], None)
-        rows = GraphStore(view.connection).stream_nodes(
+        rows = graph.stream_nodes(
             cipher.stream_id, lifecycles=current, after=position, limit=limit + 1, **filters
         )
         page = [node_from_row(cipher, row) for row in rows[:limit]]
     more = len(rows) > limit
-    return NodePage(page, _cursor(page[-1].created_at, page[-1].id) if more else None)
+    return NodePage(page, page[-1].id if more else None)
 
 
-def _cursor(created_at: datetime, node_id: uuid.UUID) -> str:
-    text = f"{created_at.isoformat()}|{node_id}"
-    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
-
-
-def _cursor_position(cursor: object) -> tuple[datetime, uuid.UUID]:
-    """The (created_at, node id) a cursor of ``list_nodes`` stands for."""
-    if not isinstance(cursor, str) or not 0 < len(cursor) <= 200:
-        raise InvalidInputError("after must be a cursor a node listing returned")
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        when, node_id = text.split("|")
-        created_at = datetime.fromisoformat(when)
-        position = (created_at, uuid.UUID(node_id))
-    except (ValueError, binascii.Error) as e:
-        raise InvalidInputError("after must be a cursor a node listing returned") from e
-    if created_at.tzinfo is None:
-        raise InvalidInputError("after must be a cursor a node listing returned")
-    return position
+def _position(
+    graph: GraphStore, node_id: uuid.UUID, owner: int | None
+) -> tuple[datetime, uuid.UUID]:
+    """Where the caller's node ``node_id`` sits in the listing's order."""
+    row = _visible(graph.node_row(node_id), owner)
+    if row is None:
+        raise NodeUnavailableError("the node to list after is not available")
+    return row.created_at, row.node_id
 
 
 def _members(
@@ -375,7 +366,7 @@ def retrieve(
 
 
 def _token(ctx: MemoryContext, user: str) -> StateToken | None:
-    subject_key = ctx.store.codec.subject_key(ctx.namespace, user)
+    subject_key = ctx.store.subject_key(ctx.namespace, user)
     with ctx.store.reading() as view:
         return state_token(
             view.connection, ctx.namespace, subject_key, ctx.vectors.name, ctx.runner.partitions

@@ -376,6 +376,7 @@ SPECS: dict[tuple[str, str], Spec] = {
         "operator", lambda w, me: Call("POST", "/v1/admin/keys", json={"principal": "auditor"})
     ),
     ("GET", "/v1/admin/keys"): Spec("operator", lambda w, me: Call("GET", "/v1/admin/keys")),
+    ("GET", "/metrics"): Spec("operator", lambda w, me: Call("GET", "/metrics")),
     ("DELETE", "/v1/admin/keys/{key_id}"): revoke_key_spec(),
     ("POST", "/v1/admin/rebuilds"): Spec(
         "operator", lambda w, me: Call("POST", "/v1/admin/rebuilds", json={})
