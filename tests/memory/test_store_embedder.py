@@ -140,11 +140,14 @@ def test_a_store_made_before_the_upgrade_keeps_the_hashing_embedder(
 def test_the_cli_takes_the_embedder_from_the_environment_or_an_option(tmp_path: Path) -> None:
     runner = CliRunner()
     data = ["--data-dir", str(tmp_path / "data")]
-    unknown = runner.invoke(main, [*data, "keys", "list"], env={"OBLIVIO_EMBEDDER": "word2vec"})
+    unknown = runner.invoke(main, [*data, "worker"], env={"OBLIVIO_EMBEDDER": "word2vec"})
     assert unknown.exit_code == 1
     assert "UnknownEmbedderError: unknown embedder 'word2vec'" in unknown.output
-    created = runner.invoke(main, [*data, "--embedder", "hashing", "keys", "list"])
-    assert created.exit_code == 0, created.output
+    bad_option = runner.invoke(main, [*data, "--embedder", "hashing:x", "worker"])
+    assert bad_option.exit_code == 1
+    assert "dimension must be a positive integer" in bad_option.output
+    with MemoryClient(str(tmp_path / "data"), embedder="hashing"):
+        pass  # the store now records hashing
     refused = runner.invoke(main, [*data, "worker", "--embedder", "wordllama:64"])
     assert refused.exit_code == 1
     assert "EmbedderMismatchError" in refused.output
