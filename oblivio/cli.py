@@ -1,7 +1,7 @@
 """The ``oblivio`` command line.
 
 Start-up time is part of the interface: ``oblivio --help`` and ``oblivio keys
-list`` must answer within half a second.  So the modules that define commands
+list`` are meant to answer within half a second.  So the modules that define commands
 import only ``click`` (and the standard library) at module level; everything a
 command needs, down to the settings, is imported inside the command's function
 (``python -X importtime -m oblivio.cli --help`` shows what is loaded).  New

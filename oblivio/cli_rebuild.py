@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import TYPE_CHECKING
 
 import click
 
-from oblivio.bootstrap import open_memory
 from oblivio.cli_support import friendly_errors, settings_from
-from oblivio.memory.context import MemoryContext
-from oblivio.memory.vector_rebuilds import start_vector_rebuild, vector_rebuild
-from projections.storage.vector_rebuilds import RebuildProgress
+
+if TYPE_CHECKING:  # imported by the command itself: see oblivio.cli on start-up time
+    from oblivio.memory.context import MemoryContext
+    from projections.storage.vector_rebuilds import RebuildProgress
 
 POLL_SECONDS = 0.5
 
@@ -37,6 +38,9 @@ def rebuild_vectors(
     ctx: click.Context, user_id: str | None, every_subject: bool, target: str | None, detach: bool
 ) -> None:
     """Re-embed the vector state, blue/green per subject (several workers may share it)."""
+    from oblivio.bootstrap import open_memory
+    from oblivio.memory.vector_rebuilds import start_vector_rebuild
+
     if (user_id is None) == (not every_subject):
         raise click.UsageError("give exactly one of --user ID and --all")
     # This process works with the store's embedder whatever OBLIVIO_EMBEDDER says:
@@ -63,6 +67,8 @@ def rebuild_vectors(
 
 def _work_with_progress(memory: MemoryContext, started: RebuildProgress) -> RebuildProgress:
     """Work on the job in a thread while the bar shows the progress of every worker on it."""
+    from oblivio.memory.vector_rebuilds import vector_rebuild
+
     stop = threading.Event()
     worker = threading.Thread(
         target=memory.reembedder.run_forever, args=(stop, 0.2), name="vector-rebuilder"

@@ -87,16 +87,15 @@ def imported_by(*args: str, data_dir: Path) -> set[str]:
         f"    main({[*args]!r}, standalone_mode=False)\n"
         "except SystemExit:\n"
         "    pass\n"
-        "print('\\n'.join(sorted(sys.modules)))"
+        "sys.stderr.write('\\n'.join(sorted(sys.modules)))"
     )
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
         check=False, cwd=data_dir,
     )
-    assert result.returncode == 0, result.stderr
-    return {line.split(".")[0] for line in result.stdout.splitlines()} | set(
-        result.stdout.splitlines()
-    )
+    assert result.returncode == 0, result.stdout
+    names = result.stderr.splitlines()  # the command's own output is on stdout
+    return {name.split(".")[0] for name in names} | set(names)
 
 
 def test_help_imports_neither_the_store_nor_the_plugins(tmp_path: Path) -> None:
@@ -115,7 +114,7 @@ def test_keys_list_opens_the_log_without_the_memory_stack(tmp_path: Path) -> Non
         "oblivio.client",
         "oblivio.memory",
         "projections.graph",
-        "projections.embedders",
+        "projections.vectors",
     }
 
 

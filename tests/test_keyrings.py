@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
-from eventstore.postgres import normalise_postgres_url
 
 from eventstore import KeyringFile, KeyUnavailableError
+from eventstore.backends.postgres import normalise_postgres_url
 from eventstore.identity import read_store_id
 from oblivio import MemoryClient
 from oblivio.cli import main

@@ -63,7 +63,7 @@ def test_the_heads_read_from_the_scripts_are_alembics_heads() -> None:
     config.set_main_option("version_locations", ":".join(str(p) for p in LOCATIONS))
     alembic_heads = set(ScriptDirectory.from_config(config).get_heads())
     assert script_heads(LOCATIONS) == alembic_heads
-    assert len(alembic_heads) == 2  # one per package branch
+    assert {head[:2] for head in alembic_heads} == {"es", "pj"}  # both packages' branches
 
 
 def test_an_up_to_date_schema_has_nothing_pending(any_database_url: str) -> None:

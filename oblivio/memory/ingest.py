@@ -117,8 +117,10 @@ def ingest_batch(
         raise InvalidInputError("messages must be a list of message dictionaries")
     if not 1 <= len(messages) <= MAX_BATCH_MESSAGES:
         raise InvalidInputError(f"a batch holds 1 to {MAX_BATCH_MESSAGES} messages")
-    parsed = [_parse(user, entry) for entry in messages]
-    recorded = _append_locked(ctx, user, parsed)
+    parsed = [_parse(ctx, user, entry) for entry in messages]
+    with ctx.store.transaction() as tx:
+        stream = tx.open_stream(ctx.namespace, user)
+        recorded = [_append(ctx, tx, stream, data, request) for data, request in parsed]
     results = [_result(ctx, event) for event in recorded]
     if not wait_for_extraction:
         return results
@@ -128,7 +130,9 @@ def ingest_batch(
     ]
 
 
-def _parse(user: str, entry: Mapping[str, Any]) -> tuple[dict[str, Any], uuid.UUID | None]:
+def _parse(
+    ctx: MemoryContext, user: str, entry: Mapping[str, Any]
+) -> tuple[dict[str, Any], uuid.UUID | None]:
     """The event data of one message, and its request id; nothing is written on error."""
     if not isinstance(entry, Mapping):
         raise InvalidInputError("each message must be a dictionary")
@@ -142,7 +146,9 @@ def _parse(user: str, entry: Mapping[str, Any]) -> tuple[dict[str, Any], uuid.UU
         raise InvalidInputError("first_person_owner requires the user role")
     if owner and speaker is not None:
         raise InvalidInputError("first_person_owner cannot be combined with a named speaker")
-    meta = inputs.meta(entry.get("meta"))  # rejects the reserved key
+    # As store() does: the store's default metadata under the message's own; the
+    # reserved key is refused in the latter (and cannot be in the former).
+    meta = inputs.merged_meta(ctx.default_meta, entry.get("meta"))
     if owner:
         meta[FIRST_PERSON_OWNER_KEY] = True
     data = {
@@ -188,14 +194,6 @@ def _occurred_at(value: object) -> str | None:
     return value.astimezone(UTC).isoformat()
 
 
-def _append_locked(
-    ctx: MemoryContext, user: str, parsed: Sequence[tuple[dict[str, Any], uuid.UUID | None]]
-) -> list[RecordedEvent]:
-    with ctx.store.transaction() as tx:
-        stream = tx.open_stream(ctx.namespace, user)
-        return [_append(ctx, tx, stream, data, request) for data, request in parsed]
-
-
 def _append(
     ctx: MemoryContext,
     tx: Transaction,
@@ -203,7 +201,7 @@ def _append(
     data: dict[str, Any],
     request: uuid.UUID | None,
 ) -> RecordedEvent:
-    """Append one message and project it, as ``store()`` does under the lock."""
+    """Append one message and project it, as ``store()`` does."""
     event_id = None if request is None else ev.operation_id("store", stream.ref.stream_id, request)
     version_before = stream.version
     try:
@@ -211,7 +209,7 @@ def _append(
     except DuplicateEventError as e:
         raise IdempotencyConflictError() from e
     if stream.version != version_before:
-        ctx.graph.apply(tx.connection, tx.locked_cipher(stream), recorded)
+        ctx.graph.apply_stored(tx.connection, tx.locked_cipher(stream), recorded)
     return recorded
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from oblivio.memory.health import partition_lag
 from tests.http.conftest import World, log_size
 
 
@@ -71,8 +72,9 @@ def test_bad_input_is_422_and_writes_nothing(sqlite_world: World, body: dict[str
     assert log_size(sqlite_world.ctx) == before
 
 
-def test_health_shows_what_extraction_has_not_read(world: World) -> None:
-    from oblivio.memory.health import projection_lag
+def test_the_lag_figures_show_what_extraction_has_not_read(world: World) -> None:
+    def projection_lag(ctx: Any) -> dict[str, int]:
+        return {name: sum(parts) for name, parts in partition_lag(ctx).items()}
 
     before = projection_lag(world.ctx)["claims_extraction"]
     assert ingest(world, {"message": "I use Vim."}).status_code == 201
