@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException
 
 from certificates import CertificateVerificationError
 from certificates.base64url import b64url_decode
@@ -62,17 +63,14 @@ def signin(
     request: Request, api_key: Annotated[str, Form()], nonce: Annotated[str, Form()]
 ) -> Response:
     sessions.check_signin_nonce(request, nonce)
-    limit: sessions.FailureLimit = request.app.state.console_failures
-    client = request.client.host if request.client else "unknown"
-    wait = limit.retry_after(client)
-    if wait > 0:
+    try:
+        token = sessions.sign_in(request, api_key.strip())
+    except HTTPException as refused:
+        if refused.status_code != 429:
+            return _signin_page(request, "That API key is not valid.", 401)
         page = _signin_page(request, "Too many failed sign-ins; try again later.", 429)
-        page.headers["Retry-After"] = str(int(wait) + 1)
+        page.headers["Retry-After"] = (refused.headers or {}).get("Retry-After", "60")
         return page
-    token = sessions.sign_in(request, api_key.strip())
-    if token is None:
-        limit.failed(client)
-        return _signin_page(request, "That API key is not valid.", 401)
     response = redirect("/console")
     sessions.set_session_cookie(request, response, token)
     return response

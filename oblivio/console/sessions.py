@@ -15,10 +15,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-import threading
-import time
-from collections import deque
-from collections.abc import Callable
 from datetime import timedelta
 
 from fastapi import Request
@@ -34,9 +30,6 @@ COOKIE = "oblivio_console"
 SIGNIN_COOKIE = "oblivio_console_signin"
 COOKIE_PATH = "/console"
 DEFAULT_IDLE_MINUTES = 30.0
-#: Failed sign-ins allowed per client address within ``FAILURE_WINDOW`` seconds.
-MAX_FAILURES = 5
-FAILURE_WINDOW = 300.0
 #: A session's last-seen time is rewritten at most this often.
 TOUCH_GRANULARITY = timedelta(seconds=30)
 
@@ -55,17 +48,16 @@ def idle_timeout(request: Request) -> timedelta:
     return timedelta(minutes=minutes)
 
 
-def sign_in(request: Request, api_key: str) -> str | None:
-    """Open a session for a valid API key; its token, or None for a bad key.
+def sign_in(request: Request, api_key: str) -> str:
+    """Open a session for a valid API key; its token.
 
     The key is checked by the very function the API's bearer authentication
-    uses, so a revoked or unknown key fails here exactly as it fails there.
+    uses, so a revoked, expired or unknown key fails here exactly as it fails
+    there (``HTTPException`` 401), and failed sign-ins count against the same
+    per-address budget of failed authentications (429 once it is spent).
     """
-    try:
-        bearer = HTTPAuthorizationCredentials(scheme="Bearer", credentials=api_key)
-        who = authenticated(request, bearer)
-    except HTTPException:
-        return None
+    bearer = HTTPAuthorizationCredentials(scheme="Bearer", credentials=api_key)
+    who = authenticated(request, bearer)
     memory = context(request)
     with memory.store.transaction() as tx:
         console_sessions.end_idle(tx.connection, memory.clock(), idle_timeout(request))
@@ -160,49 +152,3 @@ def check_signin_nonce(request: Request, submitted: str) -> None:
     cookie = request.cookies.get(SIGNIN_COOKIE, "")
     if not cookie or not hmac.compare_digest(submitted.encode(), cookie.encode()):
         raise CsrfError()
-
-
-# -- failed sign-ins ----------------------------------------------------------------------
-
-
-class FailureLimit:
-    """At most ``limit`` failed sign-ins per client address per ``window`` seconds.
-
-    Kept per process: a guesser spread over N API processes gets N times the
-    budget, still a handful of guesses a minute against 192-bit secrets.
-    """
-
-    def __init__(
-        self,
-        limit: int = MAX_FAILURES,
-        window: float = FAILURE_WINDOW,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.limit = limit
-        self.window = window
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._failures: dict[str, deque[float]] = {}
-
-    def retry_after(self, client: str) -> float:
-        """Seconds until ``client`` may try again; 0 when it may now."""
-        with self._lock:
-            recent = self._recent(client)
-            if len(recent) < self.limit:
-                return 0.0
-            return max(0.0, recent[0] + self.window - self._clock())
-
-    def failed(self, client: str) -> None:
-        with self._lock:
-            self._recent(client).append(self._clock())
-
-    def _recent(self, client: str) -> deque[float]:
-        now = self._clock()
-        if len(self._failures) > 10_000:  # forget clients whose failures have all aged out
-            self._failures = {
-                c: q for c, q in self._failures.items() if q and q[-1] > now - self.window
-            }
-        recent = self._failures.setdefault(client, deque())
-        while recent and recent[0] <= now - self.window:
-            recent.popleft()
-        return recent
