@@ -57,7 +57,7 @@ class StoreRequest(BaseModel):
     user_id: UserId | None = Field(default=None, description="Required for operator keys.")
     scope: Scope = Scope.PERSONAL
     role: Role = Role.USER
-    session_id: str | None = Field(default=None, max_length=256)
+    session_id: str | None = Field(default=None, min_length=1, max_length=256)
     source_type: SourceType = SourceType.USER_STATED
     node_type: NodeType = NodeType.FACT
     meta: dict[str, str | int | float | bool | None] = Field(
@@ -74,7 +74,7 @@ class IngestMessage(BaseModel):
     role: Role = Role.USER
     scope: Scope = Scope.PERSONAL
     source_type: SourceType = SourceType.USER_STATED
-    session_id: str | None = Field(default=None, max_length=256)
+    session_id: str | None = Field(default=None, min_length=1, max_length=256)
     occurred_at: datetime | None = Field(
         default=None, description="When the statements took effect (timezone-aware)."
     )
