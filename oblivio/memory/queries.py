@@ -255,7 +255,7 @@ def retrieve(
     if index is None:
         return Retrieval(text, [])
     [query_vector] = ctx.embedder.embed([text])
-    return Retrieval(text, rank(index, query_vector, ctx.scoring, ctx.clock(), wanted, limit))
+    return Retrieval(text, rank(index, text, query_vector, ctx.clock(), wanted, limit))
 
 
 def _token(ctx: MemoryContext, user: str) -> StateToken | None:
