@@ -1,21 +1,27 @@
-"""Embedders: text to unit vectors.
+"""Embedders: text to unit vectors, chosen by name.
 
-The default needs no download: it hashes word unigrams and bigrams into a
-fixed number of signed buckets (the "hashing trick"), so equal texts always
-get equal vectors and texts sharing words get similar ones.  A
-sentence-transformers model can be used instead when the optional extra is
-installed and the model is already on disk.
+``wordllama`` is a real semantic model whose weights and tokenizer ship inside
+its wheel; oblivio loads them from there, so embedding never needs a
+download.  ``hashing`` hashes word unigrams and bigrams into signed buckets
+(the "hashing trick"): fast, lexical, for tests and tiny devices.  A
+sentence-transformers model can be used when the optional extra is installed
+and the model is already on disk.  :func:`resolve_embedder` turns a name such
+as ``wordllama:128`` into an embedder and is the only place names are read.
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
+import logging
 import math
 import re
 import struct
-from collections.abc import Iterable, Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from eventstore.errors import InvalidInputError, OblivioError
 
 _TOKEN = re.compile(r"[\w']+", re.UNICODE)
 # Copying a hash state set up once is about twice as fast as constructing one.
@@ -100,6 +106,88 @@ class HashingEmbedder:
         return normalise_sparse(vector, touched)
 
 
+class WordLlamaEmbedder:
+    """WordLlama's ``l2_supercat`` token embeddings, average-pooled, from the wheel's own files.
+
+    ``WordLlama.load()`` looks for the tokenizer under ``wordllama/tokenizer/``
+    while the wheel ships it under ``wordllama/tokenizers/``, and then falls back
+    to downloading it; the files are therefore opened here directly, and the
+    library's network code is never reached.  Smaller dimensions truncate the
+    256-dimension vectors (the model is trained so that prefixes still work).
+    """
+
+    CONFIG = "l2_supercat"
+    SHIPPED_DIMENSION = 256
+    DIMENSIONS = (64, 128, 256)
+
+    def __init__(self, dimension: int = SHIPPED_DIMENSION) -> None:
+        if dimension not in self.DIMENSIONS:
+            raise UnknownEmbedderError(
+                f"wordllama dimension must be one of {', '.join(map(str, self.DIMENSIONS))}"
+            )
+        self._dimension = dimension
+        self._inference = _load_wordllama(self.CONFIG, self.SHIPPED_DIMENSION, dimension)
+
+    @property
+    def name(self) -> str:
+        return f"wordllama-{self.CONFIG}-{self._dimension}"
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        import numpy as np
+
+        if not texts:
+            return []
+        pooled = self._inference.embed(list(texts), norm=False, return_np=True, batch_size=256)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        # A text with no known token pools to zeros; it stays zero, not NaN.
+        unit = np.divide(pooled, norms, out=np.zeros_like(pooled), where=norms > 0)
+        result: list[list[float]] = unit.tolist()
+        return result
+
+
+def _load_wordllama(config: str, shipped: int, dimension: int) -> Any:
+    """The library's inference object over the weights and tokenizer inside its wheel."""
+    try:
+        wordllama = _import_quietly("wordllama")
+        from safetensors import safe_open
+        from tokenizers import Tokenizer
+    except ImportError as exc:
+        raise EmbedderUnavailableError(f"wordllama is not installed: {exc}") from exc
+    package = Path(wordllama.__file__).parent
+    weights = package / "weights" / f"{config}_{shipped}.safetensors"
+    tokenizer = package / "tokenizers" / f"{config}_tokenizer_config.json"
+    try:
+        with safe_open(str(weights), framework="np", device="cpu") as f:
+            embedding = f.get_tensor("embedding.weight")[:, :dimension]
+        return wordllama.WordLlamaInference(embedding, Tokenizer.from_file(str(tokenizer)))
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise EmbedderUnavailableError(
+            f"wordllama's packaged files cannot be read ({weights}, {tokenizer}): {exc}"
+        ) from exc
+
+
+def _import_quietly(module: str) -> Any:
+    """Import ``module`` without letting it configure the root logger.
+
+    wordllama calls ``logging.basicConfig(level=INFO)`` at import, which would
+    turn on INFO output from every library in the embedding process;
+    ``basicConfig`` does nothing while the root logger has a handler.
+    """
+    import importlib
+
+    root = logging.getLogger()
+    guard = logging.NullHandler()
+    root.addHandler(guard)
+    try:
+        return importlib.import_module(module)
+    finally:
+        root.removeHandler(guard)
+
+
 class SentenceTransformerEmbedder:
     """A sentence-transformers model loaded from local files only (optional extra)."""
 
@@ -121,3 +209,50 @@ class SentenceTransformerEmbedder:
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         vectors = self._model.encode(list(texts), normalize_embeddings=True)
         return [list(map(float, v)) for v in vectors]
+
+
+class EmbedderError(OblivioError):
+    """The configured embedder cannot be used."""
+
+
+class UnknownEmbedderError(EmbedderError, InvalidInputError):
+    """Unknown embedder name."""
+
+
+class EmbedderUnavailableError(EmbedderError):
+    """The embedder cannot be loaded."""
+
+
+#: The embedder a new store records when none is configured.
+DEFAULT_EMBEDDER = "wordllama"
+
+_FACTORIES: dict[str, Callable[[str | None], Embedder]] = {
+    "hashing": lambda arg: HashingEmbedder(_dimension_argument("hashing", arg, 256)),
+    "wordllama": lambda arg: WordLlamaEmbedder(
+        _dimension_argument("wordllama", arg, WordLlamaEmbedder.SHIPPED_DIMENSION)
+    ),
+}
+
+
+def resolve_embedder(spec: str) -> Embedder:
+    """The embedder a name stands for: ``wordllama[:DIM]``, ``hashing[:DIM]``.
+
+    Loading happens here, so a bad name or a model that cannot load fails when
+    a process starts, not at its first query.
+    """
+    kind, _, argument = spec.strip().partition(":")
+    factory = _FACTORIES.get(kind.strip().lower())
+    if factory is None:
+        known = ", ".join(sorted(_FACTORIES))
+        raise UnknownEmbedderError(f"unknown embedder {spec!r}; known kinds: {known}")
+    return factory(argument.strip() or None)
+
+
+def _dimension_argument(kind: str, argument: str | None, default: int) -> int:
+    if argument is None:
+        return default
+    if not argument.isdigit() or not 0 < int(argument) <= 65536:
+        raise UnknownEmbedderError(
+            f"{kind}: dimension must be a positive integer, not {argument!r}"
+        )
+    return int(argument)
