@@ -294,6 +294,51 @@ def bench_memory(
     _emit_figures(report, json_path)
 
 
+@bench.command("recall")
+@click.option(
+    "--dataset",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    required=True,
+    help="A directory of LoCoMo-format conversations (*.json).",
+)
+@click.option(
+    "--embedder",
+    default="wordllama",
+    show_default=True,
+    help="The embedder to measure, by name (wordllama[:DIM], hashing[:DIM], ...).",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["sqlite", "postgres"]),
+    default="sqlite",
+    show_default=True,
+    help="SQLite in a temporary directory, or a scratch database on --database-url.",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write every figure and the machine info to this file.",
+)
+@click.pass_context
+@friendly_errors
+def bench_recall(
+    ctx: click.Context, dataset: Path, embedder: str, backend: str, json_path: Path | None
+) -> None:
+    """Recall@1/5/10 of retrieve() on LoCoMo, beside plain BM25 and plain cosine."""
+    from oblivio.bench.recall import RecallBenchConfig, run_recall_bench
+
+    config = RecallBenchConfig(
+        dataset=dataset,
+        embedder=embedder,
+        backend=backend,
+        server_url=settings_from(ctx).database_url or DEFAULT_SERVER_URL,
+    )
+    report = run_recall_bench(config, progress=lambda line: click.echo(line, err=True))
+    _emit_figures(report, json_path)
+
+
 @bench.command("erasure")
 @bench_options(
     rounds_help="Subjects forgotten (and timed) per phase.",
