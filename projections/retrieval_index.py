@@ -12,8 +12,14 @@ itself is computed by :mod:`projections.scoring`, the only implementation.
 Entries are validated on every query against the subject's
 :class:`~projections.storage.vector_reads.StateToken`; any change to what
 retrieval may return (new events, erasures, rebuilds, vector catch-up,
-forget) changes the token and the whole subject is loaded again.  The cache
-is a least-recently-used map bounded by the total number of cached nodes.
+forget) changes the token.  When only new events of the same stream changed
+it, :func:`refresh` applies those events to the cached index in time that
+grows with the events, not with the subject: new nodes and their vectors are
+appended, nodes named in the events' after-states are read again, and trigger
+or attractor changes recompute those two terms.  Anything else (erasures,
+rebuilds, a forget, an index loaded before the vectors caught up) loads the
+subject again.  The cache is a least-recently-used map bounded by the total
+number of cached nodes.
 Plaintext (node text, its terms) stays in this process's memory: nothing of
 the index is ever written anywhere.
 """
@@ -23,6 +29,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -33,7 +40,8 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy.engine import Connection
 
-from eventstore import SubjectCipher
+from eventstore import RecordedEvent, SubjectCipher
+from projections import events as ev
 from projections import scoring
 from projections.lexical import LexicalIndex
 from projections.model import (
@@ -47,8 +55,8 @@ from projections.model import (
     SourceType,
 )
 from projections.scoring import AttractorProbe, ScoringConfig, TriggerProbe
-from projections.storage.graph_store import node_from_row
-from projections.storage.vector_reads import StateToken
+from projections.storage.graph_store import GraphStore, node_from_row
+from projections.storage.vector_reads import StateToken, event_versions
 from projections.storage.vector_store import VectorStore
 
 Floats = npt.NDArray[np.float64]
@@ -116,28 +124,31 @@ class SubjectIndex:
     def __init__(
         self,
         config: ScoringConfig,
-        dimension: int,
         triggers: Sequence[TriggerProbe] = (),
         attractors: Sequence[AttractorProbe] = (),
     ) -> None:
         self.config = config
-        self.dimension = dimension
         self.triggers = list(triggers)
         self.attractors = list(attractors)
         self.nodes: list[Node] = []
         self.lexical = LexicalIndex()
-        self._vectors = _Column(np.float32, dimension)
+        self._vectors: _Column | None = None  # its width is the first vector's
         self._codes = _Column(np.int8, 4)  # superseded, scope, node type, source type
         self._numbers = _Column(np.float64, 7)
         self._last_touch_us = _Column(np.int64)
         self._neighbours = _Column(np.intp, 2)
         self._session_tail: dict[str, int] = {}
+        self._rows: dict[uuid.UUID, int] = {}
+        #: Held while ranking or changing: threads share cached indexes.
+        self.lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self.nodes)
 
     @property
     def vectors(self) -> npt.NDArray[np.float32]:
+        if self._vectors is None:
+            return np.zeros((0, 0), dtype=np.float32)
         values: npt.NDArray[np.float32] = self._vectors.values
         return values
 
@@ -147,6 +158,9 @@ class SubjectIndex:
             return
         first = len(self.nodes)
         self.nodes.extend(nodes)
+        self._rows.update((n.id, row) for row, n in enumerate(nodes, start=first))
+        if self._vectors is None:
+            self._vectors = _Column(np.float32, vectors.shape[1])
         self._vectors.extend(vectors)
         texts = [n.content.casefold() for n in nodes]
         for node in nodes:
@@ -168,6 +182,27 @@ class SubjectIndex:
                 neighbours[row, 0] = before
                 neighbours[before, 1] = row
             self._session_tail[node.session_id] = row
+
+    def row_of(self, node_id: uuid.UUID) -> int | None:
+        return self._rows.get(node_id)
+
+    def replace(self, row: int, node: Node) -> None:
+        """A node's new state (lifecycle, reinforcement, confidence …); its text,
+        vector and session never change, nor do the terms derived from them."""
+        self.nodes[row] = node
+        self._codes.values[row] = _codes(node)
+        self._numbers.values[row, :5] = _numbers(node)
+        self._last_touch_us.values[row] = _micros(node.last_reinforced_at or node.created_at)
+
+    def set_probes(
+        self, triggers: Sequence[TriggerProbe], attractors: Sequence[AttractorProbe]
+    ) -> None:
+        """New triggers or attractors: their two terms are recomputed for every row."""
+        self.triggers, self.attractors = list(triggers), list(attractors)
+        texts = [n.content.casefold() for n in self.nodes]
+        numbers = self._numbers.values
+        numbers[:, 5] = scoring.trigger_boosts(self.config, texts, self.vectors, self.triggers)
+        numbers[:, 6] = scoring.attractor_penalties(self.config, self.vectors, self.attractors)
 
     def admitted(self, wanted: NodeFilter) -> npt.NDArray[np.bool_]:
         """Which rows the filter lets through."""
@@ -234,8 +269,19 @@ def _numbers(node: Node) -> list[float]:
 def load_subject(conn: Connection, cipher: SubjectCipher, config: ScoringConfig) -> SubjectIndex:
     """Read and decrypt one subject's embedded nodes, triggers and attractors."""
     store = VectorStore(conn)
+    versions = event_versions(conn, cipher.stream_id)
     rows = store.node_vectors(cipher.stream_id)
-    rows.sort(key=lambda r: (r.created_at, r.event_id, r.ordinal))  # store order
+    rows.sort(key=lambda r: (versions[r.event_id], r.ordinal))  # store order
+    nodes, vectors = _decrypted(cipher, rows)
+    triggers, attractors = stream_probes(store, cipher)
+    index = SubjectIndex(config, triggers, attractors)
+    index.add(nodes, vectors)
+    return index
+
+
+def _decrypted(
+    cipher: SubjectCipher, rows: Sequence[Any]
+) -> tuple[list[Node], npt.NDArray[np.float32]]:
     nodes = [node_from_row(cipher, row) for row in rows]
     # The vector_store packing: little-endian float32 (see pack_vector).
     raw = [
@@ -243,10 +289,46 @@ def load_subject(conn: Connection, cipher: SubjectCipher, config: ScoringConfig)
         for row in rows
     ]
     vectors = np.stack(raw).astype(np.float32) if raw else np.zeros((0, 0), dtype=np.float32)
-    triggers, attractors = stream_probes(store, cipher)
-    index = SubjectIndex(config, vectors.shape[1], triggers, attractors)
-    index.add(nodes, vectors)
-    return index
+    return nodes, vectors
+
+
+_PROBE_EVENTS = frozenset(
+    {ev.TRIGGER_ADDED, ev.TRIGGER_REMOVED, ev.ATTRACTOR_ADDED, ev.ATTRACTORS_CLEARED}
+)
+
+
+def refresh(
+    index: SubjectIndex, conn: Connection, cipher: SubjectCipher, events: Sequence[RecordedEvent]
+) -> None:
+    """Bring ``index`` up to date with ``events``, the stream's next events in
+    version order, all of them already applied to the projections.
+
+    Stored events append their nodes; the other memory events name the nodes
+    they change in their after-states, which are read again; trigger and
+    attractor events recompute those terms.  Rows read here may be newer than
+    the events (a later write committed meanwhile): that only repeats work on
+    the next refresh, which reads those nodes again.
+    """
+    stored = [e.event_id for e in events if e.type == ev.STORED and e.data is not None]
+    changed = {
+        uuid.UUID(node_id)
+        for e in events
+        if e.type != ev.STORED and e.data is not None
+        for node_id in e.data.get("after", {})
+    }
+    store = VectorStore(conn)
+    with index.lock:
+        if any(e.type in _PROBE_EVENTS for e in events):
+            index.set_probes(*stream_probes(store, cipher))
+        order = {event_id: place for place, event_id in enumerate(stored)}
+        rows = store.event_node_vectors(cipher.stream_id, stored)
+        rows.sort(key=lambda r: (order[r.event_id], r.ordinal))
+        nodes, vectors = _decrypted(cipher, rows)
+        index.add(nodes, vectors)
+        for row in GraphStore(conn).node_rows(changed) if changed else ():
+            place = index.row_of(row.node_id)
+            if place is not None and row.stream_id == cipher.stream_id:
+                index.replace(place, node_from_row(cipher, row))
 
 
 def stream_probes(
@@ -276,6 +358,18 @@ def rank(
     limit: int,
 ) -> list[ScoredNode]:
     """The ``limit`` best admitted nodes, best first, ties by node id text."""
+    with index.lock:
+        return _rank(index, query, query_vector, now, wanted, limit)
+
+
+def _rank(
+    index: SubjectIndex,
+    query: str,
+    query_vector: Sequence[float],
+    now: datetime,
+    wanted: NodeFilter,
+    limit: int,
+) -> list[ScoredNode]:
     admitted = index.admitted(wanted)
     if not admitted.any():
         return []
@@ -334,18 +428,28 @@ class RetrievalCache:
     """Least-recently-used subject indexes, bounded by their total number of nodes.
 
     Thread-safe: the engine may retrieve from several threads.  A subject is
-    loaded outside the lock; two threads loading the same subject at once
-    both succeed and the later one stays.
+    loaded (or refreshed) outside the cache's lock; two threads loading the same
+    subject at once both succeed and the later one stays.
     """
 
     def __init__(self, max_nodes: int = DEFAULT_MAX_CACHED_NODES) -> None:
         self.max_nodes = max_nodes
-        self._entries: OrderedDict[str, tuple[StateToken, SubjectIndex]] = OrderedDict()
+        #: subject → (token, index, its size when kept): indexes grow in place.
+        self._entries: OrderedDict[str, tuple[StateToken, SubjectIndex, int]] = OrderedDict()
         self._nodes = 0
         self._lock = threading.Lock()
 
+    def entry(self, subject: str) -> tuple[StateToken, SubjectIndex] | None:
+        """The cached index and the token it was last brought up to, if any."""
+        with self._lock:
+            found = self._entries.get(subject)
+            if found is None:
+                return None
+            self._entries.move_to_end(subject)
+            return found[0], found[1]
+
     def get(self, subject: str, token: StateToken) -> SubjectIndex | None:
-        """The cached index if it was loaded under exactly ``token``; else drops it."""
+        """The cached index if it is up to date with exactly ``token``; else drops it."""
         with self._lock:
             entry = self._entries.get(subject)
             if entry is None:
@@ -358,13 +462,13 @@ class RetrievalCache:
 
     def put(self, subject: str, token: StateToken, index: SubjectIndex) -> None:
         """Keep ``index``, evicting the least recently used until it fits."""
-        if len(index) > self.max_nodes:
-            return  # larger than the whole budget: scored once, never kept
         with self._lock:
             self._remove(subject)
+            if len(index) > self.max_nodes:
+                return  # larger than the whole budget: scored once, never kept
             while self._entries and self._nodes + len(index) > self.max_nodes:
                 self._remove(next(iter(self._entries)))
-            self._entries[subject] = (token, index)
+            self._entries[subject] = (token, index, len(index))
             self._nodes += len(index)
 
     def drop(self, subject: str) -> None:
@@ -384,4 +488,4 @@ class RetrievalCache:
     def _remove(self, subject: str) -> None:
         entry = self._entries.pop(subject, None)
         if entry is not None:
-            self._nodes -= len(entry[1])
+            self._nodes -= entry[2]

@@ -29,7 +29,7 @@ from projections.model import (
     Scope,
     SourceType,
 )
-from projections.retrieval_index import NodeFilter, SubjectIndex, load_subject, rank
+from projections.retrieval_index import NodeFilter, SubjectIndex, load_subject, rank, refresh
 from projections.storage.graph_store import GraphStore, NodeRow, node_from_row
 from projections.storage.vector_reads import StateToken, state_token
 from projections.storage.vector_store import VectorStore
@@ -280,28 +280,62 @@ def _current_token(ctx: MemoryContext, user: str, consistent: bool) -> StateToke
 
 
 def _subject_index(ctx: MemoryContext, user: str, consistent: bool) -> SubjectIndex | None:
-    """The subject's index, from the cache while its state token still matches;
-    ``None`` (and nothing cached) once the subject is forgotten.
+    """The subject's index, from the cache while its state token still matches or
+    the change is new events only (then applied to it); ``None`` (and nothing
+    cached) once the subject is forgotten.
 
     The token is read before the rows it guards (see projections.storage.vector_reads):
-    rows committed in between only make the loaded index newer than its token,
-    so the next query reloads it; they never leave an erased row in the cache.
+    rows committed in between only make the index newer than its token, so the
+    next query reads them again; they never leave an erased row in the cache.
     """
     token = _current_token(ctx, user, consistent)
     if token is None or not token.readable:
         ctx.retrieval_cache.drop(user)
         return None
-    cached = ctx.retrieval_cache.get(user, token)
-    if cached is not None:
-        return cached
+    entry = ctx.retrieval_cache.entry(user)
+    if entry is not None and entry[0] == token:
+        return entry[1]
+    follows = entry is not None and _only_new_events(entry[0], token)
+    events = (
+        ctx.store.read_stream(
+            ctx.namespace,
+            user,
+            from_version=entry[0].version + 1,
+            limit=token.version - entry[0].version,
+        )
+        if follows and entry is not None
+        else []
+    )
     with ctx.store.reading() as view:
         cipher = view.cipher(token.stream_id)
         if cipher is None:
             ctx.retrieval_cache.drop(user)
             return None
-        index = load_subject(view.connection, cipher, ctx.scoring)
+        if follows and entry is not None and _contiguous(events, entry[0], token):
+            index = entry[1]
+            refresh(index, view.connection, cipher, events)
+        else:
+            index = load_subject(view.connection, cipher, ctx.scoring)
     ctx.retrieval_cache.put(user, token, index)
     return index
+
+
+def _only_new_events(cached: StateToken, token: StateToken) -> bool:
+    """Whether ``token`` differs from ``cached`` by later events of the same stream
+    only, with the vector state caught up on both: what :func:`refresh` can apply."""
+    return (
+        cached.stream_id == token.stream_id
+        and cached.erasures == token.erasures
+        and cached.rebuilds == token.rebuilds
+        and cached.version < token.version
+        and cached.caught_up
+        and token.caught_up
+    )
+
+
+def _contiguous(events: list[RecordedEvent], cached: StateToken, token: StateToken) -> bool:
+    """The events read are exactly the versions between the two tokens."""
+    return [e.version for e in events] == list(range(cached.version + 1, token.version + 1))
 
 
 def _values(

@@ -91,6 +91,25 @@ class VectorStore:
         )
         return list(self.conn.execute(query))
 
+    def event_node_vectors(
+        self, stream_id: int, event_ids: Sequence[uuid.UUID]
+    ) -> list[sa.Row[Any]]:
+        """Like :meth:`node_vectors`, for the nodes of some events of the stream only
+        (a range of the subject-first key per event)."""
+        if not event_ids:
+            return []
+        query = (
+            sa.select(nodes, vectors.c.embedding, vectors.c.embedder)
+            .join(
+                vectors,
+                sa.and_(
+                    vectors.c.stream_id == nodes.c.stream_id, vectors.c.node_id == nodes.c.node_id
+                ),
+            )
+            .where(nodes.c.stream_id == stream_id, nodes.c.event_id.in_(list(event_ids)))
+        )
+        return list(self.conn.execute(query))
+
     def stream_vectors(self, stream_id: int) -> list[sa.Row[Any]]:
         query = (
             sa.select(vectors).where(vectors.c.stream_id == stream_id).order_by(vectors.c.node_id)
