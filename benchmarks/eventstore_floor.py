@@ -29,7 +29,7 @@ plain ``position >`` scan).  The floor writes with the durability oblivio uses
 
 The script talks to the drivers directly (``sqlite3``, psycopg): that is
 what a floor is.  It lives outside the packages so that nothing in oblivio
-depends on it.  docs/benchmarks.md ("Eighth pass") shows runs and what it means.
+depends on it.
 """
 
 from __future__ import annotations
@@ -54,11 +54,11 @@ import orjson
 import psycopg
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from oblivio.bench.eventsourcing_system import EventsourcingSystem
-from oblivio.bench.eventstore import DEFAULT_SERVER_URL, run_workloads, standard_workloads
-from oblivio.bench.report import WorkloadResult, load_average
-from oblivio.bench.scratch import postgres_databases
-from oblivio.bench.systems import EVENT_TYPE, OblivioSystem, Payload, System
+from oblivio_bench.eventsourcing_system import EventsourcingSystem
+from oblivio_bench.eventstore import DEFAULT_SERVER_URL, run_workloads, standard_workloads
+from oblivio_bench.report import WorkloadResult, load_average
+from oblivio_bench.scratch import postgres_databases
+from oblivio_bench.systems import EVENT_TYPE, OblivioSystem, Payload, System
 
 NONCE = 12
 #: The issue's targets: oblivio events/s over eventsourcing's, per backend and workload.

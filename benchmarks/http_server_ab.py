@@ -26,8 +26,8 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from oblivio.bench import http as bench
-from oblivio.bench.eventstore import DEFAULT_SERVER_URL
+from oblivio_bench import http as bench
+from oblivio_bench.eventstore import DEFAULT_SERVER_URL
 
 CLIENTS = 8
 

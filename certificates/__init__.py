@@ -1,7 +1,8 @@
 """Signed forget certificates for oblivio, as a self-contained leaf package.
 
 A certificate is a JWS in the JSON serialization (RFC 7515 §7.2) signed with Ed25519
-(``alg: EdDSA``, RFC 8037) whose payload and protected header are RFC 8785 canonical JSON.
+(``alg: Ed25519``, RFC 9864; older ``EdDSA`` ones still verify) whose payload and protected
+header are RFC 8785 canonical JSON.
 Issuer keys live in an :class:`IssuerKeyring`; each key is named by its RFC 7638 thumbprint
 (``kid``), and the public halves of all keys, retired ones included, are published as a
 JWKS so that any JOSE library can check a certificate offline. :func:`merkle_root` and its

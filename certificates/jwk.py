@@ -14,6 +14,9 @@ from certificates.canonical import canonicalize
 from certificates.errors import JWKError
 
 ED25519_KEY_BYTES = 32
+#: The ``alg`` a published Ed25519 key may name: RFC 9864's ``Ed25519``, or RFC 8037's
+#: ``EdDSA`` (deprecated, but JWKS published by older versions carry it).
+SIGNATURE_ALGORITHMS = frozenset({"Ed25519", "EdDSA"})
 
 
 def public_jwk(public_key: Ed25519PublicKey) -> dict[str, str]:
@@ -38,13 +41,13 @@ def public_key_from_jwk(jwk: Mapping[str, Any]) -> Ed25519PublicKey:
     """Return the Ed25519 public key of an RFC 8037 JWK.
 
     Raises :class:`JWKError` unless ``kty`` is ``OKP``, ``crv`` is ``Ed25519``, ``x`` is
-    32 bytes of base64url, ``alg`` (if present) is ``EdDSA``, ``use`` (if present) is
-    ``sig`` and ``kid`` (if present) is the key's RFC 7638 thumbprint.
+    32 bytes of base64url, ``alg`` (if present) is ``Ed25519`` or ``EdDSA``, ``use`` (if
+    present) is ``sig`` and ``kid`` (if present) is the key's RFC 7638 thumbprint.
     """
     if jwk.get("kty") != "OKP" or jwk.get("crv") != "Ed25519":
         raise JWKError(f"key is kty={jwk.get('kty')!r} crv={jwk.get('crv')!r}, not OKP/Ed25519")
-    if jwk.get("alg", "EdDSA") != "EdDSA" or jwk.get("use", "sig") != "sig":
-        raise JWKError("key is not published for EdDSA signatures")
+    if jwk.get("alg", "Ed25519") not in SIGNATURE_ALGORITHMS or jwk.get("use", "sig") != "sig":
+        raise JWKError("key is not published for Ed25519 signatures")
     raw = _decode_x(jwk.get("x"))
     # A kid that is not the thumbprint of x would let a JWKS bind a certificate's kid to a
     # different key than the one that signed it; reject the mismatch instead of trusting it.

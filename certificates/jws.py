@@ -1,4 +1,8 @@
-"""JWS JSON serialization (RFC 7515 §7.2) signed with Ed25519 (RFC 8037 ``EdDSA``).
+"""JWS JSON serialization (RFC 7515 §7.2) signed with Ed25519 (``alg: Ed25519``, RFC 9864).
+
+New signatures name the fully-specified algorithm ``Ed25519``; RFC 9864 deprecates the
+polymorphic ``EdDSA`` of RFC 8037, which certificates issued before carry and which still
+verify here: both names mean the same Ed25519 signature over the same bytes.
 
 Both the protected header and the payload are RFC 8785 canonical JSON, and the verifier
 insists on it: it re-canonicalizes what it decoded and compares bytes, so a certificate
@@ -28,7 +32,9 @@ from certificates.errors import (
 from certificates.jwk import index_jwks, public_key_from_jwk
 from certificates.keys import IssuerKey
 
-ALGORITHM = "EdDSA"
+ALGORITHM = "Ed25519"
+#: Every ``alg`` a signature may carry: ours, and the deprecated name older certificates use.
+ACCEPTED_ALGORITHMS = frozenset({ALGORITHM, "EdDSA"})
 CERTIFICATE_TYP = "oblivio-forget-certificate+jws"
 
 # Only parameters we understand may appear. In particular "crit" (RFC 7515 §4.1.11) and
@@ -51,7 +57,7 @@ def sign(
     """Sign ``payload`` with ``key`` and return the flattened JWS JSON serialization.
 
     The result is ``{"payload", "protected", "signature"}``; the protected header is
-    ``{"alg": "EdDSA", "kid": key.kid, "typ": typ}``. Raises :class:`RetiredKeyError` if
+    ``{"alg": "Ed25519", "kid": key.kid, "typ": typ}``. Raises :class:`RetiredKeyError` if
     ``key`` is retired and :class:`CanonicalizationError` if ``payload`` has no canonical
     JSON form.
     """
@@ -143,10 +149,10 @@ def _check_header(raw: bytes, typ: str | None) -> dict[str, Any]:
         _fail("bad_header", f"unsupported header parameters {unknown}")
     if "alg" not in header:
         _fail("bad_header", "header has no 'alg'")
-    if header["alg"] != ALGORITHM:
+    if header["alg"] not in ACCEPTED_ALGORITHMS:
         # "none" and every other algorithm are refused by name: the key type alone must
         # never decide how the signature is checked (RFC 8725 §3.1).
-        _fail("unsupported_alg", f"alg {header['alg']!r} is not {ALGORITHM!r}")
+        _fail("unsupported_alg", f"alg {header['alg']!r} is not {ALGORITHM!r} (or 'EdDSA')")
     if not isinstance(header.get("kid"), str):
         _fail("bad_header", "header has no string 'kid'")
     if typ is not None and header.get("typ") != typ:

@@ -79,8 +79,13 @@ class IssuerKey:
         return self.retired_at is None
 
     def public_jwk(self) -> dict[str, str]:
-        """Return the JWKS entry for this key (RFC 8037 OKP, no private member ``d``)."""
-        return {**public_jwk(self.public_key), "kid": self.kid, "use": "sig", "alg": "EdDSA"}
+        """Return the JWKS entry for this key (RFC 8037 OKP, no private member ``d``).
+
+        The optional ``alg`` member is left out: the same key verifies certificates signed
+        as ``Ed25519`` and older ones signed as ``EdDSA``, and a JOSE library that finds an
+        ``alg`` in the key refuses a signature under the other name.
+        """
+        return {**public_jwk(self.public_key), "kid": self.kid, "use": "sig"}
 
 
 class IssuerKeyring:

@@ -1,6 +1,7 @@
 """Bearer API keys: issue, look up, list, revoke.
 
-A token reads ``obl_<key id>_<secret>``.  The database keeps SHA-256 of the
+A token reads ``obl_<key id>_<secret>``.  A key may carry an expiry, after
+which it authenticates no more (as if revoked).  The database keeps SHA-256 of the
 secret (compared in constant time) and, for user principals, the user id
 sealed with AES-GCM under a key derived from the secret: a stolen database
 reveals neither usable keys nor whom they belong to.
@@ -36,6 +37,10 @@ class Principal:
     key_id: str
     kind: str
     user_id: str | None  # set for user principals only
+    expires_at: datetime | None = None
+
+    def expired(self, now: datetime) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,7 @@ class KeyInfo:
     subject_ref: str | None
     created_at: datetime
     revoked_at: datetime | None
+    expires_at: datetime | None = None
 
 
 def _secret_key(secret: str) -> bytes:
@@ -56,13 +62,32 @@ def _secret_hash(secret: str) -> bytes:
 
 
 def create(
-    conn: Connection, kind: str, user_id: str | None, subject_ref: str | None, now: datetime
+    conn: Connection,
+    kind: str,
+    user_id: str | None,
+    subject_ref: str | None,
+    now: datetime,
+    expires_at: datetime | None = None,
 ) -> str:
     """Store a new key and return its token (shown once, never stored)."""
+    return issue(conn, kind, user_id, subject_ref, now, expires_at)[1]
+
+
+def issue(
+    conn: Connection,
+    kind: str,
+    user_id: str | None,
+    subject_ref: str | None,
+    now: datetime,
+    expires_at: datetime | None = None,
+) -> tuple[KeyInfo, str]:
+    """Store a new key; its description and its token (shown once, never stored)."""
     if kind not in PRINCIPALS:
         raise InvalidInputError("principal must be user, operator or auditor")
     if (kind == "user") != (user_id is not None):
         raise InvalidInputError("a user key needs a user id; other keys must not have one")
+    if expires_at is not None and (expires_at.tzinfo is None or expires_at <= now):
+        raise InvalidInputError("a key's expiry must be a time zone-aware time in the future")
     key_id = secrets.token_hex(8)
     secret = base64.urlsafe_b64encode(secrets.token_bytes(24)).decode().rstrip("=")
     sealed = None
@@ -76,17 +101,20 @@ def create(
             sealed_user_id=sealed,
             subject_ref=subject_ref,
             created_at=now,
+            expires_at=expires_at,
         )
     )
-    return f"{KEY_PREFIX}_{key_id}_{secret}"
+    info = KeyInfo(key_id, kind, subject_ref, now, None, expires_at)
+    return info, f"{KEY_PREFIX}_{key_id}_{secret}"
 
 
 # Built once: every authenticated request runs it.
 _KEY_BY_ID = sa.select(api_keys).where(api_keys.c.key_id == sa.bindparam("key_id"))
 
 
-def authenticate(conn: Connection, token: str) -> Principal | None:
-    """The principal a token stands for, or ``None`` (unknown, wrong or revoked)."""
+def authenticate(conn: Connection, token: str, now: datetime) -> Principal | None:
+    """The principal a token stands for at ``now``, or ``None`` (unknown, wrong,
+    revoked or expired)."""
     prefix, _, rest = token.partition("_")
     key_id, _, secret = rest.partition("_")
     if prefix != KEY_PREFIX or not key_id or not secret:
@@ -94,17 +122,30 @@ def authenticate(conn: Connection, token: str) -> Principal | None:
     row = conn.execute(_KEY_BY_ID, {"key_id": key_id}).first()
     if row is None or row.revoked_at is not None:
         return None
+    if row.expires_at is not None and row.expires_at <= now:
+        return None
     if not hmac.compare_digest(row.secret_hash, _secret_hash(secret)):
         return None
     user_id = None
     if row.sealed_user_id is not None:
         user_id = crypto.decrypt(_secret_key(secret), row.sealed_user_id, key_id.encode()).decode()
-    return Principal(row.key_id, row.principal, user_id)
+    return Principal(row.key_id, row.principal, user_id, row.expires_at)
 
 
 def list_keys(conn: Connection) -> list[KeyInfo]:
-    rows = conn.execute(sa.select(api_keys).order_by(api_keys.c.created_at))
-    return [KeyInfo(r.key_id, r.principal, r.subject_ref, r.created_at, r.revoked_at) for r in rows]
+    rows = conn.execute(sa.select(api_keys).order_by(api_keys.c.created_at, api_keys.c.key_id))
+    return [_info(r) for r in rows]
+
+
+def get_key(conn: Connection, key_id: str) -> KeyInfo | None:
+    row = conn.execute(_KEY_BY_ID, {"key_id": key_id}).first()
+    return None if row is None else _info(row)
+
+
+def _info(row: sa.Row[Any]) -> KeyInfo:
+    return KeyInfo(
+        row.key_id, row.principal, row.subject_ref, row.created_at, row.revoked_at, row.expires_at
+    )
 
 
 def revoke(conn: Connection, key_id: str, now: datetime) -> bool:

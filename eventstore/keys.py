@@ -1,8 +1,9 @@
 """Key-encryption keys and the subject HMAC key, behind a small protocol.
 
-Three providers: a keyring file in the data directory (the embedded default,
-created 0600 on first use), the environment (containers), and anything an
-external KMS adapter implements against :class:`KeyProvider`.
+Three providers: a keyring file (the embedded default, created 0600 on first
+use and kept outside the data directory, see ``oblivio.keyrings``), the
+environment (containers), and anything an external KMS adapter implements
+against :class:`KeyProvider`.
 
 The subject HMAC key never rotates: it defines subject identity on disk.
 KEKs rotate; a retired KEK's material is deleted from the keyring, after which
@@ -80,12 +81,26 @@ class KeyringFile:
     it has not seen or material that was retired meanwhile.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, store: Mapping[str, str] | None = None
+    ) -> None:
+        """Open the keyring at ``path``, creating it with fresh keys if there is none.
+
+        ``store`` describes the store a new keyring belongs to (its id and where
+        its database is); it is written into the file so that a listing of
+        keyrings can tell which stores still exist.  An existing file keeps its own.
+        """
         self.path = Path(path)
         self._stamp: tuple[int, int] | None = None
+        self._store: dict[str, str] = dict(store or {})
         if not self.path.exists():
             self._create()
         self._load()
+
+    @property
+    def store(self) -> Mapping[str, str]:
+        """The store this keyring was created for (``id``, ``database``), if it says."""
+        return self._store
 
     @property
     def active_kek_version(self) -> int:
@@ -170,6 +185,7 @@ class KeyringFile:
         self._hmac_key = _unb64(raw["subject_hmac_key"], "subject_hmac_key")
         self._keks = {k.version: k for k in map(_kek_from_json, raw["keks"])}
         self._active = int(raw["active"])
+        self._store = {str(k): str(v) for k, v in raw.get("store", {}).items()}
         self._stamp = (stat.st_mtime_ns, stat.st_ino)
 
     def _save(self) -> None:
@@ -184,6 +200,8 @@ class KeyringFile:
             "subject_hmac_key": _b64(self._hmac_key),
             "keks": [_kek_to_json(r) for r in self.kek_records()],
         }
+        if self._store:
+            document["store"] = self._store
         return json.dumps(document, indent=2).encode()
 
 
@@ -271,3 +289,38 @@ class EnvKeyProvider:
 
     def subject_hmac_key(self) -> bytes:
         return self._hmac_key
+
+
+def move_keyring(source: Path, target: Path, store: Mapping[str, str]) -> bool:
+    """Move the keyring file ``source`` to ``target``, recording ``store`` in it.
+
+    The copy is written (0600, fsynced) before the original is removed, and it
+    never replaces a file at ``target``: if one is there already (another
+    process moved the keyring first, or an earlier move was interrupted after
+    the copy), the original is removed only if both hold the same keys, and a
+    conflict is refused.  False when ``source`` had gone already.
+    """
+    try:
+        document = json.loads(source.read_text())
+    except FileNotFoundError:
+        return False
+    document.setdefault("store", dict(store))
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _write_private(target, json.dumps(document, indent=2).encode(), replace=False)
+    if not _same_keys(KeyringFile(source), KeyringFile(target)):
+        raise KeyUnavailableError(
+            f"two different keyrings for one store: {source} and {target}; keep the one "
+            "that decrypts the store's data (the other was made for an empty store) and "
+            "remove the other"
+        )
+    for leftover in (source, source.with_name(source.name + ".lock")):
+        with contextlib.suppress(FileNotFoundError):
+            leftover.unlink()
+    return True
+
+
+def _same_keys(one: KeyringFile, other: KeyringFile) -> bool:
+    def material(keyring: KeyringFile) -> tuple[bytes, list[tuple[int, bytes | None]]]:
+        return keyring.subject_hmac_key(), [(r.version, r.key) for r in keyring.kek_records()]
+
+    return material(one) == material(other)

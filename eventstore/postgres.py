@@ -342,16 +342,14 @@ _RECYCLE_SECONDS = 1800
 # Rows per chunk of a stream read: small enough that decoding starts soon
 # after the server starts sending, large enough that a chunk's fixed cost
 # (one result, one wait) stays small.  100 did best of 50, 100 and 250 on a
-# 1,000-event stream, within this machine's noise of the others
-# (docs/benchmarks.md, seventh pass).
+# 1,000-event stream, within this machine's noise of the others.
 _READ_CHUNK_ROWS = 100
 
 # Raw reads take the recorded time as PostgreSQL's own binary form (8 bytes,
 # microseconds since 2000-01-01) instead of a timestamp psycopg turns into a
 # datetime for every row: the events of one append share their time, and the
 # decoder converts a time only when it differs from the row before's.  That
-# datetime per row was 2-3% of a read's client instructions (docs/benchmarks.md,
-# eighth pass).
+# datetime per row was 2-3% of a read's client instructions.
 _RAW_EVENT_COLUMNS = sa.select(
     *(
         sa.func.timestamp_send(events.c.recorded_at, type_=sa.LargeBinary()).label(name)
@@ -443,7 +441,7 @@ class PostgresBackend(Backend):
         # One array parameter instead of SQLAlchemy's expanding IN list: the
         # statement text stays the same for every page, so it is compiled
         # once and psycopg prepares it on the server.  The expanding list
-        # took about a tenth of a page of the log (docs/benchmarks.md).
+        # took about a tenth of a page of the log.
         rows = self.fetch_all(conn, self._stream_keys_sql, {"stream_ids": sorted(set(stream_ids))})
         return {row[0]: stream_key_from_row(row) for row in rows}
 
@@ -455,7 +453,7 @@ class PostgresBackend(Backend):
         # by psycopg's own loaders.  An engine connection switched to
         # autocommit and back, and psycopg's execute path, were most of a
         # page's fixed client time: a one-event page took 0.355 ms of client
-        # CPU that way and takes 0.154 now (docs/benchmarks.md, eighth pass).
+        # CPU that way and takes 0.154 now.
         page = {name: prepared.int8(params[name]) for name in ("group", "position", "limit")}
         with self.translate_errors(), self._autocommit_connections.connection() as driver:
             result = self._prepared.execute(driver, self._log_page_statement, page)

@@ -194,7 +194,7 @@ class EventDecoder:
         Python-level call (to open the ciphertext, to parse it, to build the
         event) costs about as much as the work inside it, and every read runs
         this once per event.  Each written-out step names the function it
-        stands for; docs/benchmarks.md ("Eighth pass") has what it saves.
+        stands for.
         """
         to_uuid, to_utc = self._types.to_uuid, self._types.to_utc
         ids_ready = to_uuid is unchanged  # no call per event when the driver made the UUID

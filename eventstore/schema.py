@@ -216,6 +216,7 @@ api_keys = sa.Table(
     sa.Column("subject_ref", sa.String(64), nullable=True),  # for listing, never the raw id
     sa.Column("created_at", UTCDateTime(), nullable=False),
     sa.Column("revoked_at", UTCDateTime(), nullable=True),
+    sa.Column("expires_at", UTCDateTime(), nullable=True),  # None: never expires
 )
 
 # APScheduler's SQLAlchemyJobStore table, declared here (same shape as the
@@ -227,4 +228,36 @@ apscheduler_jobs = sa.Table(
     sa.Column("id", sa.Unicode(191), primary_key=True),
     sa.Column("next_run_time", sa.Float(25), index=True),
     sa.Column("job_state", sa.LargeBinary, nullable=False),
+)
+
+# Facts about the store itself, one row each.  ``store_id`` (a random UUID
+# written on first open) names the store's keyring file, which the embedded
+# default keeps outside the data directory: a copy of the database carries the
+# id that says which keyring it needs, never the keys.
+store_identity = sa.Table(
+    "store_identity",
+    metadata,
+    sa.Column("name", sa.String(32), primary_key=True),
+    sa.Column("value", sa.String(64), nullable=False),
+)
+
+# Console sign-in sessions.  The cookie holds a random session token; only a
+# hash of it is stored, so a copy of the table opens no session.  A user
+# principal's id is sealed under a key derived from the token (as API keys
+# seal theirs), readable only while the browser presents the cookie.
+console_sessions = sa.Table(
+    "console_sessions",
+    metadata,
+    sa.Column("session_hash", sa.LargeBinary(32), primary_key=True),
+    sa.Column(
+        "key_id",
+        sa.String(32),
+        sa.ForeignKey("api_keys.key_id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    sa.Column("principal", sa.String(16), nullable=False),
+    sa.Column("sealed_user_id", sa.LargeBinary, nullable=True),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Column("last_seen_at", UTCDateTime(), nullable=False),
 )

@@ -14,13 +14,22 @@ from sqlalchemy.engine import Engine
 
 import projections
 from certificates import IssuerKeyring
-from eventstore import EnvKeyProvider, EventStore, KeyProvider, KeyringFile, create_backend
+from eventstore import (
+    Backend,
+    EnvKeyProvider,
+    EventStore,
+    KeyProvider,
+    KeyringFile,
+    create_backend,
+)
 from eventstore.apikeys import VerifiedKeys
 from eventstore.migrate import upgrade
 from eventstore.sqlite import sqlite_url
 from eventstore.store import utc_now
+from oblivio.keyrings import open_keyring
 from oblivio.memory.context import MemoryContext
 from oblivio.settings import Settings
+from projections.claims.plan import ClaimExtractor
 from projections.embedders import Embedder, HashingEmbedder
 from projections.extraction import Extractor
 from projections.graph import NodeGraphProjection
@@ -29,6 +38,7 @@ from projections.scoring import ScoringConfig
 from projections.vectors import VectorProjection
 from workers.certify import Certifier
 from workers.erasure import AsyncPartitioning, Eraser
+from workers.extraction import ExtractionWorker
 from workers.maintenance import RetentionPolicy
 from workers.policy import ErasurePolicy, KeyPolicy
 from workers.projector import ProjectionRunner
@@ -37,11 +47,11 @@ from workers.scheduler import Maintenance
 from workers.service import WorkerService
 
 
-def build_key_provider(settings: Settings) -> KeyProvider:
-    """Keys from the environment when given there, else the keyring file."""
+def build_key_provider(settings: Settings, backend: Backend) -> KeyProvider:
+    """Keys from the environment when given there, else the store's keyring file."""
     if os.environ.get("OBLIVIO_KEKS"):
         return EnvKeyProvider.from_environ()
-    return KeyringFile(settings.keyring_file)
+    return open_keyring(settings, backend)
 
 
 def database_url(settings: Settings) -> str:
@@ -68,6 +78,7 @@ def open_memory(
     embedder: Embedder | None = None,
     extractor: Extractor | None = None,
     scoring: ScoringConfig | None = None,
+    claim_extractor: ClaimExtractor | None = None,
     clock: Callable[[], datetime] = utc_now,
 ) -> MemoryContext:
     """Everything the memory operations need, wired together."""
@@ -93,9 +104,37 @@ def open_memory(
         rebuilder=RebuildWorker(store, [graph, vectors], partitioning, certifier, policy, clock),
         certifier=certifier,
         issuer=issuer,
+        extraction=ExtractionWorker(
+            store,
+            graph,
+            claim_extractor or build_claim_extractor(settings),
+            partitions=settings.partitions,
+            clock=clock,
+        ),
         retrieval_cache=RetrievalCache(settings.retrieval_cache_nodes),
         api_keys=VerifiedKeys(settings.api_key_cache_seconds),
+        console_idle_minutes=settings.console_idle_minutes,
     )
+
+
+def build_claim_extractor(settings: Settings) -> ClaimExtractor:
+    """The claim extractor named by ``OBLIVIO_CLAIM_EXTRACTOR`` (default: English rules)."""
+    if settings.claim_extractor == "openai-chat":
+        from projections.claims.chat import ChatClaimExtractor
+
+        if not settings.claim_extractor_url or not settings.claim_extractor_model:
+            raise ValueError(
+                "the openai-chat claim extractor needs OBLIVIO_CLAIM_EXTRACTOR_URL and "
+                "OBLIVIO_CLAIM_EXTRACTOR_MODEL"
+            )
+        return ChatClaimExtractor(
+            settings.claim_extractor_url,
+            settings.claim_extractor_model,
+            api_key=os.environ.get("OBLIVIO_CLAIM_EXTRACTOR_API_KEY"),
+        )
+    from projections.claims.rules import RuleClaimExtractor
+
+    return RuleClaimExtractor()
 
 
 def key_policy(settings: Settings) -> KeyPolicy:
@@ -120,7 +159,7 @@ def open_event_store(settings: Settings) -> EventStore:
     if backend.embedded:
         upgrade_schema(backend.engine)
     return EventStore(
-        backend, build_key_provider(settings), max_event_bytes=settings.max_event_bytes
+        backend, build_key_provider(settings, backend), max_event_bytes=settings.max_event_bytes
     )
 
 
@@ -135,4 +174,4 @@ def build_worker_service(ctx: MemoryContext, settings: Settings) -> WorkerServic
         key_policy=key_policy(settings),
         clock=ctx.clock,
     )
-    return WorkerService(ctx.runner, ctx.rebuilder, maintenance)
+    return WorkerService(ctx.runner, ctx.rebuilder, maintenance, extraction=ctx.extraction)

@@ -4,26 +4,54 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import click
 
 from oblivio import __version__
-from oblivio.bench import DEFAULT_SERVER_URL, BenchConfig, run_eventstore_bench
-from oblivio.bench.erasure import ErasureBenchConfig, run_erasure_bench
-from oblivio.bench.figures import FigureReport
-from oblivio.bench.memory import SECTIONS as MEMORY_SECTIONS
-from oblivio.bench.memory import MemoryBenchConfig, run_memory_bench
 from oblivio.bootstrap import database_url, migrate, open_event_store
 from oblivio.cli_ops import COMMANDS
-from oblivio.cli_support import F, friendly_errors, settings_from
+from oblivio.cli_support import friendly_errors, settings_from
 from oblivio.demo import run_demo
 from oblivio.memory.compliance import verify_audit_export
 from oblivio.settings import Settings
 
+#: Entry point group of commands other installed packages add to ``oblivio``
+#: (the benchmarks register ``bench`` there): loaded only when asked for.
+PLUGIN_GROUP = "oblivio.commands"
 
-@click.group()
+
+class PluginGroup(click.Group):
+    """A group that also offers the commands registered under ``PLUGIN_GROUP``.
+
+    A plugin is imported only when its command is run or listed, so the
+    application never imports the packages that extend it.
+    """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        plugins = {point.name for point in entry_points(group=PLUGIN_GROUP)}
+        return sorted(set(super().list_commands(ctx)) | plugins)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            return command
+        for point in entry_points(group=PLUGIN_GROUP, name=cmd_name):
+            try:
+                loaded = point.load()
+            except ModuleNotFoundError as missing:
+                # An image built without the plugin's package (the Dockerfile
+                # copies no benchmarks) still carries its entry point: no command.
+                if missing.name is None or not f"{point.module}.".startswith(f"{missing.name}."):
+                    raise  # the plugin is there but fails to import: say so
+                return None
+            if isinstance(loaded, click.Command):
+                return loaded
+        return None
+
+
+@click.group(cls=PluginGroup)
 @click.version_option(__version__, prog_name="oblivio")
 @click.option(
     "--data-dir",
@@ -130,248 +158,8 @@ def _redacted(url: str) -> str:
     return url
 
 
-def bench_options(*, rounds_help: str, scale_help: str) -> Callable[[F], F]:
-    """The options every benchmark command shares: backend, JSON output, rounds, scale."""
-
-    def decorate(command: F) -> F:
-        for option in reversed(
-            [
-                click.option(
-                    "--backend",
-                    type=click.Choice(["sqlite", "postgres"]),
-                    default="sqlite",
-                    show_default=True,
-                    help="SQLite in a temporary directory, or scratch databases on the "
-                    "PostgreSQL server of --database-url / OBLIVIO_DATABASE_URL "
-                    f"(default {DEFAULT_SERVER_URL}).",
-                ),
-                click.option(
-                    "--json",
-                    "json_path",
-                    type=click.Path(dir_okay=False, path_type=Path),
-                    default=None,
-                    help="Also write every figure and the machine info to this file.",
-                ),
-                click.option(
-                    "--rounds",
-                    type=click.IntRange(min=1),
-                    default=5,
-                    show_default=True,
-                    help=rounds_help,
-                ),
-                click.option(
-                    "--scale",
-                    type=click.FloatRange(min=0, min_open=True),
-                    default=1.0,
-                    show_default=True,
-                    help=scale_help,
-                ),
-            ]
-        ):
-            command = option(command)
-        return command
-
-    return decorate
-
-
-@main.group()
-def bench() -> None:
-    """Benchmarks (see docs/benchmarks.md)."""
-
-
-@bench.command("eventstore")
-@bench_options(
-    rounds_help="Rounds per workload (heavy workloads run half as many).",
-    scale_help="Multiply every event count (e.g. 0.05 for a smoke run).",
-)
-@click.option(
-    "--compare",
-    type=click.Choice(["eventsourcing"]),
-    default=None,
-    help="Run the same workloads with this library in the same run, and print ratios.",
-)
-@click.option(
-    "--gc/--no-gc",
-    "gc_in_rounds",
-    default=True,
-    show_default=True,
-    help="Let Python's garbage collector run while rounds are timed; --no-gc pauses it "
-    "then (collecting between rounds), to time CPU work without allocation pressure.",
-)
-@click.pass_context
-@friendly_errors
-def bench_eventstore(
-    ctx: click.Context,
-    backend: str,
-    compare: str | None,
-    gc_in_rounds: bool,
-    json_path: Path | None,
-    rounds: int,
-    scale: float,
-) -> None:
-    """Time the log's appends and reads and print medians (progress goes to stderr)."""
-    server_url = settings_from(ctx).database_url or DEFAULT_SERVER_URL
-    config = BenchConfig(
-        backend=backend,
-        compare=compare,
-        rounds=rounds,
-        scale=scale,
-        server_url=server_url,
-        gc_in_rounds=gc_in_rounds,
-    )
-    report = run_eventstore_bench(config, progress=lambda line: click.echo(line, err=True))
-    click.echo(report.table())
-    if json_path is not None:
-        report.write_json(json_path)
-        click.echo(f"\nfigures written to {json_path}", err=True)
-
-
 for _command in COMMANDS:
     main.add_command(_command)
-
-
-@bench.command("http")
-@bench_options(
-    rounds_help="Rounds per figure.",
-    scale_help="Multiply every request count (e.g. 0.05 for a smoke run).",
-)
-@click.pass_context
-@friendly_errors
-def bench_http(
-    ctx: click.Context, backend: str, json_path: Path | None, rounds: int, scale: float
-) -> None:
-    """Store and retrieve over HTTP and through the facade with 1, 8 and 32 clients."""
-    from oblivio.bench.http import HttpBenchConfig, run_http_bench
-
-    server_url = settings_from(ctx).database_url or DEFAULT_SERVER_URL
-    config = HttpBenchConfig(backend=backend, rounds=rounds, scale=scale, server_url=server_url)
-    report = run_http_bench(config, progress=lambda line: click.echo(line, err=True))
-    click.echo(report.table())
-    if json_path is not None:
-        report.write_json(json_path)
-        click.echo(f"\nfigures written to {json_path}", err=True)
-
-
-def _emit_figures(report: FigureReport, json_path: Path | None) -> None:
-    click.echo(report.table())
-    if json_path is not None:
-        report.write_json(json_path)
-        click.echo(f"\nfigures written to {json_path}", err=True)
-
-
-@bench.command("memory")
-@bench_options(
-    rounds_help="Rounds of the store() and catch-up figures.",
-    scale_help="Multiply every count, retrieval sizes included (e.g. 0.01 for a smoke run).",
-)
-@click.option(
-    "--section",
-    "sections",
-    type=click.Choice(MEMORY_SECTIONS),
-    multiple=True,
-    help="Run only this measurement (repeatable); default: all three.",
-)
-@click.pass_context
-@friendly_errors
-def bench_memory(
-    ctx: click.Context,
-    backend: str,
-    json_path: Path | None,
-    rounds: int,
-    scale: float,
-    sections: tuple[str, ...],
-) -> None:
-    """Time store() beside a bare append, vector catch-up, and retrieval at 1k-100k nodes."""
-    server_url = settings_from(ctx).database_url or DEFAULT_SERVER_URL
-    config = MemoryBenchConfig(
-        backend=backend,
-        rounds=rounds,
-        scale=scale,
-        server_url=server_url,
-        sections=sections or MEMORY_SECTIONS,
-    )
-    report = run_memory_bench(config, progress=lambda line: click.echo(line, err=True))
-    _emit_figures(report, json_path)
-
-
-@bench.command("recall")
-@click.option(
-    "--dataset",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    required=True,
-    help="A directory of LoCoMo-format conversations (*.json).",
-)
-@click.option(
-    "--embedder",
-    default="wordllama",
-    show_default=True,
-    help="The embedder to measure, by name (wordllama[:DIM], hashing[:DIM], ...).",
-)
-@click.option(
-    "--backend",
-    type=click.Choice(["sqlite", "postgres"]),
-    default="sqlite",
-    show_default=True,
-    help="SQLite in a temporary directory, or a scratch database on --database-url.",
-)
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Also write every figure and the machine info to this file.",
-)
-@click.pass_context
-@friendly_errors
-def bench_recall(
-    ctx: click.Context, dataset: Path, embedder: str, backend: str, json_path: Path | None
-) -> None:
-    """Recall@1/5/10 of retrieve() on LoCoMo, beside plain BM25 and plain cosine."""
-    from oblivio.bench.recall import RecallBenchConfig, run_recall_bench
-
-    config = RecallBenchConfig(
-        dataset=dataset,
-        embedder=embedder,
-        backend=backend,
-        server_url=settings_from(ctx).database_url or DEFAULT_SERVER_URL,
-    )
-    report = run_recall_bench(config, progress=lambda line: click.echo(line, err=True))
-    _emit_figures(report, json_path)
-
-
-@bench.command("erasure")
-@bench_options(
-    rounds_help="Subjects forgotten (and timed) per phase.",
-    scale_help="Multiply the background of both phases (10,000 and 500,000 events).",
-)
-@click.option(
-    "--subject-events",
-    type=click.IntRange(min=2),
-    default=1000,
-    show_default=True,
-    help="Events of each subject that is forgotten or has events deleted.",
-)
-@click.pass_context
-@friendly_errors
-def bench_erasure(
-    ctx: click.Context,
-    backend: str,
-    json_path: Path | None,
-    rounds: int,
-    scale: float,
-    subject_events: int,
-) -> None:
-    """Time forget to a verified certificate, and delete_event, as the store grows."""
-    server_url = settings_from(ctx).database_url or DEFAULT_SERVER_URL
-    config = ErasureBenchConfig(
-        backend=backend,
-        rounds=rounds,
-        scale=scale,
-        subject_events=subject_events,
-        server_url=server_url,
-    )
-    report = run_erasure_bench(config, progress=lambda line: click.echo(line, err=True))
-    _emit_figures(report, json_path)
 
 
 if __name__ == "__main__":

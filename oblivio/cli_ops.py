@@ -213,6 +213,28 @@ def keys_rotate_kek(ctx: click.Context) -> None:
     )
 
 
+@keys.command("keyrings")
+@click.option("--orphaned", is_flag=True, help="Only keyrings whose store no longer exists.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@friendly_errors
+def keys_keyrings(ctx: click.Context, orphaned: bool, as_json: bool) -> None:
+    """List the keyring files in the keyring directory and whether their stores still exist."""
+    from oblivio.keyrings import list_keyrings
+
+    directory = _settings(ctx).keyring_directory
+    found = [k for k in list_keyrings(directory) if not orphaned or k.state == "orphaned"]
+    if as_json:
+        click.echo(json.dumps([{**vars(k), "path": str(k.path)} for k in found], indent=2))
+        return
+    if not found:
+        what = "orphaned keyrings" if orphaned else "keyrings"
+        click.echo(f"no {what} in {directory}")
+        return
+    for k in found:
+        click.echo(f"{k.store_id}  {k.state:<8}  {k.detail}  ({k.path})")
+
+
 @keys.command("jwks")
 @click.pass_context
 @friendly_errors
@@ -345,9 +367,9 @@ def mcp(ctx: click.Context, api_key: str) -> None:
 
     memory = _open(ctx)
     with memory.store.reading() as view:
-        who = apikeys.authenticate(view.connection, api_key)
+        who = apikeys.authenticate(view.connection, api_key, memory.clock())
     if who is None:
-        raise click.ClickException("the API key is unknown or revoked")
+        raise click.ClickException("the API key is unknown, revoked or expired")
     build_mcp_server(memory, who).run("stdio")
 
 

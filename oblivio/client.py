@@ -15,9 +15,11 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from oblivio.bootstrap import open_memory
 from oblivio.memory import commands, compliance, queries
+from oblivio.memory import ingest as ingestion
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.digests import replay_comparison
 from oblivio.settings import Settings
+from projections.claims.plan import ClaimExtractor
 from projections.embedders import Embedder
 from projections.extraction import Extractor
 from projections.scoring import ScoringConfig
@@ -65,6 +67,7 @@ class _Base:
         extractor: Extractor | None = None,
         scoring: ScoringConfig | None = None,
         settings: Settings | None = None,
+        claim_extractor: ClaimExtractor | None = None,
     ) -> None:
         if settings is None:
             settings = Settings.from_env(
@@ -72,7 +75,11 @@ class _Base:
             )
         self.settings = settings
         self.context = open_memory(
-            settings, embedder=embedder, extractor=extractor, scoring=scoring
+            settings,
+            embedder=embedder,
+            extractor=extractor,
+            scoring=scoring,
+            claim_extractor=claim_extractor,
         )
 
     def close(self) -> None:
@@ -88,6 +95,8 @@ class MemoryClient(_Base):
     """
 
     store = _Bound(commands.store)
+    ingest = _Bound(ingestion.ingest)
+    ingest_batch = _Bound(ingestion.ingest_batch)
     supersede = _Bound(commands.supersede)
     supersede_many = _Bound(commands.supersede_many)
     contradict = _Bound(commands.contradict)
@@ -99,11 +108,14 @@ class MemoryClient(_Base):
     clear_negative_attractors = _Bound(commands.clear_negative_attractors)
     get_event = _Bound(queries.get_event)
     get_events = _Bound(queries.get_events)
+    list_nodes = _Bound(queries.list_nodes)
     get_event_nodes = _Bound(queries.get_event_nodes)
     get_node = _Bound(queries.get_node)
     get_assertion_state = _Bound(queries.get_assertion_state)
     retrieve = _Bound(queries.retrieve)
     negative_attractor_count = _Bound(queries.negative_attractor_count)
+    subjects = _Bound(queries.subjects)
+    subject_ref = _Bound(queries.subject_ref)
     replay_comparison = _Bound(replay_comparison)
     delete_event = _Bound(compliance.delete_event)
     forget = _Bound(compliance.forget)
@@ -111,6 +123,7 @@ class MemoryClient(_Base):
     get_certificate = _Bound(compliance.get_certificate)
     jwks = _Bound(compliance.jwks)
     verify_certificate = _Bound(compliance.verify_certificate)
+    verify_log = _Bound(compliance.verify_log)
     export_subject = _Bound(compliance.export_subject)
     export_audit = _Bound(compliance.export_audit)
 
@@ -130,6 +143,8 @@ class MemoryEngine(_Base):
     """Asynchronous access to an oblivio store: the methods of ``MemoryClient``, awaited."""
 
     store = _Awaited(commands.store)
+    ingest = _Awaited(ingestion.ingest)
+    ingest_batch = _Awaited(ingestion.ingest_batch)
     supersede = _Awaited(commands.supersede)
     supersede_many = _Awaited(commands.supersede_many)
     contradict = _Awaited(commands.contradict)
@@ -141,11 +156,14 @@ class MemoryEngine(_Base):
     clear_negative_attractors = _Awaited(commands.clear_negative_attractors)
     get_event = _Awaited(queries.get_event)
     get_events = _Awaited(queries.get_events)
+    list_nodes = _Awaited(queries.list_nodes)
     get_event_nodes = _Awaited(queries.get_event_nodes)
     get_node = _Awaited(queries.get_node)
     get_assertion_state = _Awaited(queries.get_assertion_state)
     retrieve = _Awaited(queries.retrieve)
     negative_attractor_count = _Awaited(queries.negative_attractor_count)
+    subjects = _Awaited(queries.subjects)
+    subject_ref = _Awaited(queries.subject_ref)
     replay_comparison = _Awaited(replay_comparison)
     delete_event = _Awaited(compliance.delete_event)
     forget = _Awaited(compliance.forget)
@@ -153,6 +171,7 @@ class MemoryEngine(_Base):
     get_certificate = _Awaited(compliance.get_certificate)
     jwks = _Awaited(compliance.jwks)
     verify_certificate = _Awaited(compliance.verify_certificate)
+    verify_log = _Awaited(compliance.verify_log)
     export_subject = _Awaited(compliance.export_subject)
     export_audit = _Awaited(compliance.export_audit)
 

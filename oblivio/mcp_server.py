@@ -12,10 +12,11 @@ import json
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
+from pydantic import StrictBool
 
 from eventstore.apikeys import Principal
 from eventstore.errors import InvalidInputError
-from oblivio.memory import commands, compliance, queries
+from oblivio.memory import commands, compliance, ingest, queries
 from oblivio.memory.context import MemoryContext
 
 INSTRUCTIONS = (
@@ -78,6 +79,44 @@ def _memory_tools(server: MCPServer, ctx: MemoryContext, bind: _Binding) -> None
             ctx, content, user_id=user, scope=scope, source_type=source_type, node_type=node_type
         )
         return {"event_id": str(stored.event_id), "node_ids": [str(n) for n in stored.node_ids]}
+
+    @server.tool()
+    def memory_ingest(
+        message: str,
+        user_id: str | None = None,
+        role: str = "user",
+        scope: str = "personal",
+        source_type: str = "user_stated",
+        session_id: str | None = None,
+        occurred_at: str | None = None,
+        first_person_owner: StrictBool = False,
+        speaker: str | None = None,
+        enable_speaker_references: StrictBool = False,
+        wait_for_extraction: bool = False,
+        request_id: str | None = None,
+    ) -> Any:
+        """Hand over a raw message; its claims are extracted and corrections retire old ones.
+
+        Set first_person_owner=true only when the person themself wrote the
+        message, so its "I"/"my" mean them.
+        """
+        return _plain(
+            ingest.ingest(
+                ctx,
+                message,
+                user_id=bind.user(user_id),
+                role=role,
+                scope=scope,
+                source_type=source_type,
+                session_id=session_id,
+                occurred_at=occurred_at,
+                first_person_owner=first_person_owner,
+                speaker=speaker,
+                enable_speaker_references=enable_speaker_references,
+                wait_for_extraction=wait_for_extraction,
+                request_id=request_id,
+            )
+        )
 
     @server.tool()
     def memory_retrieve(query: str, user_id: str | None = None, limit: int = 5) -> list[Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -13,10 +14,21 @@ from eventstore.apikeys import MAX_CACHE_SECONDS as MAX_API_KEY_CACHE_SECONDS
 from projections.retrieval_index import DEFAULT_MAX_CACHED_NODES
 
 DEFAULT_DATA_DIR = Path("./oblivio-data")
+KEYRINGS_SUBDIR = Path("oblivio") / "keyrings"
 DEFAULT_NAMESPACE = "default"
 #: A revoked key may authenticate for this long in a server that verified it
 #: just before (the revocation comes from another process, the CLI).
 DEFAULT_API_KEY_CACHE_SECONDS = 1.0
+
+
+def default_keyring_dir(environ: Mapping[str, str]) -> Path:
+    """``$XDG_CONFIG_HOME/oblivio/keyrings``, else ``~/.config/oblivio/keyrings``.
+
+    The XDG base directory spec ignores a relative ``XDG_CONFIG_HOME``; so do we.
+    """
+    config_home = environ.get("XDG_CONFIG_HOME", "")
+    base = Path(config_home) if os.path.isabs(config_home) else Path.home() / ".config"
+    return base / KEYRINGS_SUBDIR
 
 
 class Settings(BaseModel):
@@ -24,7 +36,10 @@ class Settings(BaseModel):
 
     Environment variables: ``OBLIVIO_DATA_DIR``, ``OBLIVIO_DATABASE_URL``
     (PostgreSQL; when unset the embedded SQLite file in the data directory is
-    used), ``OBLIVIO_KEYRING`` (keyring file; default ``<data dir>/keyring.json``),
+    used), ``OBLIVIO_KEYRING_DIR`` (where keyring files are kept, one per
+    store named by the store's id; default ``$XDG_CONFIG_HOME/oblivio/keyrings``, else
+    ``~/.config/oblivio/keyrings``: never inside the data directory), ``OBLIVIO_KEYRING``
+    (one keyring file for this store, overriding the directory),
     ``OBLIVIO_KEKS`` and ``OBLIVIO_SUBJECT_HMAC_KEY`` (keys from the environment,
     for containers), ``OBLIVIO_ISSUER_KEYS`` (certificate signing keys as JSON) or
     ``OBLIVIO_ISSUER_KEYS_FILE``, ``OBLIVIO_MAX_EVENT_BYTES``, ``OBLIVIO_NAMESPACE``,
@@ -34,13 +49,19 @@ class Settings(BaseModel):
     ``OBLIVIO_RETRIEVAL_CACHE_NODES`` (nodes kept decrypted in memory for retrieval,
     over all subjects; 0 turns the cache off), ``OBLIVIO_API_KEY_CACHE_SECONDS`` (how long
     a verified API key is trusted without reading it again, at most 2; 0 turns the cache
-    off; see ``eventstore.apikeys.VerifiedKeys`` for what that costs a revocation).
+    off; see ``eventstore.apikeys.VerifiedKeys`` for what that costs a revocation),
+    ``OBLIVIO_CLAIM_EXTRACTOR`` (``rules``, the default, or ``openai-chat``) with
+    ``OBLIVIO_CLAIM_EXTRACTOR_URL``, ``OBLIVIO_CLAIM_EXTRACTOR_MODEL`` and
+    ``OBLIVIO_CLAIM_EXTRACTOR_API_KEY`` for the latter (docs/ingest.md).
+    ``OBLIVIO_CONSOLE_IDLE_MINUTES`` (a console session ends after this long without a
+    request, default 30).
     """
 
     model_config = ConfigDict(frozen=True)
 
     data_dir: Path = DEFAULT_DATA_DIR
     database_url: str | None = None
+    keyring_dir: Path | None = None
     keyring_path: Path | None = None
     max_event_bytes: int = Field(default=DEFAULT_MAX_EVENT_BYTES, gt=0)
     namespace: str = DEFAULT_NAMESPACE
@@ -54,14 +75,19 @@ class Settings(BaseModel):
     api_key_cache_seconds: float = Field(
         default=DEFAULT_API_KEY_CACHE_SECONDS, ge=0, le=MAX_API_KEY_CACHE_SECONDS
     )
+    claim_extractor: Literal["rules", "openai-chat"] = "rules"
+    claim_extractor_url: str | None = None
+    claim_extractor_model: str | None = None
+    console_idle_minutes: float = Field(default=30.0, gt=0, le=24 * 60)
 
     @property
     def embedded(self) -> bool:
         return self.database_url is None
 
     @property
-    def keyring_file(self) -> Path:
-        return self.keyring_path or self.data_dir / "keyring.json"
+    def keyring_directory(self) -> Path:
+        """Where this store's keyring file is looked for (see ``oblivio.keyrings``)."""
+        return self.keyring_dir or default_keyring_dir(os.environ)
 
     @property
     def issuer_keys_file(self) -> Path:
@@ -74,6 +100,7 @@ class Settings(BaseModel):
         for field, var in (
             ("data_dir", "OBLIVIO_DATA_DIR"),
             ("database_url", "OBLIVIO_DATABASE_URL"),
+            ("keyring_dir", "OBLIVIO_KEYRING_DIR"),
             ("keyring_path", "OBLIVIO_KEYRING"),
             ("max_event_bytes", "OBLIVIO_MAX_EVENT_BYTES"),
             ("namespace", "OBLIVIO_NAMESPACE"),
@@ -83,6 +110,10 @@ class Settings(BaseModel):
             ("kek_retire_days", "OBLIVIO_KEK_RETIRE_DAYS"),
             ("retrieval_cache_nodes", "OBLIVIO_RETRIEVAL_CACHE_NODES"),
             ("api_key_cache_seconds", "OBLIVIO_API_KEY_CACHE_SECONDS"),
+            ("claim_extractor", "OBLIVIO_CLAIM_EXTRACTOR"),
+            ("claim_extractor_url", "OBLIVIO_CLAIM_EXTRACTOR_URL"),
+            ("claim_extractor_model", "OBLIVIO_CLAIM_EXTRACTOR_MODEL"),
+            ("console_idle_minutes", "OBLIVIO_CONSOLE_IDLE_MINUTES"),
         ):
             if env.get(var):
                 values[field] = env[var]

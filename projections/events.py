@@ -23,6 +23,9 @@ TRIGGER_ADDED: Final = "retrieval.trigger_added"
 TRIGGER_REMOVED: Final = "retrieval.trigger_removed"
 ATTRACTOR_ADDED: Final = "retrieval.attractor_added"
 ATTRACTORS_CLEARED: Final = "retrieval.attractors_cleared"
+# The saved ingestion plan of one ingested message: its claims and the
+# retirements they caused (see projections.claims).
+CLAIMS_EXTRACTED: Final = "memory.claims_extracted"
 
 MEMORY_EVENT_TYPES: Final = frozenset(
     {
@@ -35,6 +38,7 @@ MEMORY_EVENT_TYPES: Final = frozenset(
         TRIGGER_REMOVED,
         ATTRACTOR_ADDED,
         ATTRACTORS_CLEARED,
+        CLAIMS_EXTRACTED,
     }
 )
 
@@ -43,11 +47,33 @@ MEMORY_EVENT_TYPES: Final = frozenset(
 NODE_IDS: Final = uuid.UUID("6f1d7c1e-3c55-4f0e-9a51-0b6a0d0e5a01")
 EDGE_IDS: Final = uuid.UUID("6f1d7c1e-3c55-4f0e-9a51-0b6a0d0e5a02")
 OPERATION_IDS: Final = uuid.UUID("6f1d7c1e-3c55-4f0e-9a51-0b6a0d0e5a03")
+PLAN_IDS: Final = uuid.UUID("6f1d7c1e-3c55-4f0e-9a51-0b6a0d0e5a04")
+IDENTITY_IDS: Final = uuid.UUID("6f1d7c1e-3c55-4f0e-9a51-0b6a0d0e5a05")
 
 
 def node_id(event_id: uuid.UUID, ordinal: int) -> uuid.UUID:
     """The id of the ``ordinal``-th node extracted from an event."""
     return uuid.uuid5(NODE_IDS, f"{event_id}/{ordinal}")
+
+
+def plan_event_id(source_event_id: uuid.UUID) -> uuid.UUID:
+    """The id of the claims event derived from an ingested message.
+
+    A function of the message alone, so erasing the message finds (and
+    erases) its plan without reading, and the extraction worker's append of
+    it is idempotent.
+    """
+    return uuid.uuid5(PLAN_IDS, str(source_event_id))
+
+
+def derived_event_ids(event_id: uuid.UUID) -> list[uuid.UUID]:
+    """Events whose content derives from ``event_id`` and go when it goes."""
+    return [plan_event_id(event_id)]
+
+
+def identity_id(*parts: object) -> uuid.UUID:
+    """A resolved subject identity of claims (owner, named speaker or event-local)."""
+    return uuid.uuid5(IDENTITY_IDS, "/".join(map(str, parts)))
 
 
 def edge_id(kind: str, source: uuid.UUID, target: uuid.UUID, event_id: uuid.UUID) -> uuid.UUID:

@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection
 
 from eventstore import CompanionRows, PendingEvent, RecordedEvent, SubjectCipher
 from projections import events as ev
+from projections.claims.records import claim_node, claim_row
 from projections.digest import state_digest
 from projections.extraction import Extractor, OneNodePerEvent
 from projections.model import (
@@ -31,6 +32,7 @@ from projections.model import (
     Scope,
     SourceType,
 )
+from projections.storage.claim_store import ClaimStore
 from projections.storage.graph_store import GraphStore, node_from_row, state_of, stored_rows
 
 
@@ -77,6 +79,7 @@ class NodeGraphProjection:
             ev.CONTRADICTED: self._contradicted,
             ev.CONTRADICTION_RESOLVED: self._resolved,
             ev.REINFORCED: self._reinforced,
+            ev.CLAIMS_EXTRACTED: self._claims_extracted,
         }.get(event.type)
         if handler is not None:
             handler(store, cipher, event, event.data)
@@ -89,6 +92,7 @@ class NodeGraphProjection:
 
     def purge(self, conn: Connection, stream_id: int) -> None:
         GraphStore(conn).purge_stream(stream_id)
+        ClaimStore(conn).purge_stream(stream_id)
 
     def digest(self, conn: Connection, cipher: SubjectCipher | None, stream_id: int) -> str:
         store = GraphStore(conn)
@@ -103,6 +107,7 @@ class NodeGraphProjection:
             "edges": [_row_dict(r) for r in store.stream_edges(stream_id)],
             "operations": [_row_dict(r) for r in store.stream_operations(stream_id)],
             "events": [_row_dict(r) for r in store.stream_memory_events(stream_id)],
+            "claims": [_row_dict(r) for r in ClaimStore(conn).stream_claims(stream_id)],
         }
         return state_digest(state)
 
@@ -226,6 +231,26 @@ class NodeGraphProjection:
         self._apply_after_states(store, data)
         if data.get("request_id"):
             self._record_operation(store, cipher, event, data)
+
+    def _claims_extracted(
+        self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
+    ) -> None:
+        """A message's saved plan: its claim nodes, then the retirements it decided.
+
+        Each retirement is applied exactly as an explicit supersede is, and
+        closes the retired claim's interval.  A plan whose message is gone
+        derives nothing (erasure removes both; this only guards replays).
+        """
+        if store.memory_event(cipher.stream_id, uuid.UUID(data["source_event_id"])) is None:
+            return
+        records = data["claims"]
+        store.add_derived(cipher, [(c["ordinal"], claim_node(data, c)) for c in records])
+        claims = ClaimStore(store.conn)
+        claims.add([claim_row(cipher, event.event_id, data, c) for c in records])
+        for retirement in data["retirements"]:
+            self._superseded(store, cipher, event, retirement)
+            valid_to = datetime.fromisoformat(retirement["valid_to"])
+            claims.close_interval(cipher.stream_id, uuid.UUID(retirement["old_node_id"]), valid_to)
 
     # -- shared steps ------------------------------------------------------------
 

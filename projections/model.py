@@ -96,6 +96,36 @@ class Edge:
 
 
 @dataclass(frozen=True)
+class ClaimState:
+    """The structure and validity of a claim node (one extracted by ``ingest``).
+
+    ``valid_to`` is set once a correction retired the claim (its new
+    source-effective time); ``correction`` says what this claim did to
+    earlier ones: ``retired``, or why it retired nothing (``ambiguous``,
+    ``conditional``, ``unsupported``, ``no_match``; ``none`` when it is no
+    correction at all).
+    """
+
+    subject_id: uuid.UUID
+    subject_kind: str  # owner | speaker | event_local
+    predicate: str
+    attribute: str | None
+    object: str
+    polarity: str
+    modality: str
+    temporal_intent: str
+    replaces_object: str | None
+    conditions: tuple[str, ...]
+    evidence_start: int
+    evidence_end: int
+    source_event_id: uuid.UUID
+    plan_event_id: uuid.UUID
+    valid_from: datetime
+    valid_to: datetime | None
+    correction: str
+
+
+@dataclass(frozen=True)
 class AssertionState:
     """Where a node stands: current, contested, or retired, and by what."""
 
@@ -106,6 +136,8 @@ class AssertionState:
     contradicted_by: list[uuid.UUID]
     confidence_base: float
     reinforcement_boost: float
+    #: Set for claim nodes: their structure, interval and correction outcome.
+    claim: ClaimState | None = None
 
     @property
     def current(self) -> bool:

@@ -295,13 +295,26 @@ def _decrypted(
 _PROBE_EVENTS = frozenset(
     {ev.TRIGGER_ADDED, ev.TRIGGER_REMOVED, ev.ATTRACTOR_ADDED, ev.ATTRACTORS_CLEARED}
 )
+_NODE_STATE_EVENTS = frozenset(
+    {ev.SUPERSEDED, ev.CONTRADICTED, ev.CONTRADICTION_RESOLVED, ev.REINFORCED}
+)
+#: What refresh() knows how to apply.  Any other event loads the subject again:
+#: an ingested message's claims (memory.claims_extracted), for one, are nodes of
+#: an earlier event and would sit among the old rows of a fresh load.
+REFRESHABLE_EVENTS = frozenset({ev.STORED, *_NODE_STATE_EVENTS, *_PROBE_EVENTS})
+
+
+def refreshable(events: Sequence[RecordedEvent]) -> bool:
+    """Whether :func:`refresh` can apply all of ``events``."""
+    return all(e.type in REFRESHABLE_EVENTS for e in events)
 
 
 def refresh(
     index: SubjectIndex, conn: Connection, cipher: SubjectCipher, events: Sequence[RecordedEvent]
 ) -> None:
     """Bring ``index`` up to date with ``events``, the stream's next events in
-    version order, all of them already applied to the projections.
+    version order, all of them already applied to the projections and all
+    :func:`refreshable`.
 
     Stored events append their nodes; the other memory events name the nodes
     they change in their after-states, which are read again; trigger and
@@ -313,8 +326,8 @@ def refresh(
     changed = {
         uuid.UUID(node_id)
         for e in events
-        if e.type != ev.STORED and e.data is not None
-        for node_id in e.data.get("after", {})
+        if e.type in _NODE_STATE_EVENTS and e.data is not None
+        for node_id in e.data["after"]
     }
     store = VectorStore(conn)
     with index.lock:

@@ -36,8 +36,6 @@ from eventstore.errors import InvalidInputError
 from projections.model import Node
 
 MAX_TRIGGER_WEIGHT = 10.0
-#: Rows per block when a matrix is multiplied in float64.
-BLOCK_ROWS = 8192
 
 Floats = npt.NDArray[np.float64]
 Vectors = npt.NDArray[np.float32]
@@ -130,18 +128,18 @@ def source_confidence(node: Node) -> float:
 
 
 def cosines(vectors: Vectors, probe: Sequence[float]) -> Floats:
-    """Cosine of every (unit) row with ``probe`` in float64, a block of rows at a time.
+    """Cosine of every (unit) row with ``probe``, in float32 like the stored vectors.
 
-    Each row's product depends on that row alone, so a row scores the same
-    whatever else the matrix holds (an index grown row by row agrees with one
-    loaded at once).
+    numpy's own single-threaded einsum loop, not BLAS: on a busy machine BLAS's
+    threads cost more in wake-ups than they save on a matrix-vector product,
+    and the float32 matrix is read as it is, never copied.  Each row's product
+    depends on that row alone, so a row scores the same whatever else the
+    matrix holds (an index grown row by row agrees with one loaded at once).
     """
-    target = np.asarray(probe, dtype=np.float64)
-    out = np.empty(len(vectors), dtype=np.float64)
-    for start in range(0, len(vectors), BLOCK_ROWS):
-        block = vectors[start : start + BLOCK_ROWS].astype(np.float64)
-        out[start : start + BLOCK_ROWS] = block @ target
-    return out
+    if len(vectors) == 0:
+        return np.zeros(0, dtype=np.float64)
+    target = np.asarray(probe, dtype=np.float32)
+    return np.einsum("ij,j->i", vectors, target).astype(np.float64)
 
 
 def trigger_boosts(

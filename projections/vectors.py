@@ -50,7 +50,7 @@ class VectorProjection:
         for cipher, event in page:
             if event.data is None:
                 continue
-            if event.type == ev.STORED:
+            if event.type in (ev.STORED, ev.CLAIMS_EXTRACTED):
                 stored.append((cipher, event))
             else:
                 self._apply_modifier(store, cipher, event, event.data)
@@ -87,21 +87,29 @@ class VectorProjection:
         self, stored: Sequence[tuple[SubjectCipher, RecordedEvent]]
     ) -> list[NodeVector]:
         """Every node of the stored events with its vector, from one embedding call."""
-        nodes: list[tuple[SubjectCipher, RecordedEvent, int, str]] = []
+        nodes: list[tuple[SubjectCipher, uuid.UUID, uuid.UUID, str]] = []
         for cipher, event in stored:
-            data = event.data or {}
-            drafts = self.extractor.extract(data["content"], NodeType(data["node_type"]))
-            nodes += [(cipher, event, ordinal, d.content) for ordinal, d in enumerate(drafts)]
+            nodes += [(cipher, *node) for node in self._node_texts(event)]
         vectors = self.embedder.embed([content for *_, content in nodes]) if nodes else []
         return [
-            NodeVector(
-                cipher,
-                ev.node_id(event.event_id, ordinal),
-                event.event_id,
-                self.embedder.name,
-                vector,
-            )
-            for (cipher, event, ordinal, _), vector in zip(nodes, vectors, strict=True)
+            NodeVector(cipher, node_id, event_id, self.embedder.name, vector)
+            for (cipher, node_id, event_id, _), vector in zip(nodes, vectors, strict=True)
+        ]
+
+    def _node_texts(self, event: RecordedEvent) -> list[tuple[uuid.UUID, uuid.UUID, str]]:
+        """Each node an event adds: its id, its source event, its text.
+
+        A claims event's nodes belong to the ingested message they came from,
+        so erasing that message drops their vectors with its own.
+        """
+        data = event.data or {}
+        if event.type == ev.CLAIMS_EXTRACTED:
+            source = uuid.UUID(data["source_event_id"])
+            return [(uuid.UUID(c["node_id"]), source, c["content"]) for c in data["claims"]]
+        drafts = self.extractor.extract(data["content"], NodeType(data["node_type"]))
+        return [
+            (ev.node_id(event.event_id, ordinal), event.event_id, d.content)
+            for ordinal, d in enumerate(drafts)
         ]
 
     def purge(self, conn: Connection, stream_id: int) -> None:

@@ -123,6 +123,26 @@ def any_database_url(request: pytest.FixtureRequest) -> str:
     return url
 
 
+@pytest.fixture(scope="session")
+def config_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("config")
+
+
+@pytest.fixture(autouse=True)
+def keyring_dir(config_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Keyrings of every store a test opens go to a temporary directory, never to ~/.config.
+
+    Both the setting (``OBLIVIO_KEYRING_DIR``, which subprocesses inherit) and
+    ``XDG_CONFIG_HOME`` (for ``Settings`` built without the environment) point there.
+    It is one directory for the session: stores have ids of their own, and a store
+    shared by several tests (the docs' examples) must find its keyring in each.
+    """
+    keyrings = config_home / "oblivio" / "keyrings"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config_home))
+    monkeypatch.setenv("OBLIVIO_KEYRING_DIR", str(keyrings))
+    return keyrings
+
+
 @pytest.fixture
 def keyring(tmp_path: Path) -> KeyringFile:
     return KeyringFile(tmp_path / "keyring.json")

@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from eventstore.postgres import normalise_postgres_url
-from oblivio.bench.eventstore import garbage_collection
 from oblivio.cli import main
+from oblivio_bench.eventstore import garbage_collection
 
 WORKLOADS = {"append_single", "append_batch", "append_4_writers", "read_stream", "read_log"}
 SYSTEMS = ("oblivio", "eventsourcing")

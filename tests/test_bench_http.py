@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from oblivio.bench.http import run_round
 from oblivio.cli import main
+from oblivio_bench.http import run_round
 from tests.test_bench import bench_databases
 
 OPERATIONS = ("store", "retrieve")

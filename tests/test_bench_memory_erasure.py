@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from oblivio.bench.figures import percentile
 from oblivio.cli import main
+from oblivio_bench.figures import percentile
 from tests.test_bench import bench_databases
 
 TIERS = ("1k", "10k", "100k")

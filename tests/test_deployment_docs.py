@@ -309,11 +309,16 @@ def test_the_demo_runs_and_its_certificate_verifies(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("clean_environment")
-def test_the_python_facade_of_the_quickstart_opens_a_store(tmp_path: Path) -> None:
+def test_the_python_facade_of_the_quickstart_opens_a_store(
+    tmp_path: Path, keyring_dir: Path
+) -> None:
     from oblivio import MemoryClient
 
     with MemoryClient(tmp_path / "memory") as memory:
         memory.store("Alice prefers window seats.", user_id="alice")
         [hit] = memory.retrieve("seat", user_id="alice").results
+        keyring = memory.context.store.codec.keys
     assert hit.node.content == "Alice prefers window seats."
-    assert (tmp_path / "memory" / "keyring.json").exists()
+    # Without OBLIVIO_KEYRING_DIR, the keyring goes to $XDG_CONFIG_HOME, not the data.
+    assert not list((tmp_path / "memory").glob("keyring*"))
+    assert keyring.path.parent == keyring_dir  # type: ignore[attr-defined]

@@ -32,6 +32,7 @@ from eventstore import jobs as job_queue
 from eventstore.errors import EventUnavailableError
 from eventstore.ids import check_namespace, check_subject, parse_uuid
 from eventstore.reader import read_by_ids
+from projections import events as ev
 from projections.base import Projection
 from projections.storage import checkpoints
 from projections.vectors import VectorProjection
@@ -215,7 +216,10 @@ class Eraser:
         now = self.clock()
         stream_id = stream.ref.stream_id
         self._hold_async_partitions(tx, stream_id)
-        tombstones = tx.tombstone(stream_id, [event_id], request_id)
+        # What was derived from the event goes with it (an ingested message's
+        # claims event: its claims, plan and identities).
+        erased = [event_id, *ev.derived_event_ids(event_id)]
+        tombstones = tx.tombstone(stream_id, erased, request_id)
         for projection in self.projections:
             if isinstance(projection, VectorProjection):
                 # Embedding everything again would make the call slow; drop what the

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from workers.extraction import ExtractionWorker
 from workers.projector import ProjectionRunner
 from workers.rebuild import RebuildWorker
 from workers.scheduler import Maintenance, start_scheduler
@@ -30,8 +31,11 @@ class WorkerService:
         rebuilder: RebuildWorker,
         maintenance: Maintenance | None,
         poll_interval: float = 0.2,
+        *,
+        extraction: ExtractionWorker | None = None,
     ) -> None:
         self.runner = runner
+        self.extraction = extraction
         self.rebuilder = rebuilder
         self.maintenance = maintenance
         self.poll_interval = poll_interval
@@ -46,6 +50,11 @@ class WorkerService:
         self._spawn(
             "rebuild-worker", lambda: self.rebuilder.run_forever(self._stop, self.poll_interval)
         )
+        if self.extraction is not None:
+            extraction = self.extraction
+            self._spawn(
+                "claims-extraction", lambda: extraction.run_forever(self._stop, self.poll_interval)
+            )
         if self.maintenance is not None:
             self._scheduler = start_scheduler(self.maintenance)
 

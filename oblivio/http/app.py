@@ -11,10 +11,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from oblivio import __version__
-from oblivio.http import compliance_routes, errors, memory_routes, schemas
+from oblivio import __version__, console
+from oblivio.http import compliance_routes, errors, key_routes, memory_routes, schemas
 from oblivio.http.auth import context
-from oblivio.http.express import OblivioAPI
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.health import LagReport
 
@@ -23,15 +22,16 @@ access_log = logging.getLogger("oblivio.access")
 
 def create_app(ctx: MemoryContext) -> FastAPI:
     """The HTTP API over ``ctx``; OpenAPI is published at ``/openapi.json``."""
-    app = OblivioAPI(
-        request_log=RequestLog,
+    app = FastAPI(
         title="oblivio",
         version=__version__,
         description="An event-sourced memory store for AI agents that can prove it forgot.",
     )
     app.state.context = ctx
-    app.include_express(memory_routes.router)
+    app.include_router(memory_routes.router)
     app.include_router(compliance_routes.router)
+    app.include_router(key_routes.router)
+    console.install(app, idle_minutes=ctx.console_idle_minutes if ctx else 30.0)
     errors.install(app)
     app.add_middleware(RequestLog)
     lag_report = LagReport()

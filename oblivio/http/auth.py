@@ -43,20 +43,22 @@ def authenticated(request: Request, credentials: HTTPAuthorizationCredentials | 
     if credentials is None:
         raise HTTPException(401, "missing bearer API key", {"WWW-Authenticate": "Bearer"})
     memory, token = context(request), credentials.credentials
+    now = memory.clock()
     found = memory.api_keys.lookup(token)
     if found is None:
         with memory.store.backend.statement_reads() as conn:
-            found = apikeys.authenticate(conn, token)
+            found = apikeys.authenticate(conn, token, now)
         if found is not None:
             memory.api_keys.remember(token, found)
-    if found is None:
-        raise HTTPException(401, "invalid or revoked API key", {"WWW-Authenticate": "Bearer"})
+    if found is None or found.expired(now):
+        raise HTTPException(
+            401, "invalid, revoked or expired API key", {"WWW-Authenticate": "Bearer"}
+        )
     return found
 
 
 #: A dependency made by ``allow``: the principal of an authenticated request.
 Admission = Callable[[Request, HTTPAuthorizationCredentials | None], Principal]
-_admissions: set[Admission] = set()
 
 
 def allow(*kinds: str) -> Admission:
@@ -73,13 +75,7 @@ def allow(*kinds: str) -> Admission:
             raise HTTPException(403, f"this {who.kind} key may not do this")
         return who
 
-    _admissions.add(check)
     return check
-
-
-def admission_of(dependency: object) -> Admission | None:
-    """``dependency`` if ``allow`` made it (so it can be called outside FastAPI), else None."""
-    return dependency if dependency in _admissions else None
 
 
 members = allow("user", "operator")
@@ -112,3 +108,9 @@ def required_user(who: Principal, named: str | None) -> str:
     if user is None:
         raise HTTPException(422, "user_id is required for this operation")
     return user
+
+
+def acting_actor(who: Principal) -> str:
+    """Who asked, as the audit log and certificates record it (pseudonymised
+    there): the API key."""
+    return f"api-key:{who.key_id}"

@@ -13,6 +13,7 @@ from eventstore.apikeys import Principal
 from eventstore.errors import NotFoundError
 from oblivio.http import schemas as s
 from oblivio.http.auth import (
+    acting_actor,
     acting_user,
     auditors,
     current_context,
@@ -43,11 +44,6 @@ def _reason(who: Principal, reason: str) -> str:
     if who.kind == "user" and reason not in USER_REASONS:
         raise HTTPException(403, "users may only give the reason user_request")
     return reason
-
-
-def _actor(who: Principal) -> str:
-    """Who asked, as the audit log records it (pseudonymised there): the API key."""
-    return f"api-key:{who.key_id}"
 
 
 def _erasure_response(status: s.ErasureOut) -> JSONResponse:
@@ -104,7 +100,7 @@ def forget(
         user,
         reason=_reason(who, body.reason),
         legal_ground=body.legal_ground,
-        actor_id=_actor(who),
+        actor_id=acting_actor(who),
         wait=body.wait_seconds > 0,
         timeout=body.wait_seconds,
     )

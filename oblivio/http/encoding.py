@@ -2,7 +2,7 @@
 
 ``RetrieveResponse(results=[ScoredOut.of(r) ...]).model_dump_json()`` builds
 and validates a pydantic model per node, then serialises them: about a tenth
-of the server's GIL time on a retrieve of 10 nodes (py-spy, docs/benchmarks.md).
+of the server's GIL time on a retrieve of 10 nodes (measured with py-spy).
 ``retrieve_json`` writes the same bytes from plain dicts.  The model stays
 the route's declared response model, so the published OpenAPI is unchanged,
 and a test holds the two encodings byte-identical (field order, ``Z`` for UTC, floats for float
@@ -18,6 +18,7 @@ import orjson
 
 from projections.model import Node, ScoredNode
 
+JSON = "application/json"
 #: pydantic writes an aware UTC datetime with ``Z``; orjson does with this option.
 _OPTIONS = orjson.OPT_UTC_Z
 

@@ -11,18 +11,17 @@ from eventstore.apikeys import Principal
 from eventstore.errors import InvalidInputError
 from oblivio.http import schemas as s
 from oblivio.http.auth import acting_user, current_context, members, required_user
-from oblivio.http.direct import JSON, DirectRoute
-from oblivio.http.encoding import retrieve_json
+from oblivio.http.encoding import JSON, retrieve_json
 from oblivio.http.errors import problem_responses
-from oblivio.memory import commands, queries
+from oblivio.memory import commands, ingest, queries
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.records import Correction
+from projections.model import NodeType, Scope, SourceType
 
 router = APIRouter(
     prefix="/v1",
     tags=["memory"],
     responses=problem_responses(401, 403, 404, 409, 422, 503),
-    route_class=DirectRoute,
 )
 
 Ctx = Annotated[MemoryContext, Depends(current_context)]
@@ -48,6 +47,18 @@ def store_event(body: s.StoreRequest, ctx: Ctx, who: Member) -> s.StoreResponse:
         request_id=body.request_id,
     )
     return s.StoreResponse(event_id=stored.event_id, node_ids=list(stored.node_ids))
+
+
+@router.post("/ingest", status_code=201, response_model=s.IngestResponse)
+def ingest_messages(body: s.IngestRequest, ctx: Ctx, who: Member) -> s.IngestResponse:
+    """Store raw messages; their claims are extracted asynchronously (docs/ingest.md)."""
+    user = required_user(who, body.user_id)
+    results = ingest.ingest_batch(
+        ctx, body.entries(), user_id=user, wait_for_extraction=body.wait_for_extraction
+    )
+    return s.IngestResponse(
+        results=[s.IngestedOut.model_validate(r, from_attributes=True) for r in results]
+    )
 
 
 @router.get("/events", response_model=list[s.EventOut])
@@ -80,6 +91,38 @@ def get_event_nodes(event_id: uuid.UUID, ctx: Ctx, who: Member) -> list[s.NodeOu
     if queries.get_event(ctx, event_id, user_id=user) is None:
         raise NOT_FOUND
     return [s.NodeOut.of(n) for n in queries.get_event_nodes(ctx, event_id, user_id=user)]
+
+
+@router.get("/nodes", response_model=s.NodePageOut)
+def list_nodes(
+    ctx: Ctx,
+    who: Member,
+    user_id: str | None = None,
+    scopes: Annotated[list[Scope] | None, Query()] = None,
+    node_types: Annotated[list[NodeType] | None, Query()] = None,
+    exclude_node_types: Annotated[list[NodeType] | None, Query()] = None,
+    source_types: Annotated[list[SourceType] | None, Query()] = None,
+    include_superseded: bool = False,
+    after: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    limit: Annotated[int, Query(ge=1, le=queries.MAX_PAGE)] = queries.DEFAULT_PAGE,
+) -> s.NodePageOut:
+    """A user's current nodes, oldest first, with retrieval's filters; page with ``after``.
+
+    Superseded nodes appear only with ``include_superseded=true``; repeat a
+    filter parameter to allow several values (``scopes=personal&scopes=work``).
+    """
+    page = queries.list_nodes(
+        ctx,
+        user_id=required_user(who, user_id),
+        scopes=scopes,
+        node_types=node_types,
+        exclude_node_types=exclude_node_types,
+        source_types=source_types,
+        include_superseded=include_superseded,
+        after=after,
+        limit=limit,
+    )
+    return s.NodePageOut.of(page)
 
 
 @router.get("/nodes/{node_id}", response_model=s.NodeOut)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, StringConstraints
 
-from oblivio.memory.records import MemoryEvent
+from eventstore.apikeys import KeyInfo
+from eventstore.errors import InvalidInputError
+from oblivio.memory.records import MemoryEvent, NodePage
 from projections.model import AssertionState, Node, NodeType, Role, Scope, ScoredNode, SourceType
 from workers.erasure import ErasureStatus
 
@@ -26,6 +28,58 @@ class StoreRequest(BaseModel):
     node_type: NodeType = NodeType.FACT
     meta: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
     request_id: uuid.UUID | None = None
+
+
+class IngestMessage(BaseModel):
+    """One message to ingest; its claims are extracted asynchronously (docs/ingest.md)."""
+
+    model_config = Strict
+    message: str = Field(min_length=1, max_length=100_000)
+    role: Role = Role.USER
+    scope: Scope = Scope.PERSONAL
+    source_type: SourceType = SourceType.USER_STATED
+    session_id: str | None = Field(default=None, max_length=256)
+    occurred_at: datetime | None = Field(
+        default=None, description="When the statements took effect (timezone-aware)."
+    )
+    first_person_owner: StrictBool = Field(
+        default=False, description="The message's singular I/me/my is the memory owner."
+    )
+    speaker: str | None = Field(default=None, max_length=200)
+    enable_speaker_references: StrictBool = False
+    meta: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+    request_id: uuid.UUID | None = None
+
+
+class IngestRequest(IngestMessage):
+    """One message (``message`` and its fields) or several in ``messages``."""
+
+    message: str | None = Field(default=None, min_length=1, max_length=100_000)  # type: ignore[assignment]
+    messages: list[IngestMessage] | None = Field(default=None, min_length=1, max_length=100)
+    user_id: str | None = Field(default=None, description="Required for operator keys.")
+    wait_for_extraction: StrictBool = False
+
+    def entries(self) -> list[dict[str, Any]]:
+        """The per-message dictionaries of ``ingest_batch``."""
+        shared = {"user_id", "wait_for_extraction", "messages"}
+        if self.messages is not None:
+            if self.model_fields_set - shared:
+                raise InvalidInputError("give either messages or one message's fields, not both")
+            return [m.model_dump() for m in self.messages]
+        if self.message is None:
+            raise InvalidInputError("message (or messages) is required")
+        return [self.model_dump(exclude=shared)]
+
+
+class IngestedOut(BaseModel):
+    event_id: uuid.UUID
+    note_node_ids: list[uuid.UUID]
+    plan_event_id: uuid.UUID
+    claim_node_ids: list[uuid.UUID] | None
+
+
+class IngestResponse(BaseModel):
+    results: list[IngestedOut]
 
 
 class StoreResponse(BaseModel):
@@ -75,6 +129,29 @@ class NodeOut(BaseModel):
         return cls.model_validate(node, from_attributes=True)
 
 
+class ClaimStateOut(BaseModel):
+    """A claim's structure, validity interval and correction outcome (docs/ingest.md)."""
+
+    model_config = ConfigDict(from_attributes=True)
+    subject_id: uuid.UUID
+    subject_kind: str
+    predicate: str
+    attribute: str | None
+    object: str
+    polarity: str
+    modality: str
+    temporal_intent: str
+    replaces_object: str | None
+    conditions: list[str]
+    evidence_start: int
+    evidence_end: int
+    source_event_id: uuid.UUID
+    plan_event_id: uuid.UUID
+    valid_from: datetime
+    valid_to: datetime | None
+    correction: str
+
+
 class AssertionStateOut(BaseModel):
     node_id: uuid.UUID
     lifecycle: str
@@ -83,6 +160,7 @@ class AssertionStateOut(BaseModel):
     contradicted_by: list[uuid.UUID]
     confidence_base: float
     reinforcement_boost: float
+    claim: ClaimStateOut | None = None
 
     @classmethod
     def of(cls, state: AssertionState) -> AssertionStateOut:
@@ -237,3 +315,54 @@ class HealthOut(BaseModel):
     database: str
     backend: str
     projection_lag: dict[str, int]
+
+
+class NodePageOut(BaseModel):
+    """A page of nodes; pass ``next_after`` as ``after`` for the next (null: the last page)."""
+
+    nodes: list[NodeOut]
+    next_after: str | None
+
+    @classmethod
+    def of(cls, page: NodePage) -> NodePageOut:
+        return cls(nodes=[NodeOut.of(n) for n in page.nodes], next_after=page.next_cursor)
+
+
+KeyId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{16}$")]
+PrincipalKind = Literal["user", "operator", "auditor"]
+
+
+class KeyRequest(BaseModel):
+    model_config = Strict
+    principal: PrincipalKind
+    user_id: str | None = Field(
+        default=None, min_length=1, max_length=256, description="Required for user keys only."
+    )
+    expires_at: AwareDatetime | None = Field(
+        default=None, description="When the key stops authenticating; none: never."
+    )
+
+
+class KeyOut(BaseModel):
+    key_id: str
+    principal: PrincipalKind
+    subject_ref: str | None = Field(description="The bound user's pseudonymous reference.")
+    created_at: datetime
+    revoked_at: datetime | None
+    expires_at: datetime | None
+
+    @classmethod
+    def of(cls, key: KeyInfo) -> KeyOut:
+        return cls(
+            key_id=key.key_id,
+            principal=key.kind,  # type: ignore[arg-type]  # the table holds only these
+            subject_ref=key.subject_ref,
+            created_at=key.created_at,
+            revoked_at=key.revoked_at,
+            expires_at=key.expires_at,
+        )
+
+
+class IssuedKeyOut(BaseModel):
+    key: KeyOut
+    token: str = Field(description="The bearer token: shown in this response only.")

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from certificates import VerifiedPayload, canonicalize, sign, verify
+from eventstore import VerifyReport
 from eventstore import erasure as requests
 from eventstore.errors import InvalidInputError, NotFoundError
 from eventstore.exports import audit_slice, chain_problem, dumps_line
@@ -120,6 +121,18 @@ def verify_certificate(
     """The verified certificate payload; raises ``CertificateVerificationError`` naming why."""
     verified: VerifiedPayload = verify(certificate, keys if keys is not None else jwks(ctx))
     return dict(verified.payload)
+
+
+def verify_log(ctx: MemoryContext, *, user_id: str | None = None) -> VerifyReport:
+    """Walk the log's integrity chains: every stream, or only ``user_id``'s in this namespace.
+
+    The chains cover ciphertext digests, so they still verify after erasures.  The
+    report counts streams and events checked and names the first break, if any
+    (``report.ok`` is False then); nothing is raised for a broken chain.
+    """
+    if user_id is None:
+        return ctx.store.verify()
+    return ctx.store.verify(ctx.namespace, inputs.user(user_id))
 
 
 # -- subject export (Art. 15 / 20) ---------------------------------------------------

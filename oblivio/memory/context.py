@@ -16,6 +16,7 @@ from projections.scoring import ScoringConfig
 from projections.vectors import VectorProjection
 from workers.certify import Certifier
 from workers.erasure import Eraser
+from workers.extraction import ExtractionWorker
 from workers.projector import ProjectionRunner
 from workers.rebuild import RebuildWorker
 
@@ -36,7 +37,10 @@ class MemoryContext:
     rebuilder: RebuildWorker
     certifier: Certifier
     issuer: IssuerKeyring
+    extraction: ExtractionWorker
     consistency_timeout: float = DEFAULT_CONSISTENCY_TIMEOUT
     retrieval_cache: RetrievalCache = field(default_factory=RetrievalCache)
     #: Verified API keys of the HTTP API; off unless the settings give a time.
     api_keys: VerifiedKeys = field(default_factory=lambda: VerifiedKeys(0))
+    #: How long a console session may stay idle before it must sign in again.
+    console_idle_minutes: float = 30.0

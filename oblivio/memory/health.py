@@ -12,15 +12,21 @@ from oblivio.memory.context import MemoryContext
 LAG_REPORT_SECONDS = 1.0
 
 
-def projection_lag(ctx: MemoryContext) -> dict[str, int]:
-    """Per projection: events visible in the log that its checkpoints have not applied
-    (counted, never read: the health check is public)."""
+def partition_lag(ctx: MemoryContext) -> dict[str, list[int]]:
+    """Per projection, per partition: events visible in the log that the
+    partition's checkpoint has not applied (counted, never read)."""
     runner = ctx.runner
-    pending = 0
+    pending = []
     for partition in range(runner.partitions):
         cursor = runner.checkpoint(partition)
-        pending += ctx.store.count_after(cursor, partition=(partition, runner.partitions))
+        pending.append(ctx.store.count_after(cursor, partition=(partition, runner.partitions)))
     return {runner.projection.name: pending}
+
+
+def projection_lag(ctx: MemoryContext) -> dict[str, int]:
+    """Per projection: the events its checkpoints have not applied, over all
+    partitions (the health check is public, so this is a count only)."""
+    return {name: sum(partitions) for name, partitions in partition_lag(ctx).items()}
 
 
 class LagReport:

@@ -8,8 +8,12 @@ ids that do not exist.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import uuid
 from collections.abc import Collection
+from datetime import datetime
+from typing import Any
 
 from eventstore import ReadView, RecordedEvent
 from eventstore.errors import InvalidInputError
@@ -17,8 +21,9 @@ from eventstore.ids import parse_uuid
 from oblivio.errors import NotCaughtUpError
 from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
-from oblivio.memory.records import MemoryEvent, Retrieval
+from oblivio.memory.records import MemoryEvent, NodePage, Retrieval
 from projections import events as ev
+from projections.claims.records import claim_state
 from projections.model import (
     AssertionState,
     EdgeKind,
@@ -29,12 +34,22 @@ from projections.model import (
     Scope,
     SourceType,
 )
-from projections.retrieval_index import NodeFilter, SubjectIndex, load_subject, rank, refresh
+from projections.retrieval_index import (
+    NodeFilter,
+    SubjectIndex,
+    load_subject,
+    rank,
+    refresh,
+    refreshable,
+)
+from projections.storage.claim_store import ClaimStore
 from projections.storage.graph_store import GraphStore, NodeRow, node_from_row
 from projections.storage.vector_reads import StateToken, state_token
 from projections.storage.vector_store import VectorStore
 
 DEFAULT_PAGE = 50
+MAX_PAGE = 1000
+SUBJECT_PAGE = 500
 
 
 def _owner_stream(ctx: MemoryContext, user_id: str | None) -> int | None:
@@ -147,6 +162,29 @@ def _memory_event(event: RecordedEvent) -> MemoryEvent:
     )
 
 
+def subjects(ctx: MemoryContext) -> list[str]:
+    """User ids that have readable memories in this namespace, sorted (operators).
+
+    Raw user ids are on disk only inside their owners' encrypted events, so
+    this decrypts one event per subject: its cost grows with the number of
+    subjects.  It serves administration and framework adapters that must
+    enumerate people (LangGraph's ``list_namespaces``), not a request path.
+    """
+    with ctx.store.reading() as view:
+        event_ids = GraphStore(view.connection).one_event_per_subject(ctx.namespace)
+    found: set[str] = set()
+    for start in range(0, len(event_ids), SUBJECT_PAGE):
+        events = ctx.store.get_events(event_ids[start : start + SUBJECT_PAGE])
+        found.update(e.data["user_id"] for e in events if _is_memory_event(ctx, e) and e.data)
+    return sorted(found)
+
+
+def subject_ref(ctx: MemoryContext, user_id: str) -> str:
+    """The pseudonymous reference (hex keyed hash) certificates and audit entries name
+    ``user_id`` by: a caller can check that a certificate is about the person it asked."""
+    return ctx.store.subject_ref(ctx.namespace, inputs.user(user_id))
+
+
 # -- nodes --------------------------------------------------------------------------------
 
 
@@ -184,7 +222,8 @@ def get_node(
 def get_assertion_state(
     ctx: MemoryContext, node_id: uuid.UUID | str, *, user_id: str | None = None
 ) -> AssertionState | None:
-    """Whether a node is current, contested or retired, and by which nodes."""
+    """Whether a node is current, contested or retired, and by which nodes; for a
+    claim also its structure, validity interval and what it did to earlier claims."""
     wanted = parse_uuid(node_id, "node id")
     owner = _owner_stream(ctx, user_id)
     with ctx.store.reading() as view:
@@ -192,6 +231,9 @@ def get_assertion_state(
         row = _visible(graph.node_row(wanted), owner)
         if row is None:
             return None
+        claim_row = ClaimStore(view.connection).claim(row.stream_id, wanted)
+        node = None if claim_row is None else _decrypt(view, row)
+        claim = None if node is None else claim_state(node, claim_row)
         supersedes, contradicted_by = [], []
         for edge in graph.edges_touching(wanted):
             if edge.kind == EdgeKind.SUPERSEDES and edge.source_node == wanted:
@@ -207,7 +249,86 @@ def get_assertion_state(
         contradicted_by=contradicted_by,
         confidence_base=row.confidence_base,
         reinforcement_boost=row.reinforcement_boost,
+        claim=claim,
     )
+
+
+def list_nodes(
+    ctx: MemoryContext,
+    *,
+    user_id: str,
+    scopes: Collection[Scope | str] | None = None,
+    node_types: Collection[NodeType | str] | None = None,
+    exclude_node_types: Collection[NodeType | str] | None = None,
+    source_types: Collection[SourceType | str] | None = None,
+    include_superseded: bool = False,
+    after: str | None = None,
+    limit: int = DEFAULT_PAGE,
+) -> NodePage:
+    """The caller's current nodes, oldest first, a page at a time.
+
+    The filters are retrieval's: superseded nodes only with
+    ``include_superseded``; ``scopes``, ``node_types`` and ``source_types``
+    keep nodes with one of the values, ``exclude_node_types`` drops some.
+    Pass the page's ``next_cursor`` as ``after`` for the next page.
+    """
+    user = inputs.user(user_id)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise InvalidInputError(f"limit must be an integer between 1 and {MAX_PAGE}")
+    if not isinstance(include_superseded, bool):
+        raise InvalidInputError("include_superseded must be true or false")
+    position = None if after is None else _cursor_position(after)
+    filters = {
+        "scopes": _members(Scope, scopes, "scopes"),
+        "node_types": _members(NodeType, node_types, "node_types"),
+        "exclude_node_types": _members(NodeType, exclude_node_types, "exclude_node_types"),
+        "source_types": _members(SourceType, source_types, "source_types"),
+    }
+    current = None if include_superseded else (LifecycleState.ACTIVE, LifecycleState.CONTESTED)
+    owner = _owner_stream(ctx, user)
+    with ctx.store.reading() as view:
+        cipher = None if owner is None or owner < 0 else view.cipher(owner)
+        if cipher is None:
+            return NodePage([], None)
+        rows = GraphStore(view.connection).stream_nodes(
+            cipher.stream_id, lifecycles=current, after=position, limit=limit + 1, **filters
+        )
+        page = [node_from_row(cipher, row) for row in rows[:limit]]
+    more = len(rows) > limit
+    return NodePage(page, _cursor(page[-1].created_at, page[-1].id) if more else None)
+
+
+def _cursor(created_at: datetime, node_id: uuid.UUID) -> str:
+    text = f"{created_at.isoformat()}|{node_id}"
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def _cursor_position(cursor: object) -> tuple[datetime, uuid.UUID]:
+    """The (created_at, node id) a cursor of ``list_nodes`` stands for."""
+    if not isinstance(cursor, str) or not 0 < len(cursor) <= 200:
+        raise InvalidInputError("after must be a cursor a node listing returned")
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        when, node_id = text.split("|")
+        created_at = datetime.fromisoformat(when)
+        position = (created_at, uuid.UUID(node_id))
+    except (ValueError, binascii.Error) as e:
+        raise InvalidInputError("after must be a cursor a node listing returned") from e
+    if created_at.tzinfo is None:
+        raise InvalidInputError("after must be a cursor a node listing returned")
+    return position
+
+
+def _members(
+    enum_type: type[Scope] | type[NodeType] | type[SourceType],
+    values: Collection[object] | None,
+    what: str,
+) -> list[Any] | None:
+    if values is None:
+        return None
+    if isinstance(values, str) or not isinstance(values, Collection):
+        raise InvalidInputError(f"{what} must be a list")
+    return [inputs.choice(enum_type, v, what) for v in values]
 
 
 # -- retrieval ----------------------------------------------------------------------------
@@ -334,8 +455,10 @@ def _only_new_events(cached: StateToken, token: StateToken) -> bool:
 
 
 def _contiguous(events: list[RecordedEvent], cached: StateToken, token: StateToken) -> bool:
-    """The events read are exactly the versions between the two tokens."""
-    return [e.version for e in events] == list(range(cached.version + 1, token.version + 1))
+    """The events read are exactly the versions between the two tokens, and all of
+    a kind the index can apply."""
+    versions = [e.version for e in events]
+    return versions == list(range(cached.version + 1, token.version + 1)) and refreshable(events)
 
 
 def _values(

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from projections.model import NodeType, Role, Scope, ScoredNode, SourceType
+from projections.model import Node, NodeType, Role, Scope, ScoredNode, SourceType
 
 
 @dataclass(frozen=True)
@@ -56,3 +56,11 @@ class Retrieval:
     @property
     def nodes(self) -> list[Any]:
         return [r.node for r in self.results]
+
+
+@dataclass(frozen=True)
+class NodePage:
+    """A page of nodes, oldest first; ``next_cursor`` continues after it (None: the end)."""
+
+    nodes: list[Node]
+    next_cursor: str | None

@@ -125,6 +125,14 @@ class GraphStore:
             # Not entries' plain INSERT: a replay finds the entries erasure left.
             self.conn.execute(_insert_directory, entries.rows)
 
+    def add_derived(self, cipher: SubjectCipher, new_nodes: Sequence[tuple[int, Node]]) -> None:
+        """Insert nodes derived later from an event already recorded (its claims),
+        each at its given ordinal among that event's nodes."""
+        rows = [_node_values(cipher, node, ordinal) for ordinal, node in new_nodes]
+        if rows:
+            self.conn.execute(_insert_node, rows)
+            self.conn.execute(_insert_directory, [_directory_entry(r) for r in rows])
+
     def events_recorded_before(
         self, namespace: str, scope: Scope, cutoff: datetime, limit: int
     ) -> list[uuid.UUID]:
@@ -141,6 +149,21 @@ class GraphStore:
             .limit(limit)
         )
         return list(self.conn.execute(query).scalars())
+
+    def one_event_per_subject(self, namespace: str) -> list[uuid.UUID]:
+        """One live memory event of each open stream in ``namespace`` (any of its events):
+        what names each subject that still has memories, to be decrypted by the caller."""
+        one_event = (
+            sa.select(memory_events.c.event_id)
+            .where(memory_events.c.stream_id == streams.c.stream_id)
+            .limit(1)
+            .correlate(streams)
+            .scalar_subquery()
+        )
+        query = sa.select(one_event).where(
+            streams.c.namespace == namespace, streams.c.closed_at.is_(None)
+        )
+        return [event_id for event_id in self.conn.execute(query).scalars() if event_id]
 
     def memory_event(self, stream_id: int, event_id: uuid.UUID) -> sa.Row[Any] | None:
         """The live memory event ``event_id`` of stream ``stream_id`` (the table's key)."""
@@ -179,8 +202,20 @@ class GraphStore:
         node_types: Collection[NodeType] | None = None,
         exclude_node_types: Collection[NodeType] | None = None,
         source_types: Collection[SourceType] | None = None,
+        after: tuple[datetime, uuid.UUID] | None = None,
+        limit: int | None = None,
     ) -> list[NodeRow]:
+        """The stream's nodes matching the filters, by (created_at, node_id);
+        ``after`` starts past that position, ``limit`` bounds the count."""
         query = sa.select(nodes).where(nodes.c.stream_id == stream_id)
+        if after is not None:
+            created_at, node_id = after
+            query = query.where(
+                sa.or_(
+                    nodes.c.created_at > created_at,
+                    sa.and_(nodes.c.created_at == created_at, nodes.c.node_id > node_id),
+                )
+            )
         for column, values in (
             (nodes.c.lifecycle, lifecycles),
             (nodes.c.scope, scopes),
@@ -191,7 +226,10 @@ class GraphStore:
                 query = query.where(column.in_([v.value for v in values]))
         if exclude_node_types:
             query = query.where(nodes.c.node_type.not_in([v.value for v in exclude_node_types]))
-        return list(self.conn.execute(query.order_by(nodes.c.created_at, nodes.c.node_id)))
+        query = query.order_by(nodes.c.created_at, nodes.c.node_id)
+        if limit is not None:
+            query = query.limit(limit)
+        return list(self.conn.execute(query))
 
     def update_state(self, row: NodeRow, state: Mapping[str, Any]) -> None:
         """Set the lifecycle columns of the node ``row`` (found by its key)."""

@@ -25,7 +25,7 @@ StreamId = sa.BigInteger
 # (and index entries) for one stream then sit on neighbouring pages, so the
 # purge rewrites a number of pages that grows with the subject, not with the
 # store: with random-UUID keys each deleted row touched its own page of every
-# such index (problem E4 in docs/benchmarks.md).  On SQLite the small-row
+# such index, and a forget grew with the store.  On SQLite the small-row
 # tables are WITHOUT ROWID (``sqlite_with_rowid=False``), so the table itself
 # is that ordered B-tree.  memory_vectors keeps its rowid: its ~1.1 kB rows
 # would spill into an overflow page each, which secure_delete then rewrites
@@ -80,7 +80,7 @@ nodes = sa.Table(
 # memory_nodes its subject-first key.  Erasure leaves these rows in place, so
 # forget deletes no entry of an index by a random key; an index by node id on
 # memory_nodes cost about one page write per purged node once the store was
-# large (problem E4 in docs/benchmarks.md).  The rows are content-free: the
+# large.  The rows are content-free: the
 # node id is a public function of the event id and ordinal, and the event id
 # is what the event's tombstone keeps anyway (docs/gdpr.md, "What erasure
 # leaves in the database").  A lookup of an erased node passes the directory
@@ -159,4 +159,28 @@ checkpoints = sa.Table(
     sa.Column("commit_group", sa.BigInteger, nullable=False),
     sa.Column("position", sa.BigInteger, nullable=False),
     sa.Column("updated_at", UTCDateTime(), nullable=False),
+)
+
+# Structured claims (from ingest()): one row per claim node, beside its row in
+# memory_nodes.  ``match_key`` is a keyed hash of what a later correction
+# must share with the claim to retire it (resolved subject, predicate class,
+# scope, source type, memory type, and whether it is a known positive,
+# unconditional observation), so the extraction worker finds its candidates
+# by index without decrypting the subject's other claims.  The validity
+# interval starts at the source-effective time; ``valid_to`` is set when a
+# correction closes it.  ``correction`` says what the claim did to earlier
+# ones (retired, ambiguous, conditional, …), so ambiguous cases stay visible.
+claims = sa.Table(
+    "memory_claims",
+    metadata,
+    sa.Column("stream_id", StreamId, primary_key=True),
+    sa.Column("node_id", sa.Uuid, primary_key=True),
+    sa.Column("event_id", sa.Uuid, nullable=False),
+    sa.Column("plan_event_id", sa.Uuid, nullable=False),
+    sa.Column("match_key", sa.LargeBinary(32), nullable=False),
+    sa.Column("valid_from", UTCDateTime(), nullable=False),
+    sa.Column("valid_to", UTCDateTime(), nullable=True),
+    sa.Column("correction", sa.String(32), nullable=False),
+    sa.Index("ix_memory_claims_stream_id_match_key", "stream_id", "match_key"),
+    sqlite_with_rowid=False,
 )

@@ -36,6 +36,18 @@ _delete_vectors = vectors.delete().where(
     vectors.c.node_id.in_(sa.bindparam("node_ids", expanding=True)),
 )
 _insert_vector = vectors.insert()
+# Built once: retrieval reads the nodes of a few new events after each write.
+_event_node_vectors = (
+    sa.select(nodes, vectors.c.embedding, vectors.c.embedder)
+    .join(
+        vectors,
+        sa.and_(vectors.c.stream_id == nodes.c.stream_id, vectors.c.node_id == nodes.c.node_id),
+    )
+    .where(
+        nodes.c.stream_id == sa.bindparam("stream_id"),
+        nodes.c.event_id.in_(sa.bindparam("event_ids", expanding=True)),
+    )
+)
 
 
 def pack_vector(values: Sequence[float]) -> bytes:
@@ -98,17 +110,8 @@ class VectorStore:
         (a range of the subject-first key per event)."""
         if not event_ids:
             return []
-        query = (
-            sa.select(nodes, vectors.c.embedding, vectors.c.embedder)
-            .join(
-                vectors,
-                sa.and_(
-                    vectors.c.stream_id == nodes.c.stream_id, vectors.c.node_id == nodes.c.node_id
-                ),
-            )
-            .where(nodes.c.stream_id == stream_id, nodes.c.event_id.in_(list(event_ids)))
-        )
-        return list(self.conn.execute(query))
+        params = {"stream_id": stream_id, "event_ids": list(event_ids)}
+        return list(self.conn.execute(_event_node_vectors, params))
 
     def stream_vectors(self, stream_id: int) -> list[sa.Row[Any]]:
         query = (

@@ -1,17 +1,28 @@
-"""Independent verification with jwcrypto, in both directions."""
+"""Independent verification with jwcrypto (both directions) and joserfc.
+
+Certificates are issued as ``alg: Ed25519`` (RFC 9864); those issued before that change
+carry ``alg: EdDSA`` and a JWKS whose keys named ``"alg": "EdDSA"``.  Two independent JOSE
+libraries must verify both against the JWKS we publish now.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
 import pytest
+from joserfc import jws as joserfc_jws
+from joserfc.errors import BadSignatureError, SecurityWarning
+from joserfc.jwk import KeySet
 from jwcrypto import jwk, jws
 
 from certificates import (
     CERTIFICATE_TYP,
     CertificateVerificationError,
+    IssuerKey,
     IssuerKeyring,
+    b64url_encode,
     canonicalize,
     sign,
     verify,
@@ -83,3 +94,62 @@ def test_we_refuse_a_jwcrypto_certificate_with_a_lenient_encoding(keyring: Issue
         with pytest.raises(CertificateVerificationError) as caught:
             verify(foreign, keyring.jwks())
         assert caught.value.reason == reason
+
+
+def _old_certificate(key: IssuerKey, payload: dict[str, Any]) -> dict[str, str]:
+    """A certificate as versions before RFC 9864 signed it: ``alg: EdDSA``."""
+    header = canonicalize({"alg": "EdDSA", "kid": key.kid, "typ": CERTIFICATE_TYP})
+    protected, body = b64url_encode(header), b64url_encode(canonicalize(payload))
+    signature = key.private_key.sign(f"{protected}.{body}".encode())
+    return {"payload": body, "protected": protected, "signature": b64url_encode(signature)}
+
+
+def _joserfc_verify(certificate: dict[str, str], jwks: dict[str, Any], alg: str) -> bytes:
+    # algorithms= names exactly the one expected, so joserfc cannot be talked into another.
+    # joserfc warns about the deprecated name, and only about it.
+    expected = pytest.warns(SecurityWarning) if alg == "EdDSA" else contextlib.nullcontext()
+    with expected:
+        verified = joserfc_jws.deserialize_json(
+            certificate, KeySet.import_key_set(jwks), algorithms=[alg]
+        )
+    assert verified.headers()["alg"] == alg
+    payload: bytes = verified.payload
+    return payload
+
+
+def test_new_certificates_name_ed25519(keyring: IssuerKeyring) -> None:
+    certificate = sign({"n": 1}, keyring.active)
+    assert verify(certificate, keyring.jwks()).header["alg"] == "Ed25519"
+    # The published key names no alg: a key that said "EdDSA" would fail new
+    # certificates in joserfc, one that said "Ed25519" would fail old ones.
+    assert all("alg" not in entry for entry in keyring.jwks()["keys"])
+
+
+@pytest.mark.parametrize("era", ["new", "old"])
+def test_two_jose_libraries_verify_old_and_new_certificates(
+    keyring: IssuerKeyring, certificate_payload: dict[str, Any], era: str
+) -> None:
+    if era == "new":
+        certificate, alg = sign(certificate_payload, keyring.active), "Ed25519"
+    else:
+        certificate, alg = _old_certificate(keyring.active, certificate_payload), "EdDSA"
+    jwks = keyring.jwks()
+    assert json.loads(_joserfc_verify(certificate, jwks, alg)) == certificate_payload
+    assert json.loads(_jwcrypto_verify(certificate, jwks["keys"][0])) == certificate_payload
+    assert verify(certificate, jwks).payload == certificate_payload
+
+
+def test_an_old_jwks_still_verifies_old_certificates(keyring: IssuerKeyring) -> None:
+    # JWKS saved from an older version carry "alg": "EdDSA" in each key.
+    old_jwks = {"keys": [{**entry, "alg": "EdDSA"} for entry in keyring.jwks()["keys"]]}
+    certificate = _old_certificate(keyring.active, {"n": 2})
+    assert verify(certificate, old_jwks).payload == {"n": 2}
+    assert json.loads(_joserfc_verify(certificate, old_jwks, "EdDSA")) == {"n": 2}
+    assert verify(sign({"n": 3}, keyring.active), old_jwks).payload == {"n": 3}
+
+
+def test_joserfc_refuses_a_tampered_certificate(keyring: IssuerKeyring) -> None:
+    certificate = sign({"n": 1}, keyring.active)
+    tampered = {**certificate, "payload": b64url_encode(canonicalize({"n": 2}))}
+    with pytest.raises(BadSignatureError):
+        _joserfc_verify(tampered, keyring.jwks(), "Ed25519")

@@ -51,7 +51,7 @@ def test_round_trip(keyring: IssuerKeyring, certificate_payload: dict[str, Any])
     verified = verify(certificate, keyring.jwks())
     assert verified.payload == certificate_payload
     assert verified.kid == keyring.active.kid
-    assert verified.header == {"alg": "EdDSA", "kid": keyring.active.kid, "typ": CERTIFICATE_TYP}
+    assert verified.header == {"alg": "Ed25519", "kid": keyring.active.kid, "typ": CERTIFICATE_TYP}
 
 
 def test_serialization_shape(keyring: IssuerKeyring, certificate_payload: dict[str, Any]) -> None:
@@ -60,7 +60,7 @@ def test_serialization_shape(keyring: IssuerKeyring, certificate_payload: dict[s
     assert not any("=" in part for part in certificate.values())
     assert b64url_decode(certificate["payload"]) == canonicalize(certificate_payload)
     assert b64url_decode(certificate["protected"]) == (
-        b'{"alg":"EdDSA","kid":"'
+        b'{"alg":"Ed25519","kid":"'
         + keyring.active.kid.encode()
         + b'","typ":"'
         + CERTIFICATE_TYP.encode()
@@ -123,12 +123,21 @@ def test_custom_typ(keyring: IssuerKeyring) -> None:
     assert _reason(manifest, keyring.jwks()) == "bad_header"
 
 
-@pytest.mark.parametrize("alg", ["none", "None", "HS256", "ES256", "RS256", "Ed25519", "", None])
-def test_any_alg_but_eddsa_is_refused(keyring: IssuerKeyring, alg: str | None) -> None:
+@pytest.mark.parametrize(
+    "alg", ["none", "None", "HS256", "ES256", "RS256", "Ed448", "ed25519", "eddsa", "", None]
+)
+def test_any_alg_but_ed25519_or_eddsa_is_refused(keyring: IssuerKeyring, alg: str | None) -> None:
     header = _header(keyring.active, alg=alg)
     jws = _signed_by_hand(keyring.active, header, canonicalize({"n": 1}))
     expected = "bad_header" if alg is None else "unsupported_alg"
     assert _reason(jws, keyring.jwks()) == expected
+
+
+@pytest.mark.parametrize("alg", ["Ed25519", "EdDSA"])
+def test_ed25519_and_the_deprecated_eddsa_both_verify(keyring: IssuerKeyring, alg: str) -> None:
+    header = _header(keyring.active, alg=alg)
+    jws = _signed_by_hand(keyring.active, header, canonicalize({"n": 1}))
+    assert verify(jws, keyring.jwks()).header["alg"] == alg
 
 
 def test_alg_none_with_empty_signature(keyring: IssuerKeyring) -> None:

@@ -1,7 +1,7 @@
 """The node directory: nodes found by id alone, and what erasure leaves in it.
 
 Forget does not purge memory_node_directory (that is what keeps its cost
-from growing with the store; problem E4 in docs/benchmarks.md).  These tests
+from growing with the store).  These tests
 pin what that may and may not mean: the entries left are exactly what the
 tombstones already say (event id, ordinal, and the node id derived from
 them), no read or command finds an erased node through them, and stores

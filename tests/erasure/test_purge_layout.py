@@ -2,8 +2,8 @@
 
 The tables a forget purges in bulk are keyed by subject (stream) first, so a
 subject's rows and index entries are neighbours; every index by a random key
-costs about one page write per purged row once the store is large (problem E4
-in docs/benchmarks.md).  These tests pin that layout on the migrated schema.
+costs about one page write per purged row once the store is large.  These
+tests pin that layout on the migrated schema.
 The node directory, by node id, is the exception that forget leaves alone
 (tests/erasure/test_node_directory.py).
 """

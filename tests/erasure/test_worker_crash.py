@@ -39,7 +39,7 @@ def start_worker(settings: Settings, tmp_path: Path, **config: Any) -> subproces
     config["settings"] = {
         "data_dir": str(settings.data_dir),
         "database_url": settings.database_url,
-        "keyring_path": str(settings.keyring_file),
+        "keyring_path": str(settings.keyring_path),
     }
     log = (tmp_path / f"{config['worker_id']}.log").open("w")
     return subprocess.Popen(

@@ -70,10 +70,10 @@ def verify_with_jwcrypto(document: dict[str, Any], jwks: dict[str, Any]) -> dict
     token = jws.JWS()
     token.deserialize(json.dumps(document))
     header = token.jose_header
-    assert header["alg"] == "EdDSA"
+    assert header["alg"] == "Ed25519"
     key = keyset.get_key(header["kid"])
     assert key is not None, f"kid {header['kid']} is not in the JWKS"
-    token.verify(key, alg="EdDSA")
+    token.verify(key, alg="Ed25519")
     payload: dict[str, Any] = json.loads(token.payload)
     return payload
 

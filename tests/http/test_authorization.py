@@ -7,9 +7,9 @@ name someone else's data ("foreign") and data that does not exist
 ("missing").  The rules (DESIGN §7, oblivio/http/auth.py):
 
 * no, bad or revoked key → 401, nothing written;
-* auditor → 403 on memory routes, allowed on audit export, erasure status,
-  certificates and keys;
-* user → 403 on the audit export; a user naming another user's id (path,
+* auditor → 403 on memory routes and API key management, allowed on audit
+  export, erasure status, certificates and keys;
+* user → 403 on the audit export and API key management; a user naming another user's id (path,
   query or body) or another user's node, event, trigger, request or
   certificate id gets a 404 indistinguishable from a missing id (status,
   content type and body), and nothing is written;
@@ -33,7 +33,16 @@ from typing import Any
 import pytest
 
 from oblivio.http import create_app
-from tests.http.conftest import ALICE, BOB, BOUND_USER, PRINCIPALS, Response, World, log_size
+from tests.http.conftest import (
+    ALICE,
+    BOB,
+    BOUND_USER,
+    PRINCIPALS,
+    Response,
+    World,
+    create_key,
+    log_size,
+)
 
 FORGET_WAIT = {"wait_seconds": 10}
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -76,7 +85,7 @@ class Probe:
 
 @dataclass(frozen=True)
 class Spec:
-    access: str  # member | proof (members and auditors) | auditor | public
+    access: str  # member | proof (members and auditors) | auditor | operator | public
     own: Own
     probes: tuple[Probe, ...] = ()
 
@@ -312,11 +321,24 @@ def proof_spec(template: str, make: Callable[[World, str], uuid.UUID]) -> Spec:
     )
 
 
+def revoke_key_spec() -> Spec:
+    def call(key_id: str) -> Call:
+        return Call("DELETE", f"/v1/admin/keys/{key_id}")
+
+    return Spec(
+        "operator",
+        lambda w, me: call(create_key(w.ctx, "auditor").split("_")[1]),
+        (Probe("key id", lambda w, me, them: call("f" * 16), lambda w, me: call("e" * 16)),),
+    )
+
+
 SPECS: dict[tuple[str, str], Spec] = {
     ("POST", "/v1/events"): by_user_body("POST", "/v1/events", content="I like tea"),
+    ("POST", "/v1/ingest"): by_user_body("POST", "/v1/ingest", message="I like tea"),
     ("GET", "/v1/events"): by_user_query("GET", "/v1/events"),
     ("GET", "/v1/events/{event_id}"): by_event("/v1/events/{event_id}"),
     ("GET", "/v1/events/{event_id}/nodes"): by_event("/v1/events/{event_id}/nodes"),
+    ("GET", "/v1/nodes"): by_user_query("GET", "/v1/nodes"),
     ("GET", "/v1/nodes/{node_id}"): by_node("/v1/nodes/{node_id}"),
     ("GET", "/v1/nodes/{node_id}/assertion-state"): by_node("/v1/nodes/{node_id}/assertion-state"),
     ("POST", "/v1/supersedences"): node_pair("/v1/supersedences", "old_node_id", "new_node_id"),
@@ -349,6 +371,11 @@ SPECS: dict[tuple[str, str], Spec] = {
         "auditor", lambda w, me: Call("GET", "/v1/compliance/audit/export")
     ),
     ("GET", "/v1/health"): Spec("public", lambda w, me: Call("GET", "/v1/health")),
+    ("POST", "/v1/admin/keys"): Spec(
+        "operator", lambda w, me: Call("POST", "/v1/admin/keys", json={"principal": "auditor"})
+    ),
+    ("GET", "/v1/admin/keys"): Spec("operator", lambda w, me: Call("GET", "/v1/admin/keys")),
+    ("DELETE", "/v1/admin/keys/{key_id}"): revoke_key_spec(),
 }
 
 AUDITOR_ROUTES = {key for key, spec in SPECS.items() if spec.access in ("proof", "auditor")}
@@ -436,7 +463,7 @@ def check_route(world: World, key: tuple[str, str], spec: Spec) -> list[str]:
                 if response.headers.get("www-authenticate") != "Bearer":
                     matrix.fail(principal, label, call, response, "no WWW-Authenticate: Bearer")
         elif (principal == "auditor" and key not in AUDITOR_ROUTES) or (
-            principal in BOUND_USER and spec.access == "auditor"
+            principal in BOUND_USER and spec.access in ("auditor", "operator")
         ):
             for label, call in calls:
                 matrix.expect(principal, label, call, lambda s: s == 403, "403")

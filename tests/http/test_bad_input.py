@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
+
 from oblivio.http import create_app
 from tests.http.conftest import ALICE, Response, World, log_size
 
@@ -35,7 +37,11 @@ VALID_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/triggers"): {"keyword": "tea"},
     ("POST", "/v1/attractors"): {"text": "coffee"},
     ("POST", "/v1/compliance/users/{user_id}/forget"): {"wait_seconds": 0},
+    ("POST", "/v1/admin/keys"): {"principal": "auditor"},
 }
+
+#: Body routes a user key may not call at all (it would get 403 before any validation).
+OPERATOR_ONLY = {("POST", "/v1/admin/keys")}
 
 
 def openapi_paths() -> dict[str, dict[str, Any]]:
@@ -148,6 +154,10 @@ def test_malformed_uuids_in_paths_answer_422_and_write_nothing(world: World) -> 
     for method, path in routes:
         for malformed in MALFORMED_UUIDS:
             url = fill(path, world, malformed)
+            if malformed == ".." and httpx.URL(f"http://x{url}").path in openapi_paths():
+                # The client resolves the dot segment, so the request names another
+                # route (/v1/events/../nodes is /v1/nodes), not a malformed id.
+                continue
             body = body_for((method, path), world) if (method, path) in VALID_BODIES else None
             # "%20" and ".." may not even match the route (404); the others must be 422.
             statuses = (404, 422) if malformed in ("%20", "..") else (422,)
@@ -189,7 +199,8 @@ def test_unknown_fields_answer_422_and_write_nothing(world: World) -> None:
     for route in VALID_BODIES:
         method, path = route
         body = {**body_for(route, world), "unexpected_field": "x"}
-        refusals.json(f"{method} {path}", method, fill(path, world), body, 422)
+        who = "operator" if route in OPERATOR_ONLY else "user"
+        refusals.json(f"{method} {path}", method, fill(path, world), body, 422, principal=who)
     first, second = world.seed(ALICE), world.seed(ALICE)
     entry = {"old_node_id": str(first.node_id), "new_node_id": str(second.node_id), "extra": 1}
     refusals.json("nested", "POST", "/v1/supersedences", {"corrections": [entry]}, 422)

@@ -19,6 +19,7 @@ from oblivio.settings import Settings
 
 MEMORY_TOOLS = {
     "memory_store",
+    "memory_ingest",
     "memory_retrieve",
     "memory_get_node",
     "memory_supersede",
@@ -92,6 +93,30 @@ def test_a_user_key_gets_memory_tools_bound_to_its_user(tmp_path: Path) -> None:
         memory.store.close()
 
 
+def test_memory_ingest_extracts_claims_and_retires_corrected_ones(tmp_path: Path) -> None:
+    key = make_key(tmp_path, "user", "sam")
+
+    async def scenario(session: ClientSession) -> None:
+        for text in ("I use an insulin pump.", "I don't use an insulin pump anymore."):
+            arguments = {"message": text, "first_person_owner": True, "wait_for_extraction": True}
+            result = payload(await session.call_tool("memory_ingest", arguments))
+            assert len(result["claim_node_ids"]) == 1
+        hits = payload(await session.call_tool("memory_retrieve", {"query": "insulin pump"}))
+        contents = sorted(h["content"] for h in hits)
+        # The two raw notes and the current (negative) claim; the retired claim is out.
+        assert contents == [
+            "I don't use an insulin pump anymore",
+            "I don't use an insulin pump anymore.",
+            "I use an insulin pump.",
+        ]
+        refused = await session.call_tool(
+            "memory_ingest", {"message": "I use Vim.", "first_person_owner": "yes"}
+        )
+        assert refused.is_error
+
+    anyio.run(session_run, server(tmp_path, key), scenario)
+
+
 def test_an_operator_key_adds_the_compliance_tools(tmp_path: Path) -> None:
     key = make_key(tmp_path, "operator")
 
@@ -123,4 +148,4 @@ def test_an_unknown_key_is_refused(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 1
-    assert "unknown or revoked" in done.stderr
+    assert "unknown, revoked or expired" in done.stderr

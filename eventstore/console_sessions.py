@@ -1,0 +1,92 @@
+"""Console sign-in sessions: create, resolve, refresh, end.
+
+A browser holds a random token in a cookie; the table keeps SHA-256 of it,
+the API key it was opened with (revoking the key ends its sessions) and, for
+user principals, the user id sealed under a key derived from the token.
+Sessions live in the database so that an idle timeout holds across every API
+process sharing it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from eventstore import crypto
+from eventstore.apikeys import Principal
+from eventstore.schema import api_keys, console_sessions
+
+#: A session's last-seen time is rewritten at most this often (one write per
+#: page view would serialise every click behind SQLite's single writer).
+TOUCH_GRANULARITY = timedelta(seconds=30)
+
+
+def _hash(token: str) -> bytes:
+    return hashlib.sha256(b"oblivio/console/session\0" + token.encode()).digest()
+
+
+def _seal_key(token: str) -> bytes:
+    return hashlib.sha256(b"oblivio/console/seal\0" + token.encode()).digest()
+
+
+def open_session(conn: Connection, who: Principal, now: datetime) -> str:
+    """Store a session for ``who``; the token for the cookie (never stored)."""
+    token = secrets.token_urlsafe(32)
+    session_hash = _hash(token)
+    sealed = None
+    if who.user_id is not None:
+        sealed = crypto.encrypt(_seal_key(token), who.user_id.encode(), session_hash)
+    conn.execute(
+        console_sessions.insert().values(
+            session_hash=session_hash,
+            key_id=who.key_id,
+            principal=who.kind,
+            sealed_user_id=sealed,
+            created_at=now,
+            last_seen_at=now,
+        )
+    )
+    return token
+
+
+def resolve(conn: Connection, token: str, now: datetime, idle: timedelta) -> Principal | None:
+    """The principal of a live session, refreshing its last-seen time; None when
+    unknown, idle longer than ``idle`` or opened with a key revoked or expired since."""
+    session_hash = _hash(token)
+    row = conn.execute(
+        sa.select(console_sessions, api_keys.c.revoked_at, api_keys.c.expires_at)
+        .join(api_keys, api_keys.c.key_id == console_sessions.c.key_id)
+        .where(console_sessions.c.session_hash == session_hash)
+    ).first()
+    if row is None:
+        return None
+    who = Principal(row.key_id, row.principal, None, row.expires_at)
+    if row.revoked_at is not None or who.expired(now) or row.last_seen_at <= now - idle:
+        end(conn, token)
+        return None
+    if row.last_seen_at <= now - TOUCH_GRANULARITY:
+        conn.execute(
+            console_sessions.update()
+            .where(console_sessions.c.session_hash == session_hash)
+            .values(last_seen_at=now)
+        )
+    if row.sealed_user_id is None:
+        return who
+    user_id = crypto.decrypt(_seal_key(token), row.sealed_user_id, session_hash).decode()
+    return Principal(row.key_id, row.principal, user_id, row.expires_at)
+
+
+def end(conn: Connection, token: str) -> None:
+    conn.execute(console_sessions.delete().where(console_sessions.c.session_hash == _hash(token)))
+
+
+def end_idle(conn: Connection, now: datetime, idle: timedelta) -> int:
+    """Delete every session idle longer than ``idle``; how many."""
+    result = conn.execute(
+        console_sessions.delete().where(console_sessions.c.last_seen_at <= now - idle)
+    )
+    return result.rowcount

@@ -1,0 +1,28 @@
+"""API keys may carry an expiry
+
+Revision ID: es0005
+Revises: es0003
+Create Date: 2026-12-02
+
+A key whose ``expires_at`` has passed no longer authenticates; existing keys
+get none and keep working as before.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "es0005"
+down_revision = "es0004"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.add_column("api_keys", sa.Column("expires_at", sa.DateTime(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("api_keys") as batch:
+        batch.drop_column("expires_at")

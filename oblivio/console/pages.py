@@ -1,0 +1,307 @@
+"""The console's pages.  Each calls the application operation the matching
+API route calls (``oblivio.memory.compliance`` and friends), with the same
+principal rules, so every action lands in the audit log the same way."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Form, Query, Request
+from fastapi.responses import JSONResponse, Response
+
+from certificates import CertificateVerificationError
+from certificates.base64url import b64url_decode
+from eventstore.apikeys import Principal
+from eventstore.errors import NotFoundError
+from oblivio.console import sessions
+from oblivio.console.chart import time_to_certificate_svg
+from oblivio.console.web import ConsoleRoute, allow, redirect, render, secured
+from oblivio.http.auth import context
+from oblivio.memory import compliance, oversight, queries
+from oblivio.memory.health import partition_lag
+
+router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
+
+Who = Annotated[Principal, Depends(sessions.signed_in)]
+HOME = {"operator": "/console/requests", "auditor": "/console/audit", "user": "/console/my"}
+PAGE = Annotated[int, Query(ge=1, le=1_000_000)]
+
+
+def _actor(who: Principal) -> str:
+    """Who asked, as the API records it: the API key behind the session."""
+    return f"api-key:{who.key_id}"
+
+
+def _own(who: Principal) -> str | None:
+    """The user id a user principal is confined to; None for the others."""
+    return who.user_id if who.kind == "user" else None
+
+
+# -- signing in -----------------------------------------------------------------------
+
+
+@router.get("")
+def home(request: Request) -> Response:
+    try:
+        who = sessions.signed_in(request)
+    except sessions.SignInRequiredError:
+        return redirect("/console/signin")
+    return redirect(HOME[who.kind])
+
+
+@router.get("/signin")
+def signin_form(request: Request) -> Response:
+    return _signin_page(request, None, 200)
+
+
+def _signin_page(request: Request, error: str | None, status: int) -> Response:
+    """The sign-in form with a fresh double-submit nonce (see ``sessions``)."""
+    nonce = sessions.new_nonce()
+    page = render(request, "signin.html", error=error, nonce=nonce, status_code=status)
+    sessions.signin_page_nonce(request, page, nonce)
+    return page
+
+
+@router.post("/signin")
+def signin(
+    request: Request, api_key: Annotated[str, Form()], nonce: Annotated[str, Form()]
+) -> Response:
+    sessions.check_signin_nonce(request, nonce)
+    limit: sessions.FailureLimit = request.app.state.console_failures
+    client = request.client.host if request.client else "unknown"
+    wait = limit.retry_after(client)
+    if wait > 0:
+        page = _signin_page(request, "Too many failed sign-ins; try again later.", 429)
+        page.headers["Retry-After"] = str(int(wait) + 1)
+        return page
+    token = sessions.sign_in(request, api_key.strip())
+    if token is None:
+        limit.failed(client)
+        return _signin_page(request, "That API key is not valid.", 401)
+    response = redirect("/console")
+    sessions.set_session_cookie(request, response, token)
+    return response
+
+
+@router.post("/signout")
+def signout(request: Request, who: Who, csrf: Annotated[str, Form()]) -> Response:
+    sessions.check_csrf(request, csrf)
+    sessions.sign_out(request)
+    response = redirect("/console/signin")
+    sessions.clear_session_cookie(response)
+    return response
+
+
+# -- erasure requests -----------------------------------------------------------------
+
+
+@router.get("/requests")
+def requests_page(
+    request: Request,
+    who: Who,
+    status: str | None = None,
+    kind: str | None = None,
+    overdue: bool = False,
+    page: PAGE = 1,
+) -> Response:
+    ctx = context(request)
+    listing = oversight.list_erasure_requests(
+        ctx,
+        user_id=_own(who),
+        status=status or None,
+        kind=kind or None,
+        overdue_only=overdue,
+        page=page,
+    )
+    filters = {"status": status or "", "kind": kind or "", "overdue": overdue}
+    return render(
+        request,
+        "requests.html",
+        who,
+        listing=listing,
+        filters=filters,
+        statuses=sorted(oversight.REQUEST_STATUSES),
+        kinds=sorted(oversight.REQUEST_KINDS),
+    )
+
+
+@router.get("/requests/{request_id}")
+def request_page(request: Request, request_id: str, who: Who) -> Response:
+    ctx = context(request)
+    summary = oversight.erasure_request(ctx, request_id, user_id=_own(who))
+    status = compliance.erasure_status(ctx, summary.request_id)
+    return render(request, "request.html", who, summary=summary, status=status)
+
+
+@router.get("/requests/{request_id}/progress")
+def request_progress(request: Request, request_id: str, who: Who) -> Response:
+    """The request's jobs as JSON, polled by the request page while it rebuilds."""
+    ctx = context(request)
+    summary = oversight.erasure_request(ctx, request_id, user_id=_own(who))
+    status = compliance.erasure_status(ctx, summary.request_id)
+    body = {
+        "status": status.status,
+        "done": status.status in ("completed", "failed"),
+        "jobs": [
+            {
+                "projection": j.projection,
+                "status": j.status,
+                "attempts": j.attempts,
+                "last_error": j.last_error,
+            }
+            for j in status.jobs
+        ],
+    }
+    return secured(JSONResponse(body))
+
+
+# -- certificates ---------------------------------------------------------------------
+
+
+@router.get("/certificates/{certificate_id}")
+def certificate_page(request: Request, certificate_id: str, who: Who) -> Response:
+    ctx = context(request)
+    certificate = compliance.get_certificate(ctx, certificate_id)
+    claims = _claims(certificate)
+    if who.kind == "user" and claims.get("subject", {}).get("reference") != (
+        ctx.store.subject_ref(ctx.namespace, who.user_id or "")
+    ):
+        raise NotFoundError("certificate is not available")  # exactly like a missing id
+    try:
+        compliance.verify_certificate(ctx, certificate)
+        server_check = None
+    except CertificateVerificationError as e:
+        server_check = str(e)
+    return render(
+        request,
+        "certificate.html",
+        who,
+        claims=claims,
+        certificate_json=json.dumps(certificate, separators=(",", ":")),
+        server_check=server_check,
+    )
+
+
+def _claims(certificate: dict[str, Any]) -> dict[str, Any]:
+    """The payload as stored, decoded for display (its signature is checked separately)."""
+    try:
+        claims: dict[str, Any] = json.loads(b64url_decode(certificate["payload"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise NotFoundError("certificate is not available") from e
+    return claims
+
+
+@router.get("/verify")
+def verify_page(request: Request, who: Who) -> Response:
+    return render(request, "verify.html", who)
+
+
+# -- audit trail ----------------------------------------------------------------------
+
+
+@router.get("/audit")
+def audit_page(request: Request, who: Who, page: PAGE = 1, verify_log: bool = False) -> Response:
+    allow(who, "operator", "auditor")
+    ctx = context(request)
+    trail = oversight.audit_trail(ctx, page=page)
+    log_report = ctx.store.verify() if verify_log else None
+    return render(request, "audit.html", who, trail=trail, log_report=log_report)
+
+
+@router.get("/audit/export")
+def audit_export(request: Request, who: Who) -> Response:
+    allow(who, "operator", "auditor")
+    text = compliance.export_audit(context(request))
+    return secured(
+        Response(
+            text,
+            media_type="application/x-ndjson",
+            headers={"Content-Disposition": 'attachment; filename="oblivio-audit.jsonl"'},
+        )
+    )
+
+
+# -- health ---------------------------------------------------------------------------
+
+
+@router.get("/health")
+def health_page(request: Request, who: Who) -> Response:
+    allow(who, "operator", "auditor")
+    ctx = context(request)
+    leases, scheduled = oversight.scheduler_state(ctx)
+    days = oversight.time_to_certificate(ctx)
+    return render(
+        request,
+        "health.html",
+        who,
+        lag=partition_lag(ctx),
+        jobs=oversight.rebuild_jobs(ctx),
+        leases=leases,
+        scheduled=scheduled,
+        days=days,
+        chart=time_to_certificate_svg(days),
+        now=ctx.clock(),
+    )
+
+
+# -- my data (user keys) ----------------------------------------------------------------
+
+
+@router.get("/my")
+def my_page(request: Request, who: Who) -> Response:
+    allow(who, "user")
+    ctx = context(request)
+    user = who.user_id or ""
+    memories = queries.get_events(ctx, user_id=user, limit=200)
+    return render(
+        request,
+        "my.html",
+        who,
+        memories=memories,
+        subject_ref=ctx.store.subject_ref(ctx.namespace, user),
+    )
+
+
+@router.get("/my/export")
+def my_export(request: Request, who: Who) -> Response:
+    allow(who, "user")
+    exported = compliance.export_subject(context(request), user_id=who.user_id or "")
+    return secured(
+        Response(
+            json.dumps(exported, indent=2),
+            media_type="application/json",
+            headers={"Content-Disposition": 'attachment; filename="oblivio-my-data.json"'},
+        )
+    )
+
+
+@router.get("/my/forget")
+def forget_confirmation(request: Request, who: Who) -> Response:
+    allow(who, "user")
+    return render(request, "forget.html", who)
+
+
+@router.post("/my/forget")
+def forget(
+    request: Request,
+    who: Who,
+    csrf: Annotated[str, Form()],
+    confirm: Annotated[str, Form()] = "",
+) -> Response:
+    allow(who, "user")
+    sessions.check_csrf(request, csrf)
+    if confirm != "forget me":
+        return render(
+            request, "forget.html", who, status_code=422, error="Type “forget me” to confirm."
+        )
+    status = compliance.forget(
+        context(request),
+        who.user_id or "",
+        reason="user_request",
+        actor_id=_actor(who),
+        wait=True,
+    )
+    if status.certificate_id is not None:
+        return redirect(f"/console/certificates/{status.certificate_id}")
+    return redirect(f"/console/requests/{status.request_id}")

@@ -1,0 +1,48 @@
+"""Operator routes for API keys: create (the token shown once), list, revoke."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+
+from eventstore.apikeys import Principal
+from oblivio.http import schemas as s
+from oblivio.http.auth import acting_actor, current_context, operators
+from oblivio.http.errors import problem_responses
+from oblivio.memory import api_keys
+from oblivio.memory.context import MemoryContext
+
+router = APIRouter(
+    prefix="/v1/admin/keys",
+    tags=["keys"],
+    responses=problem_responses(401, 403, 404, 422, 503),
+)
+
+Ctx = Annotated[MemoryContext, Depends(current_context)]
+Operator = Annotated[Principal, Depends(operators)]
+
+
+@router.post("", status_code=201, response_model=s.IssuedKeyOut)
+def create_key(body: s.KeyRequest, ctx: Ctx, who: Operator) -> s.IssuedKeyOut:
+    """Create an API key; the token is in this response only and never shown again."""
+    issued = api_keys.create_api_key(
+        ctx,
+        body.principal,
+        user_id=body.user_id,
+        expires_at=body.expires_at,
+        actor_id=acting_actor(who),
+    )
+    return s.IssuedKeyOut(key=s.KeyOut.of(issued.key), token=issued.token)
+
+
+@router.get("", response_model=list[s.KeyOut])
+def list_keys(ctx: Ctx, who: Operator) -> list[s.KeyOut]:
+    """Every API key, oldest first (ids, principals, pseudonymous subjects; never secrets)."""
+    return [s.KeyOut.of(k) for k in api_keys.list_api_keys(ctx)]
+
+
+@router.delete("/{key_id}", response_model=s.KeyOut)
+def revoke_key(key_id: s.KeyId, ctx: Ctx, who: Operator) -> s.KeyOut:
+    """Revoke an API key; revoking it again changes nothing."""
+    return s.KeyOut.of(api_keys.revoke_api_key(ctx, key_id, actor_id=acting_actor(who)))

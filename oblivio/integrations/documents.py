@@ -1,0 +1,269 @@
+"""Keyed JSON documents kept as oblivio memories: the mapping a key-value store needs.
+
+A document lives at a namespace (a tuple of strings) and a key.  One namespace
+segment names the person (the data subject, so that ``forget`` erases all of
+their documents); every other segment, the key and the value are personal data
+too and travel only inside the subject's encrypted memory events, as metadata:
+
+- ``doc.locator`` — a keyed hash of (namespace, key), HMAC-SHA256 keyed with the
+  subject's pseudonymous reference: the document's identity across revisions;
+- ``doc.namespace`` / ``doc.key`` / ``doc.value`` — JSON, needed to read it back;
+- ``doc.indexed`` and ``doc.expires_at`` (the TTL's end, if any).
+
+Writing a document again appends a new memory event (a revision) whose node
+supersedes the previous revision's; reading takes the latest revision of each
+locator among the subject's readable events.  Nothing here imports a framework.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from eventstore.errors import InvalidInputError
+from oblivio.client import MemoryClient
+from oblivio.memory.records import MemoryEvent
+from projections.model import Scope
+
+LOCATOR = "doc.locator"
+NAMESPACE = "doc.namespace"
+KEY = "doc.key"
+VALUE = "doc.value"
+INDEXED = "doc.indexed"
+EXPIRES_AT = "doc.expires_at"
+
+#: ``get_events`` pages at most this many events per call.
+EVENT_PAGE = 1000
+
+
+@dataclass(frozen=True)
+class DocumentMapping:
+    """Which namespace segment is the person, and which oblivio scope documents get.
+
+    ``scope_segment`` (when set) names a segment whose value is the scope
+    (``personal``, ``session``, ``project``, ``organisation``); otherwise every
+    document gets ``scope``.
+    """
+
+    user_segment: int = 0
+    scope: Scope = Scope.PERSONAL
+    scope_segment: int | None = None
+
+    def __post_init__(self) -> None:
+        for what, index in (
+            ("user_segment", self.user_segment),
+            ("scope_segment", self.scope_segment),
+        ):
+            if index is not None and (not isinstance(index, int) or isinstance(index, bool)):
+                raise InvalidInputError(f"{what} must be a non-negative integer")
+            if index is not None and index < 0:
+                raise InvalidInputError(f"{what} must be a non-negative integer")
+        if self.scope_segment is not None and self.scope_segment == self.user_segment:
+            raise InvalidInputError("the user segment cannot also be the scope segment")
+
+    @property
+    def depth(self) -> int:
+        """The shortest namespace this mapping can place."""
+        return 1 + max(self.user_segment, self.scope_segment or 0)
+
+    def subject(self, namespace: Sequence[str]) -> str:
+        """The person a namespace belongs to."""
+        if len(namespace) < self.depth:
+            raise InvalidInputError(
+                f"namespace {tuple(namespace)!r} has no segment {self.depth - 1} "
+                "(the store maps segment "
+                f"{self.user_segment} to the user)"
+            )
+        return namespace[self.user_segment]
+
+    def scope_of(self, namespace: Sequence[str]) -> Scope:
+        if self.scope_segment is None:
+            return self.scope
+        value = namespace[self.scope_segment]
+        try:
+            return Scope(value)
+        except ValueError as e:
+            allowed = ", ".join(s.value for s in Scope)
+            raise InvalidInputError(f"segment {value!r} is not a scope ({allowed})") from e
+
+    def fixed_subject(self, prefix: Sequence[str]) -> str | None:
+        """The person a namespace prefix (or pattern) pins, if it pins one."""
+        if len(prefix) <= self.user_segment or prefix[self.user_segment] == "*":
+            return None
+        return prefix[self.user_segment]
+
+
+@dataclass(frozen=True)
+class Document:
+    """The latest revision of one document, as its owner may read it."""
+
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    indexed: bool
+    expires_at: datetime | None
+    #: Every readable revision's event, oldest first; the last is the current one.
+    event_ids: tuple[uuid.UUID, ...]
+
+    @property
+    def event_id(self) -> uuid.UUID:
+        return self.event_ids[-1]
+
+    def expired(self, now: datetime) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
+
+
+def locator(subject_ref: str, namespace: Sequence[str], key: str) -> str:
+    """The keyed hash that identifies (namespace, key) inside one subject's events."""
+    message = json.dumps([list(namespace), key], ensure_ascii=False, separators=(",", ":"))
+    return hmac.new(bytes.fromhex(subject_ref), message.encode(), hashlib.sha256).hexdigest()
+
+
+def check_value(value: object) -> dict[str, Any]:
+    """A document value: a JSON object with string keys (finite numbers only)."""
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise InvalidInputError("a document value must be a JSON object with string keys")
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise InvalidInputError(f"a document value must be JSON-serialisable: {e}") from e
+    decoded: dict[str, Any] = json.loads(text)
+    return decoded
+
+
+def document_meta(
+    ref: str,
+    namespace: Sequence[str],
+    key: str,
+    value: Mapping[str, Any],
+    *,
+    indexed: bool,
+    expires_at: datetime | None,
+) -> dict[str, Any]:
+    """The metadata of one revision (encrypted with the subject's key, like all metadata)."""
+    return {
+        LOCATOR: locator(ref, namespace, key),
+        NAMESPACE: json.dumps(list(namespace), ensure_ascii=False),
+        KEY: key,
+        VALUE: json.dumps(value, ensure_ascii=False, sort_keys=True),
+        INDEXED: indexed,
+        EXPIRES_AT: None if expires_at is None else expires_at.isoformat(),
+    }
+
+
+def is_document(meta: Mapping[str, Any]) -> bool:
+    return isinstance(meta.get(LOCATOR), str)
+
+
+def read_documents(client: MemoryClient, user: str) -> dict[str, Document]:
+    """Every document of ``user`` by locator: one pass over the subject's readable events."""
+    revisions: dict[str, list[MemoryEvent]] = {}
+    for event in subject_events(client, user):
+        if is_document(event.meta):
+            revisions.setdefault(event.meta[LOCATOR], []).append(event)
+    return {loc: _document(events) for loc, events in revisions.items()}
+
+
+def subject_events(client: MemoryClient, user: str) -> Iterator[MemoryEvent]:
+    after = 0
+    while True:
+        page = client.get_events(user_id=user, after_version=after, limit=EVENT_PAGE)
+        yield from page
+        if len(page) < EVENT_PAGE:
+            return
+        after = page[-1].version
+
+
+def _document(revisions: list[MemoryEvent]) -> Document:
+    latest = revisions[-1]
+    meta = latest.meta
+    expires = meta.get(EXPIRES_AT)
+    return Document(
+        namespace=tuple(json.loads(meta[NAMESPACE])),
+        key=meta[KEY],
+        value=json.loads(meta[VALUE]),
+        created_at=revisions[0].recorded_at,
+        updated_at=latest.recorded_at,
+        indexed=bool(meta.get(INDEXED, True)),
+        expires_at=None if expires is None else datetime.fromisoformat(expires),
+        event_ids=tuple(e.id for e in revisions),
+    )
+
+
+def node_address(meta: Mapping[str, Any]) -> tuple[tuple[str, ...], str]:
+    """Namespace and key of the document a retrieved node derives from (a node's
+    metadata is its event's)."""
+    return tuple(json.loads(meta[NAMESPACE])), str(meta[KEY])
+
+
+# -- matching ---------------------------------------------------------------------------
+
+
+def namespace_matches(namespace: Sequence[str], pattern: Sequence[str], *, suffix: bool) -> bool:
+    """Prefix (or suffix) match where ``*`` stands for any one segment."""
+    if len(namespace) < len(pattern):
+        return False
+    if suffix:
+        namespace, pattern = namespace[::-1], pattern[::-1]
+    return all(p == "*" or n == p for n, p in zip(namespace, pattern, strict=False))
+
+
+def filter_matches(value: Mapping[str, Any], wanted: Mapping[str, Any] | None) -> bool:
+    """LangGraph's filter semantics: exact (nested) values or ``$eq/$ne/$gt/$gte/$lt/$lte``."""
+    if not wanted:
+        return True
+    return all(_compare(value.get(k), v) for k, v in wanted.items())
+
+
+def _compare(actual: Any, wanted: Any) -> bool:
+    if isinstance(wanted, Mapping):
+        if any(str(k).startswith("$") for k in wanted):
+            return all(_operator(actual, op, operand) for op, operand in wanted.items())
+        return isinstance(actual, Mapping) and all(
+            _compare(actual.get(k), v) for k, v in wanted.items()
+        )
+    if isinstance(wanted, list | tuple):
+        return (
+            isinstance(actual, list | tuple)
+            and len(actual) == len(wanted)
+            and all(_compare(a, w) for a, w in zip(actual, wanted, strict=True))
+        )
+    return bool(actual == wanted)
+
+
+_ORDERINGS = {
+    "$gt": lambda a, b: a > b,
+    "$gte": lambda a, b: a >= b,
+    "$lt": lambda a, b: a < b,
+    "$lte": lambda a, b: a <= b,
+}
+
+
+def _operator(actual: Any, op: str, operand: Any) -> bool:
+    if op == "$eq":
+        return bool(actual == operand)
+    if op == "$ne":
+        return bool(actual != operand)
+    if op not in _ORDERINGS:
+        raise InvalidInputError(f"unsupported filter operator {op!r}")
+    numbers = _number(actual), _number(operand)
+    if numbers[0] is None or numbers[1] is None:
+        return False
+    return bool(_ORDERINGS[op](*numbers))
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        return float(value)  # infinities compare as in Python; NaN matches nothing
+    except (ValueError, OverflowError):
+        return None

@@ -1,0 +1,383 @@
+"""``OblivioStore``: LangGraph's long-term memory store (``BaseStore``) on oblivio.
+
+Install with ``pip install 'oblivio[langgraph]'``.  The mapping of namespaces,
+keys and values onto memories is in :mod:`oblivio.integrations.documents`;
+docs/integrations.md describes it for users.  In short:
+
+- the configured ``user_segment`` of a namespace is the data subject; the rest
+  of the namespace, the key and the value are encrypted with that person's key;
+- ``put`` appends a memory event; over an existing key its node supersedes the
+  previous revision's, and both stay in the log until erased;
+- ``delete`` erases every revision of the item with ``delete_event``, each
+  certified; a ``ttl`` is a retention period: :meth:`OblivioStore.sweep_expired`
+  (or the sweeper thread) erases expired items the same way, and reads never
+  return them;
+- ``search`` with a query ranks with oblivio's retrieval (corrections,
+  attractors and triggers apply); without one it lists, newest first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+    get_text_at_path,
+    tokenize_path,
+)
+
+from eventstore.errors import InvalidInputError
+from oblivio.client import MemoryClient
+from oblivio.integrations import documents as docs
+from oblivio.integrations.documents import Document, DocumentMapping
+from projections.model import NodeType, Scope, SourceType
+
+if TYPE_CHECKING:
+    from workers.erasure import ErasureStatus
+
+#: ``retrieve`` ranks at most this many nodes per person and query.
+RETRIEVE_LIMIT = 1000
+#: Legal ground of TTL erasures: storage limitation (GDPR Art. 5(1)(e)), as for
+#: oblivio's own retention sweeps.
+TTL_LEGAL_GROUND = "art5-1-e"
+TTL_REASON = "ttl_expired"
+#: Legal ground of deletions: the person's right to erasure (Art. 17(1)(b)), as
+#: for ``delete_event``'s default.
+DELETE_LEGAL_GROUND = "art17-1-b"
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class _Snapshot:
+    """Documents read during one batch, per person; a write drops that person's."""
+
+    client: MemoryClient
+    by_user: dict[str, dict[str, Document]] = field(default_factory=dict)
+
+    def documents(self, user: str) -> dict[str, Document]:
+        if user not in self.by_user:
+            self.by_user[user] = docs.read_documents(self.client, user)
+        return self.by_user[user]
+
+    def changed(self, user: str) -> None:
+        self.by_user.pop(user, None)
+
+    def clear(self) -> None:
+        self.by_user.clear()
+
+
+class OblivioStore(BaseStore):
+    """A LangGraph ``BaseStore`` whose items are encrypted, erasable oblivio memories.
+
+    ``client`` is an open :class:`oblivio.MemoryClient` (embedded or PostgreSQL;
+    the caller closes it).  ``user_segment`` is the namespace segment naming
+    the person; ``scope`` or ``scope_segment`` choose the oblivio scope (see
+    :class:`~oblivio.integrations.documents.DocumentMapping`).  ``index`` takes
+    LangGraph's index configuration; only ``fields`` is used (the text of
+    those JSON paths becomes the memory's content; oblivio's configured
+    embedder embeds it, so ``dims`` and ``embed`` are ignored).  ``ttl`` is
+    LangGraph's ``TTLConfig``: ``default_ttl`` applies to puts without a TTL,
+    ``sweep_interval_minutes`` is the sweeper's period.  With ``wait=True``
+    deletions, sweeps and :meth:`forget` wait for their certificates.
+    """
+
+    supports_ttl = True
+
+    def __init__(
+        self,
+        client: MemoryClient,
+        *,
+        user_segment: int = 0,
+        scope: Scope | str = Scope.PERSONAL,
+        scope_segment: int | None = None,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        node_type: NodeType | str = NodeType.NOTE,
+        source_type: SourceType | str = SourceType.AGENT_INFERRED,
+        wait: bool = True,
+        clock: Callable[[], datetime] = _utc_now,
+    ) -> None:
+        self.client = client
+        self.mapping = DocumentMapping(user_segment, Scope(scope), scope_segment)
+        fields = (index or {}).get("fields") or ["$"]
+        self.fields = [(path, path if path == "$" else tokenize_path(path)) for path in fields]
+        self.ttl_config = ttl
+        self.node_type = NodeType(node_type)
+        self.source_type = SourceType(source_type)
+        self.wait = wait
+        self.clock = clock
+        # Writes of one store run one at a time: a put reads the current revision
+        # and then supersedes it, which two concurrent puts of a key (asyncio.gather
+        # of aput) must not interleave.  Writers in other processes are not covered:
+        # racing puts there leave two revisions of which reads show the newer.
+        self._writes = threading.Lock()
+        self._sweeper: threading.Thread | None = None
+        self._stop_sweeping = threading.Event()
+
+    # -- BaseStore ------------------------------------------------------------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run the operations in order; a read sees the writes before it."""
+        snapshot = _Snapshot(self.client)
+        return [self._run(snapshot, op) for op in ops]
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    def _run(self, snapshot: _Snapshot, op: Op) -> Result:
+        if isinstance(op, GetOp):
+            return self._get(snapshot, op)
+        if isinstance(op, SearchOp):
+            return self._search(snapshot, op)
+        if isinstance(op, ListNamespacesOp):
+            return self._list_namespaces(snapshot, op)
+        if isinstance(op, PutOp):
+            with self._writes:
+                snapshot.clear()  # another thread may have written since it was read
+                if op.value is None:
+                    self._erase(snapshot, op.namespace, op.key)
+                else:
+                    self._put(snapshot, op)
+            return None
+        raise InvalidInputError(f"unknown store operation {type(op).__name__}")
+
+    # -- helpers for callers --------------------------------------------------------
+
+    def erase(self, namespace: tuple[str, ...], key: str) -> list[ErasureStatus]:
+        """Delete an item and return the erasure of each of its revisions (with
+        certificates when ``wait`` is set); ``[]`` when there is no such item."""
+        return self._erase(_Snapshot(self.client), namespace, str(key))
+
+    def forget(self, user_id: str) -> ErasureStatus:
+        """Erase everything of one person (GDPR Art. 17): every namespace under their
+        user segment, and any other memory they have in oblivio; the certified status."""
+        return self.client.forget(user_id, wait=self.wait)
+
+    def sweep_expired(self) -> list[ErasureStatus]:
+        """Erase every item whose TTL has passed (reason ``ttl_expired``, certified)."""
+        snapshot, now, erased = _Snapshot(self.client), self.clock(), []
+        for user in self.client.subjects():
+            for doc in list(snapshot.documents(user).values()):
+                if doc.expired(now):
+                    erased += self._erase_revisions(user, doc, TTL_REASON, TTL_LEGAL_GROUND)
+            snapshot.changed(user)
+        return erased
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> None:
+        """Sweep expired items in a daemon thread every ``sweep_interval_minutes``
+        (default: the ``TTLConfig``'s, else 5)."""
+        if self._sweeper is not None:
+            return
+        minutes = sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes")
+        interval = 60.0 * (minutes or 5)
+        self._stop_sweeping.clear()
+
+        def loop() -> None:
+            while not self._stop_sweeping.wait(interval):
+                self.sweep_expired()
+
+        self._sweeper = threading.Thread(target=loop, name="oblivio-ttl-sweeper", daemon=True)
+        self._sweeper.start()
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> None:
+        self._stop_sweeping.set()
+        if self._sweeper is not None:
+            self._sweeper.join(timeout)
+            self._sweeper = None
+
+    # -- get / put / delete ---------------------------------------------------------
+
+    def _find(self, snapshot: _Snapshot, namespace: Sequence[str], key: str) -> Document | None:
+        try:
+            user = self.mapping.subject(namespace)
+            ref = self.client.subject_ref(user)
+        except ValueError:  # a namespace this store cannot place holds nothing
+            return None
+        doc = snapshot.documents(user).get(docs.locator(ref, namespace, key))
+        return None if doc is None or doc.expired(self.clock()) else doc
+
+    def _get(self, snapshot: _Snapshot, op: GetOp) -> Item | None:
+        doc = self._find(snapshot, op.namespace, op.key)
+        return None if doc is None else _item(doc)
+
+    def _put(self, snapshot: _Snapshot, op: PutOp) -> None:
+        namespace, key = tuple(op.namespace), str(op.key)
+        user = self._subject_for_write(namespace)
+        value = docs.check_value(op.value)
+        content, indexed = self._content(value, op.index)
+        previous = self._find(snapshot, namespace, key)
+        now = self.clock()
+        meta = docs.document_meta(
+            self.client.subject_ref(user),
+            namespace,
+            key,
+            value,
+            indexed=indexed,
+            expires_at=None if op.ttl is None else now + timedelta(minutes=op.ttl),
+        )
+        event_id = self.client.store(
+            content,
+            user_id=user,
+            scope=self.mapping.scope_of(namespace),
+            node_type=self.node_type,
+            source_type=self.source_type,
+            meta=meta,
+        )
+        snapshot.changed(user)
+        if previous is not None:
+            self._supersede(user, previous, event_id)
+
+    def _subject_for_write(self, namespace: tuple[str, ...]) -> str:
+        try:
+            user = self.mapping.subject(namespace)
+            self.mapping.scope_of(namespace)
+            self.client.subject_ref(user)
+        except ValueError as e:
+            raise InvalidNamespaceError(str(e)) from e
+        return user
+
+    def _supersede(self, user: str, previous: Document, event_id: Any) -> None:
+        """The new revision's node retires the previous revision's current nodes."""
+        [new, *_] = self.client.get_event_nodes(event_id, user_id=user)
+        old = self.client.get_event_nodes(previous.event_id, user_id=user)
+        corrections = [(n.id, new.id, event_id) for n in old if n.superseded_by is None]
+        if corrections:
+            self.client.supersede_many(corrections, user_id=user)
+
+    def _content(self, value: dict[str, Any], index: Any) -> tuple[str, bool]:
+        """The memory's text: the indexed fields' text, or the whole value as JSON
+        (then marked unindexed, so that query searches rank it last, unscored)."""
+        if index is False:
+            texts: list[str] = []
+        else:
+            paths = self.fields if index is None else [(p, tokenize_path(p)) for p in index]
+            texts = [t for _, path in paths for t in get_text_at_path(value, path) if t.strip()]
+        if texts:
+            return "\n".join(texts), True
+        return json.dumps(value, ensure_ascii=False, sort_keys=True), False
+
+    def _erase(
+        self, snapshot: _Snapshot, namespace: Sequence[str], key: str
+    ) -> list[ErasureStatus]:
+        doc = self._find(snapshot, namespace, key)
+        if doc is None:
+            return []
+        user = self.mapping.subject(namespace)
+        snapshot.changed(user)
+        return self._erase_revisions(user, doc, "user_request", DELETE_LEGAL_GROUND)
+
+    def _erase_revisions(
+        self, user: str, doc: Document, reason: str, legal_ground: str
+    ) -> list[ErasureStatus]:
+        return [
+            self.client.delete_event(
+                event_id, user_id=user, reason=reason, legal_ground=legal_ground, wait=self.wait
+            )
+            for event_id in reversed(doc.event_ids)
+        ]
+
+    # -- search ---------------------------------------------------------------------
+
+    def _users(self, prefix: Sequence[str]) -> list[str]:
+        fixed = self.mapping.fixed_subject(prefix)
+        return [fixed] if fixed is not None else self.client.subjects()
+
+    def _matching(self, snapshot: _Snapshot, user: str, op: SearchOp) -> dict[str, Document]:
+        now = self.clock()
+        return {
+            loc: d
+            for loc, d in snapshot.documents(user).items()
+            if not d.expired(now)
+            and docs.namespace_matches(d.namespace, op.namespace_prefix, suffix=False)
+            and docs.filter_matches(d.value, op.filter)
+        }
+
+    def _search(self, snapshot: _Snapshot, op: SearchOp) -> list[SearchItem]:
+        scored: list[tuple[float, Document]] = []
+        unscored: list[Document] = []
+        for user in self._users(op.namespace_prefix):
+            matching = self._matching(snapshot, user, op)
+            ranked = self._ranked(user, op.query, matching) if op.query else []
+            scored += ranked
+            seen = {id(d) for _, d in ranked}
+            unscored += [d for d in matching.values() if id(d) not in seen]
+        scored.sort(key=lambda pair: pair[0], reverse=True)
+        unscored.sort(key=lambda d: d.updated_at, reverse=True)
+        page = [*scored, *((None, d) for d in unscored)][op.offset : op.offset + op.limit]
+        return [_search_item(doc, score) for score, doc in page]
+
+    def _ranked(
+        self, user: str, query: str, matching: dict[str, Document]
+    ) -> list[tuple[float, Document]]:
+        """Matching, indexed documents in oblivio's retrieval order, with its scores."""
+        if not any(d.indexed for d in matching.values()):
+            return []
+        retrieval = self.client.retrieve(query, user_id=user, limit=RETRIEVE_LIMIT)
+        ranked: dict[str, tuple[float, Document]] = {}
+        for result in retrieval.results:
+            loc = result.node.meta.get(docs.LOCATOR)
+            if not isinstance(loc, str):
+                continue  # a memory stored by other means
+            doc = matching.get(loc)
+            if doc is not None and doc.indexed and doc.event_id == result.node.event_id:
+                ranked.setdefault(loc, (result.score, doc))  # best node of the document
+        return list(ranked.values())
+
+    # -- namespaces -----------------------------------------------------------------
+
+    def _list_namespaces(self, snapshot: _Snapshot, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        conditions = op.match_conditions or ()
+        prefixes = [c.path for c in conditions if c.match_type == "prefix"]
+        users = self._users(prefixes[0]) if prefixes else self.client.subjects()
+        now = self.clock()
+        found = {
+            d.namespace
+            for user in users
+            for d in snapshot.documents(user).values()
+            if not d.expired(now)
+            and all(
+                docs.namespace_matches(d.namespace, c.path, suffix=c.match_type == "suffix")
+                for c in conditions
+            )
+        }
+        if op.max_depth is not None:
+            found = {ns[: op.max_depth] for ns in found}
+        return sorted(found)[op.offset : op.offset + op.limit]
+
+
+def _fields(doc: Document) -> dict[str, Any]:
+    return {
+        "namespace": doc.namespace,
+        "key": doc.key,
+        "value": doc.value,
+        "created_at": doc.created_at,
+        "updated_at": doc.updated_at,
+    }
+
+
+def _item(doc: Document) -> Item:
+    return Item(**_fields(doc))
+
+
+def _search_item(doc: Document, score: float | None) -> SearchItem:
+    return SearchItem(**_fields(doc), score=score)

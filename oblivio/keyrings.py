@@ -1,0 +1,166 @@
+"""Where a store's keyring file lives, and which keyrings have outlived their store.
+
+The keyring (KEKs and the subject HMAC key) is kept outside the data
+directory, one file per store in the keyring directory, named by the store id
+recorded in the store's database (``eventstore.identity``).  A copy of the
+data directory therefore decrypts nothing on its own, which is what the
+residual-copies statement of every forget certificate relies on: once a KEK
+version is retired, no copy of the data can be unwrapped any more.
+
+Older versions kept ``keyring.json`` inside the data directory; opening such a
+store moves it here and says so once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sqlite3
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+
+from eventstore.backend import Backend
+from eventstore.errors import KeyUnavailableError
+from eventstore.identity import holds_streams, store_id
+from eventstore.keys import KeyringFile, move_keyring
+from oblivio.settings import Settings
+
+log = logging.getLogger(__name__)
+
+#: Where oblivio 0.1 kept the keyring: inside the data directory.
+LEGACY_KEYRING = "keyring.json"
+KEYRING_SUFFIX = ".json"
+
+
+def open_keyring(settings: Settings, backend: Backend) -> KeyringFile:
+    """The store's keyring: an explicit ``keyring_path``, else ``<keyring dir>/<store id>.json``.
+
+    A keyring left in the data directory by an older version is moved there
+    first.  A store that already holds streams but whose keyring is missing is
+    refused rather than given fresh keys that could not decrypt it.
+    """
+    if settings.keyring_path is not None:
+        return KeyringFile(settings.keyring_path)
+    identity = store_id(backend)
+    target = keyring_file(settings.keyring_directory, identity)
+    description = {"id": str(identity), "database": database_location(backend)}
+    legacy = settings.data_dir / LEGACY_KEYRING
+    if legacy.exists() and move_keyring(legacy, target, description):
+        log.warning(
+            "moved the keyring of store %s out of the data directory, from %s to %s: "
+            "a copy of the data directory no longer holds its keys. Back up this file "
+            "apart from the data (docs/operations.md, 'Backup and restore').",
+            identity,
+            legacy,
+            target,
+        )
+    elif not target.exists() and holds_streams(backend):
+        raise KeyUnavailableError(
+            f"the keyring of store {identity} is missing: no {target.name} in "
+            f"{target.parent}. Restore it from the keyring backup, or point "
+            "OBLIVIO_KEYRING_DIR at the directory that holds it; without it the "
+            "store's data cannot be decrypted"
+        )
+    return KeyringFile(target, store=description)
+
+
+def keyring_file(directory: Path, identity: uuid.UUID) -> Path:
+    return directory / f"{identity}{KEYRING_SUFFIX}"
+
+
+def database_location(backend: Backend) -> str:
+    """Where the store's database is, for the keyring to remember (never a password)."""
+    url = backend.engine.url
+    if url.get_backend_name() == "sqlite" and url.database:
+        return url.set(database=str(Path(url.database).resolve())).render_as_string()
+    return url.render_as_string(hide_password=True)
+
+
+# -- which keyrings still have a store ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class KeyringEntry:
+    """One keyring file and what became of its store."""
+
+    path: Path
+    store_id: str
+    database: str | None
+    state: str  # "in use" | "orphaned" | "unknown"
+    detail: str
+
+
+def list_keyrings(directory: Path) -> list[KeyringEntry]:
+    """Every keyring file in ``directory``, each with the state of its store."""
+    if not directory.is_dir():
+        return []
+    return [_entry(path) for path in sorted(directory.glob(f"*{KEYRING_SUFFIX}"))]
+
+
+def _entry(path: Path) -> KeyringEntry:
+    try:
+        recorded = json.loads(path.read_text()).get("store", {})
+    except (OSError, ValueError) as e:
+        return KeyringEntry(path, path.stem, None, "unknown", f"unreadable: {e}")
+    database = recorded.get("database")
+    identity = str(recorded.get("id", path.stem))
+    if not database:
+        return KeyringEntry(path, identity, None, "unknown", "the keyring names no database")
+    state, detail = _store_state(database, identity)
+    return KeyringEntry(path, identity, database, state, detail)
+
+
+def _store_state(database: str, identity: str) -> tuple[str, str]:
+    url = make_url(database)
+    if url.get_backend_name() != "sqlite":
+        return _server_store_state(database, identity)
+    path = Path(url.database or "")
+    if not path.is_file():
+        return "orphaned", f"no database at {path}"
+    try:
+        found = _sqlite_store_id(path)
+    except sqlite3.Error as e:
+        return "orphaned", f"{path} is not an oblivio database ({e})"
+    return _compare(found, identity, str(path))
+
+
+def _sqlite_store_id(path: Path) -> str | None:
+    # Read-only: listing keyrings must not touch a store, not even its WAL.
+    with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as conn:
+        row = conn.execute(
+            "SELECT value FROM store_identity WHERE name = 'store_id'"
+        ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _server_store_state(database: str, identity: str) -> tuple[str, str]:
+    """A PostgreSQL store: asked with the credentials of the environment (PGPASSWORD, …)."""
+    import sqlalchemy as sa
+
+    from eventstore.postgres import normalise_postgres_url
+
+    engine = sa.create_engine(normalise_postgres_url(database), connect_args={"connect_timeout": 5})
+    try:
+        with engine.connect() as conn:
+            found = conn.execute(
+                sa.text("SELECT value FROM store_identity WHERE name = 'store_id'")
+            ).scalar()
+    except sa.exc.OperationalError as e:
+        if "does not exist" in str(e):
+            return "orphaned", "the database does not exist any more"
+        return "unknown", "the database server cannot be reached from here"
+    except sa.exc.ProgrammingError:
+        return "orphaned", "the database holds no oblivio store"
+    finally:
+        engine.dispose()
+    return _compare(None if found is None else str(found), identity, "the database")
+
+
+def _compare(found: str | None, identity: str, where: str) -> tuple[str, str]:
+    if found == identity:
+        return "in use", f"store {identity} is at {where}"
+    return "orphaned", f"{where} now holds {'another store' if found else 'no store id'}"

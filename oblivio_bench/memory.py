@@ -1,0 +1,510 @@
+"""``oblivio bench memory``: ``store()`` beside a bare append, vector catch-up, retrieval latency.
+
+1. **store() throughput.**  Each round stores fresh memories through the
+   facade (``MemoryClient.store``: one transaction with the inline node
+   graph), then appends the same events with ``EventStore.append`` to other
+   subjects; the ratio pairs the two halves of each round.
+2. **Vector catch-up.**  Each round leaves memories of many subjects pending
+   for the vector projection (loaded through the batched command path, not
+   timed), then times ``ProjectionRunner.run_pending`` applying them.
+3. **Retrieval latency.**  One subject grows to 1,000, 10,000 and 100,000
+   nodes (the default embedder, ``DEFAULT_EMBEDDER``); at each size ``retrieve`` is
+   timed query by query, with the default consistent read: first warm, then
+   interleaved (store one memory, retrieve once), as an agent that stores each
+   message and retrieves for its answer does.
+
+Sections 1 and 2 use the default embedder on one scratch store; section 3
+uses a store of its own, so no vector of one dimension meets a query of
+another.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from oblivio.client import MemoryClient
+from oblivio.memory.queries import wait_for_vectors
+from oblivio_bench.eventstore import BACKENDS, DEFAULT_SERVER_URL
+from oblivio_bench.figures import Figure, FigureReport, Section, at_least, at_most, percentile
+from oblivio_bench.loading import (
+    check_applied,
+    check_equivalent,
+    load_subject,
+    memory_texts,
+    open_client,
+    query_text,
+    scratch_settings,
+    stored_event,
+    wait_until_visible,
+)
+from oblivio_bench.report import load_average, machine_info, paired_ratio
+from oblivio_bench.scratch import postgres_version
+from oblivio_bench.systems import BenchError
+from oblivio_bench.workloads import Measurement, timed
+from projections.embedders import DEFAULT_EMBEDDER, HashingEmbedder, resolve_embedder
+
+Progress = Callable[[str], None]
+
+# Sizes at --scale 1.
+STORE_EVENTS, STORE_SUBJECTS = 1_000, 50
+CATCH_UP_EVENTS, CATCH_UP_SUBJECTS = 5_000, 50
+#: (name, nodes, queries): the subject's size and how many queries are timed there.
+RETRIEVAL_TIERS = (("1k", 1_000, 200), ("10k", 10_000, 100), ("100k", 100_000, 20))
+RETRIEVAL_LIMIT = 10
+RETRIEVAL_SUBJECT = "retrieval-subject"
+LEAST_QUERIES = 5
+SEED = 1729
+
+#: The three measurements, in the order they run; ``--section`` picks some of them.
+SECTIONS = ("store", "catch-up", "retrieval")
+
+TARGET_STORE_RATIO = 0.5
+TARGET_CATCH_UP_EVENTS_PER_S = 5_000.0  # on PostgreSQL
+TARGET_P99_MS = {"10k": 20.0, "100k": 150.0}
+
+
+@dataclass(frozen=True)
+class MemoryBenchConfig:
+    """What to run: backend, rounds of the store and catch-up figures, size."""
+
+    backend: str = "sqlite"
+    rounds: int = 5
+    scale: float = 1.0
+    #: PostgreSQL server on which scratch databases are created and dropped.
+    server_url: str = DEFAULT_SERVER_URL
+    sections: tuple[str, ...] = SECTIONS
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise BenchError(f"backend must be one of {', '.join(BACKENDS)}")
+        if not self.sections or not set(self.sections) <= set(SECTIONS):
+            raise BenchError(f"sections must be some of {', '.join(SECTIONS)}")
+        if self.rounds < 1 or self.scale <= 0:
+            raise BenchError("rounds must be at least 1 and scale above 0")
+
+
+@dataclass(frozen=True)
+class RetrievalTier:
+    #: Size at --scale 1, which names the tier's figures ("10k").
+    name: str
+    nodes: int
+    queries: int
+    nominal_nodes: int
+
+
+@dataclass(frozen=True)
+class MemorySizes:
+    store_events: int
+    store_subjects: int
+    catch_up_events: int
+    catch_up_subjects: int
+    tiers: tuple[RetrievalTier, ...]
+
+    @classmethod
+    def scaled(cls, scale: float) -> MemorySizes:
+        """Counts times ``scale``; query counts shrink with it but never grow."""
+
+        def n(count: int, least: int = 1) -> int:
+            return max(least, round(count * scale))
+
+        tiers = tuple(
+            RetrievalTier(name, n(nodes), max(LEAST_QUERIES, round(q * min(scale, 1))), nodes)
+            for name, nodes, q in RETRIEVAL_TIERS
+        )
+        return cls(
+            n(STORE_EVENTS),
+            n(STORE_SUBJECTS),
+            n(CATCH_UP_EVENTS),
+            n(CATCH_UP_SUBJECTS),
+            tiers,
+        )
+
+
+@dataclass(frozen=True)
+class TierResult:
+    """One retrieval tier: how its nodes were loaded and every query's latency."""
+
+    tier: RetrievalTier
+    added: int
+    load_seconds: float
+    catch_up_seconds: float
+    #: The untimed warm-up query: it loads the subject into the retrieval index.
+    first_query_ms: float
+    latencies_ms: Sequence[float]
+    #: The interleaved workload: each ``retrieve`` right after a ``store`` of one memory.
+    after_store_ms: Sequence[float] = ()
+
+    @property
+    def p50_ms(self) -> float:
+        return percentile(self.latencies_ms, 50)
+
+    @property
+    def p99_ms(self) -> float:
+        return percentile(self.latencies_ms, 99)
+
+    @property
+    def after_store_p50_ms(self) -> float:
+        return percentile(self.after_store_ms, 50)
+
+    @property
+    def after_store_p99_ms(self) -> float:
+        return percentile(self.after_store_ms, 99)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "nodes": self.tier.nodes,
+            "queries": len(self.latencies_ms),
+            "nodes_added": self.added,
+            "load_seconds": self.load_seconds,
+            "catch_up_seconds": self.catch_up_seconds,
+            "first_query_ms": self.first_query_ms,
+            "p50_ms": self.p50_ms,
+            "p99_ms": self.p99_ms,
+            "mean_ms": statistics.fmean(self.latencies_ms),
+            "latencies_ms": list(self.latencies_ms),
+            "after_store_p50_ms": self.after_store_p50_ms,
+            "after_store_p99_ms": self.after_store_p99_ms,
+            "after_store_ms": list(self.after_store_ms),
+        }
+
+
+# -- the run ------------------------------------------------------------------------------
+
+
+def run_memory_bench(
+    config: MemoryBenchConfig, progress: Progress = lambda _: None
+) -> FigureReport:
+    """Run the chosen measurements on scratch stores and return the figures."""
+    sizes = MemorySizes.scaled(config.scale)
+    wanted = set(config.sections)
+    stores: list[Measurement] = []
+    appends: list[Measurement] = []
+    catch_ups: list[Measurement] = []
+    tiers: list[TierResult] = []
+    with scratch_settings(config.backend, config.server_url, ["store", "retrieval"]) as settings:
+        server = postgres_version(config.server_url) if config.backend == "postgres" else None
+        machine = machine_info(server)
+        if wanted & {"store", "catch-up"}:
+            with open_client(settings["store"]) as client:
+                if "store" in wanted:
+                    stores, appends = measure_store(client, sizes, config.rounds, progress)
+                if "catch-up" in wanted:
+                    catch_ups = measure_catch_up(client, sizes, config.rounds, progress)
+        if "retrieval" in wanted:
+            embedder = resolve_embedder(DEFAULT_EMBEDDER)
+            with open_client(settings["retrieval"], embedder) as client:
+                tiers = measure_retrieval(client, sizes, progress)
+        machine["load_average_end"] = load_average()
+    sections = {
+        "store": lambda: store_section(stores, appends),
+        "catch-up": lambda: catch_up_section(catch_ups, config.backend),
+        "retrieval": lambda: retrieval_section(tiers),
+    }
+    return FigureReport(
+        benchmark="oblivio bench memory",
+        backend=config.backend,
+        rounds=config.rounds,
+        scale=config.scale,
+        machine=machine,
+        parameters=_parameters(sizes),
+        sections=[sections[name]() for name in SECTIONS if name in wanted],
+        details={
+            "store": [_round_json(m) for m in stores],
+            "append": [_round_json(m) for m in appends],
+            "catch_up": [_round_json(m) for m in catch_ups],
+            "retrieval": {t.tier.name: t.to_json() for t in tiers},
+        },
+    )
+
+
+def _parameters(sizes: MemorySizes) -> dict[str, Any]:
+    return {
+        "store_events_per_round": sizes.store_events,
+        "store_subjects": sizes.store_subjects,
+        "catch_up_events_per_round": sizes.catch_up_events,
+        "catch_up_subjects": sizes.catch_up_subjects,
+        "retrieval_embedder": DEFAULT_EMBEDDER,
+        "retrieval_limit": RETRIEVAL_LIMIT,
+        "retrieval_tiers": {t.name: {"nodes": t.nodes, "queries": t.queries} for t in sizes.tiers},
+    }
+
+
+def _round_json(m: Measurement) -> dict[str, float]:
+    return {"events": m.events, "seconds": m.seconds, "events_per_s": m.events_per_s}
+
+
+# -- 1. store() against a bare append -----------------------------------------------------
+
+
+def measure_store(
+    client: MemoryClient, sizes: MemorySizes, rounds: int, progress: Progress
+) -> tuple[list[Measurement], list[Measurement]]:
+    """Rounds of ``store()`` then bare appends of the same events, to other subjects."""
+    rng = random.Random(SEED)
+    stores: list[Measurement] = []
+    appends: list[Measurement] = []
+    for round_no in range(1, rounds + 1):
+        texts = memory_texts(rng, sizes.store_events)
+        store_plan = _plan(f"store-{round_no}", sizes.store_subjects, texts)
+        stored, first_id = time_stores(client, store_plan)
+        if round_no == 1:
+            _check_store_event(client, first_id, store_plan[0][0])
+        appended = time_appends(client, _plan(f"append-{round_no}", sizes.store_subjects, texts))
+        stores.append(stored)
+        appends.append(appended)
+        progress(
+            f"store     round {round_no}/{rounds}  store() {stored.events_per_s:8,.0f} events/s"
+            f"  append {appended.events_per_s:8,.0f} events/s"
+        )
+    return stores, appends
+
+
+def _plan(prefix: str, subjects: int, texts: Sequence[str]) -> list[tuple[str, str]]:
+    """(user, text) pairs, round-robin over ``subjects`` users."""
+    return [(f"{prefix}-{i % subjects}", text) for i, text in enumerate(texts)]
+
+
+def time_stores(
+    client: MemoryClient, plan: Sequence[tuple[str, str]]
+) -> tuple[Measurement, uuid.UUID]:
+    """``store()`` each planned memory in its own call; the first event's id."""
+    seconds, ids = timed(lambda: [client.store(text, user_id=user) for user, text in plan])
+    return Measurement(len(plan), len(plan), seconds, seconds), ids[0]
+
+
+def time_appends(client: MemoryClient, plan: Sequence[tuple[str, str]]) -> Measurement:
+    """``EventStore.append`` of the event ``store()`` would record, one per transaction.
+
+    The events are built before the clock starts, so this times the log alone.
+    """
+    log, namespace = client.context.store, client.context.namespace
+    events = [(user, stored_event(user, text)) for user, text in plan]
+    seconds, _ = timed(lambda: [log.append(namespace, user, [event]) for user, event in events])
+    return Measurement(len(plan), len(plan), seconds, seconds)
+
+
+def _check_store_event(client: MemoryClient, event_id: uuid.UUID, user: str) -> None:
+    [recorded] = client.context.store.get_events([event_id])
+    check_equivalent(recorded, user)
+
+
+def store_section(stores: Sequence[Measurement], appends: Sequence[Measurement]) -> Section:
+    ratio = paired_ratio(stores, appends)
+    return Section(
+        "store() against a bare log append",
+        [
+            Figure("store_events_per_s", "store() events/s", _median(stores), "events/s"),
+            Figure(
+                "append_events_per_s", "EventStore.append events/s", _median(appends), "events/s"
+            ),
+            Figure(
+                "store_append_ratio",
+                "store() / append ratio",
+                ratio,
+                "×",
+                at_least(TARGET_STORE_RATIO),
+            ),
+        ],
+        [
+            "one event per call and transaction; ratio: median over rounds of the two "
+            "halves of each round",
+        ],
+    )
+
+
+def _median(measurements: Sequence[Measurement]) -> float:
+    return statistics.median(m.events_per_s for m in measurements)
+
+
+# -- 2. vector projection catch-up --------------------------------------------------------
+
+
+def measure_catch_up(
+    client: MemoryClient, sizes: MemorySizes, rounds: int, progress: Progress
+) -> list[Measurement]:
+    """Rounds of: leave memories pending (not timed), time the runner applying them."""
+    runner = client.context.runner
+    _apply_store_rounds(client, sizes, rounds)
+    rng = random.Random(SEED + 1)
+    results = []
+    for round_no in range(1, rounds + 1):
+        _leave_pending(client, sizes, f"catch-up-{round_no}", rng)
+        wait_until_visible(client.context, sizes.catch_up_events)
+        seconds, applied = timed(runner.run_pending)
+        check_applied(applied, sizes.catch_up_events)
+        results.append(Measurement(applied, applied, seconds, seconds))
+        progress(
+            f"catch-up  round {round_no}/{rounds}  {applied:,} events "
+            f"{applied / seconds:8,.0f} events/s"
+        )
+    return results
+
+
+def _apply_store_rounds(client: MemoryClient, sizes: MemorySizes, rounds: int) -> None:
+    """Apply, untimed, what the store rounds left pending.
+
+    Their transactions ran one after another, so once the last append can be
+    delivered (on PostgreSQL, a transaction open elsewhere holds the log's
+    horizon back) every earlier one can too; otherwise a late one would be
+    counted in the first timed round.
+    """
+    last_subject = _plan(f"append-{rounds}", sizes.store_subjects, [""] * sizes.store_events)
+    wait_for_vectors(client.context, last_subject[-1][0])
+    client.context.runner.run_pending()
+
+
+def _leave_pending(
+    client: MemoryClient, sizes: MemorySizes, prefix: str, rng: random.Random
+) -> None:
+    per_subject, extra = divmod(sizes.catch_up_events, sizes.catch_up_subjects)
+    for i in range(sizes.catch_up_subjects):
+        count = per_subject + (1 if i < extra else 0)
+        if count:
+            load_subject(client.context, f"{prefix}-{i}", count, rng)
+
+
+def catch_up_section(catch_ups: Sequence[Measurement], backend: str) -> Section:
+    return Section(
+        "vector projection catch-up",
+        [
+            Figure(
+                "catch_up_events_per_s",
+                "ProjectionRunner.run_pending events/s",
+                _median(catch_ups),
+                "events/s",
+                at_least(TARGET_CATCH_UP_EVENTS_PER_S),
+                applies=backend == "postgres",
+            )
+        ],
+        [f"default embedder ({HashingEmbedder().name}); the target is for PostgreSQL"],
+    )
+
+
+# -- 3. retrieval latency -----------------------------------------------------------------
+
+
+def measure_retrieval(
+    client: MemoryClient, sizes: MemorySizes, progress: Progress
+) -> list[TierResult]:
+    """Grow one subject tier by tier and time ``retrieve`` at each size."""
+    rng = random.Random(SEED + 2)
+    results: list[TierResult] = []
+    loaded = 0
+    for tier in sizes.tiers:
+        result = _grow_and_query(client, tier, tier.nodes - loaded, rng, progress)
+        results.append(result)
+        loaded = tier.nodes
+    return results
+
+
+def _grow_and_query(
+    client: MemoryClient, tier: RetrievalTier, added: int, rng: random.Random, progress: Progress
+) -> TierResult:
+    progress(f"retrieval {tier.name}: storing {added:,} more memories (batched)")
+    load_seconds, _ = timed(lambda: load_subject(client.context, RETRIEVAL_SUBJECT, added, rng))
+    wait_until_visible(client.context, added)
+    catch_up_seconds, applied = timed(client.context.runner.run_pending)
+    check_applied(applied, added)
+    progress(
+        f"retrieval {tier.name}: loaded in {load_seconds:,.1f} s, vectors in "
+        f"{catch_up_seconds:,.1f} s; timing {tier.queries} queries"
+    )
+    first_ms, latencies = time_queries(client, tier, rng)
+    after_store = time_interleaved(client, tier, rng)
+    result = TierResult(
+        tier, added, load_seconds, catch_up_seconds, first_ms, latencies, after_store
+    )
+    progress(
+        f"retrieval {tier.name}: {tier.nodes:,} nodes  p50 {result.p50_ms:,.1f} ms"
+        f"  p99 {result.p99_ms:,.1f} ms; right after a store p50 "
+        f"{result.after_store_p50_ms:,.1f} ms  p99 {result.after_store_p99_ms:,.1f} ms"
+    )
+    return result
+
+
+def time_interleaved(client: MemoryClient, tier: RetrievalTier, rng: random.Random) -> list[float]:
+    """Store one memory, then time one ``retrieve``, ``tier.queries`` times: an agent
+    that stores each message and retrieves for its answer.  The store is not
+    timed; the retrieve includes waiting for that memory's vector."""
+    latencies = []
+    for text in memory_texts(rng, tier.queries):
+        client.store(text, user_id=RETRIEVAL_SUBJECT)
+        latencies.append(_retrieve(client, query_text(rng), tier) * 1000)
+    return latencies
+
+
+def time_queries(
+    client: MemoryClient, tier: RetrievalTier, rng: random.Random
+) -> tuple[float, list[float]]:
+    """Milliseconds of the warm-up query (which fills the retrieval index after the
+    subject grew), then of each timed ``retrieve``."""
+    queries = [query_text(rng) for _ in range(tier.queries + 1)]
+    first = _retrieve(client, queries[0], tier) * 1000
+    return first, [_retrieve(client, query, tier) * 1000 for query in queries[1:]]
+
+
+def _retrieve(client: MemoryClient, query: str, tier: RetrievalTier) -> float:
+    """Seconds one ``retrieve`` took; fails unless it found a full page."""
+    seconds, found = timed(
+        lambda: client.retrieve(query, user_id=RETRIEVAL_SUBJECT, limit=RETRIEVAL_LIMIT)
+    )
+    if len(found.results) != min(RETRIEVAL_LIMIT, tier.nodes):
+        raise BenchError(f"retrieve returned {len(found.results)} nodes at {tier.nodes:,} nodes")
+    return seconds
+
+
+def retrieval_section(tiers: Sequence[TierResult]) -> Section:
+    figures = []
+    for t in tiers:
+        name, nodes = t.tier.name, f"{t.tier.nodes:,} nodes"
+        target = TARGET_P99_MS.get(name)
+        figures += [
+            Figure(f"retrieve_{name}_p50_ms", f"retrieve p50, {nodes}", t.p50_ms, "ms"),
+            Figure(
+                f"retrieve_{name}_p99_ms",
+                f"retrieve p99, {nodes} ({len(t.latencies_ms)} queries)",
+                t.p99_ms,
+                "ms",
+                None if target is None else at_most(target),
+                applies=t.tier.nodes >= t.tier.nominal_nodes,
+            ),
+            Figure(
+                f"retrieve_{name}_after_store_p99_ms",
+                f"retrieve p99 right after a store, {nodes} ({len(t.after_store_ms)} rounds)",
+                t.after_store_p99_ms,
+                "ms",
+                None if target is None else at_most(target),
+                applies=t.tier.nodes >= t.tier.nominal_nodes,
+            ),
+            Figure(
+                f"retrieve_{name}_first_ms",
+                "  first query after growth (loads the index)",
+                t.first_query_ms,
+                "ms",
+            ),
+            Figure(
+                f"retrieval_{name}_load_s",
+                f"  loading {t.added:,} nodes (log + graph, batched)",
+                t.load_seconds,
+                "s",
+            ),
+            Figure(
+                f"retrieval_{name}_catch_up_events_per_s",
+                "  their vectors (one subject's catch-up)",
+                t.added / t.catch_up_seconds,
+                "events/s",
+            ),
+        ]
+    return Section(
+        f"retrieve(limit={RETRIEVAL_LIMIT}) on one subject",
+        figures,
+        [
+            f"embedder {DEFAULT_EMBEDDER}; consistent reads (the default); "
+            "p99 is nearest-rank, so below 100 queries it is the slowest query",
+        ],
+    )

@@ -1,0 +1,219 @@
+"""The default claim extractor: deterministic English rules, nothing downloaded.
+
+It reads first-person statements a sentence at a time: use / have / own /
+like / live in / work as, moved to, switched to, "my X is Y", their
+negations ("I don't use X anymore", "I no longer live in X") and explicit
+replacements ("I switched from X to Y").  Anything else yields no claim.
+English only: other languages simply produce empty plans.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from projections.claims.plan import ClaimDraft, IngestionPlan, Message
+
+_SUBJECT = r"(?P<subject>i|we)"
+_VERB = r"(?P<verb>use|have|own|like|love|live in|work as)"
+_GERUND = r"(?P<verb>using|having|owning|liking|living in|working as)"
+_OBJECT = r"(?P<object>.+?)"
+_NOW = r"(?:now\s+|currently\s+|still\s+)?"
+_DONT = r"(?:do not|don't|dont)"
+_LONGER = r"(?:anymore|any more|any longer)"
+
+_VERB_PREDICATES = {
+    "use": "uses",
+    "using": "uses",
+    "have": "has",
+    "having": "has",
+    "own": "owns",
+    "owning": "owns",
+    "like": "likes",
+    "love": "likes",
+    "liking": "likes",
+    "live in": "lives_in",
+    "living in": "lives_in",
+    "work as": "works_as",
+    "working as": "works_as",
+}
+
+
+@dataclass(frozen=True)
+class _Rule:
+    name: str
+    pattern: re.Pattern[str]
+    polarity: str
+    temporal_intent: str
+    predicate: str | None = None  # else from the matched verb
+
+
+def _rule(
+    name: str, pattern: str, polarity: str, intent: str, predicate: str | None = None
+) -> _Rule:
+    return _Rule(name, re.compile(pattern + r"$", re.IGNORECASE), polarity, intent, predicate)
+
+
+# Tried in order; the first that matches a sentence makes its claim.
+RULES = (
+    _rule("no_longer", rf"{_SUBJECT} no longer {_VERB} {_OBJECT}", "negative", "update"),
+    _rule("stopped", rf"{_SUBJECT} (?:stopped|quit) {_GERUND} {_OBJECT}", "negative", "update"),
+    _rule("not_anymore", rf"{_SUBJECT} {_DONT} {_VERB} {_OBJECT} {_LONGER}", "negative", "update"),
+    _rule("not", rf"{_SUBJECT} {_DONT} {_VERB} {_OBJECT}", "negative", "state"),
+    _rule(
+        "switched",
+        rf"{_SUBJECT} (?:have |'ve )?(?:switched|changed) (?:from (?P<old>.+?) )?to {_OBJECT}",
+        "positive",
+        "update",
+        "switched_to",
+    ),
+    _rule(
+        "moved",
+        rf"{_SUBJECT} (?:have |'ve )?moved (?:from (?P<old>.+?) )?to {_OBJECT}",
+        "positive",
+        "update",
+        "moved_to",
+    ),
+    _rule(
+        "using", rf"{_SUBJECT} (?:am|'m|are|'re) {_NOW}using {_OBJECT}", "positive", "state", "uses"
+    ),
+    _rule("now", rf"{_SUBJECT} now {_VERB} {_OBJECT}", "positive", "update"),
+    _rule("plain", rf"{_SUBJECT} {_NOW}{_VERB} {_OBJECT}", "positive", "state"),
+    _rule(
+        "mine_no_longer",
+        r"(?P<subject>my|our) (?P<attribute>.+?) is no longer " + _OBJECT,
+        "negative",
+        "update",
+        "is",
+    ),
+    _rule(
+        "mine_not",
+        r"(?P<subject>my|our) (?P<attribute>.+?) (?:is not|isn't) " + _OBJECT,
+        "negative",
+        "state",
+        "is",
+    ),
+    _rule(
+        "mine_now",
+        r"(?P<subject>my|our) (?P<attribute>.+?) is now " + _OBJECT,
+        "positive",
+        "update",
+        "is",
+    ),
+    _rule(
+        "mine", r"(?P<subject>my|our) (?P<attribute>.+?) is " + _OBJECT, "positive", "state", "is"
+    ),
+)
+
+_SENTENCE = re.compile(r"[^.!?;\n]+")
+# "I like tea, and I have a dog": clauses joined before a new first-person subject.
+_CLAUSE_BREAK = re.compile(r"(?:,\s*|\s+)(?:and|but|so)\s+(?=(?:i|we|my|our)\b)", re.IGNORECASE)
+_CONDITION = re.compile(
+    r"^(?P<condition>(?:only )?(?:if|when|whenever|unless)\b[^,]*),\s*(?P<rest>.+)$"
+    r"|^(?P<rest2>.+?)\s+(?P<condition2>(?:only )?(?:if|when|whenever|unless)\b.+)$",
+    re.IGNORECASE,
+)
+_HEDGES = re.compile(r"\b(?:maybe|perhaps|probably|might|may|possibly|i think)\b", re.IGNORECASE)
+_TRAILING = re.compile(
+    r"(?:\s+(?:now|these days|nowadays|too|as well|anymore|any more|any longer))+\s*$",
+    re.IGNORECASE,
+)
+_LEADING = re.compile(r"^(?:(?:a|an|the|my|our|some)\s+)+", re.IGNORECASE)
+
+
+class RuleClaimExtractor:
+    """English first-person statements by fixed rules (see the module docstring)."""
+
+    name = "oblivio.rules.en"
+    version = 1
+
+    def plan(self, message: Message) -> IngestionPlan:
+        claims = [c for span in _sentences(message.text) if (c := _claim(message.text, *span))]
+        return IngestionPlan(
+            extractor=self.name,
+            extractor_version=self.version,
+            rules=tuple(r.name for r in RULES),
+            claims=tuple(claims),
+        )
+
+
+def _sentences(text: str) -> Iterator[tuple[int, int]]:
+    for sentence in _SENTENCE.finditer(text):
+        cut = sentence.start()
+        for joint in _CLAUSE_BREAK.finditer(text, sentence.start(), sentence.end()):
+            yield from _trimmed(text, cut, joint.start())
+            cut = joint.end()
+        yield from _trimmed(text, cut, sentence.end())
+
+
+def _trimmed(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """The span without surrounding white space, unless nothing is left."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    if start < end:
+        yield start, end
+
+
+def _claim(text: str, start: int, end: int) -> ClaimDraft | None:
+    # Typographic apostrophes become plain ones: same length, so offsets hold.
+    sentence = text[start:end].replace("’", "'")
+    body, conditions = _split_condition(sentence)
+    for rule in RULES:
+        match = rule.pattern.match(body)
+        if match is None:
+            continue
+        span = _object_span(match)
+        if span is None:
+            continue
+        groups = match.groupdict()
+        predicate = rule.predicate or _VERB_PREDICATES[groups["verb"].lower()]
+        old = groups.get("old")
+        return ClaimDraft(
+            subject="first_person"
+            if groups["subject"].lower() in ("i", "my")
+            else "first_person_plural",
+            predicate=predicate,  # type: ignore[arg-type]
+            attribute=_clean(groups["attribute"]) if groups.get("attribute") else None,
+            object=body[span[0] : span[1]],
+            polarity=rule.polarity,  # type: ignore[arg-type]
+            modality="hypothetical" if _HEDGES.search(sentence) else "asserted",
+            temporal_intent=rule.temporal_intent,  # type: ignore[arg-type]
+            replaces_object=_clean(old) if old else None,
+            conditions=conditions,
+            memory_type="preference" if predicate == "likes" else "fact",
+            evidence_start=start,
+            evidence_end=end,
+            rule=rule.name,
+        )
+    return None
+
+
+def _split_condition(sentence: str) -> tuple[str, tuple[str, ...]]:
+    """The main clause and any condition clause ("if …", "when …", "unless …")."""
+    match = _CONDITION.match(sentence)
+    if match is None:
+        return sentence, ()
+    groups: dict[str, Any] = match.groupdict()
+    if groups["condition"] is not None:
+        return groups["rest"], (groups["condition"].strip(),)
+    return groups["rest2"], (groups["condition2"].strip(),)
+
+
+def _object_span(match: re.Match[str]) -> tuple[int, int] | None:
+    """The object's span in the matched clause, without articles or trailing adverbs."""
+    start, end = match.span("object")
+    raw = match.string[start:end]
+    trimmed = _TRAILING.sub("", raw).rstrip(" ,'\"")
+    lead = _LEADING.match(trimmed)
+    offset = lead.end() if lead else 0
+    if offset >= len(trimmed):
+        return None
+    return start + offset, start + len(trimmed)
+
+
+def _clean(text: str) -> str:
+    return _LEADING.sub("", _TRAILING.sub("", text.strip())).strip()

@@ -1,0 +1,59 @@
+"""SQL of structured claims (see ``memory_claims`` in projections.storage.tables)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from projections.storage.tables import claims
+
+ClaimRow = sa.Row[Any]
+
+
+class ClaimStore:
+    """Reads and writes the claim rows on one connection."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def add(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        if rows:
+            self.conn.execute(claims.insert(), list(rows))
+
+    def open_candidates(self, stream_id: int, match_keys: Collection[bytes]) -> list[ClaimRow]:
+        """Claims of the stream under any of ``match_keys`` whose interval is still open."""
+        query = (
+            sa.select(claims)
+            .where(
+                claims.c.stream_id == stream_id,
+                claims.c.match_key.in_(list(match_keys)),
+                claims.c.valid_to.is_(None),
+            )
+            .order_by(claims.c.valid_from, claims.c.node_id)
+        )
+        return list(self.conn.execute(query))
+
+    def close_interval(self, stream_id: int, node_id: uuid.UUID, valid_to: datetime) -> None:
+        self.conn.execute(
+            claims.update()
+            .where(claims.c.stream_id == stream_id, claims.c.node_id == node_id)
+            .values(valid_to=valid_to)
+        )
+
+    def claim(self, stream_id: int, node_id: uuid.UUID) -> ClaimRow | None:
+        query = sa.select(claims).where(
+            claims.c.stream_id == stream_id, claims.c.node_id == node_id
+        )
+        return self.conn.execute(query).first()
+
+    def stream_claims(self, stream_id: int) -> list[ClaimRow]:
+        query = sa.select(claims).where(claims.c.stream_id == stream_id).order_by(claims.c.node_id)
+        return list(self.conn.execute(query))
+
+    def purge_stream(self, stream_id: int) -> None:
+        self.conn.execute(claims.delete().where(claims.c.stream_id == stream_id))

@@ -1,0 +1,112 @@
+"""Fixtures of the console tests: a store with keys of every principal, a
+TestClient that signs in like a browser does, and headless Chromium.
+
+The browser is Debian's ``chromium`` driven through Playwright's Python API
+with ``executable_path`` (Playwright never downloads a browser here).  Without
+the browser or the library the browser tests skip, unless
+``OBLIVIO_REQUIRE_BROWSER=1`` (set by ``.ci/run``) turns the skip into a
+failure, as ``OBLIVIO_REQUIRE_POSTGRES`` does for PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.http.conftest import World, open_world, serve_in_thread, settings_for
+
+CHROMIUM_ENV = "OBLIVIO_CHROMIUM"
+REQUIRE_BROWSER_ENV = "OBLIVIO_REQUIRE_BROWSER"
+DEFAULT_CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
+SCREENSHOTS_ENV = "OBLIVIO_CONSOLE_SCREENSHOTS"
+NONCE = re.compile(r'name="nonce" value="([^"]+)"')
+CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+
+
+def sign_in(client: TestClient, token: str) -> Any:
+    """Post the sign-in form as a browser would: fetch it, echo its nonce."""
+    form = client.get("/console/signin")
+    match = NONCE.search(form.text)
+    assert match, form.text
+    return client.post(
+        "/console/signin",
+        data={"api_key": token, "nonce": match.group(1)},
+        follow_redirects=False,
+    )
+
+
+def csrf_of(client: TestClient, path: str = "/console/requests") -> str:
+    match = CSRF.search(client.get(path).text)
+    assert match
+    return match.group(1)
+
+
+@pytest.fixture
+def world(any_database_url: str, tmp_path: Path) -> Iterator[World]:
+    with open_world(settings_for(any_database_url, tmp_path / "data")) as w:
+        yield w
+
+
+@pytest.fixture
+def embedded_world(sqlite_url: str, tmp_path: Path) -> Iterator[World]:
+    """SQLite only: for tests whose subject is the console's HTTP layer, not storage."""
+    with open_world(settings_for(sqlite_url, tmp_path / "data")) as w:
+        yield w
+
+
+def console_client(world: World, base_url: str = "http://testserver") -> TestClient:
+    """Another browser: a client of the same app with a cookie jar of its own."""
+    return TestClient(world.client.app, base_url=base_url, raise_server_exceptions=False)
+
+
+# -- the browser ------------------------------------------------------------------------
+
+
+def _no_browser(reason: str) -> None:
+    if os.environ.get(REQUIRE_BROWSER_ENV) == "1":
+        pytest.fail(f"{reason} and {REQUIRE_BROWSER_ENV}=1", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Any]:
+    """One headless Chromium for the session's browser tests."""
+    executable = os.environ.get(CHROMIUM_ENV, DEFAULT_CHROMIUM)
+    if not Path(executable).exists():
+        _no_browser(
+            f"no Chromium at {executable} (apt-get install chromium, or set {CHROMIUM_ENV})"
+        )
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _no_browser("the playwright package is not installed (the test extra has it)")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def live_console(sqlite_url: str, tmp_path: Path) -> Iterator[tuple[str, World]]:
+    """The app (API, console and workers) served on a loopback port."""
+    with (
+        open_world(settings_for(sqlite_url, tmp_path / "data")) as w,
+        serve_in_thread(w.ctx, w.settings) as base_url,
+    ):
+        yield base_url, w

@@ -1,0 +1,205 @@
+"""What each principal sees on the console's pages, on both backends: the
+same operations and rules as the API, nothing about other owners' ids."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import timedelta
+
+import pytest
+from fastapi.testclient import TestClient
+
+from eventstore import schema
+from eventstore.errors import InvalidInputError
+from oblivio.memory import compliance, oversight
+from tests.console.conftest import console_client, sign_in
+from tests.http.conftest import ALICE, BOB, World
+
+
+def _signed_in(world: World, principal: str) -> TestClient:
+    client = console_client(world)
+    assert sign_in(client, world.tokens[principal]).status_code == 303
+    return client
+
+
+PAGES = ("/console/requests", "/console/audit", "/console/health", "/console/my", "/console/verify")
+ALLOWED = {
+    "operator": {"/console/requests", "/console/audit", "/console/health", "/console/verify"},
+    "auditor": {"/console/requests", "/console/audit", "/console/health", "/console/verify"},
+    "user": {"/console/requests", "/console/my", "/console/verify"},
+}
+
+
+@pytest.mark.parametrize("principal", sorted(ALLOWED))
+def test_each_principal_reaches_its_pages_only(embedded_world: World, principal: str) -> None:
+    embedded_world.seed(ALICE)
+    client = _signed_in(embedded_world, principal)
+    for path in PAGES:
+        status = client.get(path, follow_redirects=False).status_code
+        assert status == (200 if path in ALLOWED[principal] else 403), (principal, path)
+
+
+def test_signed_out_pages_lead_to_sign_in(embedded_world: World) -> None:
+    client = console_client(embedded_world)
+    for path in (*PAGES, f"/console/requests/{uuid.uuid4()}"):
+        response = client.get(path, follow_redirects=False)
+        assert response.status_code == 303
+        assert response.headers["location"] == "/console/signin"
+
+
+def test_an_auditor_sees_no_memory_content(embedded_world: World) -> None:
+    embedded_world.seed(ALICE, "Alice keeps her diary in the blue drawer")
+    embedded_world.certificate(ALICE)
+    auditor = _signed_in(embedded_world, "auditor")
+    for path in ("/console/requests", "/console/audit", "/console/health", "/console/audit/export"):
+        assert "blue drawer" not in auditor.get(path).text
+    assert auditor.get("/console/my/export").status_code == 403
+
+
+def test_a_user_sees_only_their_own_requests(world: World) -> None:
+    mine = world.erasure_request(ALICE)
+    theirs = world.erasure_request(BOB)
+    listing = _signed_in(world, "user").get("/console/requests").text
+    assert str(mine) in listing
+    assert str(theirs) not in listing
+    everyone = _signed_in(world, "operator").get("/console/requests").text
+    assert str(mine) in everyone
+    assert str(theirs) in everyone
+
+
+def test_no_page_reveals_whether_another_owners_id_exists(world: World) -> None:
+    request_id = world.erasure_request(BOB)
+    certificate_id = world.certificate(BOB)
+    user = _signed_in(world, "user")
+    for kind, existing in (("requests", request_id), ("certificates", certificate_id)):
+        foreign = user.get(f"/console/{kind}/{existing}")
+        missing = user.get(f"/console/{kind}/{uuid.uuid4()}")
+        assert foreign.status_code == missing.status_code == 404
+        assert foreign.text == missing.text
+    foreign_progress = user.get(f"/console/requests/{request_id}/progress")
+    assert foreign_progress.status_code == 404
+    operator = _signed_in(world, "operator")
+    assert operator.get(f"/console/certificates/{certificate_id}").status_code == 200
+
+
+def test_requests_filter_and_highlight_overdue_ones(world: World) -> None:
+    world.certificate(ALICE)
+    open_request = world.erasure_request(ALICE)  # its jobs wait: no worker runs here
+    with world.ctx.store.transaction() as tx:
+        tx.connection.execute(
+            schema.erasure_requests.update()
+            .where(schema.erasure_requests.c.request_id == open_request)
+            .values(deadline_at=world.ctx.clock() - timedelta(hours=1))
+        )
+    operator = _signed_in(world, "operator")
+    overdue = operator.get("/console/requests", params={"overdue": "true"}).text
+    assert _listed(overdue) == [("rebuilding", True)]
+    assert str(open_request) in overdue
+    completed = operator.get("/console/requests", params={"status": "completed"}).text
+    assert _listed(completed) == [("completed", False)]
+    assert operator.get("/console/requests", params={"status": "bogus"}).status_code == 422
+    assert operator.get("/console/requests", params={"page": "0"}).status_code == 422
+
+
+def _listed(html: str) -> list[tuple[str, bool]]:
+    rows = re.findall(r'<tr class="(overdue|)" data-status="(\w+)">', html)
+    return [(status, css == "overdue") for css, status in rows]
+
+
+def test_requests_page_through_newest_first(world: World) -> None:
+    made = [world.erasure_request(ALICE) for _ in range(3)]
+    first = oversight.list_erasure_requests(world.ctx, page=1, per_page=2)
+    second = oversight.list_erasure_requests(world.ctx, page=2, per_page=2)
+    assert first.total == second.total == 3
+    assert first.pages == 2
+    listed = [r.request_id for r in first.requests + second.requests]
+    assert sorted(listed) == sorted(made)
+    received = [r.received_at for r in first.requests + second.requests]
+    assert received == sorted(received, reverse=True)
+    assert oversight.list_erasure_requests(world.ctx, user_id=BOB).total == 0
+    with pytest.raises(InvalidInputError):
+        oversight.list_erasure_requests(world.ctx, per_page=oversight.MAX_PAGE_SIZE + 1)
+
+
+def test_a_request_page_follows_its_rebuild_jobs(world: World) -> None:
+    request_id = world.erasure_request(ALICE)
+    user = _signed_in(world, "user")
+    page = user.get(f"/console/requests/{request_id}").text
+    assert 'id="no-certificate"' in page
+    assert 'data-done="false"' in page
+    progress = user.get(f"/console/requests/{request_id}/progress").json()
+    assert progress["done"] is False
+    assert {job["status"] for job in progress["jobs"]} == {"queued"}
+
+    while world.ctx.rebuilder.run_once():
+        pass
+    progress = user.get(f"/console/requests/{request_id}/progress").json()
+    assert progress == {**progress, "done": True, "status": "completed"}
+    assert {job["status"] for job in progress["jobs"]} == {"done"}
+    status = compliance.erasure_status(world.ctx, request_id)
+    page = user.get(f"/console/requests/{request_id}").text
+    assert f'href="/console/certificates/{status.certificate_id}"' in page
+
+
+def test_health_shows_lag_jobs_and_the_time_to_certificate_chart(world: World) -> None:
+    world.certificate(ALICE)
+    world.seed(BOB)  # not yet applied by the vector state: no worker runs here
+    html = _signed_in(world, "operator").get("/console/health").text
+    lag = re.findall(
+        r"<tr class=\"(behind|)\"><td>vector_state</td><td>(\d+)</td><td>(\d+)</td>", html
+    )
+    assert len(lag) == world.settings.partitions
+    assert sum(int(pending) for _, _, pending in lag) >= 1
+    assert html.count('class="bar"') == 1  # one day with certified requests
+    assert "1 request(s) certified" in html
+    figures = oversight.time_to_certificate(world.ctx, days=3)
+    assert [f.certified for f in figures] == [0, 0, 1]
+    assert 'data-status="done"' in html  # the certified request's jobs
+
+
+def test_the_audit_page_shows_the_chain_state_and_offers_the_signed_export(world: World) -> None:
+    world.certificate(ALICE)
+    auditor = _signed_in(world, "auditor")
+    html = auditor.get("/console/audit", params={"verify_log": "true"}).text
+    assert 'id="chain-state" data-state="valid"' in html
+    assert 'id="log-state" data-state="valid"' in html
+    assert "erasure.delete_event" in html
+    assert "erasure.certified" in html
+    export = auditor.get("/console/audit/export")
+    assert export.headers["content-disposition"].startswith("attachment")
+    manifest = compliance.verify_audit_export(export.text, compliance.jwks(world.ctx))
+    assert manifest["count"] == len(export.text.splitlines()) - 1
+
+
+def test_my_export_is_the_signed_subject_export(embedded_world: World) -> None:
+    embedded_world.seed(ALICE, "Alice collects stamps")
+    user = _signed_in(embedded_world, "user")
+    page = user.get("/console/my").text
+    assert "Alice collects stamps" in page
+    export = user.get("/console/my/export")
+    assert export.headers["content-disposition"].startswith("attachment")
+    exported = export.json()
+    manifest = compliance.verify_subject_export(exported, compliance.jwks(embedded_world.ctx))
+    assert manifest["counts"]["events"] == 1
+
+
+def test_forgetting_needs_the_typed_confirmation(embedded_world: World) -> None:
+    embedded_world.seed(ALICE)
+    user = _signed_in(embedded_world, "user")
+    form = user.get("/console/my/forget").text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', form)
+    assert csrf
+    response = user.post("/console/my/forget", data={"csrf": csrf.group(1), "confirm": "yes"})
+    assert response.status_code == 422
+    assert oversight.list_erasure_requests(embedded_world.ctx).total == 0
+
+
+def test_pages_forbid_framing_and_foreign_sources(embedded_world: World) -> None:
+    response = console_client(embedded_world).get("/console/signin")
+    policy = response.headers["content-security-policy"]
+    assert "default-src 'none'" in policy
+    assert "frame-ancestors 'none'" in policy
+    assert "script-src 'self'" in policy
+    assert "unsafe-inline" not in policy
+    assert response.headers["cache-control"] == "no-store"

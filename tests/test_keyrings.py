@@ -1,0 +1,252 @@
+"""Keyrings outside the data directory: one per store, named by the store id in its database."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import shutil
+import stat
+import uuid
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from eventstore import KeyringFile, KeyUnavailableError
+from eventstore.identity import read_store_id
+from eventstore.postgres import normalise_postgres_url
+from oblivio import MemoryClient
+from oblivio.cli import main
+from oblivio.settings import Settings, default_keyring_dir
+from tests.conftest import database_url
+
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture
+def own_keyring_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A keyring directory of this test's own, for tests that list every keyring in it."""
+    keyrings = tmp_path / "keyrings"
+    monkeypatch.setenv("OBLIVIO_KEYRING_DIR", str(keyrings))
+    return keyrings
+
+
+def settings_for(backend: str, data_dir: Path, request: pytest.FixtureRequest) -> Settings:
+    url = None if backend == "sqlite" else request.getfixturevalue("postgres_url")
+    return Settings.from_env(data_dir=data_dir, database_url=url)
+
+
+def store_id_of(client: MemoryClient) -> uuid.UUID:
+    with client.context.store.backend.engine.connect() as conn:
+        found = read_store_id(conn)
+    assert found is not None
+    return found
+
+
+def files_bytes(directory: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file())
+
+
+def test_the_default_directory_follows_xdg_config_home_then_the_home_directory() -> None:
+    assert default_keyring_dir({"XDG_CONFIG_HOME": "/etc/xdg-here"}) == Path(
+        "/etc/xdg-here/oblivio/keyrings"
+    )
+    home_default = Path.home() / ".config" / "oblivio" / "keyrings"
+    assert default_keyring_dir({}) == home_default
+    assert default_keyring_dir({"XDG_CONFIG_HOME": "relative/dir"}) == home_default  # per spec
+    assert Settings.from_env({"OBLIVIO_KEYRING_DIR": "/srv/keys"}).keyring_directory == Path(
+        "/srv/keys"
+    )
+
+
+def test_the_suite_keeps_keyrings_out_of_the_home_directory(
+    keyring_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert Settings.from_env().keyring_directory == keyring_dir
+    monkeypatch.delenv("OBLIVIO_KEYRING_DIR")
+    assert Settings().keyring_directory == keyring_dir  # through XDG_CONFIG_HOME
+    assert not keyring_dir.is_relative_to(Path.home() / ".config")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_store_keeps_its_keyring_outside_the_data_directory(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest, keyring_dir: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    with MemoryClient(settings=settings_for(backend, data_dir, request)) as client:
+        client.store("My locker code is 4711.", user_id="ana")
+        identity = store_id_of(client)
+        keyring = client.context.store.codec.keys
+    assert isinstance(keyring, KeyringFile)
+    assert keyring.path == keyring_dir / f"{identity}.json"
+    assert stat.S_IMODE(keyring.path.stat().st_mode) == 0o600
+    assert keyring.store["id"] == str(identity)
+    assert not list(data_dir.glob("keyring*"))
+    with MemoryClient(settings=settings_for(backend, data_dir, request)) as again:
+        assert store_id_of(again) == identity
+        assert [e.content for e in again.get_events(user_id="ana")] == ["My locker code is 4711."]
+
+
+@pytest.mark.postgres
+def test_databases_cloned_from_one_template_get_ids_of_their_own(
+    tmp_path: Path, postgres_server_url: str, postgres_template: str, postgres_url: str
+) -> None:
+    template = sa.create_engine(
+        normalise_postgres_url(database_url(postgres_server_url, postgres_template))
+    )
+    with template.connect() as conn:
+        assert read_store_id(conn) is None  # ids are written on open, not by migrations
+    template.dispose()
+    with MemoryClient(settings=Settings(data_dir=tmp_path, database_url=postgres_url)) as client:
+        assert store_id_of(client).version == 4
+
+
+def test_a_copied_data_directory_holds_no_key_and_decrypts_nothing(
+    tmp_path: Path, keyring_dir: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    with MemoryClient(data_dir) as client:
+        client.store("My locker code is 4711.", user_id="ana")
+        keyring = client.context.store.codec.keys
+    assert isinstance(keyring, KeyringFile)
+    copy = tmp_path / "stolen-copy"
+    shutil.copytree(data_dir, copy)
+
+    # What the certificate's residual-copies statement relies on: the copy holds
+    # data keys only wrapped under a KEK that is not in it.
+    copied = files_bytes(copy)
+    kek = keyring.kek(keyring.active_kek_version)
+    for secret in (kek, keyring.subject_hmac_key()):
+        assert secret not in copied
+        assert base64.b64encode(secret) not in copied
+
+    elsewhere = tmp_path / "another-machine-keyrings"
+    with pytest.raises(KeyUnavailableError, match=r"keyring of store .* is missing"):
+        MemoryClient(settings=Settings(data_dir=copy, keyring_dir=elsewhere))
+    assert not elsewhere.exists() or not list(elsewhere.iterdir())  # no fresh keys made up
+
+
+def test_restoring_needs_the_data_and_its_keyring(tmp_path: Path, keyring_dir: Path) -> None:
+    data_dir, backup = tmp_path / "data", tmp_path / "backup"
+    with MemoryClient(data_dir) as client:
+        client.store("I keep bees.", user_id="ana")
+        keyring_path = client.context.store.codec.keys.path  # type: ignore[attr-defined]
+    shutil.copytree(data_dir, backup / "data")
+    shutil.copy2(keyring_path, backup / keyring_path.name)
+    shutil.rmtree(data_dir)
+    keyring_path.unlink()
+
+    restored_keys = tmp_path / "restored-keyrings"
+    shutil.copytree(backup / "data", data_dir)
+    restored_keys.mkdir()
+    shutil.copy2(backup / keyring_path.name, restored_keys / keyring_path.name)
+    with MemoryClient(settings=Settings(data_dir=data_dir, keyring_dir=restored_keys)) as client:
+        assert [e.content for e in client.get_events(user_id="ana")] == ["I keep bees."]
+
+
+def test_a_keyring_in_the_data_directory_is_moved_out_with_a_message(
+    tmp_path: Path, keyring_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data_dir = tmp_path / "data"
+    legacy = data_dir / "keyring.json"  # where oblivio 0.1 kept it
+    with MemoryClient(settings=Settings(data_dir=data_dir, keyring_path=legacy)) as old:
+        old.store("I keep bees.", user_id="ana")
+    legacy.with_name("keyring.json.lock").touch()
+    material = json.loads(legacy.read_text())
+
+    with caplog.at_level(logging.WARNING, logger="oblivio.keyrings"):
+        client = MemoryClient(data_dir)
+    with client:
+        assert [e.content for e in client.get_events(user_id="ana")] == ["I keep bees."]
+        identity = store_id_of(client)
+    moved = keyring_dir / f"{identity}.json"
+    assert not legacy.exists()
+    assert not list(data_dir.glob("keyring*"))
+    document = json.loads(moved.read_text())
+    assert document["keks"] == material["keks"]
+    assert document["store"]["id"] == str(identity)
+    assert stat.S_IMODE(moved.stat().st_mode) == 0o600
+    [message] = [r.getMessage() for r in caplog.records if r.name == "oblivio.keyrings"]
+    assert str(legacy) in message
+    assert str(moved) in message
+    assert "Back up" in message
+
+    # Opening again moves nothing and says nothing.
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="oblivio.keyrings"), MemoryClient(data_dir):
+        pass
+    assert not [r for r in caplog.records if r.name == "oblivio.keyrings"]
+
+
+def test_a_conflicting_legacy_keyring_is_refused_and_both_are_kept(
+    tmp_path: Path, keyring_dir: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    with MemoryClient(data_dir) as client:
+        client.store("I keep bees.", user_id="ana")
+        current = client.context.store.codec.keys.path  # type: ignore[attr-defined]
+    stray = KeyringFile(data_dir / "keyring.json")  # other keys, e.g. restored by mistake
+    with pytest.raises(KeyUnavailableError, match="two different keyrings"):
+        MemoryClient(data_dir)
+    assert stray.path.exists()
+    assert current.exists()
+
+
+def test_a_store_whose_keyring_is_missing_is_refused(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    with MemoryClient(data_dir) as client:
+        client.store("I keep bees.", user_id="ana")
+        path = client.context.store.codec.keys.path  # type: ignore[attr-defined]
+    path.unlink()
+    with pytest.raises(KeyUnavailableError, match="Restore it from the keyring backup"):
+        MemoryClient(data_dir)
+    assert not path.exists()
+
+
+def test_keys_keyrings_lists_the_keyrings_whose_store_is_gone(
+    tmp_path: Path, own_keyring_dir: Path
+) -> None:
+    keyring_dir = own_keyring_dir
+    kept, removed = tmp_path / "kept", tmp_path / "removed"
+    ids = {}
+    for data_dir in (kept, removed):
+        with MemoryClient(data_dir) as client:
+            ids[data_dir.name] = str(store_id_of(client))
+    shutil.rmtree(removed)
+    runner = CliRunner()
+
+    listing = runner.invoke(main, ["keys", "keyrings", "--json"])
+    assert listing.exit_code == 0, listing.output
+    states = {entry["store_id"]: entry["state"] for entry in json.loads(listing.output)}
+    assert states == {ids["kept"]: "in use", ids["removed"]: "orphaned"}
+
+    only_orphans = runner.invoke(main, ["keys", "keyrings", "--orphaned"])
+    assert only_orphans.exit_code == 0, only_orphans.output
+    assert ids["removed"] in only_orphans.output
+    assert ids["kept"] not in only_orphans.output
+    assert "no database at" in only_orphans.output
+
+    shutil.rmtree(kept)
+    (keyring_dir / f"{ids['kept']}.json").unlink()
+    (keyring_dir / f"{ids['removed']}.json").unlink()
+    empty = runner.invoke(main, ["keys", "keyrings"])
+    assert empty.output.startswith("no keyrings in ")
+
+
+@pytest.mark.postgres
+def test_keys_keyrings_checks_postgresql_stores(
+    tmp_path: Path, postgres_server_url: str, postgres_url: str, own_keyring_dir: Path
+) -> None:
+    keyring_dir = own_keyring_dir
+    settings = Settings.from_env(data_dir=tmp_path, database_url=postgres_url)
+    with MemoryClient(settings=settings) as client:
+        live = str(store_id_of(client))
+    gone = str(uuid.uuid4())
+    missing_db = database_url(postgres_server_url, f"oblivio_gone_{uuid.uuid4().hex[:8]}")
+    KeyringFile(keyring_dir / f"{gone}.json", store={"id": gone, "database": missing_db})
+    listing = CliRunner().invoke(main, ["keys", "keyrings", "--json"])
+    assert listing.exit_code == 0, listing.output
+    states = {entry["store_id"]: entry["state"] for entry in json.loads(listing.output)}
+    assert states == {live: "in use", gone: "orphaned"}
