@@ -139,7 +139,8 @@ def cosines(vectors: Vectors, probe: Sequence[float]) -> Floats:
     if len(vectors) == 0:
         return np.zeros(0, dtype=np.float64)
     target = np.asarray(probe, dtype=np.float32)
-    return np.einsum("ij,j->i", vectors, target).astype(np.float64)
+    products: Floats = np.einsum("ij,j->i", vectors, target).astype(np.float64)
+    return products
 
 
 def trigger_boosts(
