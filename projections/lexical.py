@@ -8,10 +8,13 @@ process memory, inside the subject's cached retrieval index; nothing here
 touches a disk.
 
 Why not a library: bm25s cannot add documents to a built index, and an
-in-memory SQLite FTS5 table (``bm25()``) or tantivy would hold a second copy
-of every term plus its own row ids, to be mapped back to the index's rows on
-every query; measured in docs/retrieval.md, this module takes a node and
-answers a query at least as fast, with exactly the scores defined below.
+in-memory SQLite FTS5 table (``bm25()``) returns the matching rows one by one,
+to be mapped back to the index's rows on every query.  Measured on LoCoMo turns
+(docs/retrieval.md): a query over 10,000 nodes takes 0.6 ms here against 49 ms
+through FTS5 (33 ms against 459 ms at 100,000); FTS5 takes a node faster
+(0.05-0.07 ms against 0.2-0.35 ms, most of it the tokenising both need), which
+matters less than the query on every turn.  Writing the scoring here was also
+the simpler path: about forty lines, exact scores, no second copy of the text.
 
 Scores follow BM25 as Lucene computes it (Robertson's formula with
 idf = ln(1 + (N − df + 0.5) / (df + 0.5)), k1 = 1.5, b = 0.75), each distinct
@@ -67,31 +70,36 @@ class LexicalIndex:
     def __init__(self) -> None:
         self._rows: dict[str, list[int]] = {}
         self._counts: dict[str, list[int]] = {}
-        self._lengths: list[int] = []
+        # Document lengths in a numpy array grown by doubling: a query reads them all.
+        self._lengths = np.zeros(16, dtype=np.float64)
+        self._size = 0
         self._total_length = 0
 
     def __len__(self) -> int:
-        return len(self._lengths)
+        return self._size
 
     def add(self, text: str) -> None:
         """Index ``text`` as the next row."""
-        row = len(self._lengths)
+        row = self._size
         terms = Counter(tokenize(text))
         for term, count in terms.items():
             self._rows.setdefault(term, []).append(row)
             self._counts.setdefault(term, []).append(count)
         length = sum(terms.values())
-        self._lengths.append(length)
+        if row == len(self._lengths):
+            self._lengths = np.concatenate([self._lengths, np.zeros_like(self._lengths)])
+        self._lengths[row] = length
+        self._size += 1
         self._total_length += length
 
     def scores(self, query: str) -> npt.NDArray[np.float64]:
         """The BM25 score of every row for ``query`` (0 where no term matches)."""
-        rows = len(self._lengths)
+        rows = self._size
         out = np.zeros(rows, dtype=np.float64)
         present = [t for t in dict.fromkeys(tokenize(query)) if t in self._rows]
         if not present:
             return out
-        lengths = np.asarray(self._lengths, dtype=np.float64)
+        lengths = self._lengths[:rows]
         average = self._total_length / rows if self._total_length else 1.0
         norm = K1 * (1 - B + B * lengths / average)
         for term in present:
