@@ -141,6 +141,8 @@ class SubjectIndex:
         self._rows: dict[uuid.UUID, int] = {}
         #: Held while ranking or changing: threads share cached indexes.
         self.lock = threading.Lock()
+        #: The stream version the index includes every event up to (set by its loader).
+        self.version = 0
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -322,15 +324,21 @@ def refresh(
     the events (a later write committed meanwhile): that only repeats work on
     the next refresh, which reads those nodes again.
     """
-    stored = [e.event_id for e in events if e.type == ev.STORED and e.data is not None]
-    changed = {
-        uuid.UUID(node_id)
-        for e in events
-        if e.type in _NODE_STATE_EVENTS and e.data is not None
-        for node_id in e.data["after"]
-    }
     store = VectorStore(conn)
     with index.lock:
+        # Two threads may refresh one cached index from the same token: the
+        # second finds the events already applied.
+        events = [e for e in events if e.version > index.version]
+        if not events:
+            return
+        index.version = events[-1].version
+        stored = [e.event_id for e in events if e.type == ev.STORED and e.data is not None]
+        changed = {
+            uuid.UUID(node_id)
+            for e in events
+            if e.type in _NODE_STATE_EVENTS and e.data is not None
+            for node_id in e.data["after"]
+        }
         if any(e.type in _PROBE_EVENTS for e in events):
             index.set_probes(*stream_probes(store, cipher))
         order = {event_id: place for place, event_id in enumerate(stored)}
@@ -460,18 +468,6 @@ class RetrievalCache:
                 return None
             self._entries.move_to_end(subject)
             return found[0], found[1]
-
-    def get(self, subject: str, token: StateToken) -> SubjectIndex | None:
-        """The cached index if it is up to date with exactly ``token``; else drops it."""
-        with self._lock:
-            entry = self._entries.get(subject)
-            if entry is None:
-                return None
-            if entry[0] != token:
-                self._remove(subject)
-                return None
-            self._entries.move_to_end(subject)
-            return entry[1]
 
     def put(self, subject: str, token: StateToken, index: SubjectIndex) -> None:
         """Keep ``index``, evicting the least recently used until it fits."""

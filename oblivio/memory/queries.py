@@ -434,9 +434,14 @@ def _subject_index(ctx: MemoryContext, user: str, consistent: bool) -> SubjectIn
             return None
         if follows and entry is not None and _contiguous(events, entry[0], token):
             index = entry[1]
-            refresh(index, view.connection, cipher, events)
+            try:
+                refresh(index, view.connection, cipher, events)
+            except BaseException:
+                ctx.retrieval_cache.drop(user)  # half applied: never serve or extend it
+                raise
         else:
             index = load_subject(view.connection, cipher, ctx.scoring)
+            index.version = token.version  # rows read after the token: at least this
     ctx.retrieval_cache.put(user, token, index)
     return index
 

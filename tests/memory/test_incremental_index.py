@@ -5,6 +5,7 @@ a query on the refreshed index returns what a fresh load returns."""
 from __future__ import annotations
 
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -150,3 +151,18 @@ def test_an_erasure_reloads_the_index(reopen: Opener) -> None:
     assert entry is not None
     assert after is not None
     assert after[1] is not entry[1]
+
+
+def test_threads_refreshing_one_index_apply_each_write_once(reopen: Opener) -> None:
+    writer, reader = reopen(), reopen()
+    writer.store("coffee in Paris", user_id="alice")
+    reader.retrieve("coffee", user_id="alice")
+    for i in range(5):
+        writer.store(f"tea number {i}", user_id="alice")
+    with ThreadPoolExecutor(4) as pool:
+        found = list(pool.map(lambda _: reader.retrieve("tea", user_id="alice"), range(8)))
+    assert all(len(f.results) == 6 for f in found)
+    entry = reader.context.retrieval_cache.entry("alice")
+    assert entry is not None
+    assert len(entry[1]) == 6
+    assert len({n.id for n in entry[1].nodes}) == 6
