@@ -20,10 +20,14 @@ RUN pip install '.[postgres]'
 # Unprivileged, with a data directory for the embedded default (unused on PostgreSQL
 # with keys from the environment).
 WORKDIR /
-RUN rm -rf /src && useradd --system --uid 10001 --create-home --home-dir /data oblivio
+RUN rm -rf /src && useradd --system --uid 10001 --create-home --home-dir /data oblivio \
+    && install -d -o oblivio -m 0700 /keys
 USER oblivio
 WORKDIR /data
-ENV OBLIVIO_DATA_DIR=/data
+# The embedded default keeps its keyring apart from the data (its default, under
+# $HOME/.config, would be inside /data here): mount another volume on /keys.
+ENV OBLIVIO_DATA_DIR=/data \
+    OBLIVIO_KEYRING_DIR=/keys
 
 EXPOSE 8000
 CMD ["oblivio", "serve", "--host", "0.0.0.0", "--port", "8000"]

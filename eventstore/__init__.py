@@ -10,10 +10,8 @@ PostgreSQL serves many processes.
 from __future__ import annotations
 
 from eventstore.audit import AuditEntry
-from eventstore.backend import Backend
+from eventstore.backends import Backend, create_backend
 from eventstore.codec import DEFAULT_MAX_EVENT_BYTES, SubjectCipher
-from eventstore.companions import CompanionRows, Companions, PendingEvent
-from eventstore.connect import create_backend
 from eventstore.errors import (
     ConflictError,
     DuplicateEventError,
@@ -58,8 +56,6 @@ __all__ = [
     "AuditEntry",
     "Backend",
     "ChainBreak",
-    "CompanionRows",
-    "Companions",
     "ConflictError",
     "DuplicateEventError",
     "EnvKeyProvider",
@@ -86,7 +82,6 @@ __all__ = [
     "OperationalError",
     "Partition",
     "PayloadTooLargeError",
-    "PendingEvent",
     "ReadView",
     "RecordedEvent",
     "StreamHead",

@@ -1,20 +1,18 @@
 """A batch of new events on its way into one stream: validated, sealed, chained.
 
-Pure computation, no SQL: both append paths (the locked one inside a
-:class:`~eventstore.transaction.Transaction` and the optimistic one of
-:class:`~eventstore.store.EventStore`) seal the same way and hand the result
-to the backend as one :class:`SealedBatch`.
+Pure computation, no SQL: a :class:`~eventstore.transaction.Transaction`
+that holds the stream's lock seals the batch at the stream's head and hands
+it to the backend's one append as a :class:`SealedBatch`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from eventstore import crypto
-from eventstore.codec import EncodedEvent, EventCodec, SubjectCipher, parse_content
-from eventstore.companions import CompanionRows, Companions, PendingEvent
+from eventstore.codec import EncodedEvent, EventCodec, parse_content
 from eventstore.errors import InvalidInputError
 from eventstore.model import ANY, ExpectedVersion, NewEvent, RecordedEvent, StreamRef
 from eventstore.reader import recorded_event
@@ -41,10 +39,8 @@ class SealedBatch(NamedTuple):
 
     The backend writes them only if the stream head is still at
     ``old_version`` (and the stream open with its key alive), moving the head
-    to the last row in the same step.  ``companions`` are rows of other
-    tables written under the same condition (see :mod:`eventstore.companions`).
-    A named tuple (immutable, and cheaper to build than a frozen dataclass:
-    one is made per append).
+    to the last row in the same step.  A named tuple (immutable, and cheaper
+    to build than a frozen dataclass: one is made per append).
     """
 
     stream: StreamRef
@@ -54,7 +50,6 @@ class SealedBatch(NamedTuple):
     ciphertexts: list[bytes]
     digests: list[bytes]
     chain_hashes: list[bytes]
-    companions: tuple[CompanionRows, ...] = ()
 
     @property
     def new_version(self) -> int:
@@ -94,25 +89,24 @@ def seal_batch(
     return SealedBatch(stream, old_version, now, encoded, ciphertexts, digests, chains)
 
 
-def with_companions(batch: SealedBatch, dek: bytes, companions: Companions | None) -> SealedBatch:
-    """The batch with the rows ``companions`` derives from it under the stream's key."""
-    if companions is None:
-        return batch
-    cipher = SubjectCipher(dek, batch.stream.stream_id)
-    return batch._replace(companions=tuple(companions(cipher, pending_events(batch))))
-
-
-def pending_events(batch: SealedBatch) -> list[PendingEvent]:
-    """The batch's events as they will be recorded, before they have positions."""
-    pending = []
-    for event, version in zip(batch.events, batch.versions, strict=True):
-        data, metadata = parse_content(event.plaintext())
-        pending.append(
-            PendingEvent(
-                event.event_id, batch.stream, version, event.type, batch.recorded_at, data, metadata
-            )
-        )
-    return pending
+def event_rows(batch: SealedBatch, commit_group: int) -> list[dict[str, Any]]:
+    """The batch's rows of the ``events`` table, in version order (positions left to the
+    database)."""
+    return [
+        {
+            "commit_group": commit_group,
+            "event_id": event.event_id,
+            "stream_id": batch.stream.stream_id,
+            "version": version,
+            "type": event.type,
+            "schema_version": event.schema_version,
+            "recorded_at": batch.recorded_at,
+            "payload": batch.ciphertexts[i],
+            "digest": batch.digests[i],
+            "chain_hash": batch.chain_hashes[i],
+        }
+        for i, (event, version) in enumerate(zip(batch.events, batch.versions, strict=True))
+    ]
 
 
 #: Where the backend put one row: ``(position, commit_group)``.
@@ -120,7 +114,11 @@ Placement = tuple[int, int]
 
 
 def recorded_events(batch: SealedBatch, placements: Sequence[Placement]) -> list[RecordedEvent]:
-    """The appended events as readers will see them, without reading them back."""
+    """The appended events as readers will see them, without reading them back.
+
+    Each plaintext is parsed here, once: what the caller then derives from an
+    appended event (the inline projection, the nodes it names) reads this.
+    """
     recorded = []
     for i, (event, version) in enumerate(zip(batch.events, batch.versions, strict=True)):
         position, group = placements[i]

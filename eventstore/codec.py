@@ -48,17 +48,14 @@ class EncodedEvent(NamedTuple):
     payload: bytes
     metadata: bytes
     caller_id: bool  # the caller chose the id (so it may already exist)
-    # No number in the content needs more than 64 bits (see parse_content).
-    small_numbers: bool = False
 
     def plaintext(self) -> bytes:
         """Data and metadata as one JSON array ``[data, metadata]``: what gets encrypted.
 
-        Marked with a leading space when :attr:`small_numbers` holds, so that
-        readers can skip the check :func:`parse_content` otherwise makes.
+        The one form every writer uses; :func:`parse_content` reads it (and
+        the form older releases also wrote, with a leading space).
         """
-        opening = _SMALL_NUMBERS_MARK if self.small_numbers else b"["
-        return opening + self.payload + b"," + self.metadata + b"]"
+        return b"[" + self.payload + b"," + self.metadata + b"]"
 
 
 @dataclass(frozen=True)
@@ -148,28 +145,22 @@ def _orjson_writes_the_same(value: Any, depth: int = 0) -> bool:
 
 def to_json_bytes(value: Mapping[str, Any], what: str) -> bytes:
     """Deterministic JSON (sorted keys, no spaces); refuses NaN and lone surrogates."""
-    return encode_json(value, what)[0]
+    return encode_json(value, what)
 
 
-def encode_json(value: Mapping[str, Any], what: str) -> tuple[bytes, bool]:
-    """:func:`to_json_bytes`, and whether every integer in it is known to fit in 64 bits.
-
-    The value went through orjson only if every integer in it does (see
-    :func:`_orjson_writes_the_same`), so then the writer need not scan the
-    text for long digit runs (:func:`small_numbers`), which was about 5% of
-    the client's instructions per event of a batch append.
-    """
+def encode_json(value: Mapping[str, Any], what: str) -> bytes:
+    """:func:`to_json_bytes`: orjson when it writes what the standard encoder would."""
     if type(value) is dict:
         if not value:
-            return b"{}", True  # most events carry no metadata
+            return b"{}"  # most events carry no metadata
     elif not isinstance(value, Mapping):
         raise InvalidInputError(f"{what} must be a JSON object")
     if _orjson_writes_the_same(value):
         try:
-            return orjson.dumps(value, option=_ORJSON_SORTED), True
+            return orjson.dumps(value, option=_ORJSON_SORTED)
         except orjson.JSONEncodeError:
             pass  # e.g. a lone surrogate: the standard encoder's error below
-    return _standard_json(value, what), False
+    return _standard_json(value, what)
 
 
 def _standard_json(value: Mapping[str, Any], what: str) -> bytes:
@@ -193,19 +184,11 @@ def from_json_bytes(raw: bytes) -> dict[str, Any]:
 # reads an integer beyond 64 bits as a float.  Such a number needs at least
 # 20 digits in a row, so plaintexts with a digit run that long (rare, and
 # mostly digits inside strings) take the exact parser.  Counting all digits
-# first is cheap and settles almost every event without the regex.
+# first is cheap and settles almost every event without the regex.  Older
+# releases started some plaintexts with a space (JSON whitespace, which both
+# parsers skip), so those rows read the same way.
 _LONG_DIGIT_RUN = re.compile(rb"[0-9]{20}")
 _NOT_DIGITS = bytes(b for b in range(256) if not 0x30 <= b <= 0x39)
-# The writer runs that check once per event and, when it passes, starts the
-# plaintext with a space: JSON whitespace, which every parser skips, so
-# plaintexts with and without the mark read the same everywhere.  Readers
-# (every event of every read, against one check per write) then go straight
-# to orjson.  Plaintexts written before the mark existed, and those with a
-# long digit run, are checked as before.  The mark sits inside the AES-GCM
-# ciphertext, so it cannot be set without the data key.
-_SMALL_NUMBERS_MARK = b" ["
-#: The first byte of a marked plaintext: ``orjson.loads`` reads it as it is.
-MARKED = _SMALL_NUMBERS_MARK[0]
 
 
 def small_numbers(json_text: bytes) -> bool:
@@ -218,7 +201,7 @@ def small_numbers(json_text: bytes) -> bool:
 
 def parse_content(plaintext: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(data, metadata)`` from the plaintext of :meth:`EncodedEvent.plaintext`."""
-    if plaintext[0] == MARKED or small_numbers(plaintext):
+    if small_numbers(plaintext):
         try:
             data, metadata = orjson.loads(plaintext)
             return data, metadata
@@ -298,8 +281,8 @@ class EventCodec:
         check_event_type(event.type)
         if not isinstance(event.schema_version, int) or not 1 <= event.schema_version < 2**31:
             raise InvalidInputError("schema_version must be a positive integer")
-        payload, payload_fits = encode_json(event.data, "event data")
-        metadata, metadata_fits = encode_json(event.metadata, "event metadata")
+        payload = encode_json(event.data, "event data")
+        metadata = encode_json(event.metadata, "event metadata")
         size = len(payload) + len(metadata)
         if size > self.max_event_bytes:
             raise PayloadTooLargeError(
@@ -315,8 +298,6 @@ class EventCodec:
             payload,
             metadata,
             caller_id=event.event_id is not None,
-            small_numbers=(payload_fits or small_numbers(payload))
-            and (metadata_fits or small_numbers(metadata)),
         )
 
     @staticmethod

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
@@ -19,10 +20,6 @@ from sqlalchemy.engine import Connection
 from eventstore import crypto
 from eventstore.apikeys import Principal
 from eventstore.schema import api_keys, console_sessions
-
-#: A session's last-seen time is rewritten at most this often (one write per
-#: page view would serialise every click behind SQLite's single writer).
-TOUCH_GRANULARITY = timedelta(seconds=30)
 
 
 def _hash(token: str) -> bytes:
@@ -53,9 +50,22 @@ def open_session(conn: Connection, who: Principal, now: datetime) -> str:
     return token
 
 
-def resolve(conn: Connection, token: str, now: datetime, idle: timedelta) -> Principal | None:
-    """The principal of a live session, refreshing its last-seen time; None when
-    unknown, idle longer than ``idle`` or opened with a key revoked or expired since."""
+@dataclass(frozen=True)
+class Session:
+    """A stored session: whom it stands for, when it was last used, and whether the
+    API key it was opened with still holds."""
+
+    principal: Principal
+    last_seen_at: datetime
+    key_revoked: bool
+
+    def ended(self, now: datetime, idle: timedelta) -> bool:
+        """Idle longer than ``idle``, or its key revoked or expired since."""
+        return self.key_revoked or self.principal.expired(now) or self.last_seen_at <= now - idle
+
+
+def find(conn: Connection, token: str) -> Session | None:
+    """The session of ``token``, or None (unknown or ended)."""
     session_hash = _hash(token)
     row = conn.execute(
         sa.select(console_sessions, api_keys.c.revoked_at, api_keys.c.expires_at)
@@ -64,20 +74,20 @@ def resolve(conn: Connection, token: str, now: datetime, idle: timedelta) -> Pri
     ).first()
     if row is None:
         return None
-    who = Principal(row.key_id, row.principal, None, row.expires_at)
-    if row.revoked_at is not None or who.expired(now) or row.last_seen_at <= now - idle:
-        end(conn, token)
-        return None
-    if row.last_seen_at <= now - TOUCH_GRANULARITY:
-        conn.execute(
-            console_sessions.update()
-            .where(console_sessions.c.session_hash == session_hash)
-            .values(last_seen_at=now)
-        )
-    if row.sealed_user_id is None:
-        return who
-    user_id = crypto.decrypt(_seal_key(token), row.sealed_user_id, session_hash).decode()
-    return Principal(row.key_id, row.principal, user_id, row.expires_at)
+    user_id = None
+    if row.sealed_user_id is not None:
+        user_id = crypto.decrypt(_seal_key(token), row.sealed_user_id, session_hash).decode()
+    principal = Principal(row.key_id, row.principal, user_id, row.expires_at)
+    return Session(principal, row.last_seen_at, row.revoked_at is not None)
+
+
+def touch(conn: Connection, token: str, now: datetime) -> None:
+    """Record that the session was used at ``now``."""
+    conn.execute(
+        console_sessions.update()
+        .where(console_sessions.c.session_hash == _hash(token))
+        .values(last_seen_at=now)
+    )
 
 
 def end(conn: Connection, token: str) -> None:

@@ -94,3 +94,20 @@ def get_certificate(conn: Connection, certificate_id: uuid.UUID) -> sa.Row[Any] 
 def certificate_of_request(conn: Connection, request_id: uuid.UUID) -> sa.Row[Any] | None:
     query = sa.select(certificates).where(certificates.c.request_id == request_id)
     return conn.execute(query).first()
+
+
+def requests_by_status(conn: Connection) -> dict[str, int]:
+    """How many erasure requests are in each status (for metrics)."""
+    query = sa.select(erasure_requests.c.status, sa.func.count()).group_by(
+        erasure_requests.c.status
+    )
+    return {status: int(count) for status, count in conn.execute(query)}
+
+
+def count_overdue(conn: Connection, now: datetime) -> int:
+    """Open requests past their deadline, flagged yet or not."""
+    query = sa.select(sa.func.count()).where(
+        erasure_requests.c.status.in_(OPEN_STATUSES),
+        sa.or_(erasure_requests.c.overdue_at.is_not(None), erasure_requests.c.deadline_at < now),
+    )
+    return int(conn.execute(query).scalar_one())

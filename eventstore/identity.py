@@ -12,7 +12,7 @@ import uuid
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from eventstore.backend import Backend
+from eventstore.backends.port import Backend
 from eventstore.schema import store_identity, streams
 
 _STORE_ID = "store_id"
@@ -33,7 +33,7 @@ def store_id(backend: Backend) -> uuid.UUID:
         return found
     with backend.write_connection() as conn, conn.begin():
         conn.execute(
-            backend.insert_ignoring_duplicates(store_identity).values(
+            backend.insert_unless_present(store_identity).values(
                 name=_STORE_ID, value=str(uuid.uuid4())
             )
         )

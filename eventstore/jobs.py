@@ -81,6 +81,26 @@ def claim(conn: Connection, worker: str, now: datetime, lease: timedelta) -> Job
     return conn.execute(stmt).first()
 
 
+def heartbeat(
+    conn: Connection, job_id: uuid.UUID, worker: str, now: datetime, lease: timedelta
+) -> bool:
+    """Extend ``worker``'s lease on a running job to ``now + lease``; False if it is not ours.
+
+    A worker beats while it works, so a live worker keeps its job however long
+    the rebuild takes, and a dead one loses it one lease after its last beat.
+    """
+    result = conn.execute(
+        rebuild_jobs.update()
+        .where(
+            rebuild_jobs.c.job_id == job_id,
+            rebuild_jobs.c.lease_owner == worker,
+            rebuild_jobs.c.status == "running",
+        )
+        .values(lease_expires_at=now + lease)
+    )
+    return result.rowcount == 1
+
+
 def get(conn: Connection, job_id: uuid.UUID, *, lock: bool = False) -> JobRow | None:
     query = sa.select(rebuild_jobs).where(rebuild_jobs.c.job_id == job_id)
     if lock:
@@ -173,3 +193,9 @@ def of_request(conn: Connection, request_id: uuid.UUID) -> list[JobRow]:
         .order_by(rebuild_jobs.c.projection)
     )
     return list(conn.execute(query))
+
+
+def jobs_by_status(conn: Connection) -> dict[str, int]:
+    """How many rebuild jobs are in each status (for metrics)."""
+    query = sa.select(rebuild_jobs.c.status, sa.func.count()).group_by(rebuild_jobs.c.status)
+    return {status: int(count) for status, count in conn.execute(query)}

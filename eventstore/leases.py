@@ -7,16 +7,17 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from eventstore.backend import Backend
 from eventstore.schema import scheduler_leases
+from eventstore.transaction import Transaction
 
 
 def try_acquire(
-    conn: Connection, backend: Backend, name: str, owner: str, now: datetime, ttl: timedelta
+    tx: Transaction, name: str, owner: str, now: datetime, ttl: timedelta
 ) -> bool:
     """Take the lease ``name`` if it is free, expired, or already ours."""
+    conn = tx.connection
     conn.execute(
-        backend.insert_ignoring_duplicates(scheduler_leases).values(
+        tx.insert_unless_present(scheduler_leases).values(
             name=name, owner=owner, expires_at=now - timedelta(seconds=1)
         )
     )

@@ -4,30 +4,42 @@ Each package that owns tables keeps its own Alembic branch in its own
 ``migrations/versions`` folder; the composition root passes all of them so
 ``upgrade heads`` brings every branch up to date.  The eventstore itself
 knows only its own branch, keeping the dependency direction intact.
+
+Alembic is imported only when there is something to do: importing it costs
+about 0.4 s, and the embedded store checks its schema on every open, so a
+command line tool that opens an up-to-date store (``oblivio keys list``) would
+spend most of its time on it.  Whether there is anything to do is read from
+the revision ids the migration scripts declare and the ``alembic_version``
+table (``pending``); ``tests/test_migrations.py`` checks that this agrees with
+Alembic's own view of the heads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import ast
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.autogenerate import compare_metadata
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from sqlalchemy.engine import Engine
 
 from eventstore.schema import ONLY_ON
 from eventstore.schema import metadata as eventstore_metadata
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+# Alembic's bookkeeping table, as Alembic creates it (one row per applied head).
+_VERSIONS = sa.table("alembic_version", sa.column("version_num", sa.String))
 
 
 def _config(
     conn: sa.Connection, version_locations: Sequence[Path], metadatas: Sequence[sa.MetaData]
 ) -> Config:
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     locations = [MIGRATIONS_DIR / "versions", *version_locations]
@@ -41,13 +53,55 @@ def _config(
 def upgrade(
     engine: Engine, version_locations: Sequence[Path] = (), metadatas: Sequence[sa.MetaData] = ()
 ) -> None:
-    """Bring every migration branch to its head."""
+    """Bring every migration branch to its head (at once when it is there already)."""
+    if not pending(engine, version_locations):
+        return
+    from alembic import command
+
     with engine.begin() as conn:
         command.upgrade(_config(conn, version_locations, metadatas), "heads")
 
 
+def pending(engine: Engine, version_locations: Sequence[Path] = ()) -> bool:
+    """Whether the database lacks a migration (or has no version table yet)."""
+    try:
+        with engine.connect() as conn:
+            applied = set(conn.execute(sa.select(_VERSIONS.c.version_num)).scalars())
+    except sa.exc.DBAPIError:  # no version table: never migrated
+        return True
+    return applied != script_heads([MIGRATIONS_DIR / "versions", *version_locations])
+
+
+def script_heads(locations: Iterable[Path]) -> set[str]:
+    """The head revisions of the migration scripts in ``locations``: revised by no other."""
+    revisions: set[str] = set()
+    revised: set[str] = set()
+    for script in (path for location in locations for path in location.glob("*.py")):
+        declared = _declared(script)
+        if "revision" not in declared:
+            continue  # __init__.py
+        revisions.add(declared["revision"])
+        down = declared.get("down_revision")
+        revised.update((down,) if isinstance(down, str) else down or ())
+    return revisions - revised
+
+
+def _declared(script: Path) -> dict[str, Any]:
+    """The literal ``revision`` and ``down_revision`` a script assigns at module level."""
+    found: dict[str, Any] = {}
+    for node in ast.parse(script.read_text()).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Name) and target.id in ("revision", "down_revision"):
+                found[target.id] = ast.literal_eval(node.value)
+    return found
+
+
 def schema_differences(engine: Engine, metadatas: Sequence[sa.MetaData] = ()) -> list[Any]:
     """What the database lacks or has beyond the models (empty when they match)."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
     with engine.connect() as conn:
         dialect = conn.dialect.name
 

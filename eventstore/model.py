@@ -90,7 +90,7 @@ class LogCursor:
 
     The global order is ``(commit_group, position)``.  On SQLite the group is
     always 0 and the order is simply the position.  On PostgreSQL the group is
-    the writing transaction's id; see :mod:`eventstore.postgres` for why that
+    the writing transaction's id; see :mod:`eventstore.backends.postgres` for why that
     makes the order safe against late commits.
     """
 

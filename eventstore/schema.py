@@ -94,7 +94,7 @@ events = sa.Table(
     metadata,
     sa.Column("position", BigId, primary_key=True, autoincrement=True),
     # The writing transaction's id on PostgreSQL, 0 on SQLite: the first half
-    # of the global order (see eventstore.postgres).
+    # of the global order (see eventstore.backends.postgres).
     sa.Column("commit_group", sa.BigInteger, nullable=False),
     sa.Column("event_id", sa.Uuid, nullable=False, unique=True),
     sa.Column("stream_id", BigId, nullable=False),
@@ -111,7 +111,7 @@ events = sa.Table(
     sa.UniqueConstraint("stream_id", "version"),
     # SQLite only.  On PostgreSQL every event row is inserted by a statement
     # whose rows come FROM the stream row it has just updated or inserted
-    # (eventstore.postgres), and stream rows are never deleted, so the check
+    # (eventstore.backends.postgres), and stream rows are never deleted, so the check
     # could never fail there; it cost a trigger call per row, a sixth of a
     # batch's execution on the server (migration es0003 drops it).
     sa.ForeignKeyConstraint(["stream_id"], ["streams.stream_id"], info={ONLY_ON: "sqlite"}).ddl_if(

@@ -11,12 +11,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from eventstore import apikeys
+from eventstore.apikeys import Principal
 from eventstore.audit import AUDIT_NAMESPACE, AUDIT_SUBJECT, AuditEntry
-from eventstore.backend import Backend
+from eventstore.backends.port import Backend
 from eventstore.batch import encode_batch
-from eventstore.codec import DEFAULT_MAX_EVENT_BYTES, EventCodec, SubjectCipher
-from eventstore.companions import Companions
-from eventstore.heads import OptimisticAppends
+from eventstore.codec import DEFAULT_MAX_EVENT_BYTES, EventCodec, SubjectCipher, WrappedKey
 from eventstore.ids import check_namespace, check_subject
 from eventstore.integrity import select_streams, verify_streams
 from eventstore.keys import KeyProvider
@@ -35,9 +35,12 @@ from eventstore.model import (
     VerifyReport,
 )
 from eventstore.reader import (
+    LATEST_STREAM,
     EventDecoder,
+    StreamKey,
+    load_stream_keys,
     read_by_ids,
-    read_stream_rows,
+    select_event_columns,
     subject_cipher,
 )
 from eventstore.schema import events, streams
@@ -80,25 +83,53 @@ class EventStore:
         self.backend = backend
         self.codec = EventCodec(keys, max_event_bytes)
         self.clock = clock
-        self._optimistic = OptimisticAppends(backend, self.codec, clock)
 
     def close(self) -> None:
         self.backend.dispose()
+
+    # -- what the layers above may know of the store ---------------------------------
+
+    @property
+    def backend_name(self) -> str:
+        """``"sqlite"`` or ``"postgresql"``."""
+        return self.backend.name
+
+    @property
+    def embedded(self) -> bool:
+        """True for the embedded default (one process owns one SQLite file)."""
+        return self.backend.embedded
+
+    @property
+    def engine(self) -> sa.Engine:
+        """The SQLAlchemy engine, for libraries that keep tables beside the log's
+        (APScheduler's job store) and for schema migrations."""
+        return self.backend.engine
+
+    @property
+    def keys(self) -> KeyProvider:
+        """Where the key-encryption keys come from."""
+        return self.codec.keys
+
+    def subject_key(self, namespace: str, subject: str) -> bytes:
+        """The keyed hash that identifies a subject on disk."""
+        return self.codec.subject_key(check_namespace(namespace), check_subject(subject))
+
+    def pseudonym(self, kind: str, value: str) -> str:
+        """A keyed, content-free reference to ``value`` (e.g. an actor id) for the audit log."""
+        return self.codec.pseudonym(kind, value)
+
+    def authenticate_api_key(self, token: str, now: datetime) -> Principal | None:
+        """The principal of a valid, unrevoked, unexpired API key at ``now``, or ``None``."""
+        with self.backend.statement_reads() as conn:
+            return apikeys.authenticate(conn, token, now)
 
     # -- writing ---------------------------------------------------------------
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
-        """A write transaction: commits when the block ends, rolls back on error.
-
-        Once it has committed, the heads it left its streams at are
-        remembered for the optimistic path (:mod:`eventstore.heads`).
-        """
+        """A write transaction: commits when the block ends, rolls back on error."""
         with self.backend.write_connection() as conn, conn.begin():
-            tx = Transaction(conn, self.backend, self.codec, self.clock)
-            yield tx
-        for stream in tx.appended_streams():
-            self._optimistic.remember(stream)
+            yield Transaction(conn, self.backend, self.codec, self.clock)
 
     def append(
         self,
@@ -109,40 +140,13 @@ class EventStore:
     ) -> list[RecordedEvent]:
         """Append events to the subject's stream; see :meth:`Transaction.append`.
 
-        The events are first offered to one conditional statement at the
-        head this process last left the stream (or reads without a lock),
-        see :mod:`eventstore.heads`; when that writes nothing, under the
-        stream lock.
+        The batch is validated and encoded before a connection is taken.
         """
         check_namespace(namespace)
         subject_key = self.codec.subject_key(namespace, check_subject(subject))
         encoded = encode_batch(self.codec, new_events, expected_version)
-        recorded = self._optimistic.append(namespace, subject_key, encoded, expected_version)
-        if recorded is not None:
-            return recorded
         with self.transaction() as tx:
             return tx.append_encoded(namespace, subject_key, encoded, expected_version)
-
-    def try_append(
-        self,
-        namespace: str,
-        subject: str,
-        new_events: Sequence[NewEvent],
-        companions: Companions,
-    ) -> list[RecordedEvent] | None:
-        """Append in one conditional step with the rows ``companions`` derives, or write nothing.
-
-        The optimistic path of :meth:`append` alone, with companion rows of
-        other tables written under the same condition as the events (see
-        :mod:`eventstore.companions`).  ``None`` means that nothing was
-        written and the locked path must decide (in a :meth:`transaction`):
-        caller-chosen event ids, a head another writer moved, a closed
-        generation, a destroyed or unreadable key.
-        """
-        check_namespace(namespace)
-        subject_key = self.codec.subject_key(namespace, check_subject(subject))
-        encoded = encode_batch(self.codec, new_events, ANY)
-        return self._optimistic.append(namespace, subject_key, encoded, ANY, companions)
 
     @contextmanager
     def reading(self) -> Iterator[ReadView]:
@@ -172,24 +176,32 @@ class EventStore:
         """
         key = self.codec.subject_key(check_namespace(namespace), check_subject(subject))
         if backwards:
-            params = {"version": _NO_LIMIT if from_version is None else from_version}
+            version = _NO_LIMIT if from_version is None else from_version
+            query = select_event_columns.where(events.c.version <= version)
+            query = query.order_by(events.c.version.desc())
         else:
-            params = {"version": from_version or 1}
-        params["limit"] = _NO_LIMIT if limit is None else limit
-        with self.backend.stream_read(namespace, key, backwards, params) as found:
-            if found is None:
-                return []
-            keys = {found.stream.ref.stream_id: found.stream}
-            return EventDecoder(self.codec, keys, self.backend.row_types).decode_all(found.rows)
+            query = select_event_columns.where(events.c.version >= (from_version or 1))
+            query = query.order_by(events.c.version)
+        query = query.limit(_NO_LIMIT if limit is None else limit)
+        return self._read_latest_stream(namespace, key, query)
 
     def read_audit(self) -> list[RecordedEvent]:
         """The whole audit stream, by version."""
-        with self.backend.read_connection() as conn:
-            key = self.codec.subject_key(AUDIT_NAMESPACE, AUDIT_SUBJECT)
-            stream = self._stream_by_key(conn, AUDIT_NAMESPACE, key)
+        key = self.codec.subject_key(AUDIT_NAMESPACE, AUDIT_SUBJECT)
+        query = select_event_columns.order_by(events.c.version)
+        return self._read_latest_stream(AUDIT_NAMESPACE, key, query)
+
+    def _read_latest_stream(
+        self, namespace: str, subject_key: bytes, query: sa.Select[Any]
+    ) -> list[RecordedEvent]:
+        """Events of the subject's latest stream generation that ``query`` selects."""
+        with self.backend.statement_reads() as conn:
+            stream = conn.execute(LATEST_STREAM, _subject(namespace, subject_key)).first()
             if stream is None:
                 return []
-            return read_stream_rows(conn, self.codec, stream.stream_id)
+            rows = conn.execute(query.where(events.c.stream_id == stream.stream_id)).all()
+            keys = {stream.stream_id: _stream_key(stream)}
+            return EventDecoder(self.codec, keys).decode_all(rows)
 
     def get_events(self, event_ids: Sequence[uuid.UUID]) -> list[RecordedEvent]:
         """The stored events among ``event_ids`` (any stream), in log order."""
@@ -209,24 +221,31 @@ class EventStore:
         partition are read: projection workers split the log this way so that
         each stream is handled by one worker at a time, in order.
         """
-        params = {"group": after.commit_group, "position": after.position, "limit": limit}
-        if partition is not None:
-            params["index"], params["count"] = partition
-        found = self.backend.log_page(params, partitioned=partition is not None)
-        decoder = EventDecoder(self.codec, found.streams, self.backend.row_types)
-        page = decoder.decode_all(found.rows)
+        params = {"group": after.commit_group, "position": after.position}
+        query = self._log_query(select_event_columns, partition)
+        query = query.order_by(*self.backend.log_order).limit(limit)
+        with self.backend.statement_reads(log_partition=partition is not None) as conn:
+            rows = conn.execute(query, params).all()
+            # The keys second: a key destroyed in between reads back as erased.
+            keys = load_stream_keys(conn, {row.stream_id for row in rows})
+        page = EventDecoder(self.codec, keys).decode_all(rows)
         return LogPage(page, page[-1].cursor if page else after)
 
     def count_after(self, after: LogCursor, *, partition: Partition | None = None) -> int:
         """How many visible events follow ``after`` (in one partition, if given)."""
-        query = sa.select(sa.func.count()).where(
-            self.backend.after_cursor(), self.backend.visible_commit_groups(events.c.commit_group)
-        )
+        query = self._log_query(sa.select(sa.func.count()).select_from(events), partition)
         params = {"group": after.commit_group, "position": after.position}
-        if partition is not None:
-            query = query.where(events.c.stream_id % partition[1] == partition[0])
         with self.backend.read_connection() as conn:
             return int(conn.execute(query, params).scalar_one())
+
+    def _log_query(self, query: sa.Select[Any], partition: Partition | None) -> sa.Select[Any]:
+        """``query`` restricted to the log after a cursor (parameters ``group`` and
+        ``position``), visible now, and in one partition if given."""
+        query = query.where(self.backend.after_cursor())
+        if partition is None:
+            return query
+        index, count = partition
+        return query.where(events.c.stream_id % count == index)
 
     def subscribe(
         self,
@@ -248,7 +267,7 @@ class EventStore:
 
     def head(self, namespace: str, subject: str) -> StreamHead | None:
         """The subject's latest stream generation, or ``None`` if it never wrote."""
-        with self.backend.read_connection() as conn:
+        with self.backend.statement_reads() as conn:
             row = self._current_stream(conn, namespace, subject)
         if row is None:
             return None
@@ -257,7 +276,7 @@ class EventStore:
 
     def last_cursor(self, namespace: str, subject: str) -> LogCursor | None:
         """The log cursor of the subject's latest event (what "caught up" waits for)."""
-        with self.backend.read_connection() as conn:
+        with self.backend.statement_reads() as conn:
             stream = self._current_stream(conn, namespace, subject)
             if stream is None or stream.version == 0:
                 return None
@@ -301,7 +320,7 @@ class EventStore:
             stream = tx.lock_stream(namespace, subject)
             if stream is None:
                 return []
-            return tx.tombstone(stream.stream_id, event_ids, erasure_request_id)
+            return tx.tombstone(stream.ref.stream_id, event_ids, erasure_request_id)
 
     def destroy_data_key(self, namespace: str, subject: str) -> KeyDestruction | None:
         """Destroy the data key of the subject's latest stream, if it still exists."""
@@ -309,18 +328,22 @@ class EventStore:
             stream = tx.lock_stream(namespace, subject)
             if stream is None:
                 return None
-            return tx.destroy_data_key(stream.stream_id)
+            return tx.destroy_data_key(stream.ref.stream_id)
 
     # -- helpers ------------------------------------------------------------
 
     def _current_stream(self, conn: sa.Connection, namespace: str, subject: str) -> Any:
         key = self.codec.subject_key(check_namespace(namespace), check_subject(subject))
-        return self._stream_by_key(conn, namespace, key)
+        return conn.execute(LATEST_STREAM, _subject(namespace, key)).first()
 
-    def _stream_by_key(self, conn: sa.Connection, namespace: str, key: bytes) -> Any:
-        return conn.execute(
-            sa.select(streams)
-            .where(streams.c.namespace == namespace, streams.c.subject_key == key)
-            .order_by(streams.c.generation.desc())
-            .limit(1)
-        ).first()
+
+def _subject(namespace: str, subject_key: bytes) -> dict[str, Any]:
+    return {"namespace": namespace, "subject_key": subject_key}
+
+
+def _stream_key(row: Any) -> StreamKey:
+    """A row of ``LATEST_STREAM`` as the decoder's :class:`StreamKey`."""
+    ref = StreamRef(row.stream_id, row.namespace, row.subject_key, row.generation)
+    wrapped = None if row.wrapped_key is None else WrappedKey(row.dek_id, row.kek_version,
+                                                              row.wrapped_key)
+    return StreamKey(ref, wrapped)

@@ -16,10 +16,11 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.dml import Insert
 
 from eventstore import crypto
 from eventstore.audit import AUDIT_NAMESPACE, AUDIT_SUBJECT, AuditEntry
-from eventstore.backend import Backend
+from eventstore.backends.port import Backend
 from eventstore.batch import encode_batch, recorded_events, seal_batch
 from eventstore.codec import EncodedEvent, EventCodec, SubjectCipher, WrappedKey, from_json_bytes
 from eventstore.errors import (
@@ -39,7 +40,14 @@ from eventstore.model import (
     StreamRef,
     Tombstone,
 )
-from eventstore.reader import read_by_ids, read_stream_rows, subject_cipher
+from eventstore.reader import (
+    LATEST_STREAM,
+    STREAM_WITH_KEY,
+    read_by_ids,
+    read_stream_rows,
+    subject_cipher,
+)
+from eventstore.rewrap import rewrap_batch
 from eventstore.schema import data_keys, events, streams
 
 Clock = Callable[[], datetime]
@@ -65,30 +73,6 @@ class LockedStream:
     wrapped_key: WrappedKey | None = None  # None once the data key is destroyed
 
 
-# The stream row and its data key in one round trip; only the stream row is
-# locked (the key row is on the nullable side of the join).
-_stream_with_key = sa.select(
-    streams, data_keys.c.dek_id, data_keys.c.kek_version, data_keys.c.wrapped_key
-).select_from(streams.outerjoin(data_keys, data_keys.c.stream_id == streams.c.stream_id))
-
-
-# Built once, with bound parameters: every append and store runs one of
-# these, and building the statement is a fifth of the locked read's cost.
-_LATEST_UNLOCKED = (
-    _stream_with_key.where(
-        streams.c.namespace == sa.bindparam("namespace"),
-        streams.c.subject_key == sa.bindparam("subject_key"),
-    )
-    .order_by(streams.c.generation.desc())
-    .limit(1)
-)
-_LATEST_LOCKED = _LATEST_UNLOCKED.with_for_update(of=streams)
-
-
-def _subject(namespace: str, subject_key: bytes) -> dict[str, Any]:
-    return {"namespace": namespace, "subject_key": subject_key}
-
-
 def _stream_from_row(row: sa.Row[Any]) -> LockedStream:
     ref = StreamRef(row.stream_id, row.namespace, row.subject_key, row.generation)
     key = (
@@ -97,6 +81,17 @@ def _stream_from_row(row: sa.Row[Any]) -> LockedStream:
         else WrappedKey(row.dek_id, row.kek_version, row.wrapped_key)
     )
     return LockedStream(ref, row.version, row.chain_hash, row.closed_at, key)
+
+
+def _subject(namespace: str, subject_key: bytes) -> dict[str, Any]:
+    return {"namespace": namespace, "subject_key": subject_key}
+
+
+# Only the stream row is locked (the key row is on the nullable side of the join).
+_LATEST_LOCKED = LATEST_STREAM.with_for_update(of=streams)
+_BY_ID_LOCKED = STREAM_WITH_KEY.where(
+    streams.c.stream_id == sa.bindparam("stream_id")
+).with_for_update(of=streams)
 
 
 class Transaction:
@@ -110,10 +105,73 @@ class Transaction:
         # Data keys unwrapped in this transaction, by wrapped key: an append and
         # the inline projection of a command both need the locked stream's key.
         self._unwrapped: dict[WrappedKey, bytes] = {}
-        # Streams this transaction appended to, by id, as it leaves them: the
-        # event store remembers their heads once the transaction commits, so
-        # that the process's next append to them can take the optimistic path.
-        self._appended: dict[int, LockedStream] = {}
+
+    # -- locking ---------------------------------------------------------------------
+    # A stream is locked by locking its row (FOR UPDATE; SQLite's single writer
+    # holds every row): found by subject (its latest generation) or by id.
+
+    def lock_stream(self, namespace: str, subject: str) -> LockedStream | None:
+        """Lock the subject's latest stream generation (open or closed), if it has one."""
+        check_namespace(namespace)
+        subject_key = self.codec.subject_key(namespace, check_subject(subject))
+        return self._lock(_LATEST_LOCKED, _subject(namespace, subject_key))
+
+    def lock_stream_id(self, stream_id: int) -> LockedStream | None:
+        """Lock a stream generation by id (open or closed), if it exists."""
+        return self._lock(_BY_ID_LOCKED, {"stream_id": stream_id})
+
+    def open_stream(self, namespace: str, subject: str) -> LockedStream:
+        """Lock the subject's open stream generation, creating it when needed.
+
+        Commands that validate against current state lock first, so no other
+        writer can change the stream between their checks and their append.
+        """
+        check_namespace(namespace)
+        subject_key = self.codec.subject_key(namespace, check_subject(subject))
+        return self._open(namespace, subject_key)
+
+    def _lock(self, query: sa.Select[Any], params: dict[str, Any]) -> LockedStream | None:
+        row = self.connection.execute(query, params).first()
+        return None if row is None else _stream_from_row(row)
+
+    def _open(self, namespace: str, subject_key: bytes) -> LockedStream:
+        for _ in range(_MAX_STREAM_ATTEMPTS):
+            stream = self._lock(_LATEST_LOCKED, _subject(namespace, subject_key))
+            if stream is not None and stream.closed_at is None:
+                return stream
+            generation = 1 if stream is None else stream.ref.generation + 1
+            self._create_stream(namespace, subject_key, generation)
+        raise OperationalError("the stream kept changing generation; retry the append")
+
+    def _create_stream(self, namespace: str, subject_key: bytes, generation: int) -> None:
+        """The one way a stream generation is created: with its data key, unless a
+        concurrent writer created it first (whose stream the caller then locks)."""
+        now = self.clock()
+        stmt = (
+            self.backend.insert_unless_present(streams)
+            .values(
+                namespace=namespace,
+                subject_key=subject_key,
+                generation=generation,
+                version=0,
+                chain_hash=crypto.stream_genesis(namespace, subject_key, generation),
+                created_at=now,
+            )
+            .returning(streams.c.stream_id)
+        )
+        stream_id = self.connection.execute(stmt).scalar()
+        if stream_id is None:
+            return
+        _, key = self.codec.new_data_key()
+        self.connection.execute(
+            data_keys.insert().values(
+                dek_id=key.dek_id,
+                stream_id=stream_id,
+                kek_version=key.kek_version,
+                wrapped_key=key.wrapped,
+                created_at=now,
+            )
+        )
 
     # -- appending -----------------------------------------------------------------
 
@@ -132,23 +190,6 @@ class Transaction:
         check_namespace(namespace)
         return self._append(namespace, check_subject(subject), new_events, expected_version)
 
-    def open_stream(self, namespace: str, subject: str) -> LockedStream:
-        """Lock the subject's open stream generation, creating it when needed.
-
-        Commands that validate against current state lock first, so no other
-        writer can change the stream between their checks and their append.
-        """
-        check_namespace(namespace)
-        subject_key = self.codec.subject_key(namespace, check_subject(subject))
-        return self._lock_current_stream(namespace, subject_key)
-
-    def lock_stream_id(self, stream_id: int) -> LockedStream | None:
-        """Lock a stream generation by id (open or closed), if it exists."""
-        row = self.connection.execute(
-            _stream_with_key.where(streams.c.stream_id == stream_id).with_for_update(of=streams)
-        ).first()
-        return None if row is None else _stream_from_row(row)
-
     def append_locked(
         self,
         stream: LockedStream,
@@ -161,9 +202,19 @@ class Transaction:
         encoded = encode_batch(self.codec, new_events, expected_version)
         return self._append_encoded(stream, encoded, expected_version)
 
-    def appended_streams(self) -> list[LockedStream]:
-        """The streams this transaction appended to, with their heads after it."""
-        return list(self._appended.values())
+    def append_encoded(
+        self,
+        namespace: str,
+        subject_key: bytes,
+        encoded: Sequence[EncodedEvent],
+        expected_version: ExpectedVersion,
+    ) -> list[RecordedEvent]:
+        """Lock (or create) the subject's open stream and append validated events."""
+        return self._append_encoded(self._open(namespace, subject_key), encoded, expected_version)
+
+    def append_audit(self, entry: AuditEntry) -> RecordedEvent:
+        """Append one entry to the content-free audit stream."""
+        return self._append(AUDIT_NAMESPACE, AUDIT_SUBJECT, [entry.to_event()], ANY)[0]
 
     def cipher(self, stream_id: int) -> SubjectCipher | None:
         """The cipher of a stream's data key, or ``None`` once the key is destroyed."""
@@ -177,9 +228,18 @@ class Transaction:
         """
         return SubjectCipher(self._data_key(stream), stream.ref.stream_id)
 
-    def append_audit(self, entry: AuditEntry) -> RecordedEvent:
-        """Append one entry to the content-free audit stream."""
-        return self._append(AUDIT_NAMESPACE, AUDIT_SUBJECT, [entry.to_event()], ANY)[0]
+    def insert_unless_present(self, table: sa.Table) -> Insert:
+        """``INSERT`` into ``table`` skipping rows whose unique key exists (for tables
+        that rows of several processes may race to create, like checkpoints and leases)."""
+        return self.backend.insert_unless_present(table)
+
+    def rewrap_data_keys(self, limit: int) -> int:
+        """Re-wrap up to ``limit`` data keys not yet under the active KEK; how many."""
+        return rewrap_batch(self.connection, self.codec, limit)
+
+    def get_events(self, event_ids: Sequence[uuid.UUID]) -> list[RecordedEvent]:
+        """The stored events among ``event_ids``, in log order, as this transaction sees them."""
+        return read_by_ids(self.connection, self.codec, event_ids)
 
     def _append(
         self,
@@ -191,17 +251,6 @@ class Transaction:
         encoded = encode_batch(self.codec, new_events, expected_version)
         subject_key = self.codec.subject_key(namespace, subject)
         return self.append_encoded(namespace, subject_key, encoded, expected_version)
-
-    def append_encoded(
-        self,
-        namespace: str,
-        subject_key: bytes,
-        encoded: Sequence[EncodedEvent],
-        expected_version: ExpectedVersion,
-    ) -> list[RecordedEvent]:
-        """Lock the subject's stream and append validated events."""
-        stream = self._lock_current_stream(namespace, subject_key)
-        return self._append_encoded(stream, encoded, expected_version)
 
     def _append_encoded(
         self,
@@ -218,53 +267,12 @@ class Transaction:
             raise WrongExpectedVersionError(int(expected_version), stream.version)
         return self._write(stream, encoded)
 
-    def _lock_current_stream(self, namespace: str, subject_key: bytes) -> LockedStream:
-        """Lock the subject's open stream generation, creating it when needed."""
-        for _ in range(_MAX_STREAM_ATTEMPTS):
-            row = self.connection.execute(_LATEST_LOCKED, _subject(namespace, subject_key)).first()
-            if row is not None and row.closed_at is None:
-                return _stream_from_row(row)
-            generation = 1 if row is None else row.generation + 1
-            self._create_stream(namespace, subject_key, generation)
-        raise OperationalError("the stream kept changing generation; retry the append")
-
-    def _create_stream(self, namespace: str, subject_key: bytes, generation: int) -> None:
-        # ON CONFLICT DO NOTHING: a concurrent writer may create the same
-        # generation first; we then lock theirs on the next loop round.
-        stmt = (
-            self.backend.insert_ignoring_duplicates(streams)
-            .values(
-                namespace=namespace,
-                subject_key=subject_key,
-                generation=generation,
-                version=0,
-                chain_hash=crypto.stream_genesis(namespace, subject_key, generation),
-                created_at=self.clock(),
-            )
-            .returning(streams.c.stream_id)
-        )
-        stream_id = self.connection.execute(stmt).scalar()
-        if stream_id is not None:
-            _, wrapped = self.codec.new_data_key()
-            self._insert_data_key(stream_id, wrapped)
-
-    def _insert_data_key(self, stream_id: int, key: WrappedKey) -> None:
-        self.connection.execute(
-            data_keys.insert().values(
-                dek_id=key.dek_id,
-                stream_id=stream_id,
-                kek_version=key.kek_version,
-                wrapped_key=key.wrapped,
-                created_at=self.clock(),
-            )
-        )
-
     def _replayed(
         self, stream: LockedStream, encoded: Sequence[EncodedEvent]
     ) -> list[RecordedEvent] | None:
         """The stored batch if this append repeats it exactly, else ``None``."""
         ids = [e.event_id for e in encoded]
-        existing = {e.event_id: e for e in read_by_ids(self.connection, self.codec, ids)}
+        existing = {e.event_id: e for e in self.get_events(ids)}
         if not existing:
             return None
         for event in encoded:
@@ -293,11 +301,10 @@ class Transaction:
         batch = seal_batch(
             self.codec, self._data_key(stream), stream.ref, head, encoded, self.clock()
         )
-        placements = self.backend.insert_events(self.connection, batch)
+        placements = self.backend.append(self.connection, batch)
         if placements is None:  # the stream row lock makes this unreachable
             raise OperationalError("stream head moved during the append; retry")
         stream.version, stream.chain_hash = batch.new_version, batch.chain_hash
-        self._appended[stream.ref.stream_id] = stream
         return recorded_events(batch, placements)
 
     def _data_key(self, stream: LockedStream) -> bytes:
@@ -309,18 +316,6 @@ class Transaction:
         return key
 
     # -- erasure primitives ---------------------------------------------------
-
-    def find_stream(self, namespace: str, subject: str) -> LockedStream | None:
-        """Lock the subject's latest stream generation (open or closed) without creating one."""
-        check_namespace(namespace)
-        subject_key = self.codec.subject_key(namespace, check_subject(subject))
-        row = self.connection.execute(_LATEST_LOCKED, _subject(namespace, subject_key)).first()
-        return None if row is None else _stream_from_row(row)
-
-    def lock_stream(self, namespace: str, subject: str) -> StreamRef | None:
-        """Lock the subject's latest stream generation (open or closed), if any."""
-        stream = self.find_stream(namespace, subject)
-        return None if stream is None else stream.ref
 
     def read_stream_id(self, stream_id: int) -> list[RecordedEvent]:
         """Every event of one stream generation, by version, as this transaction sees it."""
@@ -378,15 +373,12 @@ class Transaction:
         if row is None:
             raise KeyUnavailableError("the data key of this stream is already destroyed")
         now = self.clock()
-        # Stamping the stream row is what stops optimistic appends of other
-        # processes that still hold this key wrapped in their head cache: their
-        # write is conditional on ``key_destroyed_at IS NULL`` (see
-        # EventStore.append).  Never destroy a key without it.
+        # Stamping the stream row makes every later append's head move
+        # (conditional on ``key_destroyed_at IS NULL``) write nothing, on top
+        # of the lock this transaction holds.  Never destroy a key without it.
         self.connection.execute(
             streams.update().where(streams.c.stream_id == stream_id).values(key_destroyed_at=now)
         )
-        if stream_id in self._appended:
-            self._appended[stream_id].wrapped_key = None
         return KeyDestruction(row.dek_id, row.kek_version, now)
 
     def close_stream(self, stream_id: int) -> None:
@@ -397,5 +389,4 @@ class Transaction:
             .where(streams.c.stream_id == stream_id, streams.c.closed_at.is_(None))
             .values(closed_at=now)
         )
-        if stream_id in self._appended:
-            self._appended[stream_id].closed_at = now
+

@@ -1,20 +1,42 @@
-"""oblivio: an event-sourced memory store for AI agents that can prove it forgot."""
+"""oblivio: an event-sourced memory store for AI agents that can prove it forgot.
+
+The public names below are imported on first use (PEP 562), not with the package:
+``oblivio --help`` and the light commands must not pay for the database, the
+embedders and the HTTP stack (see ``oblivio.cli``).
+"""
 
 from __future__ import annotations
 
-from oblivio.client import MemoryClient, MemoryEngine
-from projections.model import (
-    AssertionState,
-    LifecycleState,
-    Node,
-    NodeType,
-    Role,
-    Scope,
-    ScoredNode,
-    SourceType,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from oblivio.client import MemoryClient, MemoryEngine
+    from projections.model import (
+        AssertionState,
+        LifecycleState,
+        Node,
+        NodeType,
+        Role,
+        Scope,
+        ScoredNode,
+        SourceType,
+    )
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "MemoryClient": "oblivio.client",
+    "MemoryEngine": "oblivio.client",
+    "AssertionState": "projections.model",
+    "LifecycleState": "projections.model",
+    "Node": "projections.model",
+    "NodeType": "projections.model",
+    "Role": "projections.model",
+    "Scope": "projections.model",
+    "ScoredNode": "projections.model",
+    "SourceType": "projections.model",
+}
 
 __all__ = [
     "AssertionState",
@@ -29,3 +51,16 @@ __all__ = [
     "SourceType",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'oblivio' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once imported, found like any other attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -2,18 +2,21 @@
 
 Entry points (CLI, HTTP, tests) call these functions; nothing else creates
 engines or key providers, and nothing does so at import time.
+
+Only what opening the log needs is imported with this module: the memory
+operations' parts (projections, embedders, workers, certificates) are imported
+by the functions that build them, so a command that needs only the log (``oblivio
+keys list``) starts in a fraction of the time (see ``oblivio.cli``).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-
-from sqlalchemy.engine import Engine
+from typing import TYPE_CHECKING, Any
 
 import projections
-from certificates import IssuerKeyring
 from eventstore import (
     Backend,
     EnvKeyProvider,
@@ -22,29 +25,24 @@ from eventstore import (
     KeyringFile,
     create_backend,
 )
-from eventstore.apikeys import VerifiedKeys
+from eventstore.backends.sqlite import sqlite_url
 from eventstore.migrate import upgrade
-from eventstore.sqlite import sqlite_url
 from eventstore.store import utc_now
 from oblivio.keyrings import open_keyring
-from oblivio.memory.context import MemoryContext
 from oblivio.settings import Settings
-from projections.claims.plan import ClaimExtractor
-from projections.embedders import Embedder, HashingEmbedder
-from projections.extraction import Extractor
-from projections.graph import NodeGraphProjection
-from projections.retrieval_index import RetrievalCache
-from projections.scoring import ScoringConfig
-from projections.vectors import VectorProjection
-from workers.certify import Certifier
-from workers.erasure import AsyncPartitioning, Eraser
-from workers.extraction import ExtractionWorker
-from workers.maintenance import RetentionPolicy
-from workers.policy import ErasurePolicy, KeyPolicy
-from workers.projector import ProjectionRunner
-from workers.rebuild import RebuildWorker
-from workers.scheduler import Maintenance
-from workers.service import WorkerService
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from certificates import IssuerKeyring
+    from oblivio.memory.context import MemoryContext
+    from projections.claims.plan import ClaimExtractor
+    from projections.embedders import Embedder
+    from projections.extraction import Extractor
+    from projections.scoring import ScoringConfig
+    from workers.policy import KeyPolicy
+    from workers.service import WorkerService
+    from workers.webhooks import Webhook
 
 
 def build_key_provider(settings: Settings, backend: Backend) -> KeyProvider:
@@ -80,28 +78,60 @@ def open_memory(
     scoring: ScoringConfig | None = None,
     claim_extractor: ClaimExtractor | None = None,
     clock: Callable[[], datetime] = utc_now,
+    default_meta: Mapping[str, Any] | None = None,
 ) -> MemoryContext:
-    """Everything the memory operations need, wired together."""
+    """Everything the memory operations need, wired together.
+
+    ``default_meta`` is checked like a call's ``meta`` (and copied) before anything opens.
+    """
+    from eventstore.apikeys import VerifiedKeys
+    from oblivio.memory import inputs
+    from oblivio.memory.context import MemoryContext
+    from projections.graph import NodeGraphProjection
+    from projections.retrieval_index import RetrievalCache
+    from projections.scoring import ScoringConfig
+    from projections.store_embedders import open_store_embedders
+    from projections.vectors import VectorProjection
+    from workers.certify import Certifier
+    from workers.erasure import AsyncPartitioning, Eraser
+    from workers.extraction import ExtractionWorker
+    from workers.policy import ErasurePolicy
+    from workers.projector import ProjectionRunner
+    from workers.rebuild import RebuildWorker
+    from workers.reembed import VectorRebuilder
+
+    base_meta = inputs.meta(default_meta)
     store = open_event_store(settings)
-    embedder = embedder or HashingEmbedder()
+    try:
+        embedders = open_store_embedders(
+            store,
+            spec=settings.embedder,
+            embedder=embedder,
+            now=clock(),
+            options=settings.embedder_options(),
+        )
+    except BaseException:
+        store.close()
+        raise
     graph = NodeGraphProjection(extractor)
-    vectors = VectorProjection(embedder, extractor)
+    vectors = VectorProjection(embedders.first, extractor, embedders)
     runner = ProjectionRunner(store, vectors, partitions=settings.partitions, clock=clock)
     partitioning = [AsyncPartitioning(vectors.name, settings.partitions)]
     policy = ErasurePolicy(deadline=timedelta(hours=settings.erasure_deadline_hours))
     issuer = open_issuer_keyring(settings)
-    certifier = Certifier(issuer, store.codec.keys, key_policy(settings), clock)
+    certifier = Certifier(issuer, store.keys, key_policy(settings), clock)
     return MemoryContext(
         store=store,
         graph=graph,
         vectors=vectors,
         runner=runner,
-        embedder=embedder,
+        embedder=embedders.first,
         scoring=scoring or ScoringConfig(),
         namespace=settings.namespace,
         clock=clock,
         eraser=Eraser(store, [graph, vectors], partitioning, policy, clock),
         rebuilder=RebuildWorker(store, [graph, vectors], partitioning, certifier, policy, clock),
+        reembedder=VectorRebuilder(store, embedders, runner, clock),
         certifier=certifier,
         issuer=issuer,
         extraction=ExtractionWorker(
@@ -111,8 +141,13 @@ def open_memory(
             partitions=settings.partitions,
             clock=clock,
         ),
-        retrieval_cache=RetrievalCache(settings.retrieval_cache_nodes),
+        retrieval_cache=(
+            RetrievalCache()
+            if settings.retrieval_cache_nodes is None
+            else RetrievalCache(settings.retrieval_cache_nodes)
+        ),
         api_keys=VerifiedKeys(settings.api_key_cache_seconds),
+        default_meta=base_meta,
         console_idle_minutes=settings.console_idle_minutes,
     )
 
@@ -138,6 +173,8 @@ def build_claim_extractor(settings: Settings) -> ClaimExtractor:
 
 
 def key_policy(settings: Settings) -> KeyPolicy:
+    from workers.policy import KeyPolicy
+
     return KeyPolicy(
         rotate_every=timedelta(days=settings.kek_rotate_days),
         retire_after=timedelta(days=settings.kek_retire_days),
@@ -146,6 +183,8 @@ def key_policy(settings: Settings) -> KeyPolicy:
 
 def open_issuer_keyring(settings: Settings) -> IssuerKeyring:
     """Certificate signing keys: from ``OBLIVIO_ISSUER_KEYS`` (JSON) or the keyring file."""
+    from certificates import IssuerKeyring
+
     from_env = os.environ.get("OBLIVIO_ISSUER_KEYS")
     if from_env:
         return IssuerKeyring.from_env(from_env)
@@ -163,9 +202,23 @@ def open_event_store(settings: Settings) -> EventStore:
     )
 
 
+def overdue_webhook(settings: Settings) -> Webhook | None:
+    """The endpoint told of erasure requests past their deadline, if one is configured."""
+    from workers.webhooks import Webhook
+
+    if settings.overdue_webhook_url is None:
+        return None
+    assert settings.overdue_webhook_secret is not None  # the settings require both
+    return Webhook(settings.overdue_webhook_url, settings.overdue_webhook_secret)
+
+
 def build_worker_service(ctx: MemoryContext, settings: Settings) -> WorkerService:
     """The asynchronous loops and periodic jobs for ``oblivio worker`` and ``oblivio serve``."""
-    keys = ctx.store.codec.keys
+    from workers.maintenance import RetentionPolicy
+    from workers.scheduler import Maintenance
+    from workers.service import WorkerService
+
+    keys = ctx.store.keys
     maintenance = Maintenance(
         store=ctx.store,
         eraser=ctx.eraser,
@@ -173,5 +226,12 @@ def build_worker_service(ctx: MemoryContext, settings: Settings) -> WorkerServic
         keyring=keys if isinstance(keys, KeyringFile) else None,
         key_policy=key_policy(settings),
         clock=ctx.clock,
+        overdue_webhook=overdue_webhook(settings),
     )
-    return WorkerService(ctx.runner, ctx.rebuilder, maintenance, extraction=ctx.extraction)
+    return WorkerService(
+        ctx.runner,
+        ctx.rebuilder,
+        maintenance,
+        extraction=ctx.extraction,
+        reembedder=ctx.reembedder,
+    )

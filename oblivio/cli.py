@@ -1,25 +1,41 @@
-"""The ``oblivio`` command line."""
+"""The ``oblivio`` command line.
+
+Start-up time is part of the interface: ``oblivio --help`` and ``oblivio keys
+list`` must answer within half a second.  So the modules that define commands
+import only ``click`` (and the standard library) at module level; everything a
+command needs, down to the settings, is imported inside the command's function
+(``python -X importtime -m oblivio.cli --help`` shows what is loaded).  New
+commands and options follow the same rule; ``tests/test_cli_ops.py`` checks it.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
-from importlib.metadata import entry_points
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from oblivio import __version__
-from oblivio.bootstrap import database_url, migrate, open_event_store
 from oblivio.cli_ops import COMMANDS
-from oblivio.cli_support import friendly_errors, settings_from
-from oblivio.demo import run_demo
-from oblivio.memory.compliance import verify_audit_export
-from oblivio.settings import Settings
+from oblivio.cli_support import EMBEDDER_HELP, friendly_errors, settings_from
 
 #: Entry point group of commands other installed packages add to ``oblivio``
 #: (the benchmarks register ``bench`` there): loaded only when asked for.
 PLUGIN_GROUP = "oblivio.commands"
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoints
+
+
+def entry_points(*, group: str, name: str | None = None) -> EntryPoints:
+    """The installed plugins' entry points (importlib.metadata is imported on demand)."""
+    from importlib.metadata import entry_points as installed
+
+    found = installed(group=group)
+    return found if name is None else found.select(name=name)
 
 
 class PluginGroup(click.Group):
@@ -50,6 +66,42 @@ class PluginGroup(click.Group):
                 return loaded
         return None
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of ``--help``, naming plugins without importing them.
+
+        Click would load every command to print its one-line help; a plugin
+        (the benchmarks) imports most of oblivio, which would cost ``--help``
+        its start-up time.  A plugin is listed if its package can be found.
+        """
+        listed: list[tuple[str, click.Command | None]] = []
+        for name in self.list_commands(ctx):
+            command = self.commands.get(name)
+            if command is not None and not command.hidden:
+                listed.append((name, command))
+            elif command is None and self._plugin_installed(name):
+                listed.append((name, None))
+        limit = formatter.width - 6 - max((len(name) for name, _ in listed), default=0)
+        rows = [
+            (name, f"Added by a plugin; see: oblivio {name} --help")
+            if command is None
+            else (name, command.get_short_help_str(limit))
+            for name, command in listed
+        ]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    @staticmethod
+    def _plugin_installed(name: str) -> bool:
+        for point in entry_points(group=PLUGIN_GROUP, name=name):
+            try:
+                # find_spec of a top-level package locates it without running it.
+                if importlib.util.find_spec(point.module.partition(".")[0]) is not None:
+                    return True
+            except (ImportError, ValueError):  # ValueError: blocked in sys.modules
+                continue
+        return False
+
 
 @click.group(cls=PluginGroup)
 @click.version_option(__version__, prog_name="oblivio")
@@ -62,10 +114,15 @@ class PluginGroup(click.Group):
 @click.option(
     "--database-url", default=None, help="PostgreSQL URL; overrides OBLIVIO_DATABASE_URL."
 )
+@click.option("--embedder", default=None, help=EMBEDDER_HELP)
 @click.pass_context
-def main(ctx: click.Context, data_dir: Path | None, database_url: str | None) -> None:
+def main(
+    ctx: click.Context, data_dir: Path | None, database_url: str | None, embedder: str | None
+) -> None:
     """oblivio: a memory store for AI agents that can prove it forgot."""
-    ctx.obj = Settings.from_env(data_dir=data_dir, database_url=database_url)
+    from oblivio.settings import Settings
+
+    ctx.obj = Settings.from_env(data_dir=data_dir, database_url=database_url, embedder=embedder)
 
 
 @main.group()
@@ -78,6 +135,8 @@ def db() -> None:
 @friendly_errors
 def db_upgrade(ctx: click.Context) -> None:
     """Apply schema migrations (servers; the embedded store migrates on open)."""
+    from oblivio.bootstrap import database_url, migrate
+
     settings = settings_from(ctx)
     migrate(settings)
     click.echo(f"schema is up to date ({_redacted(database_url(settings))})")
@@ -98,6 +157,8 @@ def verify_log(
     ctx: click.Context, export_file: Path | None, jwks_file: Path | None, as_json: bool
 ) -> None:
     """Check the log's integrity chain, or (given EXPORT_FILE) an audit export offline."""
+    from oblivio.bootstrap import open_event_store
+
     if export_file is not None:
         _verify_export(export_file, jwks_file)
         return
@@ -134,6 +195,8 @@ def verify_log(
 
 
 def _verify_export(export_file: Path, jwks_file: Path | None) -> None:
+    from oblivio.memory.compliance import verify_audit_export
+
     if jwks_file is None:
         raise click.UsageError("checking an export offline needs --jwks")
     manifest = verify_audit_export(export_file.read_text(), json.loads(jwks_file.read_text()))
@@ -148,6 +211,8 @@ def _verify_export(export_file: Path, jwks_file: Path | None) -> None:
 @friendly_errors
 def demo(ctx: click.Context) -> None:
     """A guided tour: store, correct, reinforce, retrieve, forget, verify the certificate."""
+    from oblivio.demo import run_demo
+
     run_demo(settings_from(ctx), click.echo)
 
 
@@ -158,6 +223,9 @@ def _redacted(url: str) -> str:
     return url
 
 
+# Commands are registered here, defined in oblivio.cli_ops.  Keep their modules'
+# top-level imports to click: import what a command needs inside its function
+# (see the module docstring), or every command pays for it at start-up.
 for _command in COMMANDS:
     main.add_command(_command)
 

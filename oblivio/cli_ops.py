@@ -1,5 +1,9 @@
 """CLI commands for running and operating oblivio: serve, worker, keys, forget,
-export, certificate verification.  Registered on ``oblivio.cli.main``."""
+export, certificate verification.  Registered on ``oblivio.cli.main``.
+
+Only ``click`` and the standard library are imported at module level; each
+command imports what it uses (see ``oblivio.cli`` on start-up time).
+"""
 
 from __future__ import annotations
 
@@ -11,18 +15,23 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 
-from certificates import CertificateVerificationError, verify
-from eventstore import KeyringFile, apikeys
-from oblivio.bootstrap import build_worker_service, key_policy, open_memory
-from oblivio.cli_support import friendly_errors, settings_from
-from oblivio.memory import compliance
-from oblivio.memory.context import MemoryContext
-from oblivio.settings import Settings
-from workers.keys import rotate_keks
+from oblivio.cli_rebuild import rebuild
+from oblivio.cli_support import embedder_option, friendly_errors, settings_from
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from eventstore import EventStore
+    from oblivio.memory.context import MemoryContext
+    from oblivio.settings import Settings
+
+#: ``eventstore.apikeys.PRINCIPALS``, spelled out so that building the command
+#: line imports no database code (tests/test_cli_ops.py keeps the two equal).
+PRINCIPALS = ("auditor", "operator", "user")
 
 
 def _settings(ctx: click.Context) -> Settings:
@@ -30,7 +39,25 @@ def _settings(ctx: click.Context) -> Settings:
 
 
 def _open(ctx: click.Context) -> MemoryContext:
+    from oblivio.bootstrap import open_memory
+
     return open_memory(_settings(ctx))
+
+
+class _Store(NamedTuple):
+    """What the key commands use: the log alone, not the projections, embedder or workers."""
+
+    store: EventStore
+    namespace: str
+    clock: Callable[[], datetime]
+
+
+def _open_store(ctx: click.Context) -> _Store:
+    from eventstore.store import utc_now
+    from oblivio.bootstrap import open_event_store
+
+    settings = _settings(ctx)
+    return _Store(open_event_store(settings), settings.namespace, utc_now)
 
 
 def _emit(value: Any, output: Path | None) -> None:
@@ -62,13 +89,16 @@ def _wait_for_signal() -> None:
     show_default=True,
     help="Run projection and rebuild workers in this process.",
 )
+@embedder_option
 @click.pass_context
 @friendly_errors
 def serve(ctx: click.Context, host: str, port: int, run_workers: bool) -> None:
     """Run the HTTP API (plus in-process workers) on the configured store."""
     import uvicorn
 
+    from oblivio.bootstrap import build_worker_service, open_memory
     from oblivio.http import create_app
+    from oblivio.http.server import uvicorn_config
 
     settings = _settings(ctx)
     memory = open_memory(settings)
@@ -77,7 +107,9 @@ def serve(ctx: click.Context, host: str, port: int, run_workers: bool) -> None:
     if service is not None:
         service.run()
     try:
-        uvicorn.run(create_app(memory), host=host, port=port, log_config=_log_config())
+        app = create_app(memory, settings)
+        config = uvicorn_config(app, settings, host=host, port=port, log_config=_log_config())
+        uvicorn.Server(config).run()
     finally:
         if service is not None:
             service.stop()
@@ -111,6 +143,8 @@ def _log_config() -> dict[str, Any]:
 
 def _first_operator_key(memory: MemoryContext) -> None:
     """On a store without operator keys, create one and print it once."""
+    from eventstore import apikeys
+
     with memory.store.transaction() as tx:
         if apikeys.count_active(tx.connection, "operator"):
             return
@@ -120,10 +154,13 @@ def _first_operator_key(memory: MemoryContext) -> None:
 
 
 @click.command()
+@embedder_option
 @click.pass_context
 @friendly_errors
 def worker(ctx: click.Context) -> None:
     """Run projection and rebuild workers plus the scheduler (several may run)."""
+    from oblivio.bootstrap import build_worker_service, open_memory
+
     settings = _settings(ctx)
     memory = open_memory(settings)
     service = build_worker_service(memory, settings)
@@ -146,13 +183,15 @@ def keys() -> None:
 
 
 @keys.command("create")
-@click.option("--principal", type=click.Choice(sorted(apikeys.PRINCIPALS)), required=True)
+@click.option("--principal", type=click.Choice(PRINCIPALS), required=True)
 @click.option("--user-id", default=None, help="The user a 'user' key is bound to.")
 @click.pass_context
 @friendly_errors
 def keys_create(ctx: click.Context, principal: str, user_id: str | None) -> None:
     """Create an API key and print its token (shown once)."""
-    memory = _open(ctx)
+    from eventstore import apikeys
+
+    memory = _open_store(ctx)
     ref = None if user_id is None else memory.store.subject_ref(memory.namespace, user_id)
     with memory.store.transaction() as tx:
         token = apikeys.create(tx.connection, principal, user_id, ref, memory.clock())
@@ -165,11 +204,16 @@ def keys_create(ctx: click.Context, principal: str, user_id: str | None) -> None
 @friendly_errors
 def keys_list(ctx: click.Context, as_json: bool) -> None:
     """List API keys (ids, principals, pseudonymous subjects; never secrets)."""
-    memory = _open(ctx)
+    from eventstore import apikeys
+
+    memory = _open_store(ctx)
     with memory.store.reading() as view:
         found = apikeys.list_keys(view.connection)
     if as_json:
         click.echo(json.dumps([vars(k) for k in found], default=str, indent=2))
+        return
+    if not found:
+        click.echo("no API keys yet; create one with: oblivio keys create --principal operator")
         return
     for k in found:
         state = f"revoked {k.revoked_at:%Y-%m-%d}" if k.revoked_at else "active"
@@ -183,7 +227,9 @@ def keys_list(ctx: click.Context, as_json: bool) -> None:
 @friendly_errors
 def keys_revoke(ctx: click.Context, key_id: str) -> None:
     """Revoke an API key; returns once no running server accepts it any more."""
-    memory = _open(ctx)
+    from eventstore import apikeys
+
+    memory = _open_store(ctx)
     with memory.store.transaction() as tx:
         if not apikeys.revoke(tx.connection, key_id, memory.clock()):
             raise click.ClickException(f"no active key {key_id}")
@@ -201,8 +247,12 @@ def keys_revoke(ctx: click.Context, key_id: str) -> None:
 @friendly_errors
 def keys_rotate_kek(ctx: click.Context) -> None:
     """Rotate the key-encryption key now and re-wrap every data key under it."""
-    memory = _open(ctx)
-    keyring = memory.store.codec.keys
+    from eventstore import KeyringFile
+    from oblivio.bootstrap import key_policy
+    from workers.keys import rotate_keks
+
+    memory = _open_store(ctx)
+    keyring = memory.store.keys
     if not isinstance(keyring, KeyringFile):
         raise click.ClickException("keys come from the environment or a KMS; rotate them there")
     keyring.rotate(memory.clock())
@@ -240,7 +290,9 @@ def keys_keyrings(ctx: click.Context, orphaned: bool, as_json: bool) -> None:
 @friendly_errors
 def keys_jwks(ctx: click.Context) -> None:
     """Print the JWKS that verifies forget certificates and export manifests."""
-    click.echo(json.dumps(compliance.jwks(_open(ctx)), indent=2))
+    from oblivio.bootstrap import open_issuer_keyring
+
+    click.echo(json.dumps(open_issuer_keyring(_settings(ctx)).jwks(), indent=2))
 
 
 # -- erasure and exports ------------------------------------------------------------
@@ -275,6 +327,8 @@ def forget(
     output: Path | None,
 ) -> None:
     """Erase everything of USER_ID and print the forget certificate."""
+    from oblivio.memory import compliance
+
     memory = _open(ctx)
     with click.progressbar(length=1, label="erasing and rebuilding", file=sys.stderr) as bar:
         status = compliance.forget(
@@ -306,6 +360,8 @@ def export() -> None:
 @friendly_errors
 def export_subject(ctx: click.Context, user_id: str, output: Path | None) -> None:
     """Everything held about USER_ID (GDPR Art. 15/20) as JSON."""
+    from oblivio.memory import compliance
+
     _emit(compliance.export_subject(_open(ctx), user_id=user_id), output)
 
 
@@ -319,12 +375,57 @@ def export_audit(
     ctx: click.Context, since: datetime | None, until: datetime | None, output: Path | None
 ) -> None:
     """The audit stream as JSON Lines with a signed manifest as the last line."""
+    from oblivio.memory import compliance
+
     memory = _open(ctx)
     _emit(compliance.export_audit(memory, since=_utc(since), until=_utc(until)), output)
 
 
 def _utc(value: datetime | None) -> datetime | None:
     return None if value is None else value.replace(tzinfo=value.tzinfo or UTC)
+
+
+@click.command("verify-export")
+@click.argument("export_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--jwks",
+    "jwks_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    required=True,
+    help="The issuer's JWKS (oblivio keys jwks, or GET /v1/compliance/keys).",
+)
+@friendly_errors
+def verify_export(export_file: Path, jwks_file: Path) -> None:
+    """Verify a subject export (JSON) or an audit export (JSON Lines) offline against a JWKS."""
+    from certificates import CertificateVerificationError
+
+    text, keys = export_file.read_text(), json.loads(jwks_file.read_text())
+    try:
+        click.echo(_verified_export(text, keys))
+    except CertificateVerificationError as e:
+        raise click.ClickException(f"the export does NOT verify ({e.reason}): {e}") from e
+
+
+def _verified_export(text: str, keys: dict[str, Any]) -> str:
+    """What was verified, in one line; raises naming what failed."""
+    from oblivio.memory import compliance
+
+    try:
+        document = json.loads(text)
+    except ValueError:  # several lines: an audit export
+        document = None
+    if isinstance(document, dict) and document.get("format") == compliance.SUBJECT_EXPORT_FORMAT:
+        manifest = compliance.verify_subject_export(document, keys)
+        counts = manifest["counts"]
+        return (
+            f"ok: subject export of {manifest['subject_ref'][:12]}…, {counts['events']} events "
+            f"and {counts['nodes']} nodes: signed manifest and content digests verify"
+        )
+    manifest = compliance.verify_audit_export(text, keys)
+    return (
+        f"ok: {manifest['count']} audit entries, signed manifest and hash chain verify "
+        f"(chain head {manifest['chain_head'][:16]}…)"
+    )
 
 
 @click.group()
@@ -343,6 +444,8 @@ def certificate() -> None:
 )
 def certificate_verify(certificate_file: Path, jwks_file: Path) -> None:
     """Verify a certificate offline against a JWKS; print its claims."""
+    from certificates import CertificateVerificationError, verify
+
     try:
         verified = verify(certificate_file.read_text(), json.loads(jwks_file.read_text()))
     except CertificateVerificationError as e:
@@ -359,13 +462,24 @@ def certificate_verify(certificate_file: Path, jwks_file: Path) -> None:
     required=True,
     help="The key the server acts for (or OBLIVIO_API_KEY).",
 )
+@click.option(
+    "--default-meta",
+    "default_meta",
+    default=None,
+    metavar="JSON",
+    help='Metadata every stored memory starts from, a JSON object such as '
+    '\'{"channel": "mcp"}\'; a tool call\'s own meta wins on each key.',
+)
+@embedder_option
 @click.pass_context
 @friendly_errors
-def mcp(ctx: click.Context, api_key: str) -> None:
+def mcp(ctx: click.Context, api_key: str, default_meta: str | None) -> None:
     """Serve memory tools to an agent over MCP (stdio)."""
+    from eventstore import apikeys
+    from oblivio.bootstrap import open_memory
     from oblivio.mcp_server import build_mcp_server
 
-    memory = _open(ctx)
+    memory = open_memory(_settings(ctx), default_meta=_json_object(default_meta, "--default-meta"))
     with memory.store.reading() as view:
         who = apikeys.authenticate(view.connection, api_key, memory.clock())
     if who is None:
@@ -373,4 +487,16 @@ def mcp(ctx: click.Context, api_key: str) -> None:
     build_mcp_server(memory, who).run("stdio")
 
 
-COMMANDS = [serve, worker, keys, forget, export, certificate, mcp]
+def _json_object(text: str | None, option: str) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise click.BadParameter(f"not JSON: {e}", param_hint=option) from e
+    if not isinstance(value, dict):
+        raise click.BadParameter("must be a JSON object", param_hint=option)
+    return value
+
+
+COMMANDS = [serve, worker, keys, forget, export, verify_export, certificate, mcp, rebuild]

@@ -1,16 +1,19 @@
-"""Helpers shared by the CLI modules."""
+"""Helpers shared by the CLI modules.
+
+Nothing heavy is imported here (see ``oblivio.cli`` on start-up time): the
+error types are looked up only once an exception is on its way out.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from certificates import CertificatesError
-from eventstore import OblivioError
-from oblivio.settings import Settings
+if TYPE_CHECKING:
+    from oblivio.settings import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -22,12 +25,48 @@ def friendly_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except (OblivioError, CertificatesError) as e:
-            raise click.ClickException(f"{type(e).__name__}: {e}") from e
+        except Exception as e:
+            if _is_user_error(e):
+                raise click.ClickException(f"{type(e).__name__}: {e}") from e
+            raise
 
     return wrapper  # type: ignore[return-value]
+
+
+def _is_user_error(error: Exception) -> bool:
+    # Imported here: whatever raised one of these has imported its package already.
+    from certificates import CertificatesError
+    from eventstore import OblivioError
+
+    return isinstance(error, OblivioError | CertificatesError)
 
 
 def settings_from(ctx: click.Context) -> Settings:
     settings: Settings = ctx.obj
     return settings
+
+
+EMBEDDER_HELP = (
+    "Embedder by name: wordllama[:DIM], hashing[:DIM], sentence-transformers:PATH, "
+    "openai:MODEL (overrides OBLIVIO_EMBEDDER; default: the store's own)."
+)
+
+
+def embedder_option(func: F) -> F:
+    """``--embedder NAME`` on a command (as on the ``oblivio`` group): overrides
+    ``OBLIVIO_EMBEDDER`` for this command's store."""
+
+    def override(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+        if value is not None:
+            ctx.obj = settings_from(ctx).model_copy(update={"embedder": value})
+
+    option = click.option(
+        "--embedder",
+        default=None,
+        expose_value=False,
+        is_eager=True,
+        callback=override,
+        help=EMBEDDER_HELP,
+    )
+    return option(func)
+

@@ -2,19 +2,22 @@
 
 Each method is a memory command or query bound to this client's context, so
 signatures and docstrings are defined once, in ``oblivio.memory``.
+``client.for_user(user_id)`` gives a handle whose methods are the same
+operations with ``user_id`` bound too (``UserMemory``, ``AsyncUserMemory``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from oblivio.bootstrap import open_memory
-from oblivio.memory import commands, compliance, queries
+from oblivio.memory import commands, compliance, inputs, queries
 from oblivio.memory import ingest as ingestion
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.digests import replay_comparison
@@ -56,6 +59,45 @@ class _Awaited(Generic[P, R]):
         return call
 
 
+class _ForUser(Generic[R]):
+    """An operation of a handle bound to one user: context and ``user_id`` bound first."""
+
+    def __init__(self, operation: Callable[..., R]) -> None:
+        self.operation = operation
+        self.__doc__ = operation.__doc__
+
+    def __get__(self, handle: _UserHandle, owner: type | None = None) -> Callable[..., R]:
+        return functools.partial(self.operation, handle.context, user_id=handle.user_id)
+
+
+class _AwaitedForUser(Generic[R]):
+    """The same, run in a worker thread and awaited (for ``AsyncUserMemory``)."""
+
+    def __init__(self, operation: Callable[..., R]) -> None:
+        self.operation = operation
+        self.__doc__ = operation.__doc__
+
+    def __get__(
+        self, handle: _UserHandle, owner: type | None = None
+    ) -> Callable[..., Awaitable[R]]:
+        bound = functools.partial(self.operation, handle.context, user_id=handle.user_id)
+
+        async def call(*args: Any, **kwargs: Any) -> R:
+            return await asyncio.to_thread(bound, *args, **kwargs)
+
+        return call
+
+
+class _UserHandle:
+    def __init__(
+        self, context: MemoryContext, user_id: str, default_meta: Mapping[str, Any] | None
+    ) -> None:
+        self.user_id = inputs.user(user_id)
+        # The client's default, then this handle's, then each call's meta.
+        merged = inputs.merged_meta(context.default_meta, default_meta)
+        self.context = dataclasses.replace(context, default_meta=merged)
+
+
 class _Base:
     def __init__(
         self,
@@ -63,22 +105,26 @@ class _Base:
         *,
         database_url: str | None = None,
         namespace: str | None = None,
-        embedder: Embedder | None = None,
+        embedder: Embedder | str | None = None,
         extractor: Extractor | None = None,
         scoring: ScoringConfig | None = None,
         settings: Settings | None = None,
+        default_meta: Mapping[str, Any] | None = None,
         claim_extractor: ClaimExtractor | None = None,
     ) -> None:
         if settings is None:
             settings = Settings.from_env(
                 data_dir=path, database_url=database_url, namespace=namespace
             )
+        if isinstance(embedder, str):  # a name, as OBLIVIO_EMBEDDER would give it
+            settings, embedder = settings.model_copy(update={"embedder": embedder}), None
         self.settings = settings
         self.context = open_memory(
             settings,
             embedder=embedder,
             extractor=extractor,
             scoring=scoring,
+            default_meta=default_meta,
             claim_extractor=claim_extractor,
         )
 
@@ -92,7 +138,15 @@ class MemoryClient(_Base):
     ``MemoryClient("./memory")`` opens (or creates) an embedded store in that
     directory; ``MemoryClient(database_url="postgresql+psycopg://…")`` opens
     PostgreSQL.  Use it as a context manager, or call :meth:`close`.
+    ``default_meta`` is merged under every ``store``'s own ``meta``
+    (``{**default_meta, **meta}``: the call wins).
     """
+
+    def for_user(
+        self, user_id: str, *, default_meta: Mapping[str, Any] | None = None
+    ) -> UserMemory:
+        """A handle whose methods act for ``user_id``, with ``default_meta`` over the client's."""
+        return UserMemory(self.context, user_id, default_meta)
 
     store = _Bound(commands.store)
     ingest = _Bound(ingestion.ingest)
@@ -142,6 +196,12 @@ class MemoryClient(_Base):
 class MemoryEngine(_Base):
     """Asynchronous access to an oblivio store: the methods of ``MemoryClient``, awaited."""
 
+    def for_user(
+        self, user_id: str, *, default_meta: Mapping[str, Any] | None = None
+    ) -> AsyncUserMemory:
+        """A handle whose methods act for ``user_id``, awaited; see ``MemoryClient.for_user``."""
+        return AsyncUserMemory(self.context, user_id, default_meta)
+
     store = _Awaited(commands.store)
     ingest = _Awaited(ingestion.ingest)
     ingest_batch = _Awaited(ingestion.ingest_batch)
@@ -180,3 +240,62 @@ class MemoryEngine(_Base):
 
     async def __aexit__(self, *exc_info: Any) -> None:
         await asyncio.to_thread(self.close)
+
+
+class UserMemory(_UserHandle):
+    """The operations of one user (``MemoryClient.for_user``): ``user_id`` is bound.
+
+    It shares the client's connections: close the client, not the handle.
+    """
+
+    store = _ForUser(commands.store)
+    ingest = _ForUser(ingestion.ingest)
+    ingest_batch = _ForUser(ingestion.ingest_batch)
+    supersede = _ForUser(commands.supersede)
+    supersede_many = _ForUser(commands.supersede_many)
+    contradict = _ForUser(commands.contradict)
+    resolve_contradiction = _ForUser(commands.resolve_contradiction)
+    reinforce = _ForUser(commands.reinforce)
+    add_resonance_trigger = _ForUser(commands.add_resonance_trigger)
+    remove_resonance_trigger = _ForUser(commands.remove_resonance_trigger)
+    add_negative_attractor = _ForUser(commands.add_negative_attractor)
+    clear_negative_attractors = _ForUser(commands.clear_negative_attractors)
+    get_event = _ForUser(queries.get_event)
+    get_events = _ForUser(queries.get_events)
+    get_event_nodes = _ForUser(queries.get_event_nodes)
+    get_node = _ForUser(queries.get_node)
+    get_assertion_state = _ForUser(queries.get_assertion_state)
+    retrieve = _ForUser(queries.retrieve)
+    negative_attractor_count = _ForUser(queries.negative_attractor_count)
+    delete_event = _ForUser(compliance.delete_event)
+    forget = _ForUser(compliance.forget)
+    export_subject = _ForUser(compliance.export_subject)
+    verify_log = _ForUser(compliance.verify_log)
+
+
+class AsyncUserMemory(_UserHandle):
+    """The operations of one user, awaited (``MemoryEngine.for_user``)."""
+
+    store = _AwaitedForUser(commands.store)
+    ingest = _AwaitedForUser(ingestion.ingest)
+    ingest_batch = _AwaitedForUser(ingestion.ingest_batch)
+    supersede = _AwaitedForUser(commands.supersede)
+    supersede_many = _AwaitedForUser(commands.supersede_many)
+    contradict = _AwaitedForUser(commands.contradict)
+    resolve_contradiction = _AwaitedForUser(commands.resolve_contradiction)
+    reinforce = _AwaitedForUser(commands.reinforce)
+    add_resonance_trigger = _AwaitedForUser(commands.add_resonance_trigger)
+    remove_resonance_trigger = _AwaitedForUser(commands.remove_resonance_trigger)
+    add_negative_attractor = _AwaitedForUser(commands.add_negative_attractor)
+    clear_negative_attractors = _AwaitedForUser(commands.clear_negative_attractors)
+    get_event = _AwaitedForUser(queries.get_event)
+    get_events = _AwaitedForUser(queries.get_events)
+    get_event_nodes = _AwaitedForUser(queries.get_event_nodes)
+    get_node = _AwaitedForUser(queries.get_node)
+    get_assertion_state = _AwaitedForUser(queries.get_assertion_state)
+    retrieve = _AwaitedForUser(queries.retrieve)
+    negative_attractor_count = _AwaitedForUser(queries.negative_attractor_count)
+    delete_event = _AwaitedForUser(compliance.delete_event)
+    forget = _AwaitedForUser(compliance.forget)
+    export_subject = _AwaitedForUser(compliance.export_subject)
+    verify_log = _AwaitedForUser(compliance.verify_log)

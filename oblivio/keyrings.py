@@ -23,7 +23,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from eventstore.backend import Backend
+from eventstore.backends.port import Backend
 from eventstore.errors import KeyUnavailableError
 from eventstore.identity import holds_streams, store_id
 from eventstore.keys import KeyringFile, move_keyring
@@ -53,7 +53,7 @@ def open_keyring(settings: Settings, backend: Backend) -> KeyringFile:
         log.warning(
             "moved the keyring of store %s out of the data directory, from %s to %s: "
             "a copy of the data directory no longer holds its keys. Back up this file "
-            "apart from the data (docs/operations.md, 'Backup and restore').",
+            "apart from the data (docs/operations.md, 'Where the keyring lives').",
             identity,
             legacy,
             target,
@@ -64,6 +64,14 @@ def open_keyring(settings: Settings, backend: Backend) -> KeyringFile:
             f"{target.parent}. Restore it from the keyring backup, or point "
             "OBLIVIO_KEYRING_DIR at the directory that holds it; without it the "
             "store's data cannot be decrypted"
+        )
+    if target.resolve().is_relative_to(settings.data_dir.resolve()):
+        # E.g. HOME inside the data directory, as in a container whose home is its volume.
+        log.warning(
+            "the keyring %s is inside the data directory %s: a copy of the data holds the "
+            "keys that decrypt it. Set OBLIVIO_KEYRING_DIR to a directory outside it.",
+            target,
+            settings.data_dir,
         )
     return KeyringFile(target, store=description)
 
@@ -141,7 +149,7 @@ def _server_store_state(database: str, identity: str) -> tuple[str, str]:
     """A PostgreSQL store: asked with the credentials of the environment (PGPASSWORD, …)."""
     import sqlalchemy as sa
 
-    from eventstore.postgres import normalise_postgres_url
+    from eventstore.backends.postgres import normalise_postgres_url
 
     engine = sa.create_engine(normalise_postgres_url(database), connect_args={"connect_timeout": 5})
     try:

@@ -3,21 +3,40 @@
 The server acts for the principal of the API key it is started with: a user
 key binds every tool to that user; an operator key lets tools name the user,
 and adds the compliance tools (forget, delete an event).  Auditors get none.
+
+A refused call (bad id, invalid scope, unknown node, empty query, …) comes
+back to the agent as the tool's error content, ``<ErrorType>: <message>``
+with the error type of ``oblivio.errors``, so the agent can read why; tool
+parameters carry their enumerations and formats in the tool schema.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
-from typing import Any
+import uuid
+from collections.abc import Callable
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 from mcp.server.mcpserver import MCPServer
-from pydantic import StrictBool
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import AwareDatetime, Field, StrictBool
 
+from certificates import CertificateVerificationError
 from eventstore.apikeys import Principal
-from eventstore.errors import InvalidInputError
+from eventstore.errors import InvalidInputError, OblivioError
 from oblivio.memory import commands, compliance, ingest, queries
 from oblivio.memory.context import MemoryContext
+from projections.model import NodeType, Role, Scope, SourceType
+from workers.policy import LegalGroundName, ReasonName
+
+P = ParamSpec("P")
+R = TypeVar("R")
+#: Who a correction or erasure is recorded as coming from, unless the caller says.
+DEFAULT_ACTOR = "mcp"
+Actor = Annotated[str, Field(min_length=1, max_length=256)]
+Limit = Annotated[int, Field(ge=1, le=1000)]
 
 INSTRUCTIONS = (
     "Long-term memory about people, with explicit corrections and provable erasure. "
@@ -32,6 +51,23 @@ def _plain(value: Any) -> Any:
         value = dataclasses.asdict(value)
     result: Any = json.loads(json.dumps(value, default=str))
     return result
+
+
+def typed_errors(tool: Callable[P, R]) -> Callable[P, R]:
+    """``tool``, its typed errors raised as ``ToolError`` naming their type and message.
+
+    The SDK hides every other exception behind "Error executing tool …" and
+    sends the reason only to the server's stderr, where the agent cannot read it.
+    """
+
+    @functools.wraps(tool)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return tool(*args, **kwargs)
+        except (OblivioError, CertificateVerificationError) as error:
+            raise ToolError(f"{type(error).__name__}: {error}") from error
+
+    return call
 
 
 class _Binding:
@@ -66,12 +102,13 @@ def build_mcp_server(ctx: MemoryContext, who: Principal) -> MCPServer:
 
 def _memory_tools(server: MCPServer, ctx: MemoryContext, bind: _Binding) -> None:
     @server.tool()
+    @typed_errors
     def memory_store(
         content: str,
         user_id: str | None = None,
-        scope: str = "personal",
-        source_type: str = "user_stated",
-        node_type: str = "fact",
+        scope: Scope = Scope.PERSONAL,
+        source_type: SourceType = SourceType.USER_STATED,
+        node_type: NodeType = NodeType.FACT,
     ) -> dict[str, Any]:
         """Remember something about a person; returns the event id and its node ids."""
         user = bind.user(user_id)
@@ -81,19 +118,20 @@ def _memory_tools(server: MCPServer, ctx: MemoryContext, bind: _Binding) -> None
         return {"event_id": str(stored.event_id), "node_ids": [str(n) for n in stored.node_ids]}
 
     @server.tool()
+    @typed_errors
     def memory_ingest(
         message: str,
         user_id: str | None = None,
-        role: str = "user",
-        scope: str = "personal",
-        source_type: str = "user_stated",
+        role: Role = Role.USER,
+        scope: Scope = Scope.PERSONAL,
+        source_type: SourceType = SourceType.USER_STATED,
         session_id: str | None = None,
-        occurred_at: str | None = None,
+        occurred_at: AwareDatetime | None = None,
         first_person_owner: StrictBool = False,
         speaker: str | None = None,
         enable_speaker_references: StrictBool = False,
-        wait_for_extraction: bool = False,
-        request_id: str | None = None,
+        wait_for_extraction: StrictBool = False,
+        request_id: uuid.UUID | None = None,
     ) -> Any:
         """Hand over a raw message; its claims are extracted and corrections retire old ones.
 
@@ -119,7 +157,8 @@ def _memory_tools(server: MCPServer, ctx: MemoryContext, bind: _Binding) -> None
         )
 
     @server.tool()
-    def memory_retrieve(query: str, user_id: str | None = None, limit: int = 5) -> list[Any]:
+    @typed_errors
+    def memory_retrieve(query: str, user_id: str | None = None, limit: Limit = 5) -> list[Any]:
         """The person's memories most relevant to the query, best first."""
         found = queries.retrieve(ctx, query, user_id=bind.user(user_id), limit=limit)
         return [
@@ -128,7 +167,8 @@ def _memory_tools(server: MCPServer, ctx: MemoryContext, bind: _Binding) -> None
         ]
 
     @server.tool()
-    def memory_get_node(node_id: str, include_superseded: bool = False) -> Any:
+    @typed_errors
+    def memory_get_node(node_id: uuid.UUID, include_superseded: StrictBool = False) -> Any:
         """One memory node, or null when it is not available."""
         node = queries.get_node(
             ctx, node_id, user_id=bind.optional_user(), include_superseded=include_superseded
@@ -136,8 +176,17 @@ def _memory_tools(server: MCPServer, ctx: MemoryContext, bind: _Binding) -> None
         return None if node is None else _plain(node)
 
     @server.tool()
-    def memory_supersede(old_node_id: str, new_node_id: str, evidence_id: str | None = None) -> Any:
-        """Replace an outdated memory with a newer one (both of the same person and scope)."""
+    @typed_errors
+    def memory_supersede(
+        old_node_id: uuid.UUID,
+        new_node_id: uuid.UUID,
+        evidence_id: uuid.UUID | None = None,
+        actor_id: Actor = DEFAULT_ACTOR,
+    ) -> Any:
+        """Replace an outdated memory with a newer one (both of the same person and scope).
+
+        actor_id names who made the correction (recorded as a keyed hash).
+        """
         return _plain(
             commands.supersede(
                 ctx,
@@ -145,13 +194,16 @@ def _memory_tools(server: MCPServer, ctx: MemoryContext, bind: _Binding) -> None
                 new_node_id,
                 evidence_id=evidence_id,
                 user_id=bind.optional_user(),
-                actor_id="mcp",
+                actor_id=actor_id,
             )
         )
 
     @server.tool()
+    @typed_errors
     def memory_reinforce(
-        node_id: str, evidence_id: str | None = None, request_id: str | None = None
+        node_id: uuid.UUID,
+        evidence_id: uuid.UUID | None = None,
+        request_id: uuid.UUID | None = None,
     ) -> Any:
         """Record that the person confirmed a memory; repeat the request_id to retry safely."""
         return _plain(
@@ -167,17 +219,37 @@ def _memory_tools(server: MCPServer, ctx: MemoryContext, bind: _Binding) -> None
 
 def _compliance_tools(server: MCPServer, ctx: MemoryContext, bind: _Binding) -> None:
     @server.tool()
+    @typed_errors
     def memory_forget(
-        user_id: str, reason: str = "user_request", legal_ground: str = "art17-1-b"
+        user_id: str,
+        reason: ReasonName = "user_request",
+        legal_ground: LegalGroundName = "art17-1-b",
+        actor_id: Actor = DEFAULT_ACTOR,
     ) -> Any:
-        """Erase everything of a person (GDPR Art. 17); returns the status and certificate."""
+        """Erase everything of a person (GDPR Art. 17); returns the status and certificate.
+
+        actor_id names who asked for the erasure (recorded as a keyed hash).
+        """
         return _plain(
             compliance.forget(
-                ctx, bind.user(user_id), reason=reason, legal_ground=legal_ground, actor_id="mcp"
+                ctx, bind.user(user_id), reason=reason, legal_ground=legal_ground, actor_id=actor_id
             )
         )
 
     @server.tool()
-    def memory_delete_event(event_id: str, reason: str = "user_request") -> Any:
-        """Hard-delete one stored memory event."""
-        return _plain(compliance.delete_event(ctx, event_id, reason=reason, actor_id="mcp"))
+    @typed_errors
+    def memory_delete_event(
+        event_id: uuid.UUID,
+        reason: ReasonName = "user_request",
+        legal_ground: LegalGroundName = "art17-1-b",
+        actor_id: Actor = DEFAULT_ACTOR,
+    ) -> Any:
+        """Hard-delete one stored memory event.
+
+        actor_id names who asked for the erasure (recorded as a keyed hash).
+        """
+        return _plain(
+            compliance.delete_event(
+                ctx, event_id, reason=reason, legal_ground=legal_ground, actor_id=actor_id
+            )
+        )

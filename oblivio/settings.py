@@ -7,11 +7,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from eventstore import DEFAULT_MAX_EVENT_BYTES
 from eventstore.apikeys import MAX_CACHE_SECONDS as MAX_API_KEY_CACHE_SECONDS
-from projections.retrieval_index import DEFAULT_MAX_CACHED_NODES
+from projections.embedders import EmbedderOptions, EndpointOptions
 
 DEFAULT_DATA_DIR = Path("./oblivio-data")
 KEYRINGS_SUBDIR = Path("oblivio") / "keyrings"
@@ -19,6 +19,13 @@ DEFAULT_NAMESPACE = "default"
 #: A revoked key may authenticate for this long in a server that verified it
 #: just before (the revocation comes from another process, the CLI).
 DEFAULT_API_KEY_CACHE_SECONDS = 1.0
+#: Request bodies beyond this answer 413 while being read: room for the largest
+#: event (1 MiB encoded) in JSON's escaping, no more.
+DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
+#: A request line plus headers beyond this answer 431 (bearer keys and ids are small).
+DEFAULT_MAX_HEADER_BYTES = 32 * 1024
+#: Failed API key checks one client address may make per minute before 429s.
+DEFAULT_AUTH_FAILURES_PER_MINUTE = 10
 
 
 def default_keyring_dir(environ: Mapping[str, str]) -> Path:
@@ -50,6 +57,18 @@ class Settings(BaseModel):
     over all subjects; 0 turns the cache off), ``OBLIVIO_API_KEY_CACHE_SECONDS`` (how long
     a verified API key is trusted without reading it again, at most 2; 0 turns the cache
     off; see ``eventstore.apikeys.VerifiedKeys`` for what that costs a revocation),
+    ``OBLIVIO_EMBEDDER`` (the embedder by name, e.g. ``wordllama`` or ``hashing:384``;
+    unset: the store's own, or ``wordllama`` for a new store; see docs/retrieval.md),
+    ``OBLIVIO_ALLOW_MODEL_DOWNLOADS`` (sentence-transformers may download a model id),
+    ``OBLIVIO_OPENAI_BASE_URL``, ``OBLIVIO_OPENAI_API_KEY``, ``OBLIVIO_EMBEDDING_BATCH_SIZE``,
+    ``OBLIVIO_EMBEDDING_TIMEOUT_SECONDS`` and ``OBLIVIO_EMBEDDING_RETRIES`` (``openai:MODEL``
+    embedders: the OpenAI-compatible endpoint and how it is called),
+    ``OBLIVIO_MAX_REQUEST_BYTES`` (largest HTTP request body, default 4 MiB),
+    ``OBLIVIO_MAX_HEADER_BYTES`` (largest request line plus headers, default 32 KiB),
+    ``OBLIVIO_AUTH_FAILURES_PER_MINUTE`` (failed API key checks per client address and
+    minute before 429, default 10; 0 turns the limit off),
+    ``OBLIVIO_OVERDUE_WEBHOOK_URL`` and ``OBLIVIO_OVERDUE_WEBHOOK_SECRET`` (where to POST,
+    signed with the secret, each erasure request that passes its deadline),
     ``OBLIVIO_CLAIM_EXTRACTOR`` (``rules``, the default, or ``openai-chat``) with
     ``OBLIVIO_CLAIM_EXTRACTOR_URL``, ``OBLIVIO_CLAIM_EXTRACTOR_MODEL`` and
     ``OBLIVIO_CLAIM_EXTRACTOR_API_KEY`` for the latter (docs/ingest.md).
@@ -71,14 +90,48 @@ class Settings(BaseModel):
     kek_rotate_days: float = Field(default=30.0, gt=0)
     kek_retire_days: float = Field(default=30.0, ge=0)
     retention: tuple[str, ...] = ()  # "namespace/scope=days" entries
-    retrieval_cache_nodes: int = Field(default=DEFAULT_MAX_CACHED_NODES, ge=0)
+    # None: the retrieval index's own default (100,000).  Not imported here: the
+    # index brings numpy, and every CLI command reads the settings.
+    retrieval_cache_nodes: int | None = Field(default=None, ge=0)
     api_key_cache_seconds: float = Field(
         default=DEFAULT_API_KEY_CACHE_SECONDS, ge=0, le=MAX_API_KEY_CACHE_SECONDS
     )
+    #: The embedder's name; ``None``: the store's recorded one (the default for a new store).
+    embedder: str | None = None
+    #: sentence-transformers models may be downloaded (else local files only).
+    allow_model_downloads: bool = False
+    #: The OpenAI-compatible endpoint of ``openai:MODEL`` embedders.
+    openai_base_url: str = "https://api.openai.com/v1"
+    openai_api_key: str | None = Field(default=None, repr=False)
+    embedding_batch_size: int = Field(default=64, ge=1, le=2048)
+    embedding_timeout_seconds: float = Field(default=30.0, gt=0)
+    embedding_retries: int = Field(default=5, ge=0, le=20)
+    max_request_bytes: int = Field(default=DEFAULT_MAX_REQUEST_BYTES, ge=1024)
+    max_header_bytes: int = Field(default=DEFAULT_MAX_HEADER_BYTES, ge=1024)
+    auth_failures_per_minute: int = Field(default=DEFAULT_AUTH_FAILURES_PER_MINUTE, ge=0)
+    overdue_webhook_url: str | None = Field(default=None, pattern=r"^https?://")
+    overdue_webhook_secret: str | None = Field(default=None, min_length=16)
     claim_extractor: Literal["rules", "openai-chat"] = "rules"
     claim_extractor_url: str | None = None
     claim_extractor_model: str | None = None
     console_idle_minutes: float = Field(default=30.0, gt=0, le=24 * 60)
+
+    def embedder_options(self) -> EmbedderOptions:
+        """What embedders built by name take from the settings."""
+        endpoint = EndpointOptions(
+            base_url=self.openai_base_url,
+            api_key=self.openai_api_key,
+            batch_size=self.embedding_batch_size,
+            timeout=self.embedding_timeout_seconds,
+            retries=self.embedding_retries,
+        )
+        return EmbedderOptions(allow_downloads=self.allow_model_downloads, endpoint=endpoint)
+
+    @model_validator(mode="after")
+    def _webhook_is_signed(self) -> Settings:
+        if self.overdue_webhook_url is not None and self.overdue_webhook_secret is None:
+            raise ValueError("OBLIVIO_OVERDUE_WEBHOOK_URL needs OBLIVIO_OVERDUE_WEBHOOK_SECRET")
+        return self
 
     @property
     def embedded(self) -> bool:
@@ -110,6 +163,18 @@ class Settings(BaseModel):
             ("kek_retire_days", "OBLIVIO_KEK_RETIRE_DAYS"),
             ("retrieval_cache_nodes", "OBLIVIO_RETRIEVAL_CACHE_NODES"),
             ("api_key_cache_seconds", "OBLIVIO_API_KEY_CACHE_SECONDS"),
+            ("embedder", "OBLIVIO_EMBEDDER"),
+            ("allow_model_downloads", "OBLIVIO_ALLOW_MODEL_DOWNLOADS"),
+            ("openai_base_url", "OBLIVIO_OPENAI_BASE_URL"),
+            ("openai_api_key", "OBLIVIO_OPENAI_API_KEY"),
+            ("embedding_batch_size", "OBLIVIO_EMBEDDING_BATCH_SIZE"),
+            ("embedding_timeout_seconds", "OBLIVIO_EMBEDDING_TIMEOUT_SECONDS"),
+            ("embedding_retries", "OBLIVIO_EMBEDDING_RETRIES"),
+            ("max_request_bytes", "OBLIVIO_MAX_REQUEST_BYTES"),
+            ("max_header_bytes", "OBLIVIO_MAX_HEADER_BYTES"),
+            ("auth_failures_per_minute", "OBLIVIO_AUTH_FAILURES_PER_MINUTE"),
+            ("overdue_webhook_url", "OBLIVIO_OVERDUE_WEBHOOK_URL"),
+            ("overdue_webhook_secret", "OBLIVIO_OVERDUE_WEBHOOK_SECRET"),
             ("claim_extractor", "OBLIVIO_CLAIM_EXTRACTOR"),
             ("claim_extractor_url", "OBLIVIO_CLAIM_EXTRACTOR_URL"),
             ("claim_extractor_model", "OBLIVIO_CLAIM_EXTRACTOR_MODEL"),

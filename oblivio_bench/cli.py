@@ -148,7 +148,7 @@ def _emit_figures(report: FigureReport, json_path: Path | None) -> None:
 
 @bench.command("memory")
 @bench_options(
-    rounds_help="Rounds of the store() and catch-up figures.",
+    rounds_help="Rounds of the store(), catch-up and ingest figures.",
     scale_help="Multiply every count, retrieval sizes included (e.g. 0.01 for a smoke run).",
 )
 @click.option(
@@ -156,7 +156,7 @@ def _emit_figures(report: FigureReport, json_path: Path | None) -> None:
     "sections",
     type=click.Choice(MEMORY_SECTIONS),
     multiple=True,
-    help="Run only this measurement (repeatable); default: all three.",
+    help="Run only this measurement (repeatable); default: all of them.",
 )
 @click.pass_context
 @friendly_errors

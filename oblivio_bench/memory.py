@@ -1,4 +1,4 @@
-"""``oblivio bench memory``: ``store()`` beside a bare append, vector catch-up, retrieval latency.
+"""``oblivio bench memory``: store() beside a bare append, vector catch-up, retrieval, ingest.
 
 1. **store() throughput.**  Each round stores fresh memories through the
    facade (``MemoryClient.store``: one transaction with the inline node
@@ -12,6 +12,9 @@
    timed query by query, with the default consistent read: first warm, then
    interleaved (store one memory, retrieve once), as an agent that stores each
    message and retrieves for its answer does.
+
+4. **Ingest.**  ``ingest()`` and the claim extraction worker beside
+   ``store()`` (see :mod:`oblivio.bench.ingest`), on a store of its own.
 
 Sections 1 and 2 use the default embedder on one scratch store; section 3
 uses a store of its own, so no vector of one dimension meets a query of
@@ -31,6 +34,7 @@ from oblivio.client import MemoryClient
 from oblivio.memory.queries import wait_for_vectors
 from oblivio_bench.eventstore import BACKENDS, DEFAULT_SERVER_URL
 from oblivio_bench.figures import Figure, FigureReport, Section, at_least, at_most, percentile
+from oblivio_bench.ingest import INGEST_EVENTS, INGEST_SUBJECTS, ingest_section, measure_ingest
 from oblivio_bench.loading import (
     check_applied,
     check_equivalent,
@@ -61,7 +65,7 @@ LEAST_QUERIES = 5
 SEED = 1729
 
 #: The three measurements, in the order they run; ``--section`` picks some of them.
-SECTIONS = ("store", "catch-up", "retrieval")
+SECTIONS = ("store", "catch-up", "retrieval", "ingest")
 
 TARGET_STORE_RATIO = 0.5
 TARGET_CATCH_UP_EVENTS_PER_S = 5_000.0  # on PostgreSQL
@@ -104,6 +108,8 @@ class MemorySizes:
     catch_up_events: int
     catch_up_subjects: int
     tiers: tuple[RetrievalTier, ...]
+    ingest_events: int
+    ingest_subjects: int
 
     @classmethod
     def scaled(cls, scale: float) -> MemorySizes:
@@ -122,6 +128,8 @@ class MemorySizes:
             n(CATCH_UP_EVENTS),
             n(CATCH_UP_SUBJECTS),
             tiers,
+            n(INGEST_EVENTS),
+            n(INGEST_SUBJECTS),
         )
 
 
@@ -186,7 +194,9 @@ def run_memory_bench(
     appends: list[Measurement] = []
     catch_ups: list[Measurement] = []
     tiers: list[TierResult] = []
-    with scratch_settings(config.backend, config.server_url, ["store", "retrieval"]) as settings:
+    ingested: tuple[list[Measurement], list[Measurement], list[Measurement]] = ([], [], [])
+    labels = ["store", "retrieval", *(["ingest"] if "ingest" in wanted else [])]
+    with scratch_settings(config.backend, config.server_url, labels) as settings:
         server = postgres_version(config.server_url) if config.backend == "postgres" else None
         machine = machine_info(server)
         if wanted & {"store", "catch-up"}:
@@ -199,11 +209,17 @@ def run_memory_bench(
             embedder = resolve_embedder(DEFAULT_EMBEDDER)
             with open_client(settings["retrieval"], embedder) as client:
                 tiers = measure_retrieval(client, sizes, progress)
+        if "ingest" in wanted:
+            with open_client(settings["ingest"]) as client:
+                ingested = measure_ingest(
+                    client, sizes.ingest_events, sizes.ingest_subjects, config.rounds, progress
+                )
         machine["load_average_end"] = load_average()
     sections = {
         "store": lambda: store_section(stores, appends),
         "catch-up": lambda: catch_up_section(catch_ups, config.backend),
         "retrieval": lambda: retrieval_section(tiers),
+        "ingest": lambda: ingest_section(*ingested),
     }
     return FigureReport(
         benchmark="oblivio bench memory",
@@ -218,6 +234,10 @@ def run_memory_bench(
             "append": [_round_json(m) for m in appends],
             "catch_up": [_round_json(m) for m in catch_ups],
             "retrieval": {t.tier.name: t.to_json() for t in tiers},
+            "ingest": {
+                name: [_round_json(m) for m in ms]
+                for name, ms in zip(("store", "ingest", "extraction"), ingested, strict=True)
+            },
         },
     )
 
@@ -231,6 +251,8 @@ def _parameters(sizes: MemorySizes) -> dict[str, Any]:
         "retrieval_embedder": DEFAULT_EMBEDDER,
         "retrieval_limit": RETRIEVAL_LIMIT,
         "retrieval_tiers": {t.name: {"nodes": t.nodes, "queries": t.queries} for t in sizes.tiers},
+        "ingest_messages_per_round": sizes.ingest_events,
+        "ingest_subjects": sizes.ingest_subjects,
     }
 
 

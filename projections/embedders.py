@@ -11,6 +11,7 @@ as ``wordllama:128`` into an embedder and is the only place names are read.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import logging
@@ -18,6 +19,7 @@ import math
 import re
 import struct
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -141,7 +143,7 @@ class WordLlamaEmbedder:
 
         if not texts:
             return []
-        pooled = self._inference.embed(list(texts), norm=False, return_np=True, batch_size=256)
+        pooled = self._inference.embed(list(texts), norm=False, return_np=True)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         # A text with no known token pools to zeros; it stays zero, not NaN.
         unit = np.divide(pooled, norms, out=np.zeros_like(pooled), where=norms > 0)
@@ -149,8 +151,12 @@ class WordLlamaEmbedder:
         return result
 
 
+@functools.cache
 def _load_wordllama(config: str, shipped: int, dimension: int) -> Any:
-    """The library's inference object over the weights and tokenizer inside its wheel."""
+    """The library's inference object over the weights and tokenizer inside its wheel.
+
+    Loaded once per process: every client and worker of it shares the 16 MB of weights.
+    """
     try:
         wordllama = _import_quietly("wordllama")
         from safetensors import safe_open
@@ -189,14 +195,31 @@ def _import_quietly(module: str) -> Any:
 
 
 class SentenceTransformerEmbedder:
-    """A sentence-transformers model loaded from local files only (optional extra)."""
+    """A sentence-transformers model (optional extra ``[sentence-transformers]``).
 
-    def __init__(self, model_name_or_path: str) -> None:
-        from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found]
+    Local files only unless ``allow_downloads``: by default oblivio never
+    downloads a model at run time, so a model id must already be in the
+    Hugging Face cache (or be a path).
+    """
 
-        # local_files_only: oblivio never downloads models at run time.
-        self._model = SentenceTransformer(model_name_or_path, local_files_only=True)
-        self._name = f"st:{model_name_or_path}"
+    def __init__(self, model_name_or_path: str, *, allow_downloads: bool = False) -> None:
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise EmbedderUnavailableError(
+                "sentence-transformers is not installed: "
+                "pip install 'oblivio[sentence-transformers]'"
+            ) from exc
+        try:
+            self._model = SentenceTransformer(
+                model_name_or_path, local_files_only=not allow_downloads
+            )
+        except (OSError, ValueError) as exc:
+            raise EmbedderUnavailableError(
+                f"sentence-transformers model {model_name_or_path!r} cannot load: {exc}"
+            ) from exc
+        self._dimension = int(self._model.get_sentence_embedding_dimension())
+        self._name = f"st:{model_name_or_path}"[:100]
 
     @property
     def name(self) -> str:
@@ -204,7 +227,7 @@ class SentenceTransformerEmbedder:
 
     @property
     def dimension(self) -> int:
-        return int(self._model.get_sentence_embedding_dimension())
+        return self._dimension
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         vectors = self._model.encode(list(texts), normalize_embeddings=True)
@@ -226,16 +249,64 @@ class EmbedderUnavailableError(EmbedderError):
 #: The embedder a new store records when none is configured.
 DEFAULT_EMBEDDER = "wordllama"
 
-_FACTORIES: dict[str, Callable[[str | None], Embedder]] = {
-    "hashing": lambda arg: HashingEmbedder(_dimension_argument("hashing", arg, 256)),
-    "wordllama": lambda arg: WordLlamaEmbedder(
-        _dimension_argument("wordllama", arg, WordLlamaEmbedder.SHIPPED_DIMENSION)
-    ),
+
+@dataclass(frozen=True)
+class EndpointOptions:
+    """How ``openai:MODEL`` embedders reach their endpoint (``OBLIVIO_OPENAI_*`` and
+    ``OBLIVIO_EMBEDDING_*`` settings)."""
+
+    base_url: str = "https://api.openai.com/v1"
+    api_key: str | None = field(default=None, repr=False)
+    batch_size: int = 64
+    timeout: float = 30.0
+    retries: int = 5
+    backoff: float = 0.5  # seconds before the first retry; doubles each time
+
+
+@dataclass(frozen=True)
+class EmbedderOptions:
+    """Settings the embedders built by name take (see docs/operations.md)."""
+
+    #: sentence-transformers: may a model id be downloaded (else local files only)?
+    allow_downloads: bool = False
+    #: openai: the endpoint and how to call it.
+    endpoint: EndpointOptions = EndpointOptions()
+
+
+def _hashing(argument: str | None, options: EmbedderOptions) -> Embedder:
+    return HashingEmbedder(_dimension_argument("hashing", argument, 256))
+
+
+def _wordllama(argument: str | None, options: EmbedderOptions) -> Embedder:
+    default = WordLlamaEmbedder.SHIPPED_DIMENSION
+    return WordLlamaEmbedder(_dimension_argument("wordllama", argument, default))
+
+
+def _sentence_transformers(argument: str | None, options: EmbedderOptions) -> Embedder:
+    if not argument:
+        raise UnknownEmbedderError("give a model: sentence-transformers:PATH_OR_ID")
+    return SentenceTransformerEmbedder(argument, allow_downloads=options.allow_downloads)
+
+
+def _openai(argument: str | None, options: EmbedderOptions) -> Embedder:
+    from projections.openai_embedder import OpenAIEmbedder
+
+    if not argument:
+        raise UnknownEmbedderError("openai needs a model: openai:MODEL")
+    return OpenAIEmbedder(argument, options.endpoint)
+
+
+_FACTORIES: dict[str, Callable[[str | None, EmbedderOptions], Embedder]] = {
+    "hashing": _hashing,
+    "wordllama": _wordllama,
+    "sentence-transformers": _sentence_transformers,
+    "openai": _openai,
 }
 
 
-def resolve_embedder(spec: str) -> Embedder:
-    """The embedder a name stands for: ``wordllama[:DIM]``, ``hashing[:DIM]``.
+def resolve_embedder(spec: str, options: EmbedderOptions | None = None) -> Embedder:
+    """The embedder a name stands for: ``wordllama[:DIM]``, ``hashing[:DIM]``,
+    ``sentence-transformers:PATH`` or ``openai:MODEL``.
 
     Loading happens here, so a bad name or a model that cannot load fails when
     a process starts, not at its first query.
@@ -245,7 +316,7 @@ def resolve_embedder(spec: str) -> Embedder:
     if factory is None:
         known = ", ".join(sorted(_FACTORIES))
         raise UnknownEmbedderError(f"unknown embedder {spec!r}; known kinds: {known}")
-    return factory(argument.strip() or None)
+    return factory(argument.strip() or None, options or EmbedderOptions())
 
 
 def _dimension_argument(kind: str, argument: str | None, default: int) -> int:

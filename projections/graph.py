@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from eventstore import CompanionRows, PendingEvent, RecordedEvent, SubjectCipher
+from eventstore import RecordedEvent, SubjectCipher
 from projections import events as ev
 from projections.claims.records import claim_node, claim_row
 from projections.digest import state_digest
@@ -33,7 +33,7 @@ from projections.model import (
     SourceType,
 )
 from projections.storage.claim_store import ClaimStore
-from projections.storage.graph_store import GraphStore, node_from_row, state_of, stored_rows
+from projections.storage.graph_store import GraphStore, node_from_row, state_of
 
 
 def state_to_json(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -121,28 +121,25 @@ class NodeGraphProjection:
         drafts = self.extractor.extract(event.data["content"], NodeType(event.data["node_type"]))
         return [ev.node_id(event.event_id, ordinal) for ordinal in range(len(drafts))]
 
-    def stored_rows(
-        self, cipher: SubjectCipher, events: Sequence[PendingEvent]
-    ) -> list[CompanionRows]:
-        """The graph rows of stored events, as companions of their optimistic append.
+    def apply_stored(
+        self, conn: Connection, cipher: SubjectCipher, event: RecordedEvent
+    ) -> list[uuid.UUID]:
+        """:meth:`apply` for a stored event, whose node ids it returns.
 
-        Exactly the rows :meth:`apply` writes for them (a stored event's rows
-        are a function of the event alone, so nothing is read).  Other event
-        types validate against the graph and raise ``ValueError`` here.
+        The extractor runs once: the nodes it drafts are both written and named.
         """
-        rows: list[CompanionRows] = []
-        for event in events:
-            if event.type != ev.STORED:
-                raise ValueError(f"{event.type} events cannot derive their rows without reading")
-            scope, new_nodes = self._stored_nodes(event.event_id, event.recorded_at, event.data)
-            rows += stored_rows(cipher, event.event_id, scope, event.recorded_at, new_nodes)
-        return rows
+        if event.type != ev.STORED:
+            raise ValueError(f"not a stored event: {event.type}")
+        if event.data is None:  # erased: nothing left to derive
+            return []
+        return self._stored(GraphStore(conn), cipher, event, event.data)
 
     def _stored(
         self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
-    ) -> None:
+    ) -> list[uuid.UUID]:
         scope, new_nodes = self._stored_nodes(event.event_id, event.recorded_at, data)
         store.add_stored(cipher, event.event_id, scope, event.recorded_at, new_nodes)
+        return [node.id for node in new_nodes]
 
     def _stored_nodes(
         self, event_id: uuid.UUID, recorded_at: datetime, data: dict[str, Any]
@@ -238,15 +235,18 @@ class NodeGraphProjection:
         """A message's saved plan: its claim nodes, then the retirements it decided.
 
         Each retirement is applied exactly as an explicit supersede is, and
-        closes the retired claim's interval.  A plan whose message is gone
-        derives nothing (erasure removes both; this only guards replays).
+        closes the retired claim's interval.  No check that the message still
+        stands: erasing a message erases its claims event in the same request
+        (``projections.events.derived_event_ids``), and the worker appends one
+        only under the stream's lock after checking the message.
         """
-        if store.memory_event(cipher.stream_id, uuid.UUID(data["source_event_id"])) is None:
-            return
         records = data["claims"]
-        store.add_derived(cipher, [(c["ordinal"], claim_node(data, c)) for c in records])
+        store.add_claim_nodes(
+            cipher,
+            [(c["ordinal"], claim_node(data, c)) for c in records],
+            [claim_row(cipher, event.event_id, data, c) for c in records],
+        )
         claims = ClaimStore(store.conn)
-        claims.add([claim_row(cipher, event.event_id, data, c) for c in records])
         for retirement in data["retirements"]:
             self._superseded(store, cipher, event, retirement)
             valid_to = datetime.fromisoformat(retirement["valid_to"])

@@ -268,11 +268,14 @@ def _numbers(node: Node) -> list[float]:
 # -- loading ----------------------------------------------------------------------------
 
 
-def load_subject(conn: Connection, cipher: SubjectCipher, config: ScoringConfig) -> SubjectIndex:
-    """Read and decrypt one subject's embedded nodes, triggers and attractors."""
+def load_subject(
+    conn: Connection, cipher: SubjectCipher, config: ScoringConfig, embedder: str | None = None
+) -> SubjectIndex:
+    """Read and decrypt one subject's embedded nodes, triggers and attractors; only the
+    vectors of ``embedder`` (the state token's: vectors of two embedders never mix)."""
     store = VectorStore(conn)
     versions = event_versions(conn, cipher.stream_id)
-    rows = store.node_vectors(cipher.stream_id)
+    rows = store.node_vectors(cipher.stream_id, embedder)
     rows.sort(key=lambda r: (versions[r.event_id], r.ordinal))  # store order
     nodes, vectors = _decrypted(cipher, rows)
     triggers, attractors = stream_probes(store, cipher)
@@ -312,7 +315,11 @@ def refreshable(events: Sequence[RecordedEvent]) -> bool:
 
 
 def refresh(
-    index: SubjectIndex, conn: Connection, cipher: SubjectCipher, events: Sequence[RecordedEvent]
+    index: SubjectIndex,
+    conn: Connection,
+    cipher: SubjectCipher,
+    events: Sequence[RecordedEvent],
+    embedder: str | None = None,
 ) -> None:
     """Bring ``index`` up to date with ``events``, the stream's next events in
     version order, all of them already applied to the projections and all
@@ -342,7 +349,7 @@ def refresh(
         if any(e.type in _PROBE_EVENTS for e in events):
             index.set_probes(*stream_probes(store, cipher))
         order = {event_id: place for place, event_id in enumerate(stored)}
-        rows = store.event_node_vectors(cipher.stream_id, stored)
+        rows = store.event_node_vectors(cipher.stream_id, stored, embedder)
         rows.sort(key=lambda r: (order[r.event_id], r.ordinal))
         nodes, vectors = _decrypted(cipher, rows)
         index.add(nodes, vectors)

@@ -19,7 +19,12 @@ from projections.digest import state_digest
 from projections.embedders import Embedder
 from projections.extraction import Extractor, OneNodePerEvent
 from projections.model import NodeType
+from projections.storage import embedder_store
 from projections.storage.vector_store import NodeVector, VectorStore, unpack_vector
+from projections.store_embedders import StoreEmbedders
+
+#: A node to embed: its subject's cipher, node id, source event id and text.
+_NodeText = tuple[SubjectCipher, uuid.UUID, uuid.UUID, str]
 
 
 class VectorProjection:
@@ -28,9 +33,20 @@ class VectorProjection:
     name = "vector_state"
     version = 1
 
-    def __init__(self, embedder: Embedder, extractor: Extractor | None = None) -> None:
-        self.embedder = embedder
+    def __init__(
+        self,
+        embedder: Embedder,
+        extractor: Extractor | None = None,
+        embedders: StoreEmbedders | None = None,
+    ) -> None:
+        #: Which embedders write and serve each subject (the store records it).
+        self.embedders = embedders or StoreEmbedders(embedder, None)
         self.extractor = extractor or OneNodePerEvent()
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder this process was started with (the store's, checked at start)."""
+        return self.embedders.first
 
     def apply(self, conn: Connection, cipher: SubjectCipher, event: RecordedEvent) -> None:
         self.apply_page(conn, [(cipher, event)])
@@ -43,9 +59,10 @@ class VectorProjection:
         Nodes' vectors are written after the page's trigger and attractor
         events: the two never touch the same rows, so the order between them
         does not change the state, and one embedding call and one write serve
-        the whole page.
+        the whole page (per embedder: a re-embedding job's target writes too).
         """
         store = VectorStore(conn)
+        writers = self.embedders.writers(conn, {cipher.stream_id for cipher, _ in page})
         stored: list[tuple[SubjectCipher, RecordedEvent]] = []
         for cipher, event in page:
             if event.data is None:
@@ -53,17 +70,23 @@ class VectorProjection:
             if event.type in (ev.STORED, ev.CLAIMS_EXTRACTED):
                 stored.append((cipher, event))
             else:
-                self._apply_modifier(store, cipher, event, event.data)
-        store.put_vectors(self._node_vectors(stored))
+                serving = writers[cipher.stream_id][0]
+                self._apply_modifier(store, cipher, event, event.data, serving)
+        store.put_vectors(self._node_vectors(stored, writers))
 
     def _apply_modifier(
-        self, store: VectorStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
+        self,
+        store: VectorStore,
+        cipher: SubjectCipher,
+        event: RecordedEvent,
+        data: dict[str, Any],
+        embedder: Embedder,
     ) -> None:
-        """Resonance triggers and negative attractors."""
+        """Resonance triggers and negative attractors (embedded by the serving embedder)."""
         if event.type == ev.TRIGGER_ADDED:
             body = {"keyword": data.get("keyword"), "text": data.get("text")}
             if data.get("text"):
-                body["vector"] = self.embedder.embed([data["text"]])[0]
+                body["vector"] = embedder.embed([data["text"]])[0]
             store.add_trigger(
                 cipher,
                 uuid.UUID(data["trigger_id"]),
@@ -76,7 +99,7 @@ class VectorProjection:
             store.remove_trigger(cipher.stream_id, uuid.UUID(data["trigger_id"]))
         elif event.type == ev.ATTRACTOR_ADDED:
             body = {k: data.get(k) for k in ("text", "description", "source")}
-            body["vector"] = self.embedder.embed([data["text"]])[0]
+            body["vector"] = embedder.embed([data["text"]])[0]
             store.add_attractor(
                 cipher, uuid.UUID(data["attractor_id"]), event.event_id, body, data["severity"]
             )
@@ -84,17 +107,25 @@ class VectorProjection:
             store.clear_attractors(cipher.stream_id)
 
     def _node_vectors(
-        self, stored: Sequence[tuple[SubjectCipher, RecordedEvent]]
+        self,
+        stored: Sequence[tuple[SubjectCipher, RecordedEvent]],
+        writers: dict[int, list[Embedder]],
     ) -> list[NodeVector]:
-        """Every node of the stored events with its vector, from one embedding call."""
-        nodes: list[tuple[SubjectCipher, uuid.UUID, uuid.UUID, str]] = []
+        """Every node of the stored events with its vectors, one embedding call per embedder."""
+        by_embedder: dict[str, tuple[Embedder, list[_NodeText]]] = {}
         for cipher, event in stored:
-            nodes += [(cipher, *node) for node in self._node_texts(event)]
-        vectors = self.embedder.embed([content for *_, content in nodes]) if nodes else []
-        return [
-            NodeVector(cipher, node_id, event_id, self.embedder.name, vector)
-            for (cipher, node_id, event_id, _), vector in zip(nodes, vectors, strict=True)
-        ]
+            texts = self._node_texts(event)
+            for embedder in writers[cipher.stream_id]:
+                _, nodes = by_embedder.setdefault(embedder.name, (embedder, []))
+                nodes += [(cipher, *node) for node in texts]
+        result: list[NodeVector] = []
+        for embedder, nodes in by_embedder.values():
+            vectors = embedder.embed([content for *_, content in nodes]) if nodes else []
+            result += [
+                NodeVector(cipher, node_id, event_id, embedder.name, vector)
+                for (cipher, node_id, event_id, _), vector in zip(nodes, vectors, strict=True)
+            ]
+        return result
 
     def _node_texts(self, event: RecordedEvent) -> list[tuple[uuid.UUID, uuid.UUID, str]]:
         """Each node an event adds: its id, its source event, its text.
@@ -121,7 +152,8 @@ class VectorProjection:
 
     def digest(self, conn: Connection, cipher: SubjectCipher | None, stream_id: int) -> str:
         store = VectorStore(conn)
-        rows = store.stream_vectors(stream_id)
+        # The serving embedder's vectors: a running re-embedding's are not served yet.
+        rows = store.stream_vectors(stream_id, embedder_store.serving(conn, stream_id))
         if cipher is None:
             if rows:
                 raise ValueError("vector rows remain for a stream whose key is destroyed")

@@ -67,7 +67,7 @@ def postgres_server_url() -> Iterator[str]:
 
 
 def _admin_engine(server_url: str) -> sa.Engine:
-    from eventstore.postgres import normalise_postgres_url
+    from eventstore.backends.postgres import normalise_postgres_url
 
     return sa.create_engine(normalise_postgres_url(server_url), isolation_level="AUTOCOMMIT")
 

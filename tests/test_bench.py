@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-from eventstore.postgres import normalise_postgres_url
+from eventstore.backends.postgres import normalise_postgres_url
 from oblivio.cli import main
 from oblivio_bench.eventstore import garbage_collection
 

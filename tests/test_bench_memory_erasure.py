@@ -26,12 +26,23 @@ RETRIEVAL_FIGURES = {
         ("retrieval", "catch_up_events_per_s"),
     )
 }
-MEMORY_FIGURES = {
-    "store_events_per_s",
-    "append_events_per_s",
-    "store_append_ratio",
-    "catch_up_events_per_s",
-} | RETRIEVAL_FIGURES
+INGEST_FIGURES = {
+    "ingest_store_events_per_s",
+    "ingest_events_per_s",
+    "extraction_events_per_s",
+    "ingest_store_ratio",
+    "extraction_store_ratio",
+}
+MEMORY_FIGURES = (
+    {
+        "store_events_per_s",
+        "append_events_per_s",
+        "store_append_ratio",
+        "catch_up_events_per_s",
+    }
+    | RETRIEVAL_FIGURES
+    | INGEST_FIGURES
+)
 ERASURE_FIGURES = {"forget_growth_ratio"} | {
     name.format(phase)
     for phase in PHASES
@@ -98,6 +109,15 @@ def test_bench_memory_runs_only_the_chosen_section(tmp_path: Path) -> None:
     assert_figures(report, RETRIEVAL_FIGURES)
     assert report["details"]["store"] == []
     assert report["details"]["catch_up"] == []
+
+
+def test_bench_memory_ingest_section(tmp_path: Path) -> None:
+    options = ("--backend", "sqlite", "--section", "ingest", "--rounds", "2", "--scale", "0.01")
+    report = run_bench("memory", tmp_path / "i.json", *options)
+
+    assert_figures(report, INGEST_FIGURES)
+    assert [r["events"] for r in report["details"]["ingest"]["extraction"]] == [10, 10]
+    assert report["figures"]["ingest_store_ratio"]["target_applies"] is True
 
 
 def test_bench_erasure_on_sqlite_reports_every_figure(tmp_path: Path) -> None:

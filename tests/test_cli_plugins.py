@@ -10,6 +10,13 @@ from click.testing import CliRunner
 from oblivio.cli import main
 
 
+def run_python(probe: str) -> None:
+    """Run ``probe`` in a fresh interpreter, which must exit cleanly."""
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_the_application_imports_no_benchmark_code() -> None:
     probe = (
         "import sys, oblivio, oblivio.cli, oblivio.http, oblivio.client, oblivio.mcp_server;"
@@ -17,9 +24,7 @@ def test_the_application_imports_no_benchmark_code() -> None:
         "bench = sorted(m for m in sys.modules if m.startswith('oblivio_bench'));"
         "print(bench); assert not bench and 'bench' in main.list_commands(None)"
     )
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                            timeout=120, check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
+    run_python(probe)
 
 
 def test_the_bench_commands_come_through_the_entry_point() -> None:
@@ -45,6 +50,4 @@ def test_without_the_benchmarks_installed_there_is_no_bench_command() -> None:
         "run = CliRunner().invoke(main, ['bench', 'eventstore']);"
         "assert run.exit_code != 0 and 'No such command' in run.output, run.output"
     )
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                            timeout=120, check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
+    run_python(probe)

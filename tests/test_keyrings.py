@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
+from eventstore.postgres import normalise_postgres_url
 
 from eventstore import KeyringFile, KeyUnavailableError
 from eventstore.identity import read_store_id
-from eventstore.postgres import normalise_postgres_url
 from oblivio import MemoryClient
 from oblivio.cli import main
 from oblivio.settings import Settings, default_keyring_dir
@@ -250,3 +250,25 @@ def test_keys_keyrings_checks_postgresql_stores(
     assert listing.exit_code == 0, listing.output
     states = {entry["store_id"]: entry["state"] for entry in json.loads(listing.output)}
     assert states == {live: "in use", gone: "orphaned"}
+
+
+def test_a_keyring_directory_inside_the_data_directory_is_warned_about(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data_dir = tmp_path / "data"
+    inside = Settings(data_dir=data_dir, keyring_dir=data_dir / ".config" / "keyrings")
+    with caplog.at_level(logging.WARNING, logger="oblivio.keyrings"), MemoryClient(
+        settings=inside
+    ):
+        pass
+    [message] = [r.getMessage() for r in caplog.records if r.name == "oblivio.keyrings"]
+    assert "inside the data directory" in message
+    assert "OBLIVIO_KEYRING_DIR" in message
+
+    caplog.clear()
+    outside = Settings(data_dir=tmp_path / "other-data", keyring_dir=tmp_path / "keyrings")
+    with caplog.at_level(logging.WARNING, logger="oblivio.keyrings"), MemoryClient(
+        settings=outside
+    ):
+        pass
+    assert not [r for r in caplog.records if r.name == "oblivio.keyrings"]

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import sqlalchemy as sa
+from alembic.config import Config
 
 import projections
 from eventstore import create_backend
-from eventstore.migrate import schema_differences
+from eventstore.migrate import (
+    MIGRATIONS_DIR,
+    pending,
+    schema_differences,
+    script_heads,
+    upgrade,
+)
 
 
 def test_migrations_equal_the_models(any_database_url: str) -> None:
@@ -30,7 +39,7 @@ def test_a_model_change_without_a_migration_is_noticed(any_database_url: str) ->
 
 def test_events_reference_streams_by_foreign_key_on_sqlite_only(any_database_url: str) -> None:
     # PostgreSQL inserts events only FROM the stream row the same statement
-    # moved (eventstore.postgres), so its foreign key was dropped (es0003);
+    # moved (eventstore.backends.postgres), so its foreign key was dropped (es0003);
     # the comparison above cannot see an extra one, so this looks directly.
     backend = create_backend(any_database_url)
     try:
@@ -40,3 +49,54 @@ def test_events_reference_streams_by_foreign_key_on_sqlite_only(any_database_url
         backend.dispose()
     referred = [(k["referred_table"], k["constrained_columns"]) for k in keys]
     assert referred == ([("streams", ["stream_id"])] if dialect == "sqlite" else [])
+
+
+LOCATIONS = [MIGRATIONS_DIR / "versions", projections.MIGRATIONS]
+
+
+def test_the_heads_read_from_the_scripts_are_alembics_heads() -> None:
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("path_separator", "os")
+    config.set_main_option("version_locations", ":".join(str(p) for p in LOCATIONS))
+    alembic_heads = set(ScriptDirectory.from_config(config).get_heads())
+    assert script_heads(LOCATIONS) == alembic_heads
+    assert len(alembic_heads) == 2  # one per package branch
+
+
+def test_an_up_to_date_schema_has_nothing_pending(any_database_url: str) -> None:
+    backend = create_backend(any_database_url)
+    try:
+        assert not pending(backend.engine, [projections.MIGRATIONS])
+        # Without the projections' branch, its head in the database is unknown to the scripts.
+        assert pending(backend.engine)
+        with backend.engine.begin() as conn:
+            conn.execute(sa.text("DELETE FROM alembic_version WHERE version_num LIKE 'pj%'"))
+        assert pending(backend.engine, [projections.MIGRATIONS])
+    finally:
+        backend.dispose()
+
+
+def test_a_new_database_is_pending_and_upgrade_brings_it_to_the_heads(tmp_path: Path) -> None:
+    backend = create_backend(f"sqlite:///{tmp_path / 'fresh.sqlite3'}")
+    try:
+        assert pending(backend.engine, [projections.MIGRATIONS])
+        upgrade(backend.engine, [projections.MIGRATIONS], [projections.metadata])
+        assert not pending(backend.engine, [projections.MIGRATIONS])
+        assert schema_differences(backend.engine, [projections.metadata]) == []
+    finally:
+        backend.dispose()
+
+
+def test_a_script_with_two_parents_revises_both(tmp_path: Path) -> None:
+    for name, body in (
+        ("a.py", 'revision = "a"\ndown_revision = None\n'),
+        ("b.py", 'revision = "b"\ndown_revision = "a"\n'),
+        ("c.py", 'revision = "c"\ndown_revision = "a"\n'),
+        ("m.py", 'revision = "m"\ndown_revision = ("b", "c")\n'),
+        ("__init__.py", ""),
+    ):
+        (tmp_path / name).write_text(body)
+    assert script_heads([tmp_path]) == {"m"}

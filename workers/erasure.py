@@ -31,7 +31,6 @@ from eventstore import erasure as requests
 from eventstore import jobs as job_queue
 from eventstore.errors import EventUnavailableError
 from eventstore.ids import check_namespace, check_subject, parse_uuid
-from eventstore.reader import read_by_ids
 from projections import events as ev
 from projections.base import Projection
 from projections.storage import checkpoints
@@ -109,8 +108,8 @@ class Eraser:
         check_reason(reason)
         check_legal_ground(legal_ground)
         with self.store.transaction() as tx:
-            stream = tx.find_stream(namespace, user)
-            subject_key = self.store.codec.subject_key(namespace, user)
+            stream = tx.lock_stream(namespace, user)
+            subject_key = self.store.subject_key(namespace, user)
             if stream is None or stream.closed_at is not None:
                 earlier = requests.latest_request(tx.connection, namespace, subject_key, "forget")
                 if earlier is not None:
@@ -170,7 +169,7 @@ class Eraser:
         owner = (
             None
             if user_id is None
-            else self.store.codec.subject_key(check_namespace(namespace), check_subject(user_id))
+            else self.store.subject_key(namespace, user_id)
         )
         with self.store.transaction() as tx:
             event = self._locked_event(tx, wanted)
@@ -196,11 +195,11 @@ class Eraser:
         forget erase the event in between; re-reading under the lock makes a
         racing request answer with the request that erased it.
         """
-        found = read_by_ids(tx.connection, self.store.codec, [event_id])
+        found = tx.get_events([event_id])
         if not found:
             return None
         tx.lock_stream_id(found[0].stream.stream_id)
-        again = read_by_ids(tx.connection, self.store.codec, [event_id])
+        again = tx.get_events([event_id])
         return again[0] if again else None
 
     def _delete_in_stream(
@@ -294,7 +293,7 @@ class Eraser:
         )
 
     def _actor_ref(self, actor_id: str | None) -> str | None:
-        return None if actor_id is None else self.store.codec.pseudonym("actor", actor_id)
+        return None if actor_id is None else self.store.pseudonym("actor", actor_id)
 
 
 def _erased(stream: LockedStream, tombstones: Sequence[Tombstone], now: datetime) -> dict[str, Any]:

@@ -1,12 +1,16 @@
 """The extraction worker: turns ingested messages into claims, with its own checkpoint.
 
 It follows the log partition by partition like the projection runner, but it
-writes to the log: per ingested message, one atomic append to the owner's
-stream of the claims event (the saved plan, its claims, any retirements),
-projected inline by the node graph like every other memory event.  That
-append uses "any" as its expected version, because callers keep appending
-to the same streams; the stream lock it holds is what keeps its reads of
-earlier claims valid until it appends.
+writes to the log: per ingested message, one claims event in the owner's
+stream (the saved plan, its claims, any retirements: the message's whole
+derivation in one atomic record), projected inline by the node graph like
+every other memory event.  The events of one stream's messages in a page are
+appended in one call, which is atomic as well, so no message's set is ever
+split; later messages of the batch see the claims of earlier ones before
+those are applied (``publication.Unapplied``).  The append uses "any" as its
+expected version, because callers keep appending to the same streams; the
+stream lock it holds is what keeps its reads of earlier claims valid until
+it appends.
 
 Extraction itself (a rule set, or a call to a chat endpoint) runs before the
 transaction, so a slow extractor holds no lock.  The transaction then claims
@@ -20,8 +24,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from datetime import datetime
+
+from pydantic import ValidationError
 
 from eventstore import ANY, EventStore, LogCursor, NewEvent, RecordedEvent, Transaction
 from eventstore.errors import InvalidInputError
@@ -29,7 +36,7 @@ from eventstore.ids import SYSTEM_NAMESPACE
 from eventstore.store import utc_now
 from projections import events as ev
 from projections.claims.plan import ClaimExtractor, IngestionPlan, Message, validate_plan
-from projections.claims.publication import claims_event
+from projections.claims.publication import Unapplied, claims_event
 from projections.graph import NodeGraphProjection
 from projections.storage import checkpoints
 from projections.storage.graph_store import GraphStore
@@ -73,7 +80,7 @@ class ExtractionWorker:
         self.batch_size = batch_size
         self.clock = clock
         with store.transaction() as tx:
-            checkpoints.ensure_checkpoints(tx.connection, store.backend, NAME, partitions, clock())
+            checkpoints.ensure_checkpoints(tx, NAME, partitions, clock())
 
     def partition_of(self, stream_id: int) -> int:
         return stream_id % self.partitions
@@ -89,13 +96,17 @@ class ExtractionWorker:
         if not page.events:
             return 0
         plans = {e.event_id: self._plan(e) for e in page.events if is_ingested(e)}
+        by_stream: dict[int, list[RecordedEvent]] = {}
+        for event in page.events:
+            if event.event_id in plans:
+                by_stream.setdefault(event.stream.stream_id, []).append(event)
         with self.store.transaction() as tx:
             if checkpoints.claim(tx.connection, NAME, partition) != cursor:
                 return None
-            for event in page.events:
-                plan = plans.get(event.event_id)
-                if plan is not None:
-                    self._publish(tx, event, plan)
+            # Streams are independent, so each is handled at once (one lock, one
+            # check of which messages still stand), its messages in log order.
+            for stream_id, messages in by_stream.items():
+                self._publish_stream(tx, stream_id, messages, plans)
             checkpoints.advance(tx.connection, NAME, partition, page.next_cursor, self.clock())
         return len(page.events)
 
@@ -132,7 +143,7 @@ class ExtractionWorker:
         )
         try:
             return validate_plan(self.extractor.plan(message).body(), message)
-        except InvalidInputError as e:
+        except (InvalidInputError, ValidationError) as e:
             log.warning("claim extractor output rejected for event %s: %s", event.event_id, e)
             return IngestionPlan(
                 extractor=self.extractor.name,
@@ -141,18 +152,46 @@ class ExtractionWorker:
                 failure=str(e),
             )
 
-    def _publish(self, tx: Transaction, message: RecordedEvent, plan: IngestionPlan) -> None:
-        """Append and project the message's claims event, if the message still stands."""
-        stream = tx.lock_stream_id(message.stream.stream_id)
+    def _publish_stream(
+        self,
+        tx: Transaction,
+        stream_id: int,
+        messages: list[RecordedEvent],
+        plans: dict[uuid.UUID, IngestionPlan],
+    ) -> None:
+        """Append and project each message's claims event, if the message still stands."""
+        stream = tx.lock_stream_id(stream_id)
         if stream is None or stream.closed_at is not None:
             return  # forgotten since the page was read
-        if GraphStore(tx.connection).memory_event(stream.ref.stream_id, message.event_id) is None:
-            return  # erased since the page was read
+        live = GraphStore(tx.connection).live_memory_events(
+            stream_id, [m.event_id for m in messages]
+        )
         cipher = tx.locked_cipher(stream)
-        first_ordinal = len(self.graph.node_ids(message))
-        data = claims_event(tx.connection, cipher, message, plan, first_ordinal, self.clock())
-        new = NewEvent(ev.CLAIMS_EXTRACTED, data, event_id=ev.plan_event_id(message.event_id))
+        # One append for the stream's messages of this page: each message's plan,
+        # claims and retirements are one event, and the append is atomic, so
+        # every message's set lands whole (and the page's sets with each other).
+        unapplied = Unapplied()
+        new_events = [
+            NewEvent(
+                ev.CLAIMS_EXTRACTED,
+                claims_event(
+                    tx.connection,
+                    cipher,
+                    message,
+                    plans[message.event_id],
+                    len(self.graph.node_ids(message)),
+                    self.clock(),
+                    unapplied,
+                ),
+                event_id=ev.plan_event_id(message.event_id),
+            )
+            for message in messages
+            if message.event_id in live  # else erased since the page was read
+        ]
+        if not new_events:
+            return
         version_before = stream.version
-        [recorded] = tx.append_locked(stream, [new], ANY)
+        recorded = tx.append_locked(stream, new_events, ANY)
         if stream.version != version_before:  # not a replay of an earlier append
-            self.graph.apply(tx.connection, cipher, recorded)
+            for event in recorded:
+                self.graph.apply(tx.connection, cipher, event)

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from eventstore import EventStore, KeyringFile
 from eventstore.keys import KekRecord
-from eventstore.rewrap import rewrap_batch, versions_in_use
+from eventstore.rewrap import versions_in_use
 from workers.policy import KeyPolicy
 
 REWRAP_BATCH = 500
@@ -25,13 +25,17 @@ class RotationReport:
     rewrapped: int
     retired: list[int]
 
+    def __bool__(self) -> bool:
+        """Whether the pass changed anything (a pass that did nothing is not worth a log line)."""
+        return self.rotated_to is not None or self.rewrapped > 0 or bool(self.retired)
+
 
 def rewrap_all(store: EventStore) -> int:
     """Re-wrap every data key under the active KEK, in batches; how many."""
     total = 0
     while True:
         with store.transaction() as tx:
-            done = rewrap_batch(tx.connection, store.codec, REWRAP_BATCH)
+            done = tx.rewrap_data_keys(REWRAP_BATCH)
         total += done
         if done < REWRAP_BATCH:
             return total

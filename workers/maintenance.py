@@ -5,9 +5,11 @@ Each function is one idempotent pass, safe to run from several processes.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from eventstore import AuditEntry, EventStore
 from eventstore import erasure as requests
@@ -19,6 +21,7 @@ from workers.policy import RETENTION_LEGAL_GROUND
 from workers.rebuild import mark_request_failed
 
 SWEEP_BATCH = 200
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -75,8 +78,17 @@ def reap_leases(store: EventStore, clock: Callable[[], datetime]) -> int:
     return len(failed)
 
 
-def flag_overdue(store: EventStore, clock: Callable[[], datetime]) -> int:
-    """Mark requests still open after their legal deadline, and say so in the audit log."""
+def flag_overdue(
+    store: EventStore,
+    clock: Callable[[], datetime],
+    notify: Callable[[dict[str, Any]], object] | None = None,
+) -> int:
+    """Mark requests still open after their legal deadline, and say so in the audit log.
+
+    Each request is flagged once: then a warning is logged and, when given,
+    ``notify`` is called with what the overdue webhook sends (after the
+    commit, so a slow receiver holds no transaction open).
+    """
     now = clock()
     with store.transaction() as tx:
         overdue = requests.open_requests_past(tx.connection, now)
@@ -89,4 +101,27 @@ def flag_overdue(store: EventStore, clock: Callable[[], datetime]) -> int:
                     object_refs={"request_id": str(request.request_id)},
                 )
             )
+    for request in overdue:
+        log.warning(
+            "erasure request %s (%s) passed its deadline %s and is still %s",
+            request.request_id,
+            request.kind,
+            request.deadline_at.isoformat(),
+            request.status,
+        )
+        if notify is not None:
+            notify(_overdue_notice(request, now))
     return len(overdue)
+
+
+def _overdue_notice(request: Any, now: datetime) -> dict[str, Any]:
+    return {
+        "event": "erasure.overdue",
+        "request_id": str(request.request_id),
+        "kind": request.kind,
+        "status": request.status,
+        "subject_ref": request.subject_key.hex(),
+        "received_at": request.received_at.isoformat(),
+        "deadline_at": request.deadline_at.isoformat(),
+        "flagged_at": now.isoformat(),
+    }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Final
+from typing import Final, Literal, get_args
 
 from eventstore.errors import InvalidInputError
 
@@ -21,10 +21,15 @@ LEGAL_GROUNDS: Final = {
 }
 
 #: Why the erasure was asked for.  Users may only give ``user_request``;
-#: operators may record any of these.
-REASONS: Final = frozenset(
-    {"user_request", "ttl_expired", "correction", "operator_request", "legal_obligation"}
-)
+#: operators may record any of these.  As a type, so schemas can enumerate it.
+ReasonName = Literal[
+    "user_request", "ttl_expired", "correction", "operator_request", "legal_obligation"
+]
+REASONS: Final = frozenset(get_args(ReasonName))
+#: The keys of ``LEGAL_GROUNDS``, as a type.
+LegalGroundName = Literal[
+    "art17-1-a", "art17-1-b", "art17-1-c", "art17-1-d", "art17-1-e", "art17-1-f", "art5-1-e"
+]
 
 DEFAULT_LEGAL_GROUND: Final = "art17-1-b"
 RETENTION_LEGAL_GROUND: Final = "art5-1-e"
@@ -51,9 +56,17 @@ class ErasurePolicy:
     # Art. 12(3) allows one month; oblivio holds itself to 72 hours by default.
     deadline: timedelta = timedelta(hours=72)
     max_attempts: int = 5
-    lease: timedelta = timedelta(seconds=60)
+    # A worker renews its lease every third of it while it works (heartbeat), so
+    # the lease bounds how long a *dead* worker's job waits to be taken over
+    # (about 10.5 s with the 0.5 s poll), not how long a job may take.
+    lease: timedelta = timedelta(seconds=10)
     backoff_base: timedelta = timedelta(seconds=2)
     backoff_cap: timedelta = timedelta(minutes=10)
+
+    @property
+    def heartbeat(self) -> timedelta:
+        """How often a working worker renews its lease: three beats may fail before it lapses."""
+        return self.lease / 3
 
     def backoff(self, attempts: int) -> timedelta:
         """Exponential backoff: base · 2^(attempts-1), capped."""

@@ -48,12 +48,10 @@ class ProjectionRunner:
         self.projection = projection
         self.partitions = partitions
         self.batch_size = batch_size
-        self.threads = 1 if store.backend.embedded else max(1, threads)
+        self.threads = 1 if store.embedded else max(1, threads)
         self.clock = clock
         with store.transaction() as tx:
-            checkpoints.ensure_checkpoints(
-                tx.connection, store.backend, projection.name, partitions, clock()
-            )
+            checkpoints.ensure_checkpoints(tx, projection.name, partitions, clock())
 
     def partition_of(self, stream_id: int) -> int:
         return stream_id % self.partitions

@@ -4,19 +4,23 @@ Each job is claimed with a lease in its own short transaction, then done in a
 second transaction that rebuilds the projection for the subject from what
 remains of the log, records the live digest (taken before the rebuild, see
 ``_digests_around_rebuild``) and the replayed one, and marks
-the job done only if this worker still holds the lease.  A worker that dies
-mid-job simply lets its lease expire; the next claim picks the job up again.
+the job done only if this worker still holds the lease.  While it works, a
+thread of the worker renews the lease (a heartbeat every third of the lease),
+so a live worker never loses its job to another; a worker that dies mid-job
+stops beating, its lease expires, and the next claim picks the job up again.
 Failures are retried with exponential backoff and fail for good after the
 policy's maximum attempts, which marks the request failed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +33,8 @@ from workers.certify import Certifier
 from workers.erasure import AsyncPartitioning
 from workers.policy import ErasurePolicy
 from workers.replay import live_digests, rebuild, replay_digests
+
+log = logging.getLogger(__name__)
 
 
 class LeaseLostError(RuntimeError):
@@ -67,10 +73,38 @@ class RebuildWorker:
         if job is None:
             return False
         try:
-            self._process(job)
+            with self._keep_lease(job.job_id):
+                self._process(job)
         except Exception as e:  # every failure is recorded and retried, never lost
             self._record_failure(job, e)
         return True
+
+    @contextlib.contextmanager
+    def _keep_lease(self, job_id: uuid.UUID) -> Iterator[None]:
+        """Renew the lease on ``job_id`` from a thread of its own while the block runs."""
+        done = threading.Event()
+        beats = threading.Thread(
+            target=self._beat, args=(job_id, done), name=f"lease {job_id}", daemon=True
+        )
+        beats.start()
+        try:
+            yield
+        finally:
+            done.set()
+            beats.join()
+
+    def _beat(self, job_id: uuid.UUID, done: threading.Event) -> None:
+        while not done.wait(self.policy.heartbeat.total_seconds()):
+            try:
+                with self.store.transaction() as tx:
+                    held = job_queue.heartbeat(
+                        tx.connection, job_id, self.worker_id, self.clock(), self.policy.lease
+                    )
+            except Exception:  # a missed beat is retried; three in a row lose the lease
+                log.warning("could not renew the lease on job %s", job_id, exc_info=True)
+                continue
+            if not held:  # finished meanwhile, or taken over: nothing left to keep
+                return
 
     def run_pending(self) -> int:
         done = 0

@@ -1,4 +1,4 @@
-"""A worker process: projection runner, rebuild worker and scheduler, with graceful stop.
+"""A worker process: projection runner, rebuild workers and scheduler, with graceful stop.
 
 ``run()`` starts the loops in threads and returns; ``stop()`` only sets an
 event, and ``join()`` waits for the loops to finish their current batch.
@@ -15,6 +15,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from workers.extraction import ExtractionWorker
 from workers.projector import ProjectionRunner
 from workers.rebuild import RebuildWorker
+from workers.reembed import VectorRebuilder
 from workers.scheduler import Maintenance, start_scheduler
 
 log = logging.getLogger(__name__)
@@ -33,10 +34,12 @@ class WorkerService:
         poll_interval: float = 0.2,
         *,
         extraction: ExtractionWorker | None = None,
+        reembedder: VectorRebuilder | None = None,
     ) -> None:
         self.runner = runner
         self.extraction = extraction
         self.rebuilder = rebuilder
+        self.reembedder = reembedder
         self.maintenance = maintenance
         self.poll_interval = poll_interval
         self._stop = threading.Event()
@@ -54,6 +57,12 @@ class WorkerService:
             extraction = self.extraction
             self._spawn(
                 "claims-extraction", lambda: extraction.run_forever(self._stop, self.poll_interval)
+            )
+        reembedder = self.reembedder
+        if reembedder is not None:
+            self._spawn(
+                "vector-rebuilder",
+                lambda: reembedder.run_forever(self._stop, self.poll_interval),
             )
         if self.maintenance is not None:
             self._scheduler = start_scheduler(self.maintenance)

@@ -5,6 +5,7 @@ principal rules, so every action lands in the audit log the same way."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Form, Query, Request
@@ -12,13 +13,13 @@ from fastapi.responses import JSONResponse, Response
 
 from certificates import CertificateVerificationError
 from certificates.base64url import b64url_decode
-from eventstore.apikeys import Principal
-from eventstore.errors import NotFoundError
+from eventstore.apikeys import PRINCIPALS, Principal
+from eventstore.errors import InvalidInputError, NotFoundError
 from oblivio.console import sessions
 from oblivio.console.chart import time_to_certificate_svg
 from oblivio.console.web import ConsoleRoute, allow, redirect, render, secured
-from oblivio.http.auth import context
-from oblivio.memory import compliance, oversight, queries
+from oblivio.http.auth import acting_actor, context
+from oblivio.memory import api_keys, compliance, oversight, queries
 from oblivio.memory.health import partition_lag
 
 router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
@@ -26,11 +27,7 @@ router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schem
 Who = Annotated[Principal, Depends(sessions.signed_in)]
 HOME = {"operator": "/console/requests", "auditor": "/console/audit", "user": "/console/my"}
 PAGE = Annotated[int, Query(ge=1, le=1_000_000)]
-
-
-def _actor(who: Principal) -> str:
-    """Who asked, as the API records it: the API key behind the session."""
-    return f"api-key:{who.key_id}"
+MEMORIES_PER_PAGE = 100
 
 
 def _own(who: Principal) -> str | None:
@@ -42,11 +39,8 @@ def _own(who: Principal) -> str | None:
 
 
 @router.get("")
-def home(request: Request) -> Response:
-    try:
-        who = sessions.signed_in(request)
-    except sessions.SignInRequiredError:
-        return redirect("/console/signin")
+def home(who: Who) -> Response:
+    """The principal's first page (signed out: the sign-in page, as everywhere)."""
     return redirect(HOME[who.kind])
 
 
@@ -245,20 +239,77 @@ def health_page(request: Request, who: Who) -> Response:
     )
 
 
+# -- keys (operators) ------------------------------------------------------------------
+
+
+@router.get("/keys")
+def keys_page(request: Request, who: Who) -> Response:
+    allow(who, "operator")
+    return _keys_page(request, who, issued=None)
+
+
+def _keys_page(request: Request, who: Principal, issued: api_keys.IssuedKey | None) -> Response:
+    keys = api_keys.list_api_keys(context(request))
+    return render(
+        request, "keys.html", who, keys=keys, issued=issued, principals=sorted(PRINCIPALS)
+    )
+
+
+@router.post("/keys")
+def create_key(
+    request: Request,
+    who: Who,
+    csrf: Annotated[str, Form()],
+    principal: Annotated[str, Form()],
+    user_id: Annotated[str, Form()] = "",
+    expires_at: Annotated[str, Form()] = "",
+) -> Response:
+    """Create a key and show its token on this one response (never stored, never shown again)."""
+    allow(who, "operator")
+    sessions.check_csrf(request, csrf)
+    issued = api_keys.create_api_key(
+        context(request),
+        principal,
+        user_id=user_id.strip() or None,
+        expires_at=_utc(expires_at),
+        actor_id=acting_actor(who),
+    )
+    return _keys_page(request, who, issued=issued)
+
+
+@router.post("/keys/{key_id}/revoke")
+def revoke_key(request: Request, key_id: str, who: Who, csrf: Annotated[str, Form()]) -> Response:
+    allow(who, "operator")
+    sessions.check_csrf(request, csrf)
+    api_keys.revoke_api_key(context(request), key_id, actor_id=acting_actor(who))
+    return redirect("/console/keys")
+
+
+def _utc(value: str) -> datetime | None:
+    """A form's date-time (a browser's ``datetime-local`` has no zone): taken as UTC."""
+    if not value.strip():
+        return None
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError as e:
+        raise InvalidInputError("expires_at must be a date and time (YYYY-MM-DDTHH:MM)") from e
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
 # -- my data (user keys) ----------------------------------------------------------------
 
 
 @router.get("/my")
-def my_page(request: Request, who: Who) -> Response:
+def my_page(request: Request, who: Who, after: str | None = None) -> Response:
     allow(who, "user")
     ctx = context(request)
     user = who.user_id or ""
-    memories = queries.get_events(ctx, user_id=user, limit=200)
+    nodes = queries.list_nodes(ctx, user_id=user, after=after or None, limit=MEMORIES_PER_PAGE)
     return render(
         request,
         "my.html",
         who,
-        memories=memories,
+        nodes=nodes,
         subject_ref=ctx.store.subject_ref(ctx.namespace, user),
     )
 
@@ -299,7 +350,7 @@ def forget(
         context(request),
         who.user_id or "",
         reason="user_request",
-        actor_id=_actor(who),
+        actor_id=acting_actor(who),
         wait=True,
     )
     if status.certificate_id is not None:

@@ -37,6 +37,8 @@ DEFAULT_IDLE_MINUTES = 30.0
 #: Failed sign-ins allowed per client address within ``FAILURE_WINDOW`` seconds.
 MAX_FAILURES = 5
 FAILURE_WINDOW = 300.0
+#: A session's last-seen time is rewritten at most this often.
+TOUCH_GRANULARITY = timedelta(seconds=30)
 
 
 class SignInRequiredError(Exception):
@@ -71,16 +73,30 @@ def sign_in(request: Request, api_key: str) -> str | None:
 
 
 def signed_in(request: Request) -> Principal:
-    """The principal of the request's session; ``SignInRequiredError`` without one."""
+    """The principal of the request's session; ``SignInRequiredError`` without one.
+
+    A page view only reads the session; it writes (to end it, or to move its
+    last-seen time) only when there is something to write, at most every
+    ``TOUCH_GRANULARITY``: a write per click would queue every page behind
+    SQLite's single writer.
+    """
     token = request.cookies.get(COOKIE)
     if not token:
         raise SignInRequiredError()
     memory = context(request)
-    with memory.store.transaction() as tx:
-        who = console_sessions.resolve(tx.connection, token, memory.clock(), idle_timeout(request))
-    if who is None:
+    now = memory.clock()
+    with memory.store.reading() as view:
+        session = console_sessions.find(view.connection, token)
+    if session is None:
         raise SignInRequiredError()
-    return who
+    if session.ended(now, idle_timeout(request)):
+        with memory.store.transaction() as tx:
+            console_sessions.end(tx.connection, token)
+        raise SignInRequiredError()
+    if session.last_seen_at <= now - TOUCH_GRANULARITY:
+        with memory.store.transaction() as tx:
+            console_sessions.touch(tx.connection, token, now)
+    return session.principal
 
 
 def sign_out(request: Request) -> None:

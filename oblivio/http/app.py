@@ -5,36 +5,77 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request, Response
+from fastapi.responses import PlainTextResponse
+from fastapi_offline import FastAPIOffline
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from eventstore.apikeys import Principal
 from oblivio import __version__, console
-from oblivio.http import compliance_routes, errors, key_routes, memory_routes, schemas
-from oblivio.http.auth import context
+from oblivio.http import (
+    compliance_routes,
+    errors,
+    key_routes,
+    memory_routes,
+    rebuild_routes,
+    schemas,
+)
+from oblivio.http.auth import context, operators
+from oblivio.http.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from oblivio.http.metrics import Metrics
+from oblivio.http.throttle import FailedAuthThrottle
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.health import LagReport
+from oblivio.settings import Settings
 
 access_log = logging.getLogger("oblivio.access")
 
 
-def create_app(ctx: MemoryContext) -> FastAPI:
-    """The HTTP API over ``ctx``; OpenAPI is published at ``/openapi.json``."""
-    app = FastAPI(
+def create_app(ctx: MemoryContext, settings: Settings | None = None) -> FastAPI:
+    """The HTTP API over ``ctx``; OpenAPI is published at ``/openapi.json``.
+
+    ``settings`` bound what a request may send (default: ``Settings()``'s limits).
+    """
+    limits = settings or Settings()
+    # /docs and /redoc load Swagger UI and ReDoc from fastapi-offline's package
+    # data, served here, not from a CDN: they work without a network.
+    app = FastAPIOffline(
+        dependencies=[Depends(errors.known_query_only)],
         title="oblivio",
         version=__version__,
         description="An event-sourced memory store for AI agents that can prove it forgot.",
     )
     app.state.context = ctx
+    app.state.auth_throttle = FailedAuthThrottle(limits.auth_failures_per_minute)
     app.include_router(memory_routes.router)
     app.include_router(compliance_routes.router)
     app.include_router(key_routes.router)
+    app.include_router(rebuild_routes.router)
     console.install(app, idle_minutes=ctx.console_idle_minutes if ctx else 30.0)
     errors.install(app)
-    app.add_middleware(RequestLog)
     lag_report = LagReport()
+    metrics = Metrics(ctx, lag_report)
+    app.add_middleware(BodyLimit, max_bytes=limits.max_request_bytes)
+    app.add_middleware(RequestLog, metrics=metrics)
+
+    @app.get(
+        "/metrics",
+        tags=["operations"],
+        response_class=PlainTextResponse,
+        responses={
+            200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+            **errors.problem_responses(401, 403, 429, 503),
+        },
+    )
+    def prometheus_metrics(who: Annotated[Principal, Depends(operators)]) -> Response:
+        """Prometheus metrics of this process and the store (operator keys only)."""
+        return Response(metrics.exposition(), media_type=METRICS_CONTENT_TYPE)
 
     @app.get("/v1/health", response_model=schemas.HealthOut, tags=["operations"])
     def health(request: Request) -> schemas.HealthOut:
@@ -42,7 +83,7 @@ def create_app(ctx: MemoryContext) -> FastAPI:
         memory = context(request)
         lag = lag_report(memory)
         return schemas.HealthOut(
-            status="ok", database="ok", backend=memory.store.backend.name, projection_lag=lag
+            status="ok", database="ok", backend=memory.store.backend_name, projection_lag=lag
         )
 
     _publish_problem_schema(app)
@@ -50,7 +91,9 @@ def create_app(ctx: MemoryContext) -> FastAPI:
 
 
 def _publish_problem_schema(app: FastAPI) -> None:
-    """Add the Problem model to the published components (routes refer to it)."""
+    """Add the Problem model to the published components (routes refer to it), and
+    publish optional query, path and header parameters without ``null``: such a
+    parameter is absent or has a value, and ``?user_id=null`` is the text "null"."""
     build = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -58,10 +101,22 @@ def _publish_problem_schema(app: FastAPI) -> None:
             schema = build()
             components = schema.setdefault("components", {}).setdefault("schemas", {})
             components["Problem"] = errors.Problem.model_json_schema()
+            for item in schema.get("paths", {}).values():
+                for operation in item.values():
+                    for parameter in operation.get("parameters", ()):
+                        parameter["schema"] = _without_null(parameter["schema"])
             app.openapi_schema = schema
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
+    choices = [c for c in schema.get("anyOf", ()) if c != {"type": "null"}]
+    if len(choices) != 1 or len(schema["anyOf"]) != 2:
+        return schema
+    rest = {k: v for k, v in schema.items() if k != "anyOf" and not (k == "default" and v is None)}
+    return {**choices[0], **rest}
 
 
 class RequestLog:
@@ -74,8 +129,9 @@ class RequestLog:
     forget in the logs.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics | None = None) -> None:
         self.app = app
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -98,6 +154,10 @@ class RequestLog:
 
         try:
             await self.app(scope, receive, tagged)
+        except ClientDisconnect:
+            # The client went away before the request was read: nothing failed
+            # here and there is no one to answer.
+            status = CLIENT_CLOSED_REQUEST
         except Exception:
             errors.log.exception("request %s failed", request_id)
             if status is not None:  # too late for a problem response: drop the connection
@@ -107,23 +167,92 @@ class RequestLog:
             )
             await failure(scope, receive, tagged)
         finally:
-            route = scope.get("route")
+            route = getattr(scope.get("route"), "path", "unmatched")
+            seconds = time.perf_counter() - started
+            final = 500 if status is None else status
             access_log.info(
                 json.dumps(
                     {
                         "request_id": request_id,
                         "method": scope["method"],
-                        "route": getattr(route, "path", "unmatched"),
-                        "status": 500 if status is None else status,
-                        "ms": round((time.perf_counter() - started) * 1000, 2),
+                        "route": route,
+                        "status": final,
+                        "ms": round(seconds * 1000, 2),
                     }
                 )
             )
+            if self.metrics is not None:
+                self.metrics.observe(scope["method"], route, final, seconds)
+
+
+#: The access log's status for a request its client abandoned (nginx's 499).
+CLIENT_CLOSED_REQUEST = 499
+#: A caller's request id is copied into the log and the response only if it
+#: is short and visible ASCII; anything else gets an id of our own.
+_CALLER_REQUEST_ID = re.compile(rb"[\x21-\x7e]{1,128}")
+
+
+class BodyLimit:
+    """Request bodies of at most ``max_bytes``, counted while they are read.
+
+    A body announced larger (``Content-Length``) is refused before a byte of
+    it is read; one that grows past the limit as it streams in is refused at
+    that moment, the rest never read.  Both answer 413 (a problem response,
+    like every error) and close the connection, so the server does not go on
+    reading what was refused.  Starlette's own limiter answers in plain text.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if _announced_length(scope) > self.max_bytes:
+            await self._refusal()(scope, receive, send)
+            return
+        read = 0
+
+        async def counted() -> Message:
+            nonlocal read
+            message = await receive()
+            read += len(message.get("body", b""))
+            if read > self.max_bytes:
+                raise BodyTooLargeError(self.max_bytes)
+            return message
+
+        await self.app(scope, counted, send)
+
+    def _refusal(self) -> Response:
+        return errors.problem(
+            413,
+            "PayloadTooLarge",
+            f"the request body is larger than {self.max_bytes} bytes",
+            {"Connection": "close"},
+        )
+
+
+class BodyTooLargeError(HTTPException):
+    """Raised from ``receive``: the app's handlers answer it, as for any HTTP error."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(
+            413, f"the request body is larger than {max_bytes} bytes", {"Connection": "close"}
+        )
+
+
+def _announced_length(scope: Scope) -> int:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            return int(value) if value.isdigit() else 0
+    return 0
 
 
 def _request_id(scope: Scope) -> str:
     for name, value in scope["headers"]:
-        if name == b"x-request-id" and value:
-            return bytes(value).decode("latin-1")
+        if name == b"x-request-id" and _CALLER_REQUEST_ID.fullmatch(value):
+            return bytes(value).decode("ascii")
     # 128 random bits as 32 hex digits, like uuid4().hex without building a UUID.
     return os.urandom(16).hex()

@@ -17,8 +17,8 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from eventstore import apikeys
 from eventstore.apikeys import Principal
+from oblivio.http.throttle import FailedAuthThrottle
 from oblivio.memory.context import MemoryContext
 
 bearer = HTTPBearer(auto_error=False, description="An oblivio API key: obl_<id>_<secret>")
@@ -42,15 +42,20 @@ def authenticated(request: Request, credentials: HTTPAuthorizationCredentials | 
     """The principal of the request's API key; 401 without a valid one."""
     if credentials is None:
         raise HTTPException(401, "missing bearer API key", {"WWW-Authenticate": "Bearer"})
+    throttle: FailedAuthThrottle = request.app.state.auth_throttle
+    address = request.client.host if request.client else "unknown"
+    wait = throttle.retry_after(address)
+    if wait:
+        raise HTTPException(429, "too many failed authentications", {"Retry-After": str(wait)})
     memory, token = context(request), credentials.credentials
     now = memory.clock()
     found = memory.api_keys.lookup(token)
     if found is None:
-        with memory.store.backend.statement_reads() as conn:
-            found = apikeys.authenticate(conn, token, now)
+        found = memory.store.authenticate_api_key(token, now)
         if found is not None:
             memory.api_keys.remember(token, found)
     if found is None or found.expired(now):
+        throttle.failed(address)
         raise HTTPException(
             401, "invalid, revoked or expired API key", {"WWW-Authenticate": "Bearer"}
         )
@@ -101,6 +106,13 @@ def acting_user(who: Principal, named: str | None) -> str | None:
             raise ForeignUserError()
         return who.user_id
     return named
+
+
+#: The OpenAPI extension of operations that call ``required_user``: an operator
+#: key must name the user (``user_id``), a user key may leave it out.  OpenAPI
+#: cannot make a parameter required for one credential only, so the document
+#: says it in this member and in the parameter's description.
+OPERATOR_NAMES_USER = {"x-required-for-operator-keys": ["user_id"]}
 
 
 def required_user(who: Principal, named: str | None) -> str:

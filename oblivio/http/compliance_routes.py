@@ -6,7 +6,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Response
+from fastapi import APIRouter, Depends, HTTPException, Query, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from eventstore.apikeys import Principal
@@ -27,7 +27,7 @@ from oblivio.memory.context import MemoryContext
 router = APIRouter(
     prefix="/v1/compliance",
     tags=["compliance"],
-    responses=problem_responses(401, 403, 404, 409, 422, 503),
+    responses=problem_responses(401, 403, 404, 409, 422, 429, 503),
 )
 
 Ctx = Annotated[MemoryContext, Depends(current_context)]
@@ -36,11 +36,16 @@ ProofReader = Annotated[Principal, Depends(readers_of_proofs)]
 Auditor = Annotated[Principal, Depends(auditors)]
 
 USER_REASONS = frozenset({"user_request"})
+#: What a forget over HTTP records as its reason, whoever calls and whatever the
+#: body says: the certificate is the operator's attestation, and a reason such
+#: as ``ttl_expired`` belongs to the sweeps and tools that run on the host
+#: (Python API, CLI), not to a request anyone holding a key can send.
+HTTP_FORGET_REASON = "user_request"
 
 
 def _reason(who: Principal, reason: str) -> str:
-    # Unlike systems that overwrite every reason, oblivio records the reason
-    # given; a user may only state that they asked.
+    # One event: an operator may record why (``correction``, …); a user may
+    # only state that they asked.
     if who.kind == "user" and reason not in USER_REASONS:
         raise HTTPException(403, "users may only give the reason user_request")
     return reason
@@ -61,15 +66,15 @@ def _erasure_response(status: s.ErasureOut) -> JSONResponse:
     responses={202: {"model": s.ErasureOut, "description": "erasure still rebuilding"}},
 )
 def delete_memory(
-    user_id: str,
+    user_id: s.UserId,
     event_id: uuid.UUID,
     ctx: Ctx,
     who: Member,
-    reason: str = "user_request",
-    legal_ground: str = "art17-1-b",
-    wait_seconds: float = 0,
+    reason: s.Reason = "user_request",
+    legal_ground: s.LegalGround = "art17-1-b",
+    wait_seconds: Annotated[float, Query(ge=0, le=60, allow_inf_nan=False)] = 0,
 ) -> JSONResponse:
-    """Hard-delete one event of a user (GDPR Art. 17)."""
+    """Hard-delete one event of a user (GDPR Art. 17); the requesting key is recorded."""
     user = acting_user(who, user_id)
     status = compliance.delete_event(
         ctx,
@@ -77,8 +82,9 @@ def delete_memory(
         user_id=user,
         reason=_reason(who, reason),
         legal_ground=legal_ground,
+        actor_id=acting_actor(who),
         wait=wait_seconds > 0,
-        timeout=min(max(wait_seconds, 0), 60),
+        timeout=wait_seconds,
     )
     return _erasure_response(s.ErasureOut.of(status))
 
@@ -89,16 +95,19 @@ def delete_memory(
     responses={202: {"model": s.ErasureOut, "description": "erasure still rebuilding"}},
 )
 def forget(
-    user_id: str, ctx: Ctx, who: Member, body: s.ForgetRequest | None = None
+    user_id: s.UserId, ctx: Ctx, who: Member, body: s.ForgetRequest | None = None
 ) -> JSONResponse:
-    """Erase everything of a user; the certificate when it completes within the wait."""
+    """Erase everything of a user; the certificate when it completes within the wait.
+
+    The reason is recorded as ``user_request`` whatever the body says.
+    """
     body = body or s.ForgetRequest()
     user = acting_user(who, user_id)
     assert user is not None
     status = compliance.forget(
         ctx,
         user,
-        reason=_reason(who, body.reason),
+        reason=HTTP_FORGET_REASON,
         legal_ground=body.legal_ground,
         actor_id=acting_actor(who),
         wait=body.wait_seconds > 0,
@@ -138,7 +147,7 @@ def keys(ctx: Ctx) -> dict[str, Any]:
 
 
 @router.get("/users/{user_id}/export")
-def export_subject(user_id: str, ctx: Ctx, who: Member) -> dict[str, Any]:
+def export_subject(user_id: s.UserId, ctx: Ctx, who: Member) -> dict[str, Any]:
     """Everything oblivio holds about a user (Art. 15/20), with a signed manifest."""
     user = acting_user(who, user_id)
     assert user is not None
@@ -156,7 +165,7 @@ def _aware(value: datetime | None) -> datetime | None:
     responses={200: {"content": {"application/x-ndjson": {"schema": {"type": "string"}}}}},
 )
 def export_audit(
-    ctx: Ctx, who: Auditor, since: datetime | None = None, until: datetime | None = None
+    ctx: Ctx, who: Auditor, since: s.Instant | None = None, until: s.Instant | None = None
 ) -> Response:
     """The audit stream as JSON Lines; the last line is the signed manifest."""
     text = compliance.export_audit(ctx, since=_aware(since), until=_aware(until))

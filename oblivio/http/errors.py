@@ -12,10 +12,12 @@ import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from certificates import CertificateVerificationError
 from eventstore.errors import (
@@ -50,6 +52,8 @@ TITLES = {
     409: "Conflict",
     413: "PayloadTooLarge",
     422: "InvalidInput",
+    429: "TooManyRequests",
+    431: "RequestHeaderFieldsTooLarge",
     500: "InternalError",
     503: "Unavailable",
 }
@@ -93,12 +97,27 @@ async def oblivio_error(request: Request, error: Exception) -> JSONResponse:
 
 async def http_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, StarletteHTTPException)
+    if error.status_code == 400 and error.__cause__ is not None:
+        return _unreadable_body(error.__cause__)
     return problem(
         error.status_code,
         TITLES.get(error.status_code, "Error"),
         str(error.detail),
         dict(error.headers or {}),
     )
+
+
+def _unreadable_body(cause: BaseException) -> JSONResponse:
+    """FastAPI answers 400 to any failure reading a JSON body; oblivio's one
+    rule is 422 for a body that is not UTF-8 JSON of bounded depth, on every
+    route, and no answer at all to a client that went away."""
+    if isinstance(cause, ClientDisconnect):
+        raise cause  # the request log records it; there is no one to answer
+    if isinstance(cause, UnicodeDecodeError):
+        return problem(422, "InvalidEncodingError", "the body is not valid UTF-8")
+    if isinstance(cause, RecursionError):
+        return problem(422, "InvalidInput", "the body's JSON is nested too deeply")
+    return problem(422, "InvalidInput", "the body is not valid JSON")
 
 
 async def validation_error(request: Request, error: Exception) -> JSONResponse:
@@ -117,3 +136,25 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(CertificateVerificationError, oblivio_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, validation_error)
+
+
+async def known_query_only(request: Request) -> None:
+    """A dependency of every route: query parameters the route does not declare are
+    refused (422), like unknown body members, instead of silently ignored."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None or not request.query_params:
+        return
+    unknown = set(request.query_params) - _declared_query(dependant)
+    if unknown:
+        raise RequestValidationError(
+            [{"loc": ("query", name), "msg": "Unknown query parameter"} for name in unknown]
+        )
+
+
+def _declared_query(dependant: Dependant) -> set[str]:
+    """The query parameters of a route and of every dependency it has."""
+    names = {param.alias for param in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _declared_query(sub)
+    return names

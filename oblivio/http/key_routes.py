@@ -16,7 +16,7 @@ from oblivio.memory.context import MemoryContext
 router = APIRouter(
     prefix="/v1/admin/keys",
     tags=["keys"],
-    responses=problem_responses(401, 403, 404, 422, 503),
+    responses=problem_responses(401, 403, 404, 422, 429, 503),
 )
 
 Ctx = Annotated[MemoryContext, Depends(current_context)]

@@ -10,7 +10,13 @@ from fastapi import APIRouter, Body, Depends, Header, HTTPException, Query, Resp
 from eventstore.apikeys import Principal
 from eventstore.errors import InvalidInputError
 from oblivio.http import schemas as s
-from oblivio.http.auth import acting_user, current_context, members, required_user
+from oblivio.http.auth import (
+    OPERATOR_NAMES_USER,
+    acting_user,
+    current_context,
+    members,
+    required_user,
+)
 from oblivio.http.encoding import JSON, retrieve_json
 from oblivio.http.errors import problem_responses
 from oblivio.memory import commands, ingest, queries
@@ -21,7 +27,7 @@ from projections.model import NodeType, Scope, SourceType
 router = APIRouter(
     prefix="/v1",
     tags=["memory"],
-    responses=problem_responses(401, 403, 404, 409, 422, 503),
+    responses=problem_responses(401, 403, 404, 409, 422, 429, 503),
 )
 
 Ctx = Annotated[MemoryContext, Depends(current_context)]
@@ -30,7 +36,9 @@ NOT_FOUND = HTTPException(404, "not found")
 MAX_VERSION = 2**62  # versions are 64-bit; anything above is no real position
 
 
-@router.post("/events", status_code=201, response_model=s.StoreResponse)
+@router.post(
+    "/events", status_code=201, response_model=s.StoreResponse, openapi_extra=OPERATOR_NAMES_USER
+)
 def store_event(body: s.StoreRequest, ctx: Ctx, who: Member) -> s.StoreResponse:
     """Store a memory for a user and derive its nodes."""
     user = required_user(who, body.user_id)
@@ -49,7 +57,9 @@ def store_event(body: s.StoreRequest, ctx: Ctx, who: Member) -> s.StoreResponse:
     return s.StoreResponse(event_id=stored.event_id, node_ids=list(stored.node_ids))
 
 
-@router.post("/ingest", status_code=201, response_model=s.IngestResponse)
+@router.post(
+    "/ingest", status_code=201, response_model=s.IngestResponse, openapi_extra=OPERATOR_NAMES_USER
+)
 def ingest_messages(body: s.IngestRequest, ctx: Ctx, who: Member) -> s.IngestResponse:
     """Store raw messages; their claims are extracted asynchronously (docs/ingest.md)."""
     user = required_user(who, body.user_id)
@@ -61,11 +71,11 @@ def ingest_messages(body: s.IngestRequest, ctx: Ctx, who: Member) -> s.IngestRes
     )
 
 
-@router.get("/events", response_model=list[s.EventOut])
+@router.get("/events", response_model=list[s.EventOut], openapi_extra=OPERATOR_NAMES_USER)
 def list_events(
     ctx: Ctx,
     who: Member,
-    user_id: str | None = None,
+    user_id: s.UserId | None = None,
     after_version: Annotated[int, Query(ge=0, le=MAX_VERSION)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> list[s.EventOut]:
@@ -93,20 +103,21 @@ def get_event_nodes(event_id: uuid.UUID, ctx: Ctx, who: Member) -> list[s.NodeOu
     return [s.NodeOut.of(n) for n in queries.get_event_nodes(ctx, event_id, user_id=user)]
 
 
-@router.get("/nodes", response_model=s.NodePageOut)
+@router.get("/nodes", response_model=s.NodePageOut, openapi_extra=OPERATOR_NAMES_USER)
 def list_nodes(
     ctx: Ctx,
     who: Member,
-    user_id: str | None = None,
+    user_id: s.UserId | None = None,
     scopes: Annotated[list[Scope] | None, Query()] = None,
     node_types: Annotated[list[NodeType] | None, Query()] = None,
     exclude_node_types: Annotated[list[NodeType] | None, Query()] = None,
     source_types: Annotated[list[SourceType] | None, Query()] = None,
     include_superseded: bool = False,
-    after: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    after: uuid.UUID | None = None,
     limit: Annotated[int, Query(ge=1, le=queries.MAX_PAGE)] = queries.DEFAULT_PAGE,
 ) -> s.NodePageOut:
-    """A user's current nodes, oldest first, with retrieval's filters; page with ``after``.
+    """A user's current nodes, oldest first, with retrieval's filters; page with ``after``
+    (the ``next_after`` of the previous page: the id of its last node).
 
     Superseded nodes appear only with ``include_superseded=true``; repeat a
     filter parameter to allow several values (``scopes=personal&scopes=work``).
@@ -170,7 +181,7 @@ def supersede(
 ) -> list[s.CorrectionOut]:
     """Retire old nodes in favour of new ones, atomically; an exact retry is a no-op (200)."""
     if body.corrections is not None:
-        if body.old_node_id or body.new_node_id or body.evidence_id:
+        if body.pair_given():
             raise InvalidInputError("give either corrections or one old/new pair, not both")
         entries = [c.model_dump() for c in body.corrections]
     elif body.old_node_id and body.new_node_id:
@@ -244,7 +255,7 @@ def reinforce(
     return s.NodeOut.of(node)
 
 
-@router.post("/retrieve", response_model=s.RetrieveResponse)
+@router.post("/retrieve", response_model=s.RetrieveResponse, openapi_extra=OPERATOR_NAMES_USER)
 def retrieve(body: s.RetrieveRequest, ctx: Ctx, who: Member) -> Response:
     """The user's nodes ranked for a query, with every score component."""
     result = queries.retrieve(
@@ -263,7 +274,9 @@ def retrieve(body: s.RetrieveRequest, ctx: Ctx, who: Member) -> Response:
     return Response(retrieve_json(result.query, result.results), media_type=JSON)
 
 
-@router.post("/triggers", status_code=201, response_model=s.IdOut)
+@router.post(
+    "/triggers", status_code=201, response_model=s.IdOut, openapi_extra=OPERATOR_NAMES_USER
+)
 def add_trigger(body: s.TriggerRequest, ctx: Ctx, who: Member) -> s.IdOut:
     """Add a resonance trigger (keyword or text) with a weight in [0, 10]."""
     trigger_id = commands.add_resonance_trigger(
@@ -277,16 +290,18 @@ def add_trigger(body: s.TriggerRequest, ctx: Ctx, who: Member) -> s.IdOut:
     return s.IdOut(id=trigger_id)
 
 
-@router.delete("/triggers/{trigger_id}", status_code=204)
+@router.delete("/triggers/{trigger_id}", status_code=204, openapi_extra=OPERATOR_NAMES_USER)
 def remove_trigger(
-    trigger_id: uuid.UUID, ctx: Ctx, who: Member, user_id: str | None = None
+    trigger_id: uuid.UUID, ctx: Ctx, who: Member, user_id: s.UserId | None = None
 ) -> Response:
     """Remove a resonance trigger."""
     commands.remove_resonance_trigger(ctx, trigger_id, user_id=required_user(who, user_id))
     return Response(status_code=204)
 
 
-@router.post("/attractors", status_code=201, response_model=s.IdOut)
+@router.post(
+    "/attractors", status_code=201, response_model=s.IdOut, openapi_extra=OPERATOR_NAMES_USER
+)
 def add_attractor(body: s.AttractorRequest, ctx: Ctx, who: Member) -> s.IdOut:
     """Add a negative attractor that demotes similar nodes."""
     attractor_id = commands.add_negative_attractor(
@@ -300,15 +315,15 @@ def add_attractor(body: s.AttractorRequest, ctx: Ctx, who: Member) -> s.IdOut:
     return s.IdOut(id=attractor_id)
 
 
-@router.delete("/attractors", status_code=204)
-def clear_attractors(ctx: Ctx, who: Member, user_id: str | None = None) -> Response:
+@router.delete("/attractors", status_code=204, openapi_extra=OPERATOR_NAMES_USER)
+def clear_attractors(ctx: Ctx, who: Member, user_id: s.UserId | None = None) -> Response:
     """Remove every negative attractor of the user."""
     commands.clear_negative_attractors(ctx, user_id=required_user(who, user_id))
     return Response(status_code=204)
 
 
-@router.get("/attractors/count", response_model=s.CountOut)
-def count_attractors(ctx: Ctx, who: Member, user_id: str | None = None) -> s.CountOut:
+@router.get("/attractors/count", response_model=s.CountOut, openapi_extra=OPERATOR_NAMES_USER)
+def count_attractors(ctx: Ctx, who: Member, user_id: s.UserId | None = None) -> s.CountOut:
     """How many negative attractors apply to the user's retrieval."""
     count = queries.negative_attractor_count(ctx, user_id=required_user(who, user_id))
     return s.CountOut(count=count)

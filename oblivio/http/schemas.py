@@ -2,39 +2,75 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, StringConstraints
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StringConstraints,
+)
+from pydantic.config import JsonDict
 
 from eventstore.apikeys import KeyInfo
 from eventstore.errors import InvalidInputError
 from oblivio.memory.records import MemoryEvent, NodePage
 from projections.model import AssertionState, Node, NodeType, Role, Scope, ScoredNode, SourceType
 from workers.erasure import ErasureStatus
+from workers.policy import LegalGroundName, ReasonName
 
 Strict = ConfigDict(extra="forbid")
+
+#: What ``eventstore.ids.check_subject`` accepts: 1-256 characters, not only
+#: whitespace, no control characters.
+USER_ID_PATTERN = r"^[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
+#: The default of a member that may be left out but never sent as null: typed
+#: as the member's type for checkers, and not validated (pydantic's default).
+ABSENT: Any = None
+#: Text that is not only whitespace (a search: somewhere a non-space character).
+NOT_BLANK = r"\S"
+UserId = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=USER_ID_PATTERN)]
+
+
+#: ``meta`` as ``oblivio.memory.inputs.meta`` checks it: flat, ``confidence`` in [0, 1].
+META_SCHEMA: JsonDict = {
+    "properties": {"confidence": {"type": "number", "minimum": 0, "maximum": 1}}
+}
+#: first_person_owner binds "I" to the owner: only in the user role, and not with a speaker.
+FIRST_PERSON_RULE: JsonDict = {
+    "anyOf": [
+        {"properties": {"first_person_owner": {"const": False}}},
+        {"properties": {"role": {"const": "user"}, "speaker": {"type": "null"}}},
+    ]
+}
 
 
 class StoreRequest(BaseModel):
     model_config = Strict
-    content: str = Field(min_length=1, max_length=100_000)
-    user_id: str | None = Field(default=None, description="Required for operator keys.")
+    content: str = Field(min_length=1, max_length=100_000, pattern=NOT_BLANK)
+    user_id: UserId | None = Field(default=None, description="Required for operator keys.")
     scope: Scope = Scope.PERSONAL
     role: Role = Role.USER
     session_id: str | None = Field(default=None, max_length=256)
     source_type: SourceType = SourceType.USER_STATED
     node_type: NodeType = NodeType.FACT
-    meta: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+    meta: dict[str, str | int | float | bool | None] = Field(
+        default_factory=dict, json_schema_extra=META_SCHEMA
+    )
     request_id: uuid.UUID | None = None
 
 
 class IngestMessage(BaseModel):
     """One message to ingest; its claims are extracted asynchronously (docs/ingest.md)."""
 
-    model_config = Strict
-    message: str = Field(min_length=1, max_length=100_000)
+    model_config = ConfigDict(extra="forbid", json_schema_extra=FIRST_PERSON_RULE)
+    message: str = Field(min_length=1, max_length=100_000, pattern=NOT_BLANK)
     role: Role = Role.USER
     scope: Scope = Scope.PERSONAL
     source_type: SourceType = SourceType.USER_STATED
@@ -45,18 +81,44 @@ class IngestMessage(BaseModel):
     first_person_owner: StrictBool = Field(
         default=False, description="The message's singular I/me/my is the memory owner."
     )
-    speaker: str | None = Field(default=None, max_length=200)
+    speaker: str | None = Field(default=None, min_length=1, max_length=200)
     enable_speaker_references: StrictBool = False
-    meta: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+    meta: dict[str, str | int | float | bool | None] = Field(
+        default_factory=dict, json_schema_extra=META_SCHEMA
+    )
     request_id: uuid.UUID | None = None
 
 
 class IngestRequest(IngestMessage):
     """One message (``message`` and its fields) or several in ``messages``."""
 
-    message: str | None = Field(default=None, min_length=1, max_length=100_000)  # type: ignore[assignment]
-    messages: list[IngestMessage] | None = Field(default=None, min_length=1, max_length=100)
-    user_id: str | None = Field(default=None, description="Required for operator keys.")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            **FIRST_PERSON_RULE,
+            "oneOf": [
+                {"required": ["message"], "not": {"required": ["messages"]}},
+                {
+                    "required": ["messages"],
+                    "not": {"anyOf": [{"required": [name]} for name in IngestMessage.model_fields]},
+                },
+            ],
+        },
+    )
+
+    # Absent or a value, never null (a default is not validated).
+    message: str = Field(
+        default=ABSENT,
+        min_length=1,
+        max_length=100_000,
+        pattern=NOT_BLANK,
+    )
+    messages: list[IngestMessage] = Field(
+        default=ABSENT,
+        min_length=1,
+        max_length=100,
+    )
+    user_id: UserId | None = Field(default=None, description="Required for operator keys.")
     wait_for_extraction: StrictBool = False
 
     def entries(self) -> list[dict[str, Any]]:
@@ -174,15 +236,38 @@ class Supersedence(BaseModel):
     evidence_id: uuid.UUID | None = None
 
 
+_ONE_PAIR = ("old_node_id", "new_node_id", "evidence_id")
+
+
 class SupersedeRequest(BaseModel):
     """One correction (``old_node_id``/``new_node_id``) or several in ``corrections``."""
 
-    model_config = Strict
-    old_node_id: uuid.UUID | None = None
-    new_node_id: uuid.UUID | None = None
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["old_node_id", "new_node_id"], "not": {"required": ["corrections"]}},
+                {
+                    "required": ["corrections"],
+                    "not": {"anyOf": [{"required": [name]} for name in _ONE_PAIR]},
+                },
+            ]
+        },
+    )
+    # Absent or a value, never null: the schema says so, and an explicit null is
+    # refused like any other wrong type (a default is not validated).
+    old_node_id: uuid.UUID = ABSENT
+    new_node_id: uuid.UUID = ABSENT
     evidence_id: uuid.UUID | None = None
-    corrections: list[Supersedence] | None = Field(default=None, min_length=1, max_length=100)
-    actor_id: str | None = Field(default=None, max_length=256)
+    corrections: list[Supersedence] = Field(
+        default=ABSENT,
+        min_length=1,
+        max_length=100,
+    )
+    actor_id: str | None = Field(default=None, min_length=1, max_length=256)
+
+    def pair_given(self) -> bool:
+        return bool(set(_ONE_PAIR) & self.model_fields_set)
 
 
 class CorrectionOut(BaseModel):
@@ -198,7 +283,7 @@ class ContradictRequest(BaseModel):
     node_id: uuid.UUID
     other_node_id: uuid.UUID
     evidence_id: uuid.UUID | None = None
-    actor_id: str | None = Field(default=None, max_length=256)
+    actor_id: str | None = Field(default=None, min_length=1, max_length=256)
 
 
 class ResolveRequest(BaseModel):
@@ -206,7 +291,7 @@ class ResolveRequest(BaseModel):
     winner_node_id: uuid.UUID
     loser_node_id: uuid.UUID
     evidence_id: uuid.UUID | None = None
-    actor_id: str | None = Field(default=None, max_length=256)
+    actor_id: str | None = Field(default=None, min_length=1, max_length=256)
 
 
 class ReinforceRequest(BaseModel):
@@ -216,8 +301,8 @@ class ReinforceRequest(BaseModel):
 
 class RetrieveRequest(BaseModel):
     model_config = Strict
-    query: str = Field(min_length=1, max_length=10_000)
-    user_id: str | None = None
+    query: str = Field(min_length=1, max_length=10_000, pattern=NOT_BLANK)
+    user_id: UserId | None = Field(default=None, description="Required for operator keys.")
     limit: int = Field(default=10, ge=1, le=1000)
     scopes: list[Scope] | None = None
     node_types: list[NodeType] | None = None
@@ -246,20 +331,29 @@ class RetrieveResponse(BaseModel):
 
 
 class TriggerRequest(BaseModel):
-    model_config = Strict
-    user_id: str | None = None
-    keyword: str | None = Field(default=None, min_length=1, max_length=1000)
-    text: str | None = Field(default=None, min_length=1, max_length=10_000)
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["keyword"], "not": {"required": ["text"]}},
+                {"required": ["text"], "not": {"required": ["keyword"]}},
+            ]
+        },
+    )
+    user_id: UserId | None = Field(default=None, description="Required for operator keys.")
+    # Absent or a string, never null (a default is not validated).
+    keyword: str = Field(default=ABSENT, min_length=1, max_length=1000, pattern=NOT_BLANK)
+    text: str = Field(default=ABSENT, min_length=1, max_length=10_000, pattern=NOT_BLANK)
     weight: float = Field(default=1.0, ge=0, le=10)
     threshold: float = Field(default=0.8, ge=-1, le=1)
 
 
 class AttractorRequest(BaseModel):
     model_config = Strict
-    user_id: str | None = None
-    text: str = Field(min_length=1, max_length=10_000)
-    description: str | None = Field(default=None, max_length=1000)
-    source: str | None = Field(default=None, max_length=200)
+    user_id: UserId | None = Field(default=None, description="Required for operator keys.")
+    text: str = Field(min_length=1, max_length=10_000, pattern=NOT_BLANK)
+    description: str | None = Field(default=None, min_length=1, max_length=1000)
+    source: str | None = Field(default=None, min_length=1, max_length=200)
     severity: float = Field(default=1.0, ge=0, le=1)
 
 
@@ -271,11 +365,37 @@ class CountOut(BaseModel):
     count: int
 
 
+Reason = ReasonName
+LegalGround = LegalGroundName
+
+
+_NUMBER = re.compile(r"\s*[-+]?[\d.eE+-]*\d[\d.eE+-]*\s*")
+
+
+def _not_a_number(value: object) -> object:
+    # pydantic reads a number, or a string of digits, as a Unix time: "-1" or
+    # "0.5" would be 1969 and 1970.  A time must say what it means.
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or _NUMBER.fullmatch(value):
+        raise ValueError("must be an ISO 8601 date and time, such as 2026-01-31T12:00:00Z")
+    return value
+
+
+#: A time given as ISO 8601 / RFC 3339 text (no zone: UTC).
+Instant = Annotated[datetime, BeforeValidator(_not_a_number)]
+
+
 class ForgetRequest(BaseModel):
     model_config = Strict
-    reason: str = "user_request"
-    legal_ground: str = "art17-1-b"
-    wait_seconds: float = Field(default=5.0, ge=0, le=60)
+    reason: str | None = Field(
+        default=None,
+        max_length=64,
+        deprecated=True,
+        description="Ignored: a forget over HTTP is always recorded as user_request.",
+    )
+    legal_ground: LegalGround = "art17-1-b"
+    wait_seconds: float = Field(default=5.0, ge=0, le=60, strict=True, allow_inf_nan=False)
 
 
 class JobOut(BaseModel):
@@ -321,7 +441,7 @@ class NodePageOut(BaseModel):
     """A page of nodes; pass ``next_after`` as ``after`` for the next (null: the last page)."""
 
     nodes: list[NodeOut]
-    next_after: str | None
+    next_after: uuid.UUID | None
 
     @classmethod
     def of(cls, page: NodePage) -> NodePageOut:
@@ -333,11 +453,25 @@ PrincipalKind = Literal["user", "operator", "auditor"]
 
 
 class KeyRequest(BaseModel):
-    model_config = Strict
-    principal: PrincipalKind
-    user_id: str | None = Field(
-        default=None, min_length=1, max_length=256, description="Required for user keys only."
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "properties": {"principal": {"const": "user"}, "user_id": {"type": "string"}},
+                    "required": ["user_id"],
+                },
+                {
+                    "properties": {
+                        "principal": {"enum": ["operator", "auditor"]},
+                        "user_id": {"type": "null"},
+                    }
+                },
+            ]
+        },
     )
+    principal: PrincipalKind
+    user_id: UserId | None = Field(default=None, description="Required for user keys only.")
     expires_at: AwareDatetime | None = Field(
         default=None, description="When the key stops authenticating; none: never."
     )

@@ -85,18 +85,22 @@ class DocumentMapping:
     def scope_of(self, namespace: Sequence[str]) -> Scope:
         if self.scope_segment is None:
             return self.scope
-        value = namespace[self.scope_segment]
-        try:
-            return Scope(value)
-        except ValueError as e:
-            allowed = ", ".join(s.value for s in Scope)
-            raise InvalidInputError(f"segment {value!r} is not a scope ({allowed})") from e
+        return scope(namespace[self.scope_segment], "segment")
 
     def fixed_subject(self, prefix: Sequence[str]) -> str | None:
         """The person a namespace prefix (or pattern) pins, if it pins one."""
         if len(prefix) <= self.user_segment or prefix[self.user_segment] == "*":
             return None
         return prefix[self.user_segment]
+
+
+def scope(value: Scope | str, what: str = "scope") -> Scope:
+    """An oblivio scope from its name, or a clear error naming the allowed ones."""
+    try:
+        return Scope(value)
+    except ValueError as e:
+        allowed = ", ".join(s.value for s in Scope)
+        raise InvalidInputError(f"{what} {value!r} is not a scope ({allowed})") from e
 
 
 @dataclass(frozen=True)

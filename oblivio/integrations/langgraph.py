@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -61,6 +62,9 @@ TTL_REASON = "ttl_expired"
 #: Legal ground of deletions: the person's right to erasure (Art. 17(1)(b)), as
 #: for ``delete_event``'s default.
 DELETE_LEGAL_GROUND = "art17-1-b"
+
+
+logger = logging.getLogger(__name__)
 
 
 def _utc_now() -> datetime:
@@ -118,12 +122,11 @@ class OblivioStore(BaseStore):
         clock: Callable[[], datetime] = _utc_now,
     ) -> None:
         self.client = client
-        self.mapping = DocumentMapping(user_segment, Scope(scope), scope_segment)
+        self.mapping = DocumentMapping(user_segment, docs.scope(scope), scope_segment)
         fields = (index or {}).get("fields") or ["$"]
         self.fields = [(path, path if path == "$" else tokenize_path(path)) for path in fields]
         self.ttl_config = ttl
-        self.node_type = NodeType(node_type)
-        self.source_type = SourceType(source_type)
+        self.node_type, self.source_type = NodeType(node_type), SourceType(source_type)
         self.wait = wait
         self.clock = clock
         # Writes of one store run one at a time: a put reads the current revision
@@ -166,7 +169,8 @@ class OblivioStore(BaseStore):
     def erase(self, namespace: tuple[str, ...], key: str) -> list[ErasureStatus]:
         """Delete an item and return the erasure of each of its revisions (with
         certificates when ``wait`` is set); ``[]`` when there is no such item."""
-        return self._erase(_Snapshot(self.client), namespace, str(key))
+        with self._writes:
+            return self._erase(_Snapshot(self.client), namespace, str(key))
 
     def forget(self, user_id: str) -> ErasureStatus:
         """Erase everything of one person (GDPR Art. 17): every namespace under their
@@ -175,12 +179,12 @@ class OblivioStore(BaseStore):
 
     def sweep_expired(self) -> list[ErasureStatus]:
         """Erase every item whose TTL has passed (reason ``ttl_expired``, certified)."""
-        snapshot, now, erased = _Snapshot(self.client), self.clock(), []
+        now, erased = self.clock(), []
         for user in self.client.subjects():
-            for doc in list(snapshot.documents(user).values()):
-                if doc.expired(now):
-                    erased += self._erase_revisions(user, doc, TTL_REASON, TTL_LEGAL_GROUND)
-            snapshot.changed(user)
+            with self._writes:  # a put may not supersede a revision being erased
+                for doc in docs.read_documents(self.client, user).values():
+                    if doc.expired(now):
+                        erased += self._erase_revisions(user, doc, TTL_REASON, TTL_LEGAL_GROUND)
         return erased
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> None:
@@ -194,7 +198,10 @@ class OblivioStore(BaseStore):
 
         def loop() -> None:
             while not self._stop_sweeping.wait(interval):
-                self.sweep_expired()
+                try:
+                    self.sweep_expired()
+                except Exception:  # the next pass retries; a dead sweeper would not
+                    logger.exception("TTL sweep failed")
 
         self._sweeper = threading.Thread(target=loop, name="oblivio-ttl-sweeper", daemon=True)
         self._sweeper.start()

@@ -44,8 +44,8 @@ def create_api_key(
 ) -> IssuedKey:
     """Create a key for ``principal`` (user keys are bound to ``user_id``).
 
-    ``expires_at`` (time zone-aware, in the future) ends the key's validity;
-    ``actor_id`` names who asked, for the audit entry.
+    ``expires_at`` (time zone-aware) ends the key's validity; one in the past makes a
+    key that never authenticates.  ``actor_id`` names who asked, for the audit entry.
     """
     user = None if user_id is None else inputs.user(user_id)
     actor = inputs.optional_text(actor_id, "actor_id", inputs.MAX_ACTOR_ID_CHARS)
@@ -87,6 +87,6 @@ def _entry(ctx: MemoryContext, action: str, key: KeyInfo, actor: str | None) -> 
     return AuditEntry(
         action=action,
         subject_ref=key.subject_ref,
-        actor_ref=None if actor is None else ctx.store.codec.pseudonym("actor", actor),
+        actor_ref=None if actor is None else ctx.store.pseudonym("actor", actor),
         object_refs={"api_key": key.key_id, "principal": key.kind},
     )

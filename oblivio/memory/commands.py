@@ -3,9 +3,7 @@
 Each command runs in one transaction: lock the owner's stream, read and check
 the state, append the event that records the decision (with before/after
 snapshots and a checksum), and apply it to the node graph.  Either all of
-that commits or nothing does.  ``store`` without a request id needs no read
-and first tries one conditional write of the event with its graph rows (see
-:func:`_store_optimistic`).
+that commits or nothing does.
 """
 
 from __future__ import annotations
@@ -118,13 +116,9 @@ def store_memory(
         "session_id": inputs.optional_text(session_id, "session_id", inputs.MAX_SESSION_ID_CHARS),
         "source_type": inputs.choice(SourceType, source_type, "source_type").value,
         "node_type": inputs.choice(NodeType, node_type, "node_type").value,
-        "meta": inputs.meta(meta),
+        "meta": inputs.merged_meta(ctx.default_meta, meta),
     }
     request = inputs.request_id(request_id)
-    if request is None:
-        stored = _store_optimistic(ctx, user, data)
-        if stored is not None:
-            return stored
     with ctx.store.transaction() as tx:
         stream = tx.open_stream(ctx.namespace, user)
         event_id = (
@@ -136,37 +130,17 @@ def store_memory(
             # afresh and may reuse its keys.
             else ev.operation_id("store", stream.ref.stream_id, request)
         )
+        version_before = stream.version
         try:
-            new_event = NewEvent(ev.STORED, data, event_id=event_id)
-            recorded, replayed = _append(ctx, tx, stream, new_event)
+            [recorded] = tx.append_locked(stream, [NewEvent(ev.STORED, data, event_id=event_id)])
         except DuplicateEventError as e:
             raise IdempotencyConflictError() from e
-        if replayed:  # the nodes the earlier append derived, as they are now
+        if stream.version == version_before:  # a replay: the earlier nodes, as they are now
             rows = GraphStore(tx.connection).nodes_of_event(recorded.event_id)
             node_ids = [row.node_id for row in rows]
         else:
-            node_ids = ctx.graph.node_ids(recorded)
+            node_ids = ctx.graph.apply_stored(tx.connection, _cipher(tx, stream), recorded)
     return StoredMemory(recorded.event_id, tuple(node_ids))
-
-
-def _store_optimistic(ctx: MemoryContext, user: str, data: dict[str, Any]) -> StoredMemory | None:
-    """The event and its graph rows in one conditional write, or ``None`` (nothing written).
-
-    Only without a request id: the log draws the event id, so there is no
-    earlier append to look up, and a stored event's nodes are a function of
-    the event alone, so there is nothing to validate against the graph.  The
-    graph rows ride with the append as its companions, under the same
-    condition: when another writer moved the head, or a forget closed the
-    generation or destroyed the key, neither lands and the caller takes the
-    locked path.
-    """
-    appended = ctx.store.try_append(
-        ctx.namespace, user, [NewEvent(ev.STORED, data)], ctx.graph.stored_rows
-    )
-    if appended is None:
-        return None
-    [recorded] = appended
-    return StoredMemory(recorded.event_id, tuple(ctx.graph.node_ids(recorded)))
 
 
 def store(

@@ -32,6 +32,10 @@ from workers.policy import DEFAULT_LEGAL_GROUND
 DEFAULT_WAIT_SECONDS = 10.0
 SUBJECT_EXPORT_TYP = "oblivio-subject-export+jws"
 AUDIT_EXPORT_TYP = "oblivio-audit-export+jws"
+SUBJECT_EXPORT_FORMAT = "oblivio-subject-export/1"
+SUBJECT_EXPORT_MEMBERS = frozenset(
+    {"format", "exported_at", "namespace", "subject_ref", "events", "nodes", "manifest"}
+)
 
 
 class ExportVerificationError(InvalidInputError):
@@ -155,7 +159,7 @@ def export_subject(ctx: MemoryContext, *, user_id: str) -> dict[str, Any]:
     ]
     nodes = _subject_nodes(ctx, user)
     exported: dict[str, Any] = {
-        "format": "oblivio-subject-export/1",
+        "format": SUBJECT_EXPORT_FORMAT,
         "exported_at": ctx.clock().isoformat(),
         "namespace": ctx.namespace,
         "subject_ref": ctx.store.subject_ref(ctx.namespace, user),
@@ -203,6 +207,10 @@ def _subject_manifest(exported: Mapping[str, Any]) -> dict[str, Any]:
 
 def verify_subject_export(exported: Mapping[str, Any], keys: Mapping[str, Any]) -> dict[str, Any]:
     """Check a subject export offline against its signed manifest; the manifest."""
+    if not isinstance(exported, Mapping) or not set(exported) >= SUBJECT_EXPORT_MEMBERS:
+        raise ExportVerificationError(
+            "not a subject export: it needs " + ", ".join(sorted(SUBJECT_EXPORT_MEMBERS))
+        )
     signed = verify(exported["manifest"], keys, typ=SUBJECT_EXPORT_TYP).payload
     if dict(signed) != _subject_manifest(exported):
         raise ExportVerificationError("the export's content does not match its signed manifest")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from certificates import IssuerKeyring
 from eventstore import EventStore
@@ -19,6 +20,7 @@ from workers.erasure import Eraser
 from workers.extraction import ExtractionWorker
 from workers.projector import ProjectionRunner
 from workers.rebuild import RebuildWorker
+from workers.reembed import VectorRebuilder
 
 DEFAULT_CONSISTENCY_TIMEOUT = 10.0
 
@@ -35,6 +37,8 @@ class MemoryContext:
     clock: Callable[[], datetime]
     eraser: Eraser
     rebuilder: RebuildWorker
+    #: Re-embedding jobs (``oblivio rebuild vectors``): start, watch, work on them.
+    reembedder: VectorRebuilder
     certifier: Certifier
     issuer: IssuerKeyring
     extraction: ExtractionWorker
@@ -42,5 +46,8 @@ class MemoryContext:
     retrieval_cache: RetrievalCache = field(default_factory=RetrievalCache)
     #: Verified API keys of the HTTP API; off unless the settings give a time.
     api_keys: VerifiedKeys = field(default_factory=lambda: VerifiedKeys(0))
+    #: Metadata every ``store`` starts from, under the call's own ``meta``
+    #: (``{**default_meta, **meta}``); validated and copied when the client is built.
+    default_meta: Mapping[str, Any] = field(default_factory=dict)
     #: How long a console session may stay idle before it must sign in again.
     console_idle_minutes: float = 30.0

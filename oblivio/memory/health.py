@@ -1,32 +1,54 @@
-"""Operational health: how far asynchronous projections lag behind the log."""
+"""Operational health: how far asynchronous projections lag behind the log, and
+how erasure work stands."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
 
+from eventstore import LogCursor, jobs
+from eventstore import erasure as erasure_requests
 from oblivio.memory.context import MemoryContext
 
 #: How long one process reuses a lag figure (seconds).
 LAG_REPORT_SECONDS = 1.0
 
 
+class _Consumer(Protocol):
+    """An asynchronous reader of the log with a checkpoint per partition."""
+
+    partitions: int
+
+    def checkpoint(self, partition: int) -> LogCursor: ...
+
+
+def _pending(ctx: MemoryContext, consumer: _Consumer) -> list[int]:
+    """Per partition: events visible in the log that its checkpoint has not applied
+    (counted, never read)."""
+    return [
+        ctx.store.count_after(
+            consumer.checkpoint(partition), partition=(partition, consumer.partitions)
+        )
+        for partition in range(consumer.partitions)
+    ]
+
+
 def partition_lag(ctx: MemoryContext) -> dict[str, list[int]]:
-    """Per projection, per partition: events visible in the log that the
-    partition's checkpoint has not applied (counted, never read)."""
-    runner = ctx.runner
-    pending = []
-    for partition in range(runner.partitions):
-        cursor = runner.checkpoint(partition)
-        pending.append(ctx.store.count_after(cursor, partition=(partition, runner.partitions)))
-    return {runner.projection.name: pending}
+    """Per asynchronous consumer of the log (the vector state, claim extraction),
+    per partition: the events it has not applied yet."""
+    return {
+        ctx.runner.projection.name: _pending(ctx, ctx.runner),
+        ctx.extraction.name: _pending(ctx, ctx.extraction),
+    }
 
 
 def projection_lag(ctx: MemoryContext) -> dict[str, int]:
     """Per projection: the events its checkpoints have not applied, over all
     partitions (the health check is public, so this is a count only)."""
-    return {name: sum(partitions) for name, partitions in partition_lag(ctx).items()}
+    return {ctx.runner.projection.name: sum(_pending(ctx, ctx.runner))}
 
 
 class LagReport:
@@ -55,3 +77,22 @@ class LagReport:
                 self._figure = projection_lag(ctx)
                 self._until = self._clock() + self.ttl
             return dict(self._figure)
+
+
+@dataclass(frozen=True)
+class ErasureFigures:
+    """Erasure requests and rebuild jobs by status, and the requests past their deadline."""
+
+    requests: dict[str, int]
+    jobs: dict[str, int]
+    overdue: int
+
+
+def erasure_figures(ctx: MemoryContext) -> ErasureFigures:
+    """Counts only: nothing about anyone (the figures are published as metrics)."""
+    with ctx.store.reading() as view:
+        return ErasureFigures(
+            requests=erasure_requests.requests_by_status(view.connection),
+            jobs=jobs.jobs_by_status(view.connection),
+            overdue=erasure_requests.count_overdue(view.connection, ctx.clock()),
+        )

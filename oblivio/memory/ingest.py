@@ -22,7 +22,7 @@ from oblivio.errors import IdempotencyConflictError, NotCaughtUpError
 from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
 from projections import events as ev
-from projections.claims.publication import FIRST_PERSON_OWNER_KEY, RESERVED_META_KEYS
+from projections.claims.publication import FIRST_PERSON_OWNER_KEY
 from projections.model import NodeType, Role, Scope, SourceType
 from projections.storage.graph_store import GraphStore
 
@@ -118,9 +118,7 @@ def ingest_batch(
     if not 1 <= len(messages) <= MAX_BATCH_MESSAGES:
         raise InvalidInputError(f"a batch holds 1 to {MAX_BATCH_MESSAGES} messages")
     parsed = [_parse(user, entry) for entry in messages]
-    with ctx.store.transaction() as tx:
-        stream = tx.open_stream(ctx.namespace, user)
-        recorded = [_append(ctx, tx, stream, data, request) for data, request in parsed]
+    recorded = _append_locked(ctx, user, parsed)
     results = [_result(ctx, event) for event in recorded]
     if not wait_for_extraction:
         return results
@@ -144,11 +142,7 @@ def _parse(user: str, entry: Mapping[str, Any]) -> tuple[dict[str, Any], uuid.UU
         raise InvalidInputError("first_person_owner requires the user role")
     if owner and speaker is not None:
         raise InvalidInputError("first_person_owner cannot be combined with a named speaker")
-    meta = inputs.meta(entry.get("meta"))
-    if RESERVED_META_KEYS & set(meta):
-        raise InvalidInputError(
-            f"meta must not set {FIRST_PERSON_OWNER_KEY!r}; pass first_person_owner instead"
-        )
+    meta = inputs.meta(entry.get("meta"))  # rejects the reserved key
     if owner:
         meta[FIRST_PERSON_OWNER_KEY] = True
     data = {
@@ -192,6 +186,14 @@ def _occurred_at(value: object) -> str | None:
     if not isinstance(value, datetime) or value.tzinfo is None:
         raise InvalidInputError("occurred_at must be a timezone-aware date and time")
     return value.astimezone(UTC).isoformat()
+
+
+def _append_locked(
+    ctx: MemoryContext, user: str, parsed: Sequence[tuple[dict[str, Any], uuid.UUID | None]]
+) -> list[RecordedEvent]:
+    with ctx.store.transaction() as tx:
+        stream = tx.open_stream(ctx.namespace, user)
+        return [_append(ctx, tx, stream, data, request) for data, request in parsed]
 
 
 def _append(

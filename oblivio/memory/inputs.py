@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from eventstore.errors import InvalidEncodingError, InvalidInputError, MalformedIdError
 from eventstore.ids import check_subject, check_utf8, parse_uuid
 from oblivio.errors import EvidenceUnavailableError, NodeUnavailableError
+from projections.claims.publication import FIRST_PERSON_OWNER_KEY
 
 MAX_CONTENT_CHARS = 100_000
 MAX_SESSION_ID_CHARS = 256
@@ -58,6 +59,10 @@ def meta(value: Mapping[str, Any] | None) -> dict[str, Any]:
         return {}
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
         raise InvalidInputError("meta must be an object with string keys")
+    if FIRST_PERSON_OWNER_KEY in value:  # reserved: only ingest(first_person_owner=True) sets it
+        raise InvalidInputError(
+            f"meta must not set {FIRST_PERSON_OWNER_KEY!r}; pass first_person_owner instead"
+        )
     for key, item in value.items():
         if not isinstance(item, str | int | float | bool) and item is not None:
             raise InvalidInputError(f"meta[{key!r}] must be a string, number, boolean or null")
@@ -71,6 +76,15 @@ def meta(value: Mapping[str, Any] | None) -> dict[str, Any]:
     ):
         raise InvalidInputError("meta['confidence'] must be a number between 0 and 1")
     return dict(value)
+
+
+def merged_meta(default: Mapping[str, Any], value: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``{**default, **value}``, a new dict: the call's keys win, as the more specific source.
+
+    ``default`` was checked with :func:`meta` when it was set; the result is a copy, so
+    changing either dict after the call changes nothing that was stored.
+    """
+    return {**default, **meta(value)}
 
 
 def user(value: object) -> str:

@@ -115,7 +115,7 @@ def erasure_request(
 def _subject_key(ctx: MemoryContext, user_id: str | None) -> bytes | None:
     if user_id is None:
         return None
-    return ctx.store.codec.subject_key(ctx.namespace, inputs.user(user_id))
+    return ctx.store.subject_key(ctx.namespace, inputs.user(user_id))
 
 
 def _summary(row: Any, jobs: Any, now: datetime) -> RequestSummary:

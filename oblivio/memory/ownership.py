@@ -55,7 +55,7 @@ def _lock_stream_for(
     user_id: str | None,
 ) -> LockedStream:
     if user_id is not None:
-        stream = tx.find_stream(ctx.namespace, user_id)
+        stream = tx.lock_stream(ctx.namespace, user_id)
     else:
         row = graph.node_row(node_id)
         stream = None if row is None else tx.lock_stream_id(row.stream_id)

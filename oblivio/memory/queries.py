@@ -8,8 +8,6 @@ ids that do not exist.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import uuid
 from collections.abc import Collection
 from datetime import datetime
@@ -18,12 +16,13 @@ from typing import Any
 from eventstore import ReadView, RecordedEvent
 from eventstore.errors import InvalidInputError
 from eventstore.ids import parse_uuid
-from oblivio.errors import NotCaughtUpError
+from oblivio.errors import NodeUnavailableError, NotCaughtUpError
 from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.records import MemoryEvent, NodePage, Retrieval
 from projections import events as ev
 from projections.claims.records import claim_state
+from projections.embedders import Embedder
 from projections.model import (
     AssertionState,
     EdgeKind,
@@ -262,7 +261,7 @@ def list_nodes(
     exclude_node_types: Collection[NodeType | str] | None = None,
     source_types: Collection[SourceType | str] | None = None,
     include_superseded: bool = False,
-    after: str | None = None,
+    after: uuid.UUID | str | None = None,
     limit: int = DEFAULT_PAGE,
 ) -> NodePage:
     """The caller's current nodes, oldest first, a page at a time.
@@ -270,14 +269,16 @@ def list_nodes(
     The filters are retrieval's: superseded nodes only with
     ``include_superseded``; ``scopes``, ``node_types`` and ``source_types``
     keep nodes with one of the values, ``exclude_node_types`` drops some.
-    Pass the page's ``next_cursor`` as ``after`` for the next page.
+    Pass the page's ``next_cursor`` (the id of its last node) as ``after`` for
+    the next page; a node that is no longer available there raises
+    ``NodeUnavailableError``.
     """
     user = inputs.user(user_id)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
         raise InvalidInputError(f"limit must be an integer between 1 and {MAX_PAGE}")
     if not isinstance(include_superseded, bool):
         raise InvalidInputError("include_superseded must be true or false")
-    position = None if after is None else _cursor_position(after)
+    start = None if after is None else parse_uuid(after, "after")
     filters = {
         "scopes": _members(Scope, scopes, "scopes"),
         "node_types": _members(NodeType, node_types, "node_types"),
@@ -287,36 +288,27 @@ def list_nodes(
     current = None if include_superseded else (LifecycleState.ACTIVE, LifecycleState.CONTESTED)
     owner = _owner_stream(ctx, user)
     with ctx.store.reading() as view:
+        graph = GraphStore(view.connection)
+        position = None if start is None else _position(graph, start, owner)
         cipher = None if owner is None or owner < 0 else view.cipher(owner)
         if cipher is None:
             return NodePage([], None)
-        rows = GraphStore(view.connection).stream_nodes(
+        rows = graph.stream_nodes(
             cipher.stream_id, lifecycles=current, after=position, limit=limit + 1, **filters
         )
         page = [node_from_row(cipher, row) for row in rows[:limit]]
     more = len(rows) > limit
-    return NodePage(page, _cursor(page[-1].created_at, page[-1].id) if more else None)
+    return NodePage(page, page[-1].id if more else None)
 
 
-def _cursor(created_at: datetime, node_id: uuid.UUID) -> str:
-    text = f"{created_at.isoformat()}|{node_id}"
-    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
-
-
-def _cursor_position(cursor: object) -> tuple[datetime, uuid.UUID]:
-    """The (created_at, node id) a cursor of ``list_nodes`` stands for."""
-    if not isinstance(cursor, str) or not 0 < len(cursor) <= 200:
-        raise InvalidInputError("after must be a cursor a node listing returned")
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        when, node_id = text.split("|")
-        created_at = datetime.fromisoformat(when)
-        position = (created_at, uuid.UUID(node_id))
-    except (ValueError, binascii.Error) as e:
-        raise InvalidInputError("after must be a cursor a node listing returned") from e
-    if created_at.tzinfo is None:
-        raise InvalidInputError("after must be a cursor a node listing returned")
-    return position
+def _position(
+    graph: GraphStore, node_id: uuid.UUID, owner: int | None
+) -> tuple[datetime, uuid.UUID]:
+    """Where the caller's node ``node_id`` sits in the listing's order."""
+    row = _visible(graph.node_row(node_id), owner)
+    if row is None:
+        raise NodeUnavailableError("the node to list after is not available")
+    return row.created_at, row.node_id
 
 
 def _members(
@@ -372,15 +364,16 @@ def retrieve(
         excluded_node_types=_values(NodeType, exclude_node_types, "exclude_node_types") or (),
         source_types=_values(SourceType, source_types, "source_types"),
     )
-    index = _subject_index(ctx, user, consistent)
-    if index is None:
+    served = _subject_index(ctx, user, consistent)
+    if served is None:
         return Retrieval(text, [])
-    [query_vector] = ctx.embedder.embed([text])
+    index, embedder = served
+    [query_vector] = embedder.embed([text])
     return Retrieval(text, rank(index, text, query_vector, ctx.clock(), wanted, limit))
 
 
 def _token(ctx: MemoryContext, user: str) -> StateToken | None:
-    subject_key = ctx.store.codec.subject_key(ctx.namespace, user)
+    subject_key = ctx.store.subject_key(ctx.namespace, user)
     with ctx.store.reading() as view:
         return state_token(
             view.connection, ctx.namespace, subject_key, ctx.vectors.name, ctx.runner.partitions
@@ -400,10 +393,13 @@ def _current_token(ctx: MemoryContext, user: str, consistent: bool) -> StateToke
     return _token(ctx, user)
 
 
-def _subject_index(ctx: MemoryContext, user: str, consistent: bool) -> SubjectIndex | None:
+def _subject_index(
+    ctx: MemoryContext, user: str, consistent: bool
+) -> tuple[SubjectIndex, Embedder] | None:
     """The subject's index, from the cache while its state token still matches or
-    the change is new events only (then applied to it); ``None`` (and nothing
-    cached) once the subject is forgotten.
+    the change is new events only (then applied to it), and the embedder its
+    vectors come from (queries must be embedded by the same); ``None`` (and
+    nothing cached) once the subject is forgotten.
 
     The token is read before the rows it guards (see projections.storage.vector_reads):
     rows committed in between only make the index newer than its token, so the
@@ -413,9 +409,10 @@ def _subject_index(ctx: MemoryContext, user: str, consistent: bool) -> SubjectIn
     if token is None or not token.readable:
         ctx.retrieval_cache.drop(user)
         return None
+    embedder = _serving_embedder(ctx, token)
     entry = ctx.retrieval_cache.entry(user)
     if entry is not None and entry[0] == token:
-        return entry[1]
+        return entry[1], embedder
     follows = entry is not None and _only_new_events(entry[0], token)
     events = (
         ctx.store.read_stream(
@@ -435,15 +432,25 @@ def _subject_index(ctx: MemoryContext, user: str, consistent: bool) -> SubjectIn
         if follows and entry is not None and _contiguous(events, entry[0], token):
             index = entry[1]
             try:
-                refresh(index, view.connection, cipher, events)
+                refresh(index, view.connection, cipher, events, token.embedder)
             except BaseException:
                 ctx.retrieval_cache.drop(user)  # half applied: never serve or extend it
                 raise
         else:
-            index = load_subject(view.connection, cipher, ctx.scoring)
+            index = load_subject(view.connection, cipher, ctx.scoring, token.embedder)
             index.version = token.version  # rows read after the token: at least this
     ctx.retrieval_cache.put(user, token, index)
-    return index
+    return index, embedder
+
+
+def _serving_embedder(ctx: MemoryContext, token: StateToken) -> Embedder:
+    """The embedder of the token's vectors; built (once) if a re-embedding job made it so."""
+    embedders = ctx.vectors.embedders
+    built = embedders.built(token.embedder)
+    if built is not None:
+        return built
+    with ctx.store.reading() as view:
+        return embedders.serving(view.connection, token.embedder)
 
 
 def _only_new_events(cached: StateToken, token: StateToken) -> bool:
@@ -451,6 +458,7 @@ def _only_new_events(cached: StateToken, token: StateToken) -> bool:
     only, with the vector state caught up on both: what :func:`refresh` can apply."""
     return (
         cached.stream_id == token.stream_id
+        and cached.embedder == token.embedder
         and cached.erasures == token.erasures
         and cached.rebuilds == token.rebuilds
         and cached.version < token.version

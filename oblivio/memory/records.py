@@ -60,7 +60,8 @@ class Retrieval:
 
 @dataclass(frozen=True)
 class NodePage:
-    """A page of nodes, oldest first; ``next_cursor`` continues after it (None: the end)."""
+    """A page of nodes, oldest first; ``next_cursor`` (the last node's id) continues after
+    it (None: the end)."""
 
     nodes: list[Node]
-    next_cursor: str | None
+    next_cursor: uuid.UUID | None

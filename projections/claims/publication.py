@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -40,7 +40,6 @@ from projections.storage.graph_store import GraphStore, node_from_row, state_of
 
 #: The reserved source metadata key of the first-person declaration.
 FIRST_PERSON_OWNER_KEY = "oblivio_first_person_owner_v1"
-RESERVED_META_KEYS = frozenset({FIRST_PERSON_OWNER_KEY})
 
 
 @dataclass(frozen=True)
@@ -81,6 +80,19 @@ def resolve_subject(
     return ev.identity_id("local", event_id, draft.subject), "event_local", None
 
 
+@dataclass
+class Unapplied:
+    """Claims decided for a stream but not yet in the graph.
+
+    The extraction worker appends the claims events of one stream's messages
+    together, then applies them; a later message of the same batch must still
+    see the claims of earlier ones (and which claims they retired).
+    """
+
+    claims: list[tuple[bytes, Node]] = field(default_factory=list)
+    retired: set[uuid.UUID] = field(default_factory=set)
+
+
 def claims_event(
     conn: Connection,
     cipher: SubjectCipher,
@@ -88,8 +100,10 @@ def claims_event(
     plan: IngestionPlan,
     first_ordinal: int,
     now: datetime,
+    unapplied: Unapplied | None = None,
 ) -> dict[str, Any]:
     """The data of the claims event of ``message`` (see the module docstring)."""
+    batch = Unapplied() if unapplied is None else unapplied
     data = message.data or {}
     ingest = data.get("ingest") or {}
     declaration = Declaration.of(data)
@@ -117,14 +131,14 @@ def claims_event(
     event["claims"] = claims
     retirements: list[dict[str, Any]] = []
     unretired: list[dict[str, Any]] = []
-    taken: set[uuid.UUID] = set()
     for claim, draft in zip(claims, plan.claims, strict=True):
-        outcome, retired, candidates = _correction(conn, cipher, event, claim, draft, taken)
+        outcome, retired, candidates = _correction(conn, cipher, event, claim, draft, batch)
         claim["correction"] = outcome
         new = claim_node(event, claim)
         for old in retired:
             retirements.append(_retirement(old, new, event, claim, now))
-            taken.add(old.id)
+            batch.retired.add(old.id)
+        batch.claims.append((match_key(cipher, event, claim), new))
         if outcome in ("ambiguous", "conditional", "unsupported", "no_match"):
             unretired.append(
                 {"node_id": claim["node_id"], "reason": outcome, "candidates": candidates}
@@ -176,7 +190,7 @@ def _correction(
     event: Mapping[str, Any],
     claim: Mapping[str, Any],
     draft: ClaimDraft,
-    taken: set[uuid.UUID],
+    batch: Unapplied,
 ) -> tuple[str, list[Node], list[str]]:
     """What ``claim`` retires: the outcome, the nodes, and the candidates considered."""
     if draft.temporal_intent != "update":
@@ -189,8 +203,14 @@ def _correction(
     keys = [match_key(cipher, event, claim, cls, eligible=True) for cls in target_classes(draft)]
     effective = datetime.fromisoformat(claim["valid_from"])
     rows = ClaimStore(conn).open_candidates(cipher.stream_id, keys)
-    ids = [r.node_id for r in rows if r.valid_from <= effective and r.node_id not in taken]
-    priors = _active_nodes(conn, cipher, ids)
+    ids = [r.node_id for r in rows if r.valid_from <= effective and r.node_id not in batch.retired]
+    priors = _active_nodes(conn, cipher, ids) + [
+        node
+        for key, node in batch.claims
+        if key in keys
+        and node.id not in batch.retired
+        and datetime.fromisoformat(str(node.meta["claim_valid_from"])) <= effective
+    ]
     matched = [n for n in priors if target_matches(target, str(n.meta["claim_object"]))]
     if not matched:
         return "no_match", [], []

@@ -14,7 +14,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from projections.claims.plan import ClaimDraft, IngestionPlan, Message
+from projections.claims.plan import (
+    MAX_CLAIMS_PER_PLAN,
+    MAX_OBJECT_CHARS,
+    ClaimDraft,
+    IngestionPlan,
+    Message,
+)
 
 _SUBJECT = r"(?P<subject>i|we)"
 _VERB = r"(?P<verb>use|have|own|like|love|live in|work as)"
@@ -116,6 +122,9 @@ _CONDITION = re.compile(
     re.IGNORECASE,
 )
 _HEDGES = re.compile(r"\b(?:maybe|perhaps|probably|might|may|possibly|i think)\b", re.IGNORECASE)
+_LEADING_HEDGE = re.compile(
+    r"^(?:maybe|perhaps|probably|possibly|i think|i guess)(?:,\s*|\s+)", re.IGNORECASE
+)
 _TRAILING = re.compile(
     r"(?:\s+(?:now|these days|nowadays|too|as well|anymore|any more|any longer))+\s*$",
     re.IGNORECASE,
@@ -135,7 +144,8 @@ class RuleClaimExtractor:
             extractor=self.name,
             extractor_version=self.version,
             rules=tuple(r.name for r in RULES),
-            claims=tuple(claims),
+            # A plan holds a bounded number of claims: the first ones of a long message.
+            claims=tuple(claims[:MAX_CLAIMS_PER_PLAN]),
         )
 
 
@@ -162,12 +172,15 @@ def _claim(text: str, start: int, end: int) -> ClaimDraft | None:
     # Typographic apostrophes become plain ones: same length, so offsets hold.
     sentence = text[start:end].replace("’", "'")
     body, conditions = _split_condition(sentence)
+    body = _LEADING_HEDGE.sub("", body)  # the hedge still makes the claim hypothetical
     for rule in RULES:
         match = rule.pattern.match(body)
         if match is None:
             continue
         span = _object_span(match)
-        if span is None:
+        if span is None or span[1] - span[0] > MAX_OBJECT_CHARS:
+            continue
+        if len(match.groupdict().get("attribute") or "") > MAX_OBJECT_CHARS:
             continue
         groups = match.groupdict()
         predicate = rule.predicate or _VERB_PREDICATES[groups["verb"].lower()]

@@ -15,16 +15,14 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from eventstore import START, Backend, LogCursor
+from eventstore import START, LogCursor, Transaction
 from projections.storage.tables import checkpoints
 
 
-def ensure_checkpoints(
-    conn: Connection, backend: Backend, name: str, partitions: int, now: datetime
-) -> None:
+def ensure_checkpoints(tx: Transaction, name: str, partitions: int, now: datetime) -> None:
     """Create missing checkpoint rows (idempotent, safe under concurrency)."""
-    insert = backend.insert_ignoring_duplicates(checkpoints)
-    conn.execute(
+    insert = tx.insert_unless_present(checkpoints)
+    tx.connection.execute(
         insert,
         [
             {

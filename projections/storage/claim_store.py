@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +14,18 @@ from projections.storage.tables import claims
 
 ClaimRow = sa.Row[Any]
 
+# Built once: the extraction worker runs it for most messages.  Claim rows
+# are inserted with their nodes (GraphStore.add_derived).
+_open_candidates = (
+    sa.select(claims)
+    .where(
+        claims.c.stream_id == sa.bindparam("stream_id"),
+        claims.c.match_key.in_(sa.bindparam("match_keys", expanding=True)),
+        claims.c.valid_to.is_(None),
+    )
+    .order_by(claims.c.valid_from, claims.c.node_id)
+)
+
 
 class ClaimStore:
     """Reads and writes the claim rows on one connection."""
@@ -21,22 +33,10 @@ class ClaimStore:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
-    def add(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        if rows:
-            self.conn.execute(claims.insert(), list(rows))
-
     def open_candidates(self, stream_id: int, match_keys: Collection[bytes]) -> list[ClaimRow]:
         """Claims of the stream under any of ``match_keys`` whose interval is still open."""
-        query = (
-            sa.select(claims)
-            .where(
-                claims.c.stream_id == stream_id,
-                claims.c.match_key.in_(list(match_keys)),
-                claims.c.valid_to.is_(None),
-            )
-            .order_by(claims.c.valid_from, claims.c.node_id)
-        )
-        return list(self.conn.execute(query))
+        params = {"stream_id": stream_id, "match_keys": list(match_keys)}
+        return list(self.conn.execute(_open_candidates, params))
 
     def close_interval(self, stream_id: int, node_id: uuid.UUID, valid_to: datetime) -> None:
         self.conn.execute(

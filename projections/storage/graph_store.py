@@ -11,48 +11,40 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from eventstore import CompanionRows, SubjectCipher
+from eventstore import SubjectCipher
 from eventstore.schema import events, streams
 from projections.model import LifecycleState, Node, NodeType, Scope, SourceType
-from projections.storage.tables import edges, memory_events, node_directory, nodes, operations
+from projections.storage.tables import (
+    claims,
+    edges,
+    memory_events,
+    node_directory,
+    nodes,
+    operations,
+)
 
 NodeRow = sa.Row[Any]
 
-# Statements built once.  Bind names are prefixed: a bind parameter may not
-# take the name of a column that the INSERT itself sets.
+# The statements a stored event's rows are written with, built once, the same
+# on both backends.  Nodes and their source event are new rows (a plain INSERT:
+# a clash is a bug, and fails).  The node directory is the one exception, and
+# its rule is insert-unless-present: replaying a subject (a rebuild job,
+# delete_event) applies its stored events again after a purge that leaves
+# the directory alone, so the entry may exist; it then names the same event
+# and ordinal (node ids are a function of the two).
 _insert_source = memory_events.insert()
 _insert_node = nodes.insert()
-
-
-def _directory_insert(prefix: str) -> sa.Insert:
-    """An entry of the node directory unless it is there already.
-
-    Replaying a subject (a rebuild job, delete_event) applies its stored
-    events again after a purge that leaves the directory alone, so the entry
-    may exist; it then names the same event and ordinal (node ids are a
-    function of the two).  Plain SQL on both backends, so it can also be a
-    CTE beside the node's INSERT on PostgreSQL.
-    """
-    node_id = sa.bindparam(f"{prefix}node_id", type_=sa.Uuid())
-    entry = sa.select(
-        node_id,
-        sa.bindparam(f"{prefix}event_id", type_=sa.Uuid()),
-        sa.bindparam(f"{prefix}ordinal", type_=sa.Integer()),
-    ).where(~sa.exists().where(node_directory.c.node_id == node_id))
-    return node_directory.insert().from_select(["node_id", "event_id", "ordinal"], entry)
-
-
-_insert_directory = _directory_insert("")
-_insert_node_with_source = (
-    nodes.insert()
-    .values({c.name: sa.bindparam(f"node_{c.name}") for c in nodes.c})
-    .add_cte(
-        memory_events.insert()
-        .values({c.name: sa.bindparam(f"source_{c.name}") for c in memory_events.c})
-        .cte("source_event")
-    )
-    .add_cte(_directory_insert("node_").cte("directory_entry"))
+_entry_node_id = sa.bindparam("node_id", type_=sa.Uuid())
+_insert_directory = node_directory.insert().from_select(
+    ["node_id", "event_id", "ordinal"],
+    sa.select(
+        _entry_node_id,
+        sa.bindparam("event_id", type_=sa.Uuid()),
+        sa.bindparam("ordinal", type_=sa.Integer()),
+    ).where(~sa.exists().where(node_directory.c.node_id == _entry_node_id)),
 )
+
+_insert_claim = claims.insert()
 
 # Nodes by id alone: the directory gives the source event, the log that
 # event's stream, and memory_nodes is then read by its subject-first key.  An
@@ -111,27 +103,33 @@ class GraphStore:
         new_nodes: Sequence[Node],
     ) -> None:
         """Record a stored event and insert its nodes (ordinals in list order)."""
-        source, node_rows, entries = stored_rows(cipher, event_id, scope, recorded_at, new_nodes)
-        [source_row], rows = source.rows, node_rows.rows
-        if len(rows) == 1 and self.conn.dialect.name == "postgresql":
-            # The common case in one statement (a data-modifying CTE, which
-            # SQLite lacks): it saves store() a round trip beside its append.
-            params = _prefixed("source_", source_row) | _prefixed("node_", rows[0])
-            self.conn.execute(_insert_node_with_source, params)
-            return
-        self.conn.execute(_insert_source, source_row)
+        source = {
+            "stream_id": cipher.stream_id,
+            "event_id": event_id,
+            "scope": scope.value,
+            "recorded_at": recorded_at,
+        }
+        self.conn.execute(_insert_source, source)
+        rows = [_node_values(cipher, node, ordinal) for ordinal, node in enumerate(new_nodes)]
         if rows:
             self.conn.execute(_insert_node, rows)
-            # Not entries' plain INSERT: a replay finds the entries erasure left.
-            self.conn.execute(_insert_directory, entries.rows)
+            self.conn.execute(_insert_directory, [_directory_entry(row) for row in rows])
 
-    def add_derived(self, cipher: SubjectCipher, new_nodes: Sequence[tuple[int, Node]]) -> None:
-        """Insert nodes derived later from an event already recorded (its claims),
-        each at its given ordinal among that event's nodes."""
+    def add_claim_nodes(
+        self,
+        cipher: SubjectCipher,
+        new_nodes: Sequence[tuple[int, Node]],
+        claim_rows: Sequence[Mapping[str, Any]],
+    ) -> None:
+        """Insert claim nodes, derived later from an event already recorded, each at
+        its given ordinal among that event's nodes, with their ``memory_claims`` rows
+        (in the same order)."""
         rows = [_node_values(cipher, node, ordinal) for ordinal, node in new_nodes]
-        if rows:
-            self.conn.execute(_insert_node, rows)
-            self.conn.execute(_insert_directory, [_directory_entry(r) for r in rows])
+        if not rows:
+            return
+        self.conn.execute(_insert_node, rows)
+        self.conn.execute(_insert_directory, [_directory_entry(r) for r in rows])
+        self.conn.execute(_insert_claim, list(claim_rows))
 
     def events_recorded_before(
         self, namespace: str, scope: Scope, cutoff: datetime, limit: int
@@ -149,6 +147,15 @@ class GraphStore:
             .limit(limit)
         )
         return list(self.conn.execute(query).scalars())
+
+    def live_memory_events(
+        self, stream_id: int, event_ids: Collection[uuid.UUID]
+    ) -> set[uuid.UUID]:
+        """Which of ``event_ids`` are live memory events of stream ``stream_id``."""
+        query = sa.select(memory_events.c.event_id).where(
+            memory_events.c.stream_id == stream_id, memory_events.c.event_id.in_(list(event_ids))
+        )
+        return set(self.conn.execute(query).scalars())
 
     def one_event_per_subject(self, namespace: str) -> list[uuid.UUID]:
         """One live memory event of each open stream in ``namespace`` (any of its events):
@@ -323,33 +330,6 @@ class GraphStore:
         return list(self.conn.execute(query))
 
 
-def stored_rows(
-    cipher: SubjectCipher,
-    event_id: uuid.UUID,
-    scope: Scope,
-    recorded_at: datetime,
-    new_nodes: Sequence[Node],
-) -> tuple[CompanionRows, CompanionRows, CompanionRows]:
-    """The rows a stored event adds: its ``memory_events`` row, its nodes, their directory entries.
-
-    Built without reading anything, so the same rows serve
-    :meth:`GraphStore.add_stored` and the companions of an optimistic append.
-    """
-    source = {
-        "stream_id": cipher.stream_id,
-        "event_id": event_id,
-        "scope": scope.value,
-        "recorded_at": recorded_at,
-    }
-    rows = [_node_values(cipher, node, ordinal) for ordinal, node in enumerate(new_nodes)]
-    entries = [_directory_entry(row) for row in rows]
-    return (
-        CompanionRows(memory_events, [source]),
-        CompanionRows(nodes, rows),
-        CompanionRows(node_directory, entries),
-    )
-
-
 def _directory_entry(node_row: Mapping[str, Any]) -> dict[str, Any]:
     return {k: node_row[k] for k in ("node_id", "event_id", "ordinal")}
 
@@ -375,10 +355,6 @@ def _node_values(cipher: SubjectCipher, node: Node, ordinal: int) -> dict[str, A
         "created_at": node.created_at,
         **state_of(node),
     }
-
-
-def _prefixed(prefix: str, values: Mapping[str, Any]) -> dict[str, Any]:
-    return {prefix + k: v for k, v in values.items()}
 
 
 def state_of(node: Node) -> dict[str, Any]:

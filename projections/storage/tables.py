@@ -120,14 +120,74 @@ operations = sa.Table(
     sa.Column("event_id", sa.Uuid, nullable=False),
 )
 
+# A node has one vector per embedder in play: during a re-embedding job the
+# old embedder's vectors keep serving while the new one's are written beside
+# them (blue/green); retrieval reads only the subject's serving embedder.
 vectors = sa.Table(
     "memory_vectors",
     metadata,
     sa.Column("stream_id", StreamId, primary_key=True),
     sa.Column("node_id", sa.Uuid, primary_key=True),
+    sa.Column("embedder", sa.String(100), primary_key=True),
+    sa.Column("dimension", sa.Integer, nullable=False),
     sa.Column("event_id", sa.Uuid, nullable=False),
-    sa.Column("embedder", sa.String(100), nullable=False),
     sa.Column("embedding", sa.LargeBinary, nullable=False),
+)
+
+# The embedder is a property of the store, not of a process: ``current`` is
+# the one every process must be configured with (or inherits); ``target`` is
+# the one a running re-embedding job moves the store to.  ``spec`` is the name
+# it was chosen by (``wordllama:256``); NULL for an embedder supplied in code.
+vector_embedders = sa.Table(
+    "vector_embedders",
+    metadata,
+    sa.Column("role", sa.String(16), primary_key=True),  # current | target
+    sa.Column("name", sa.String(100), nullable=False),
+    sa.Column("spec", sa.String(300), nullable=True),
+    sa.Column("dimension", sa.Integer, nullable=False),
+    sa.Column("recorded_at", UTCDateTime(), nullable=False),
+)
+
+# Subjects a re-embedding job has already switched to the target embedder.
+subject_embedders = sa.Table(
+    "subject_embedders",
+    metadata,
+    sa.Column("stream_id", StreamId, primary_key=True),
+    sa.Column("embedder", sa.String(100), nullable=False),
+    sqlite_with_rowid=False,
+)
+
+# Re-embedding jobs an operator starts, and their work units (one per
+# subject), claimed with leases like the erasure rebuild jobs.
+vector_rebuilds = sa.Table(
+    "vector_rebuilds",
+    metadata,
+    sa.Column("rebuild_id", sa.Uuid, primary_key=True),
+    sa.Column("embedder", sa.String(100), nullable=False),
+    sa.Column("spec", sa.String(300), nullable=True),
+    sa.Column("scope", sa.String(16), nullable=False),  # all | subject
+    sa.Column("status", sa.String(16), nullable=False),  # running | done | failed
+    sa.Column("subjects_total", sa.Integer, nullable=False),
+    sa.Column("nodes_total", sa.BigInteger, nullable=False),
+    sa.Column("requested_by", sa.String(200), nullable=True),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Column("finished_at", UTCDateTime(), nullable=True),
+    sa.Column("last_error", sa.String(500), nullable=True),
+)
+
+vector_rebuild_subjects = sa.Table(
+    "vector_rebuild_subjects",
+    metadata,
+    sa.Column("rebuild_id", sa.Uuid, primary_key=True),
+    sa.Column("stream_id", StreamId, primary_key=True),
+    sa.Column("status", sa.String(16), nullable=False),  # queued | running | done | failed
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("nodes_embedded", sa.BigInteger, nullable=False),
+    sa.Column("lease_owner", sa.String(100), nullable=True),
+    sa.Column("lease_expires_at", UTCDateTime(), nullable=True),
+    sa.Column("finished_at", UTCDateTime(), nullable=True),
+    sa.Column("last_error", sa.String(500), nullable=True),
+    sa.Index(None, "status", "rebuild_id"),
 )
 
 triggers = sa.Table(

@@ -22,6 +22,9 @@ never served.  Why each part is enough:
   stream's vectors cannot change until one of the parts above changes, so the
   mark is that event's cursor; until then it is the checkpoint itself, which
   moves with every batch the runner applies.
+* ``embedder`` – the embedder whose vectors serve the subject: a re-embedding
+  job switches it (and the store's, when the job ends) in the transaction
+  that completes the subject's new vectors.
 
 All of these already exist and are written anyway; the token adds no write
 to the ``store()`` path.  The token must be read *before* the rows it
@@ -39,7 +42,8 @@ from sqlalchemy.engine import Connection
 
 from eventstore import LogCursor
 from eventstore.schema import erasure_requests, events, rebuild_jobs, streams
-from projections.storage.tables import checkpoints
+from projections.storage.embedder_store import serving_column
+from projections.storage.tables import checkpoints, subject_embedders
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,8 @@ class StateToken:
     erasures: int
     rebuilds: int
     vector_mark: LogCursor | None
+    #: The serving embedder's name (``None``: the store records none yet).
+    embedder: str | None
     #: The cursor of the stream's last event: what a consistent read waits for.
     last_event: LogCursor | None = field(compare=False)
 
@@ -119,7 +125,12 @@ def _build_token_statement() -> sa.Select[tuple[object, ...]]:
         checkpoints.c.position.label("checkpoint_position"),
         events.c.commit_group.label("last_group"),
         events.c.position.label("last_position"),
-    ).select_from(stream.outerjoin(checkpoints, checkpoint).outerjoin(events, last_event))
+        serving_column().label("embedder"),
+    ).select_from(
+        stream.outerjoin(checkpoints, checkpoint)
+        .outerjoin(events, last_event)
+        .outerjoin(subject_embedders, subject_embedders.c.stream_id == stream.c.stream_id)
+    )
 
 
 token_statement = _build_token_statement()
@@ -153,6 +164,7 @@ def state_token(
         erasures=row.erasures,
         rebuilds=row.rebuilds,
         vector_mark=_vector_mark(row, last),
+        embedder=row.embedder,
         last_event=last,
     )
 

@@ -28,12 +28,15 @@ class NodeVector:
 
 
 # Built once: a page of vectors is two statements however many nodes it holds.
-# Deleting first makes re-applying a page (or a node) replace, not collide.
-# Node ids are unique across streams; naming the streams too lets the lookup
-# use the (stream_id, node_id) key, the only index of the table.
+# Deleting first makes re-applying a page (or a node) replace, not collide;
+# only the embedders being written are replaced (a re-embedding job's target
+# and the serving embedder live side by side).  Node ids are unique across
+# streams; naming the streams too lets the lookup use the
+# (stream_id, node_id, embedder) key, the only index of the table.
 _delete_vectors = vectors.delete().where(
     vectors.c.stream_id.in_(sa.bindparam("stream_ids", expanding=True)),
     vectors.c.node_id.in_(sa.bindparam("node_ids", expanding=True)),
+    vectors.c.embedder.in_(sa.bindparam("embedders", expanding=True)),
 )
 _insert_vector = vectors.insert()
 # Built once: retrieval reads the nodes of a few new events after each write.
@@ -74,6 +77,7 @@ class VectorStore:
                 "stream_id": item.cipher.stream_id,
                 "event_id": item.event_id,
                 "embedder": item.embedder,
+                "dimension": len(item.vector),
                 "embedding": item.cipher.seal(
                     "vector", item.node_id.bytes, pack_vector(item.vector)
                 ),
@@ -84,40 +88,46 @@ class VectorStore:
             _delete_vectors,
             {
                 "stream_ids": sorted({item.cipher.stream_id for item in items}),
-                "node_ids": [row["node_id"] for row in rows],
+                "node_ids": sorted({item.node_id for item in items}),
+                "embedders": sorted({item.embedder for item in items}),
             },
         )
         self.conn.execute(_insert_vector, rows)
 
-    def node_vectors(self, stream_id: int) -> list[sa.Row[Any]]:
-        """Node rows joined with their vectors (nodes not yet embedded are left out)."""
+    def node_vectors(self, stream_id: int, embedder: str | None = None) -> list[sa.Row[Any]]:
+        """Node rows joined with their vectors of ``embedder`` (never two embedders' vectors:
+        they are not comparable); nodes not yet embedded are left out.  ``None``: a store
+        that records no embedder, whose vectors all come from the process's own."""
+        joined = sa.and_(
+            vectors.c.stream_id == nodes.c.stream_id, vectors.c.node_id == nodes.c.node_id
+        )
+        if embedder is not None:
+            joined = sa.and_(joined, vectors.c.embedder == embedder)
         query = (
             sa.select(nodes, vectors.c.embedding, vectors.c.embedder)
-            .join(
-                vectors,
-                sa.and_(
-                    vectors.c.stream_id == nodes.c.stream_id, vectors.c.node_id == nodes.c.node_id
-                ),
-            )
+            .join(vectors, joined)
             .where(nodes.c.stream_id == stream_id)
         )
         return list(self.conn.execute(query))
 
     def event_node_vectors(
-        self, stream_id: int, event_ids: Sequence[uuid.UUID]
+        self, stream_id: int, event_ids: Sequence[uuid.UUID], embedder: str | None = None
     ) -> list[sa.Row[Any]]:
         """Like :meth:`node_vectors`, for the nodes of some events of the stream only
         (a range of the subject-first key per event)."""
         if not event_ids:
             return []
+        query = _event_node_vectors
+        if embedder is not None:
+            query = query.where(vectors.c.embedder == embedder)
         params = {"stream_id": stream_id, "event_ids": list(event_ids)}
-        return list(self.conn.execute(_event_node_vectors, params))
+        return list(self.conn.execute(query, params))
 
-    def stream_vectors(self, stream_id: int) -> list[sa.Row[Any]]:
-        query = (
-            sa.select(vectors).where(vectors.c.stream_id == stream_id).order_by(vectors.c.node_id)
-        )
-        return list(self.conn.execute(query))
+    def stream_vectors(self, stream_id: int, embedder: str | None = None) -> list[sa.Row[Any]]:
+        query = sa.select(vectors).where(vectors.c.stream_id == stream_id)
+        if embedder is not None:
+            query = query.where(vectors.c.embedder == embedder)
+        return list(self.conn.execute(query.order_by(vectors.c.node_id, vectors.c.embedder)))
 
     def purge_event(self, stream_id: int, event_id: uuid.UUID) -> None:
         """Remove everything one erased event contributed to the vector state."""
@@ -203,5 +213,7 @@ class VectorStore:
         return int(self.conn.execute(query).scalar_one())
 
     def purge_stream(self, stream_id: int) -> None:
+        # subject_embedders stays: a rebuild that purges and replays a switched
+        # subject must write (and digest) the same embedder's vectors again.
         for table in (vectors, triggers, attractors):
             self.conn.execute(table.delete().where(table.c.stream_id == stream_id))

@@ -10,16 +10,20 @@ failure, as ``OBLIVIO_REQUIRE_POSTGRES`` does for PostgreSQL.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
+import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import uvicorn
 from fastapi.testclient import TestClient
 
-from tests.http.conftest import World, open_world, serve_in_thread, settings_for
+from tests.http.conftest import World, open_world, serve_in_thread, settings_for, wait_until_healthy
 
 CHROMIUM_ENV = "OBLIVIO_CHROMIUM"
 REQUIRE_BROWSER_ENV = "OBLIVIO_REQUIRE_BROWSER"
@@ -84,9 +88,14 @@ def _no_browser(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
-    """One headless Chromium for the session's browser tests."""
+    """One headless Chromium for a module's browser tests.
+
+    Module-scoped, not session-scoped: Playwright's sync API keeps an event
+    loop running in the main thread while it is open, and later tests that call
+    ``asyncio.run`` there would fail.
+    """
     executable = os.environ.get(CHROMIUM_ENV, DEFAULT_CHROMIUM)
     if not Path(executable).exists():
         _no_browser(
@@ -110,3 +119,25 @@ def live_console(sqlite_url: str, tmp_path: Path) -> Iterator[tuple[str, World]]
         serve_in_thread(w.ctx, w.settings) as base_url,
     ):
         yield base_url, w
+
+
+@pytest.fixture
+def console_without_workers(sqlite_url: str, tmp_path: Path) -> Iterator[tuple[str, World]]:
+    """The app served on a loopback port with no worker running beside it: rebuild
+    jobs wait until the test runs them (``world.ctx.rebuilder.run_once()``)."""
+    with open_world(settings_for(sqlite_url, tmp_path / "data")) as w:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        server = uvicorn.Server(uvicorn.Config(w.client.app, log_level="warning", lifespan="off"))
+        thread = threading.Thread(
+            target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True
+        )
+        thread.start()
+        base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        try:
+            wait_until_healthy(base_url, 15.0, thread.is_alive)
+            yield base_url, w
+        finally:
+            server.should_exit = True
+            thread.join(10.0)
+            sock.close()

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from oblivio.memory import commands
+from oblivio.memory import commands, compliance
 from tests.console.conftest import SCREENSHOTS, SCREENSHOTS_ENV
 from tests.http.conftest import ALICE, World
 
@@ -117,6 +117,11 @@ def test_pasted_certificates_fail_naming_why(
         f"/v1/compliance/certificates/{certificate_id}", headers=world.headers("auditor")
     ).json()
 
+    unknown_kid = {
+        "alg": "Ed25519",
+        "kid": "not-a-published-key",
+        "typ": "oblivio-forget-certificate+jws",
+    }
     _sign_in(page, base_url, world.tokens["auditor"])
     page.goto(f"{base_url}/console/verify")
     cases = {
@@ -128,6 +133,10 @@ def test_pasted_certificates_fail_naming_why(
             'the algorithm "none" is not Ed25519'
         ),
         json.dumps({"payload": certificate["payload"]}): "no 'protected' member",
+        json.dumps({**certificate, "signature": "A"}): "the signature is not base64url",
+        json.dumps(
+            {**certificate, "protected": _b64url_encode(json.dumps(unknown_kid).encode())}
+        ): ('the signing key "not-a-published-key" is not among the published issuer keys'),
         json.dumps(certificate): "Valid: signed by issuer key",
     }
     for text, expected in cases.items():
@@ -158,6 +167,14 @@ def test_operator_and_auditor_pages(
     page.goto(f"{base_url}/console/health")
     assert page.query_selector("#certificate-times svg rect.bar") is not None
     _shot(page, shots, "health")
+    page.goto(f"{base_url}/console/keys")
+    page.select_option("#principal", "auditor")
+    page.click("#create-key-button")
+    token = page.inner_text("#new-token")
+    assert token.startswith("obl_")
+    _shot(page, shots, "keys")
+    page.goto(f"{base_url}/console/keys")
+    assert token not in page.content()  # shown once
     page.click("text=Sign out")
     page.wait_for_url("**/console/signin")
 
@@ -187,3 +204,31 @@ def _b64url_encode(raw: bytes) -> str:
     import base64
 
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def test_a_request_page_follows_its_rebuild_jobs_live(
+    chromium: Any, console_without_workers: tuple[str, World]
+) -> None:
+    base_url, world = console_without_workers
+    request_id = world.erasure_request(ALICE)  # jobs queued: no worker runs
+    context = chromium.new_context()
+    context.set_default_timeout(PAGE_TIMEOUT_MS)
+    try:
+        page = context.new_page()
+        _sign_in(page, base_url, world.tokens["user"])
+        page.goto(f"{base_url}/console/requests/{request_id}")
+        assert page.inner_text("#request-status") == "rebuilding"
+        assert page.query_selector("#no-certificate") is not None
+        assert page.get_attribute("#job-progress", "value") == "0"
+
+        world.ctx.rebuilder.run_once()  # one job done: the page shows it without a reload
+        page.wait_for_selector('#job-progress[value="1"]')
+        assert "done" in page.inner_text("#jobs")
+        while world.ctx.rebuilder.run_once():
+            pass
+        link = page.wait_for_selector("#certificate-link")  # reloaded once the request is done
+        assert page.inner_text("#request-status") == "completed"
+        certificate_id = compliance.erasure_status(world.ctx, request_id).certificate_id
+        assert link.get_attribute("href") == f"/console/certificates/{certificate_id}"
+    finally:
+        context.close()

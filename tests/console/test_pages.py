@@ -13,7 +13,8 @@ from fastapi.testclient import TestClient
 from eventstore import schema
 from eventstore.errors import InvalidInputError
 from oblivio.memory import compliance, oversight
-from tests.console.conftest import console_client, sign_in
+from oblivio.memory.health import partition_lag
+from tests.console.conftest import console_client, csrf_of, sign_in
 from tests.http.conftest import ALICE, BOB, World
 
 
@@ -23,9 +24,22 @@ def _signed_in(world: World, principal: str) -> TestClient:
     return client
 
 
-PAGES = ("/console/requests", "/console/audit", "/console/health", "/console/my", "/console/verify")
+PAGES = (
+    "/console/requests",
+    "/console/audit",
+    "/console/health",
+    "/console/keys",
+    "/console/my",
+    "/console/verify",
+)
 ALLOWED = {
-    "operator": {"/console/requests", "/console/audit", "/console/health", "/console/verify"},
+    "operator": {
+        "/console/requests",
+        "/console/audit",
+        "/console/health",
+        "/console/keys",
+        "/console/verify",
+    },
     "auditor": {"/console/requests", "/console/audit", "/console/health", "/console/verify"},
     "user": {"/console/requests", "/console/my", "/console/verify"},
 }
@@ -146,11 +160,18 @@ def test_health_shows_lag_jobs_and_the_time_to_certificate_chart(world: World) -
     world.certificate(ALICE)
     world.seed(BOB)  # not yet applied by the vector state: no worker runs here
     html = _signed_in(world, "operator").get("/console/health").text
-    lag = re.findall(
-        r"<tr class=\"(behind|)\"><td>vector_state</td><td>(\d+)</td><td>(\d+)</td>", html
+    rows = re.findall(
+        r'<tr class="(behind|)" data-consumer="(\w+)"><td>\w+</td><td>(\d+)</td><td>(\d+)</td>',
+        html,
     )
-    assert len(lag) == world.settings.partitions
-    assert sum(int(pending) for _, _, pending in lag) >= 1
+    lag: dict[str, list[int]] = {}
+    for css, consumer, _, pending in rows:
+        lag.setdefault(consumer, []).append(int(pending))
+        assert (css == "behind") == (int(pending) > 0)
+    assert set(lag) == {"vector_state", "claims_extraction"}
+    assert all(len(p) == world.settings.partitions for p in lag.values())
+    assert sum(lag["vector_state"]) >= 1  # Bob's memory
+    assert lag == partition_lag(world.ctx)
     assert html.count('class="bar"') == 1  # one day with certified requests
     assert "1 request(s) certified" in html
     figures = oversight.time_to_certificate(world.ctx, days=3)
@@ -203,3 +224,63 @@ def test_pages_forbid_framing_and_foreign_sources(embedded_world: World) -> None
     assert "script-src 'self'" in policy
     assert "unsafe-inline" not in policy
     assert response.headers["cache-control"] == "no-store"
+
+
+def test_operators_create_and_revoke_keys_through_the_audited_operations(world: World) -> None:
+    operator = _signed_in(world, "operator")
+    csrf = csrf_of(operator, "/console/keys")
+    created = operator.post(
+        "/console/keys", data={"csrf": csrf, "principal": "user", "user_id": "carol"}
+    )
+    assert created.status_code == 200
+    token = re.search(r'<code id="new-token">(obl_[^<]+)</code>', created.text)
+    assert token, "the new key's token is shown once"
+    key_id = token.group(1).split("_")[1]
+    carol = world.client.get("/v1/nodes", headers={"Authorization": f"Bearer {token.group(1)}"})
+    assert carol.status_code == 200  # a working key for carol
+    listing = operator.get("/console/keys").text
+    assert f'data-key="{key_id}" data-state="active"' in listing
+    assert token.group(1) not in listing  # never shown again
+
+    revoked = operator.post(
+        f"/console/keys/{key_id}/revoke", data={"csrf": csrf}, follow_redirects=False
+    )
+    assert revoked.status_code == 303
+    assert f'data-key="{key_id}" data-state="revoked"' in operator.get("/console/keys").text
+    again = world.client.get("/v1/nodes", headers={"Authorization": f"Bearer {token.group(1)}"})
+    assert again.status_code == 401
+
+    trail = oversight.audit_trail(world.ctx)
+    actions = [
+        (e["entry"]["action"], e["entry"]["object_refs"].get("api_key")) for e in trail.entries
+    ]
+    assert ("api_key.created", key_id) in actions
+    assert ("api_key.revoked", key_id) in actions
+    operator_key = world.tokens["operator"].split("_")[1]
+    actor = world.ctx.store.codec.pseudonym("actor", f"api-key:{operator_key}")
+    assert {e["entry"]["actor_ref"] for e in trail.entries[:2]} == {actor}
+
+
+def test_key_forms_need_csrf_an_operator_and_valid_input(embedded_world: World) -> None:
+    operator = _signed_in(embedded_world, "operator")
+    forged = operator.post("/console/keys", data={"csrf": "x", "principal": "operator"})
+    assert forged.status_code == 403
+    csrf = csrf_of(operator, "/console/keys")
+    bad = operator.post("/console/keys", data={"csrf": csrf, "principal": "root"})
+    assert bad.status_code == 422
+    no_user = operator.post("/console/keys", data={"csrf": csrf, "principal": "user"})
+    assert no_user.status_code == 422
+    past = operator.post(
+        "/console/keys",
+        data={"csrf": csrf, "principal": "auditor", "expires_at": "2001-01-01T00:00"},
+    )
+    assert past.status_code == 422
+    unknown = operator.post("/console/keys/0123456789abcdef/revoke", data={"csrf": csrf})
+    assert unknown.status_code == 404
+    keys_before = len(oversight.audit_trail(embedded_world.ctx).entries)
+    auditor = _signed_in(embedded_world, "auditor")
+    refused = auditor.post(
+        "/console/keys", data={"csrf": csrf_of(auditor, "/console/audit"), "principal": "operator"}
+    )
+    assert refused.status_code == 403
+    assert len(oversight.audit_trail(embedded_world.ctx).entries) == keys_before

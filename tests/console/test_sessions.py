@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from eventstore import schema
 from oblivio.bootstrap import open_memory
 from oblivio.http import create_app
-from oblivio.memory import commands, queries
+from oblivio.memory import api_keys, commands, queries
 from tests.console.conftest import CSRF, console_client, csrf_of, sign_in
 from tests.http.conftest import ALICE, World, revoke_key
 
@@ -90,9 +90,14 @@ def test_a_session_holds_across_api_processes_sharing_the_database(world: World)
 def test_idle_sessions_end(world: World) -> None:
     operator = _signed_in(world, "operator")
     assert operator.get("/console/requests", follow_redirects=False).status_code == 200
+    # Used within the timeout: the page view moves the last-seen time (a sliding timeout).
+    earlier = world.ctx.clock() - timedelta(minutes=world.ctx.console_idle_minutes - 1)
+    _set_last_seen(world, earlier)
+    assert operator.get("/console/requests", follow_redirects=False).status_code == 200
+    assert _last_seen(world) > earlier + timedelta(minutes=1)
+
     idle = world.ctx.clock() - timedelta(minutes=world.ctx.console_idle_minutes + 1)
-    with world.ctx.store.transaction() as tx:
-        tx.connection.execute(schema.console_sessions.update().values(last_seen_at=idle))
+    _set_last_seen(world, idle)
     response = operator.get("/console/requests", follow_redirects=False)
     assert response.status_code == 303
     assert response.headers["location"] == "/console/signin"
@@ -101,11 +106,41 @@ def test_idle_sessions_end(world: World) -> None:
         assert left.scalar_one() == 0
 
 
+def _set_last_seen(world: World, when: datetime) -> None:
+    with world.ctx.store.transaction() as tx:
+        tx.connection.execute(schema.console_sessions.update().values(last_seen_at=when))
+
+
+def _last_seen(world: World) -> datetime:
+    with world.ctx.store.backend.read_connection() as conn:
+        seen: datetime = conn.execute(
+            sa.select(schema.console_sessions.c.last_seen_at)
+        ).scalar_one()
+    return seen
+
+
 def test_revoking_the_api_key_ends_its_sessions(world: World) -> None:
     operator = _signed_in(world, "operator")
     revoke_key(world.ctx, world.tokens["operator"])
     response = operator.get("/console/requests", follow_redirects=False)
     assert response.status_code == 303
+    assert response.headers["location"] == "/console/signin"
+
+
+def test_a_key_that_expires_ends_its_sessions(world: World) -> None:
+    issued = api_keys.create_api_key(
+        world.ctx, "auditor", expires_at=world.ctx.clock() + timedelta(hours=1)
+    )
+    auditor = console_client(world)
+    assert sign_in(auditor, issued.token).status_code == 303
+    assert auditor.get("/console/audit", follow_redirects=False).status_code == 200
+    with world.ctx.store.transaction() as tx:
+        tx.connection.execute(
+            schema.api_keys.update()
+            .where(schema.api_keys.c.key_id == issued.key.key_id)
+            .values(expires_at=world.ctx.clock() - timedelta(seconds=1))
+        )
+    response = auditor.get("/console/audit", follow_redirects=False)
     assert response.headers["location"] == "/console/signin"
 
 

@@ -83,7 +83,7 @@ def whole_log(client: MemoryClient) -> list[RecordedEvent]:
     """Every event of the log in global order, read page by page with ``read_all``.
 
     On PostgreSQL ``read_all`` shows an event only once no older transaction is still
-    running anywhere on the server (see ``eventstore.postgres``), and other test runs may
+    running anywhere on the server (see ``eventstore.backends.postgres``), and other test runs may
     share the server; so wait, boundedly, until it shows every row of the table.
     """
     with engine(client).connect() as conn:

@@ -3,10 +3,11 @@
     python -m tests.erasure._worker '<json config>'
 
 The config names the store (``settings``: data_dir, database_url, keyring_path), the
-worker's ``worker_id`` and ``lease`` (seconds), how long to ``stall`` inside each job's
-rebuild transaction (after rebuilding, before marking the job done), a ``progress``
-file to write the job id to while stalling, and when to stop: after ``run_for``
-seconds, or as soon as request ``until_request`` is completed or failed.
+worker's ``worker_id`` and ``lease`` (seconds; the policy's default when absent), how
+long to ``stall`` inside each job's rebuild transaction (after rebuilding, before
+marking the job done), a ``progress`` file to write the job id to while stalling, and
+when to stop: after ``run_for`` seconds, or as soon as request ``until_request`` is
+completed or failed.
 """
 
 from __future__ import annotations
@@ -57,7 +58,9 @@ def build_worker(client: MemoryClient, config: dict[str, Any]) -> StallingWorker
         [ctx.graph, ctx.vectors],
         [AsyncPartitioning(ctx.vectors.name, client.settings.partitions)],
         ctx.certifier,
-        ErasurePolicy(lease=timedelta(seconds=float(config["lease"]))),
+        ErasurePolicy(lease=timedelta(seconds=float(config["lease"])))
+        if "lease" in config
+        else ErasurePolicy(),  # the default lease and heartbeat
         ctx.clock,
         worker_id=str(config["worker_id"]),
     )

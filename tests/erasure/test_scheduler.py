@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 from datetime import timedelta
@@ -88,9 +89,7 @@ def test_a_lease_of_a_dead_owner_blocks_until_it_expires(
     client = open_client()
     store, now = client.context.store, client.context.clock()
     with store.transaction() as tx:  # taken by a process that then died
-        assert leases.try_acquire(
-            tx.connection, store.backend, TASK, "dead", now, scheduler.LEASE_TTL
-        )
+        assert leases.try_acquire(tx, TASK, "dead", now, scheduler.LEASE_TTL)
     alive = maintenance_for(client, "alive")
 
     assert run_exclusively(alive, TASK) is False
@@ -117,3 +116,22 @@ def test_the_scheduler_runs_the_overdue_watchdog(open_client: Opener) -> None:
         )
     finally:
         running.shutdown(wait=True)
+
+
+def test_an_idle_pass_logs_nothing_at_info_and_work_is_still_logged(
+    open_client: Opener, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    maintenance = maintenance_for(open_client(), "proc-quiet")
+    results = iter([0, None, 3])
+    monkeypatch.setitem(scheduler.TASKS, TASK, lambda _m: next(results))
+    with caplog.at_level(logging.INFO, logger="workers"):
+        for _ in range(3):
+            assert run_exclusively(maintenance, TASK)
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+    assert lines == [f"periodic task {TASK} done: 3"]
+
+
+def test_the_idle_periodic_tasks_find_nothing_to_report(open_client: Opener) -> None:
+    maintenance = maintenance_for(open_client(), "proc-idle")
+    for task in ("lease_reaper", "retention_sweep", "kek_rotation", "overdue_watchdog"):
+        assert not scheduler.TASKS[task](maintenance), task

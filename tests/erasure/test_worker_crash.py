@@ -3,6 +3,7 @@ and the request still gets exactly one certificate."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -10,10 +11,12 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from eventstore import jobs as job_queue
 from oblivio import MemoryClient
 from oblivio.settings import Settings
 from tests.erasure._support import (
@@ -102,13 +105,20 @@ def test_killed_worker_lease_expires_and_another_worker_finishes(
 
 
 class StallingWorker(RebuildWorker):
-    """Waits (outside any transaction) for a signal before doing each job."""
+    """Waits (outside any transaction) for a signal before doing each job.
+
+    It renews no lease while it waits: it stands for a worker that froze (SIGSTOP,
+    a swapped-out host) with its heartbeat thread, so its lease lapses.
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.claimed = threading.Event()
         self.resume = threading.Event()
         self.failures: list[str] = []
+
+    def _keep_lease(self, job_id: uuid.UUID) -> contextlib.nullcontext[None]:
+        return contextlib.nullcontext()
 
     def _process(self, job: Any) -> None:
         self.claimed.set()
@@ -160,3 +170,100 @@ def test_a_stalled_worker_that_lost_its_lease_cannot_finish_or_certify_twice(
     assert final.certificate == certificate
     assert {j.status for j in final.jobs} == {"done"}
     assert len(certificate_rows(client, status.request_id)) == 1
+
+
+class SlowWorker(RebuildWorker):
+    """Takes ``work`` seconds over each job, outside any transaction, heartbeats running."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.work = 0.0
+        self.jobs: list[uuid.UUID] = []
+        self.failures: list[str] = []
+
+    def _process(self, job: Any) -> None:
+        self.jobs.append(job.job_id)
+        time.sleep(self.work)
+        super()._process(job)
+
+    def _record_failure(self, job: Any, error: Exception) -> None:
+        self.failures.append(type(error).__name__)
+        super()._record_failure(job, error)
+
+
+def test_two_live_workers_never_do_the_same_job_however_long_it_takes(
+    open_client: Opener,
+) -> None:
+    client = open_client()
+    event_id = client.store(f"Slow job {marker('slow')}", user_id=ALICE)
+    status = client.delete_event(event_id, wait=False)
+    lease = timedelta(milliseconds=600)  # each job takes 2.5 leases
+    slow = [worker_for(open_client(), name, lease, SlowWorker) for name in ("first", "second")]
+    for worker in slow:
+        worker.work = 1.5
+    stop = threading.Event()
+    threads = [threading.Thread(target=w.run_forever, args=(stop, 0.05)) for w in slow]
+    for thread in threads:
+        thread.start()
+    try:
+        wait_until(
+            lambda: client.erasure_status(status.request_id).status == "completed",
+            "both jobs to finish",
+        )
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(WAIT_SECONDS)
+
+    first, second = slow
+    assert first.failures == second.failures == []  # no lease was lost
+    assert not set(first.jobs) & set(second.jobs)  # no job was taken from a live worker
+    final = client.erasure_status(status.request_id)
+    assert [j.attempts for j in final.jobs] == [1, 1]
+    assert len(certificate_rows(client, status.request_id)) == 1
+
+
+def test_a_killed_workers_job_is_taken_over_within_15_seconds(
+    store_settings: Settings, open_client: Opener, tmp_path: Path
+) -> None:
+    """With the default lease: the heartbeats stop with the worker, the lease lapses."""
+    client = open_client()
+    event_id = client.store(f"Crash me {marker('crash')}", user_id=ALICE)
+    status = client.delete_event(event_id, wait=False)
+    progress = tmp_path / "progress"
+    doomed = start_worker(
+        store_settings, tmp_path, worker_id="doomed-default", stall=60.0,
+        progress=str(progress), run_for=WAIT_SECONDS,
+    )
+    rescuer = None
+    try:
+        # The file is created, then written: wait for the whole id.
+        wait_until(
+            lambda: progress.exists() and len(progress.read_text()) == 36,
+            "the first worker to start a job",
+        )
+        job_id = progress.read_text()
+        time.sleep(1.0)  # the doomed worker beats at least once where its backend allows
+        os.kill(doomed.pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        rescuer = start_worker(
+            store_settings, tmp_path, worker_id="rescuer-default",
+            until_request=str(status.request_id), run_for=WAIT_SECONDS,
+        )
+
+        def taken_over() -> bool:
+            with client.context.store.reading() as view:
+                job = job_queue.get(view.connection, uuid.UUID(job_id))
+            return job is not None and job.attempts == 2
+
+        wait_until(taken_over, "the rescuer to claim the dead worker's job")
+        took = time.monotonic() - killed_at
+        print(f"the dead worker's job was taken over {took:.1f} s after the kill")
+        log = (tmp_path / "rescuer-default.log").read_text
+        assert rescuer.wait(timeout=WAIT_SECONDS) == 0, log()
+    finally:
+        stop(doomed)
+        if rescuer is not None:
+            stop(rescuer)
+    assert took <= 15.0, f"the dead worker's job waited {took:.1f} s"
+    assert client.erasure_status(status.request_id).status == "completed"

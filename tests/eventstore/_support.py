@@ -10,8 +10,9 @@ from eventstore import EventStore
 def forget_generation(store: EventStore, namespace: str, subject: str) -> int:
     """What a forget does to the log: tombstone all, destroy the key, close; the stream id."""
     with store.transaction() as tx:
-        ref = tx.lock_stream(namespace, subject)
-        assert ref is not None
+        stream = tx.lock_stream(namespace, subject)
+        assert stream is not None
+        ref = stream.ref
         tx.tombstone(ref.stream_id, None, uuid.uuid4())
         tx.destroy_data_key(ref.stream_id)
         tx.close_stream(ref.stream_id)

@@ -156,7 +156,7 @@ _RELATIONS = sa.text(
 
 @contextmanager
 def admin_connection(url: str) -> Iterator[sa.Connection]:
-    from eventstore.postgres import normalise_postgres_url
+    from eventstore.backends.postgres import normalise_postgres_url
 
     engine = sa.create_engine(normalise_postgres_url(url), isolation_level="AUTOCOMMIT")
     try:

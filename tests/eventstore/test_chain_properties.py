@@ -249,7 +249,8 @@ class LogMachine(RuleBasedStateMachine):
     def close_generation(self, subject: str) -> None:
         latest = self.latest(subject)
         with self.store.transaction() as tx:
-            ref = tx.lock_stream(self.namespace, subject)
+            stream = tx.lock_stream(self.namespace, subject)
+            ref = None if stream is None else stream.ref
             if ref is not None:
                 tx.close_stream(ref.stream_id)
         if latest is None:

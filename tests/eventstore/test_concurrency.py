@@ -2,7 +2,7 @@
 
 The PostgreSQL backend orders the log by ``(commit_group, position)`` and
 delivers only rows below the oldest running transaction id (see
-:mod:`eventstore.postgres`).  These tests attack that from the outside: real
+:mod:`eventstore.backends.postgres`).  These tests attack that from the outside: real
 writer processes and a reader that follows the log while they run, optimistic
 appenders racing on one stream, and a transaction held open on purpose so a
 committed event with a larger position is visible before it.  The last test

@@ -30,6 +30,7 @@ from fastapi.testclient import TestClient
 from eventstore import START, apikeys, schema
 from oblivio.bootstrap import build_worker_service, open_memory
 from oblivio.http import create_app
+from oblivio.http.server import uvicorn_config
 from oblivio.memory import commands, compliance, queries
 from oblivio.memory.context import MemoryContext
 from oblivio.settings import Settings
@@ -177,7 +178,9 @@ def issue_tokens(ctx: MemoryContext) -> dict[str, str]:
 
 
 def settings_for(database_url: str, data_dir: Path) -> Settings:
-    return Settings(data_dir=data_dir, database_url=database_url)
+    # The matrix sends many wrong and revoked keys from one address on purpose;
+    # the failed-authentication limit has tests of its own (test_auth_throttle.py).
+    return Settings(data_dir=data_dir, database_url=database_url, auth_failures_per_minute=0)
 
 
 @contextlib.contextmanager
@@ -185,7 +188,7 @@ def open_world(settings: Settings) -> Iterator[World]:
     ctx = open_memory(settings)
     try:
         tokens = issue_tokens(ctx)
-        with TestClient(create_app(ctx), raise_server_exceptions=False) as client:
+        with TestClient(create_app(ctx, settings), raise_server_exceptions=False) as client:
             yield World(ctx, settings, tokens, client)
     finally:
         ctx.store.close()
@@ -238,7 +241,9 @@ def serve_in_thread(ctx: MemoryContext, settings: Settings) -> Iterator[str]:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-        config = uvicorn.Config(create_app(ctx), log_level="warning", lifespan="off")
+        config = uvicorn_config(
+            create_app(ctx, settings), settings, log_level="warning", lifespan="off"
+        )
         server = uvicorn.Server(config)
         thread = threading.Thread(
             target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True

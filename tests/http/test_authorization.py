@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 
 from oblivio.http import create_app
+from oblivio.memory import vector_rebuilds
 from tests.http.conftest import (
     ALICE,
     BOB,
@@ -375,7 +376,17 @@ SPECS: dict[tuple[str, str], Spec] = {
         "operator", lambda w, me: Call("POST", "/v1/admin/keys", json={"principal": "auditor"})
     ),
     ("GET", "/v1/admin/keys"): Spec("operator", lambda w, me: Call("GET", "/v1/admin/keys")),
+    ("GET", "/metrics"): Spec("operator", lambda w, me: Call("GET", "/metrics")),
     ("DELETE", "/v1/admin/keys/{key_id}"): revoke_key_spec(),
+    ("POST", "/v1/admin/rebuilds"): Spec(
+        "operator", lambda w, me: Call("POST", "/v1/admin/rebuilds", json={})
+    ),
+    ("GET", "/v1/admin/rebuilds/{rebuild_id}"): Spec(
+        "operator",
+        lambda w, me: Call(
+            "GET", f"/v1/admin/rebuilds/{vector_rebuilds.start_vector_rebuild(w.ctx).rebuild_id}"
+        ),
+    ),
 }
 
 AUDITOR_ROUTES = {key for key, spec in SPECS.items() if spec.access in ("proof", "auditor")}

@@ -38,6 +38,7 @@ VALID_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/attractors"): {"text": "coffee"},
     ("POST", "/v1/compliance/users/{user_id}/forget"): {"wait_seconds": 0},
     ("POST", "/v1/admin/keys"): {"principal": "auditor"},
+    ("POST", "/v1/ingest"): {"message": "I like tea"},
 }
 
 #: Body routes a user key may not call at all (it would get 403 before any validation).
@@ -339,3 +340,43 @@ def test_forget_and_delete_parameters_out_of_range_are_refused(world: World) -> 
     refusals.assert_none()
     kept = world.client.get(f"/v1/events/{seed.event_id}", headers=world.headers("user"))
     assert kept.status_code == 200
+
+
+def test_wait_and_time_values_that_mean_nothing_are_refused(world: World) -> None:
+    """-1 s, NaN and infinity are no waiting times, ``true`` is no number, and a bare
+    number is no point in time (pydantic would read it as seconds since 1970)."""
+    seed = world.shared_seed(ALICE)
+    refusals = Refusals(world)
+    delete = f"/v1/compliance/users/{ALICE}/memory/{seed.event_id}"
+    for wait in ("-1", "nan", "NaN", "inf", "-inf", "Infinity", "61"):
+        refusals.check(
+            f"delete wait_seconds={wait}",
+            lambda w=wait: world.client.delete(
+                delete, params={"wait_seconds": w}, headers=world.headers("user")
+            ),
+            422,
+        )
+    forget = f"/v1/compliance/users/{ALICE}/forget"
+    for raw in (b'{"wait_seconds": true}', b'{"wait_seconds": NaN}', b'{"wait_seconds": "5"}'):
+        refusals.raw(raw.decode(), "POST", forget, raw, 422, principal="operator")
+    for params in ({"since": "-1"}, {"until": "0.5"}, {"since": "1700000000"}, {"until": "1e9"}):
+        refusals.check(
+            f"audit export {params}",
+            lambda p=params: world.client.get(
+                "/v1/compliance/audit/export", params=p, headers=world.headers("auditor")
+            ),
+            422,
+        )
+    refusals.assert_none()
+    kept = world.client.get(f"/v1/events/{seed.event_id}", headers=world.headers("user"))
+    assert kept.status_code == 200
+
+
+def test_the_published_vocabularies_are_the_policys() -> None:
+    from typing import get_args
+
+    from oblivio.http.schemas import LegalGround, Reason
+    from workers.policy import LEGAL_GROUNDS, REASONS
+
+    assert set(get_args(Reason)) == REASONS
+    assert set(get_args(LegalGround)) == set(LEGAL_GROUNDS)

@@ -1,13 +1,17 @@
-"""Why an erasure happened, as the certificate records it.
+"""Why an erasure happened and who asked, as the certificate records it.
 
-A user key may only state that the user asked (``user_request``); any other
-reason is 403 and nothing is erased.  An operator's reason is recorded as
-given: a ``ttl_expired`` forget yields a certificate saying ``ttl_expired``.
+A forget over HTTP is recorded as ``user_request`` whatever the body says,
+for every principal (other reasons come only from the Python API and the CLI).
+Deleting one event: a user key may only state that the user asked (any other
+reason is 403 and nothing is erased); an operator's reason is recorded as
+given.  Both record the requesting key as a keyed hash.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import pytest
 
 from oblivio.memory import compliance
 from tests.http.conftest import ALICE, BOB, Response, World, log_size
@@ -28,16 +32,10 @@ def certificate_payload(world: World, response: Response) -> dict[str, Any]:
     return compliance.verify_certificate(world.ctx, body["certificate"])
 
 
-def test_a_user_may_only_give_the_reason_user_request(world: World) -> None:
+def test_a_user_may_only_give_the_reason_user_request_for_one_event(world: World) -> None:
     seed = world.seed(ALICE)
     before = log_size(world.ctx)
-    for reason in [*sorted(REASONS - {"user_request"}), "made-up"]:
-        forget = world.client.post(
-            f"/v1/compliance/users/{ALICE}/forget",
-            json={"reason": reason, "wait_seconds": 0},
-            headers=world.headers("user"),
-        )
-        assert forget.status_code == 403, (reason, forget.text)
+    for reason in sorted(REASONS - {"user_request"}):
         delete = world.client.delete(
             f"/v1/compliance/users/{ALICE}/memory/{seed.event_id}",
             params={"reason": reason},
@@ -48,28 +46,33 @@ def test_a_user_may_only_give_the_reason_user_request(world: World) -> None:
     kept = world.client.get(f"/v1/events/{seed.event_id}", headers=world.headers("user"))
     assert kept.status_code == 200, "a refused erasure erased the memory"
 
+
+@pytest.mark.parametrize(
+    ("principal", "user", "reason"),
+    [
+        ("user", ALICE, "ttl_expired"),
+        ("user", ALICE, None),
+        ("operator", BOB, "ttl_expired"),
+        ("operator", BOB, "an operator's own words"),
+    ],
+)
+def test_a_forget_over_http_is_recorded_as_user_request(
+    world: World, principal: str, user: str, reason: str | None
+) -> None:
+    world.seed(user)
+    body: dict[str, Any] = {"wait_seconds": 30, "legal_ground": "art17-1-c"}
+    if reason is not None:
+        body["reason"] = reason
     response = world.client.post(
-        f"/v1/compliance/users/{ALICE}/forget",
-        json={"reason": "user_request", "wait_seconds": 30},
-        headers=world.headers("user"),
+        f"/v1/compliance/users/{user}/forget", json=body, headers=world.headers(principal)
     )
     claims = certificate_payload(world, response)
     assert claims["request"]["reason"] == "user_request"
-    assert claims["request"]["legal_ground"] == "art17-1-b"
-
-
-def test_an_operators_reason_is_recorded_as_given(world: World) -> None:
-    world.seed(ALICE)
-    response = world.client.post(
-        f"/v1/compliance/users/{ALICE}/forget",
-        json={"reason": "ttl_expired", "legal_ground": "art5-1-e", "wait_seconds": 30},
-        headers=world.headers("operator"),
-    )
-    claims = certificate_payload(world, response)
-    assert claims["request"]["reason"] == "ttl_expired"
-    assert claims["request"]["legal_ground"] == "art5-1-e"
+    assert claims["request"]["legal_ground"] == "art17-1-c"
     assert claims["request"]["kind"] == "forget"
 
+
+def test_an_operators_reason_for_one_event_is_recorded_as_given(world: World) -> None:
     seed = world.seed(BOB)
     deleted = world.client.delete(
         f"/v1/compliance/users/{BOB}/memory/{seed.event_id}",
@@ -81,12 +84,38 @@ def test_an_operators_reason_is_recorded_as_given(world: World) -> None:
     assert claims["request"]["reason"] == "correction"
 
 
-def test_an_operator_cannot_invent_a_reason(world: World) -> None:
-    world.seed(ALICE)
-    before = log_size(world.ctx)
-    response = world.client.post(
+@pytest.mark.parametrize("principal", ["user", "operator"])
+def test_both_erasures_record_the_requesting_key(world: World, principal: str) -> None:
+    key_id = world.tokens[principal].split("_")[1]
+    expected = world.ctx.store.codec.pseudonym("actor", f"api-key:{key_id}")
+    seed = world.seed(ALICE)
+    deleted = world.client.delete(
+        f"/v1/compliance/users/{ALICE}/memory/{seed.event_id}",
+        params={"wait_seconds": 30},
+        headers=world.headers(principal),
+    )
+    forgotten = world.client.post(
         f"/v1/compliance/users/{ALICE}/forget",
-        json={"reason": "because", "wait_seconds": 0},
+        json={"wait_seconds": 30},
+        headers=world.headers(principal),
+    )
+    for response in (deleted, forgotten):
+        claims = certificate_payload(world, response)
+        assert claims["request"]["requested_by"] == expected, claims["request"]
+    entries = [
+        e.data or {}
+        for e in world.ctx.store.read_audit()
+        if e.type in ("audit.erasure.delete_event", "audit.erasure.forget")
+    ]
+    assert [e["actor_ref"] for e in entries] == [expected, expected]
+
+
+def test_an_operator_cannot_invent_a_reason_for_one_event(world: World) -> None:
+    seed = world.seed(ALICE)
+    before = log_size(world.ctx)
+    response = world.client.delete(
+        f"/v1/compliance/users/{ALICE}/memory/{seed.event_id}",
+        params={"reason": "because"},
         headers=world.headers("operator"),
     )
     assert response.status_code == 422, response.text

@@ -22,9 +22,10 @@ class Clock:
 
 @contextmanager
 def statements(world: World) -> Iterator[list[str]]:
-    """Every SQL statement the store's engine sends inside the block."""
+    """Every SQL statement sent inside the block (by any engine: on PostgreSQL the
+    store reads through a second, autocommit pool)."""
     seen: list[str] = []
-    engine = world.ctx.store.backend.engine
+    engine = sa.engine.Engine
 
     def record(conn: object, cursor: object, statement: str, *args: object) -> None:
         seen.append(statement)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
 
 from eventstore.errors import InvalidInputError
+from oblivio.errors import NodeUnavailableError
 from oblivio.memory import commands, queries
 from tests.http.conftest import ALICE, BOB, World, log_size
 
@@ -103,6 +105,15 @@ def test_bad_listings_are_refused(sqlite_world: World) -> None:
     ):
         with pytest.raises(InvalidInputError):
             queries.list_nodes(world.ctx, user_id=ALICE, **bad)
+    # Paging after a node that is not (or no longer) the caller's: unavailable, like any.
+    bobs = world.seed(BOB)
+    for after in (str(uuid.uuid4()), str(bobs.node_id)):
+        response = world.client.get(
+            "/v1/nodes", params={"after": after}, headers=world.headers("user")
+        )
+        assert response.status_code == 404, response.text
+    with pytest.raises(NodeUnavailableError):
+        queries.list_nodes(world.ctx, user_id=ALICE, after=bobs.node_id)
 
 
 def test_a_forgotten_user_has_no_nodes(sqlite_world: World) -> None:

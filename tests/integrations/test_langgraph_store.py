@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
+import time
 
 import pytest
+import sqlalchemy as sa
+from eventstore.postgres import normalise_postgres_url
 from langgraph.store.base import InvalidNamespaceError
 
 from oblivio import LifecycleState, MemoryClient
@@ -141,19 +143,52 @@ def test_async_forget_and_search(client: MemoryClient) -> None:
     asyncio.run(scenario())
 
 
-def test_nothing_personal_reaches_the_database_in_plaintext(tmp_path: Path) -> None:
-    data = tmp_path / "memory"
+def _database_bytes(settings: Settings) -> bytes:
+    """Everything the database holds: the SQLite files, or every PostgreSQL row as text."""
+    if settings.database_url is None:
+        return b"".join(p.read_bytes() for p in settings.data_dir.rglob("*") if p.is_file())
+    engine = sa.create_engine(normalise_postgres_url(settings.database_url))
+    with engine.connect() as conn:
+        tables = conn.execute(
+            sa.text("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+        ).scalars()
+        rows = [
+            row
+            for table in list(tables)
+            for row in conn.execute(
+                sa.select(sa.literal_column("t::text")).select_from(sa.table(table).alias("t"))
+            ).scalars()
+        ]
+    engine.dispose()
+    return "\n".join(rows).encode()
+
+
+def test_nothing_personal_reaches_the_database_in_plaintext(settings: Settings) -> None:
     secrets = ["alice-the-user", "secret-folder", "secret-key", "plaintext-value"]
-    with MemoryClient(settings=Settings(data_dir=data, keyring_path=tmp_path / "k.json")) as c:
-        store = OblivioStore(c)
+    with MemoryClient(settings=settings) as client:
+        store = OblivioStore(client)
         store.put(("alice-the-user", "secret-folder"), "secret-key", {"v": "plaintext-value"})
         store.put(("alice-the-user", "secret-folder"), "secret-key", {"v": "plaintext-value 2"})
         assert store.list_namespaces() == [("alice-the-user", "secret-folder")]
-    raw = b"".join(p.read_bytes() for p in data.iterdir() if p.is_file())
-    assert raw, "the data directory holds the database"
+    raw = _database_bytes(settings)
+    assert b"memory.stored" in raw, "the scan sees the database's rows"
     for secret in secrets:
-        assert secret.encode() not in raw
-        assert secret.encode("utf-16-le") not in raw
+        for form in (secret.encode(), secret.encode("utf-16-le"), secret.encode().hex().encode()):
+            assert form not in raw, (secret, form)
+
+
+def test_the_ttl_sweeper_erases_in_the_background(client: MemoryClient, clock: Clock) -> None:
+    store = OblivioStore(client, clock=clock, ttl={"sweep_interval_minutes": 1})
+    store.put(("alice",), "k", {"v": 1}, ttl=1)
+    clock.advance(minutes=5)
+    store.start_ttl_sweeper(sweep_interval_minutes=0.001)  # every 60 ms
+    try:
+        deadline = time.monotonic() + 20
+        while client.get_events(user_id="alice") and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        store.stop_ttl_sweeper(timeout=20)
+    assert client.get_events(user_id="alice") == []
 
 
 def test_query_search_is_oblivio_retrieval_attractors_and_triggers_apply(

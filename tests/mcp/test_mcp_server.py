@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from eventstore import apikeys
 from oblivio.bootstrap import open_memory
+from oblivio.memory import compliance
 from oblivio.settings import Settings
 
 MEMORY_TOOLS = {
@@ -149,3 +151,73 @@ def test_an_unknown_key_is_refused(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert "unknown, revoked or expired" in done.stderr
+
+
+def error_text(result: Any) -> str:
+    assert result.is_error, result
+    return "\n".join(c.text for c in result.content)
+
+
+def test_refusals_reach_the_agent_with_their_type_and_reason(tmp_path: Path) -> None:
+    key = make_key(tmp_path, "user", "dora")
+
+    async def scenario(session: ClientSession) -> None:
+        tools = {t.name: t.input_schema for t in (await session.list_tools()).tools}
+        store = tools["memory_store"]
+        scope = store["$defs"][store["properties"]["scope"]["$ref"].split("/")[-1]]
+        assert scope["enum"] == ["personal", "session", "project", "organisation"]
+        assert tools["memory_get_node"]["properties"]["node_id"]["format"] == "uuid"
+        assert tools["memory_supersede"]["properties"]["actor_id"]["maxLength"] == 256
+
+        unknown = str(uuid.uuid4())
+        text = error_text(
+            await session.call_tool(
+                "memory_supersede", {"old_node_id": unknown, "new_node_id": str(uuid.uuid4())}
+            )
+        )
+        assert "NodeUnavailableError: Node is not available" in text
+        text = error_text(await session.call_tool("memory_retrieve", {"query": "   "}))
+        assert "InvalidInputError: content must be a non-empty string" in text
+        text = error_text(await session.call_tool("memory_get_node", {"node_id": "not-a-uuid"}))
+        assert "node_id" in text
+        assert "uuid" in text.lower()
+        text = error_text(
+            await session.call_tool("memory_store", {"content": "x", "scope": "galaxy"})
+        )
+        assert "scope" in text
+        assert "personal" in text
+        text = error_text(
+            await session.call_tool("memory_store", {"content": "x", "user_id": "eve"})
+        )
+        assert "InvalidInputError: this key acts only for its own user" in text
+
+    anyio.run(session_run, server(tmp_path, key), scenario)
+
+
+def test_an_operator_names_the_actor_of_an_erasure(tmp_path: Path) -> None:
+    key = make_key(tmp_path, "operator")
+
+    async def scenario(session: ClientSession) -> dict[str, Any]:
+        tools = {t.name: t.input_schema for t in (await session.list_tools()).tools}
+        reasons = tools["memory_forget"]["properties"]["reason"]["enum"]
+        assert "ttl_expired" in reasons
+        await session.call_tool("memory_store", {"content": "likes tea", "user_id": "finn"})
+        refused = await session.call_tool("memory_forget", {"user_id": "finn", "reason": "why"})
+        assert "reason" in error_text(refused)
+        status: dict[str, Any] = payload(
+            await session.call_tool(
+                "memory_forget",
+                {"user_id": "finn", "reason": "operator_request", "actor_id": "ticket-4711"},
+            )
+        )
+        return status
+
+    status = anyio.run(session_run, server(tmp_path, key), scenario)
+    memory = open_memory(Settings(data_dir=tmp_path))
+    try:
+        claims = compliance.verify_certificate(memory, status["certificate"])
+        expected = memory.store.codec.pseudonym("actor", "ticket-4711")
+    finally:
+        memory.store.close()
+    assert claims["request"]["requested_by"] == expected
+    assert claims["request"]["reason"] == "operator_request"

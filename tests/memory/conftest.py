@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from eventstore.postgres import normalise_postgres_url
+from eventstore.backends.postgres import normalise_postgres_url
 from oblivio import MemoryClient
 from oblivio.settings import Settings
 from projections.scoring import ScoringConfig

@@ -143,9 +143,7 @@ def test_contradict_retries(memory: MemoryClient) -> None:
 
 
 @pytest.mark.parametrize("user_id", ["alice", None], ids=["bound", "operator"])
-def test_contradictions_need_one_owner_and_scope(
-    memory: MemoryClient, user_id: str | None
-) -> None:
+def test_contradictions_need_one_owner_and_scope(memory: MemoryClient, user_id: str | None) -> None:
     [mine] = _nodes(memory, "I like jazz.")
     [theirs] = _nodes(memory, "I like metal.", user_id="bob")
     _, project = remember(memory, "The project likes jazz.", scope="project")

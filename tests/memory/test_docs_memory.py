@@ -16,8 +16,14 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 FILES = ["memory.md", "retrieval.md"]
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 # Settings that would point the examples elsewhere than their working directory.
-ENVIRONMENT = ["OBLIVIO_DATABASE_URL", "OBLIVIO_DATA_DIR", "OBLIVIO_KEYRING", "OBLIVIO_KEKS",
-               "OBLIVIO_SUBJECT_HMAC_KEY", "OBLIVIO_NAMESPACE"]
+ENVIRONMENT = [
+    "OBLIVIO_DATABASE_URL",
+    "OBLIVIO_DATA_DIR",
+    "OBLIVIO_KEYRING",
+    "OBLIVIO_KEKS",
+    "OBLIVIO_SUBJECT_HMAC_KEY",
+    "OBLIVIO_NAMESPACE",
+]
 
 
 def python_blocks(path: Path) -> list[tuple[int, str]]:

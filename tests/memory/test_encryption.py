@@ -29,23 +29,41 @@ def _write_personal_data(memory: MemoryClient) -> tuple[list[str], list[bytes]]:
     content, newer, session = _mark("content"), _mark("newer"), _mark("session")
     note, keyword, trigger_text = _mark("meta"), _mark("keyword"), _mark("trigger")
     attractor, description, source, actor = (
-        _mark("attractor"), _mark("description"), _mark("source"), _mark("actor"),
+        _mark("attractor"),
+        _mark("description"),
+        _mark("source"),
+        _mark("actor"),
     )
     _, old = remember(
-        memory, f"My secret is {content}", session_id=session, scope="project",
+        memory,
+        f"My secret is {content}",
+        session_id=session,
+        scope="project",
         meta={"note": note, "confidence": 0.9},
     )
     evidence, new = remember(memory, f"My secret is now {newer}", scope="project")
     memory.supersede(old.id, new.id, evidence_id=evidence, user_id="alice", actor_id=actor)
     memory.add_resonance_trigger(user_id="alice", keyword=keyword, weight=2.0)
     memory.add_resonance_trigger(user_id="alice", text=trigger_text)
-    memory.add_negative_attractor(attractor, user_id="alice", description=description,
-                                  source=source)
+    memory.add_negative_attractor(
+        attractor, user_id="alice", description=description, source=source
+    )
     assert memory.retrieve("secret", user_id="alice", include_superseded=True).nodes
     embedder = memory.context.embedder
     vectors = [pack_vector(v) for v in embedder.embed([old.content, new.content, attractor])]
-    strings = [content, newer, session, note, keyword, trigger_text, attractor, description,
-               source, actor, "alice"]
+    strings = [
+        content,
+        newer,
+        session,
+        note,
+        keyword,
+        trigger_text,
+        attractor,
+        description,
+        source,
+        actor,
+        "alice",
+    ]
     return strings, vectors
 
 

@@ -287,9 +287,10 @@ def test_attractor_severity_threshold_and_penalty(memory: MemoryClient, reopen: 
     memory.add_negative_attractor("tomatoes cucumbers gardening", user_id="alice")
     results = ranked(memory)
     assert results[OLD].components.attractor_penalty == pytest.approx(0.5 * 0.5)
-    assert results[NEW].components.attractor_penalty > 0.0  # cosine ≈ 0.55 ≥ 0.3
+    # The default embedder (wordllama) puts NEW at cosine ≈ 0.87 from OLD: ≥ 0.3.
+    assert results[NEW].components.attractor_penalty > 0.0
 
-    strict = reopen(ScoringConfig(negative_attractor_threshold=0.6))
+    strict = reopen(ScoringConfig(negative_attractor_threshold=0.9))
     results = ranked(strict)
     assert results[NEW].components.attractor_penalty == 0.0  # below the threshold now
     assert results[OLD].components.attractor_penalty == pytest.approx(0.25)

@@ -221,15 +221,29 @@ class MemoryMachine(RuleBasedStateMachine):
         self.touched.add(node.id)
         return ref
 
-    @rule(old=memories, pick=picks, related=related, evidence=evidences, caller=callers,
-          actor=st.sampled_from([None, "agent"]))
-    def supersede(self, old: Ref, pick: int, related: bool, evidence: Evidence, caller: Caller,
-                  actor: str | None) -> None:
+    @rule(
+        old=memories,
+        pick=picks,
+        related=related,
+        evidence=evidences,
+        caller=callers,
+        actor=st.sampled_from([None, "agent"]),
+    )
+    def supersede(
+        self,
+        old: Ref,
+        pick: int,
+        related: bool,
+        evidence: Evidence,
+        caller: Caller,
+        actor: str | None,
+    ) -> None:
         new = self._partner(old, pick, related)
         self.do_supersede(old=old, new=new, evidence=evidence, caller=caller, actor=actor)
 
-    def do_supersede(self, old: Ref, new: Ref, evidence: Evidence, caller: Caller,
-                     actor: str | None) -> None:
+    def do_supersede(
+        self, old: Ref, new: Ref, evidence: Evidence, caller: Caller, actor: str | None
+    ) -> None:
         user_id = self._caller(caller, old)
         key = ("supersede", old.node_id, new.node_id)
         request = (_evidence_id(evidence), actor)
@@ -239,10 +253,18 @@ class MemoryMachine(RuleBasedStateMachine):
             expected = self._expect_correction([old, new], user_id, key, request, evidence)
             if expected == APPLY and self._retired(old, new):
                 expected = LifecycleConflictError
-        self._run("supersede", expected, lambda: self.client.supersede(
-            old.node_id, new.node_id, evidence_id=_evidence_id(evidence), user_id=user_id,
-            actor_id=actor,
-        ), {"old": old, "new": new, "evidence": evidence, "caller": caller, "actor": actor})
+        self._run(
+            "supersede",
+            expected,
+            lambda: self.client.supersede(
+                old.node_id,
+                new.node_id,
+                evidence_id=_evidence_id(evidence),
+                user_id=user_id,
+                actor_id=actor,
+            ),
+            {"old": old, "new": new, "evidence": evidence, "caller": caller, "actor": actor},
+        )
         if expected == APPLY:
             self.lifecycle[old.node_id] = LifecycleState.SUPERSEDED
             self.superseded_by[old.node_id] = new.node_id
@@ -262,8 +284,9 @@ class MemoryMachine(RuleBasedStateMachine):
         self.touched |= partners
 
     @rule(a=memories, pick=picks, related=related, evidence=evidences, caller=callers)
-    def contradict(self, a: Ref, pick: int, related: bool, evidence: Evidence,
-                   caller: Caller) -> None:
+    def contradict(
+        self, a: Ref, pick: int, related: bool, evidence: Evidence, caller: Caller
+    ) -> None:
         b = self._partner(a, pick, related)
         self.do_contradict(a=a, b=b, evidence=evidence, caller=caller)
 
@@ -278,9 +301,14 @@ class MemoryMachine(RuleBasedStateMachine):
             expected = self._expect_correction([a, b], user_id, key, request, evidence)
             if expected == APPLY and self._retired(a, b):
                 expected = LifecycleConflictError
-        self._run("contradict", expected, lambda: self.client.contradict(
-            a.node_id, b.node_id, evidence_id=request, user_id=user_id
-        ), {"a": a, "b": b, "evidence": evidence, "caller": caller})
+        self._run(
+            "contradict",
+            expected,
+            lambda: self.client.contradict(
+                a.node_id, b.node_id, evidence_id=request, user_id=user_id
+            ),
+            {"a": a, "b": b, "evidence": evidence, "caller": caller},
+        )
         if expected == APPLY:
             self.lifecycle[a.node_id] = self.lifecycle[b.node_id] = LifecycleState.CONTESTED
             self.open.add(pair)
@@ -288,8 +316,9 @@ class MemoryMachine(RuleBasedStateMachine):
         self.touched |= {a.node_id, b.node_id}
 
     @rule(winner=memories, pick=picks, related=related, evidence=evidences, caller=callers)
-    def resolve(self, winner: Ref, pick: int, related: bool, evidence: Evidence,
-                caller: Caller) -> None:
+    def resolve(
+        self, winner: Ref, pick: int, related: bool, evidence: Evidence, caller: Caller
+    ) -> None:
         loser = self._partner(winner, pick, related)
         self.do_resolve(winner=winner, loser=loser, evidence=evidence, caller=caller)
 
@@ -303,9 +332,14 @@ class MemoryMachine(RuleBasedStateMachine):
             expected = LifecycleConflictError
         if expected == APPLY and self._retired(winner, loser):
             expected = LifecycleConflictError
-        self._run("resolve", expected, lambda: self.client.resolve_contradiction(
-            winner.node_id, loser.node_id, evidence_id=_evidence_id(evidence), user_id=user_id
-        ), {"winner": winner, "loser": loser, "evidence": evidence, "caller": caller})
+        self._run(
+            "resolve",
+            expected,
+            lambda: self.client.resolve_contradiction(
+                winner.node_id, loser.node_id, evidence_id=_evidence_id(evidence), user_id=user_id
+            ),
+            {"winner": winner, "loser": loser, "evidence": evidence, "caller": caller},
+        )
         if expected == APPLY:
             self.lifecycle[loser.node_id] = LifecycleState.SUPERSEDED
             self.superseded_by[loser.node_id] = winner.node_id
@@ -314,23 +348,29 @@ class MemoryMachine(RuleBasedStateMachine):
         self.touched |= pair
 
     @precondition(lambda self: bool(self.open))
-    @rule(pick=picks, swap=st.booleans(),
-          evidence=evidences, caller=callers)
+    @rule(pick=picks, swap=st.booleans(), evidence=evidences, caller=callers)
     def resolve_open(self, pick: int, swap: bool, evidence: Evidence, caller: Caller) -> None:
         """Resolve one of the open contradictions (random pairs rarely hit one)."""
         pairs = sorted(sorted(pair) for pair in self.open)
         winner, loser = pairs[pick % len(pairs)][:: -1 if swap else 1]
-        self.do_resolve(winner=self.refs[winner], loser=self.refs[loser], evidence=evidence,
-                        caller=caller)
+        self.do_resolve(
+            winner=self.refs[winner], loser=self.refs[loser], evidence=evidence, caller=caller
+        )
 
-    @rule(node=memories, request=st.one_of(st.none(), st.sampled_from(REQUEST_IDS)),
-          evidence=evidences, caller=callers)
-    def reinforce(self, node: Ref, request: uuid.UUID | None, evidence: Evidence,
-                  caller: Caller) -> None:
+    @rule(
+        node=memories,
+        request=st.one_of(st.none(), st.sampled_from(REQUEST_IDS)),
+        evidence=evidences,
+        caller=callers,
+    )
+    def reinforce(
+        self, node: Ref, request: uuid.UUID | None, evidence: Evidence, caller: Caller
+    ) -> None:
         self.do_reinforce(node=node, request=request, evidence=evidence, caller=caller)
 
-    def do_reinforce(self, node: Ref, request: uuid.UUID | None, evidence: Evidence,
-                     caller: Caller) -> None:
+    def do_reinforce(
+        self, node: Ref, request: uuid.UUID | None, evidence: Evidence, caller: Caller
+    ) -> None:
         user_id = self._caller(caller, node)
         expected = self._owner_error(user_id, [node]) or APPLY
         key = ("reinforce", request)
@@ -341,17 +381,24 @@ class MemoryMachine(RuleBasedStateMachine):
             expected = EvidenceUnavailableError
         if expected == APPLY and self._retired(node):
             expected = NodeUnavailableError
-        self._run("reinforce", expected, lambda: self.client.reinforce(
-            node.node_id, evidence_id=_evidence_id(evidence), user_id=user_id, request_id=request
-        ), {"node": node, "request": request, "evidence": evidence, "caller": caller})
+        self._run(
+            "reinforce",
+            expected,
+            lambda: self.client.reinforce(
+                node.node_id,
+                evidence_id=_evidence_id(evidence),
+                user_id=user_id,
+                request_id=request,
+            ),
+            {"node": node, "request": request, "evidence": evidence, "caller": caller},
+        )
         if expected == APPLY:
             self.reinforced[node.node_id] += 1
             if request is not None:
                 self.operations[(node.user, key)] = fingerprint
         self.touched.add(node.node_id)
 
-    @rule(pick=picks, change=st.sampled_from(
-        [None, None, "caller", "evidence", "actor"]))
+    @rule(pick=picks, change=st.sampled_from([None, None, "caller", "evidence", "actor"]))
     def retry(self, pick: int, change: str | None) -> None:
         """Repeat an applied correction exactly, or with one argument changed."""
         if not self.history:
@@ -366,9 +413,14 @@ class MemoryMachine(RuleBasedStateMachine):
             args["actor"] = None if args["actor"] else "agent"
         getattr(self, f"do_{kind}")(**args)
 
-    @rule(user=st.sampled_from(USERS), action=st.sampled_from(
-        ["add trigger", "remove trigger", "add attractor", "clear attractors"]),
-        word=st.sampled_from(KEYWORDS), weight=st.sampled_from([0.0, 1.0, 5.0]))
+    @rule(
+        user=st.sampled_from(USERS),
+        action=st.sampled_from(
+            ["add trigger", "remove trigger", "add attractor", "clear attractors"]
+        ),
+        word=st.sampled_from(KEYWORDS),
+        weight=st.sampled_from([0.0, 1.0, 5.0]),
+    )
     def retrieval_modifiers(self, user: str, action: str, word: str, weight: float) -> None:
         """Triggers and attractors; removing a removed trigger is refused, writing nothing."""
         if action == "add trigger":
@@ -424,8 +476,9 @@ class MemoryMachine(RuleBasedStateMachine):
             self.check_node(node_id)
             if final:  # bound to the other user, every node reads as missing
                 foreign = next(u for u in USERS if u != ref.user)
-                assert self.client.get_node(node_id, user_id=foreign,
-                                            include_superseded=True) is None
+                assert (
+                    self.client.get_node(node_id, user_id=foreign, include_superseded=True) is None
+                )
                 assert self.client.get_assertion_state(node_id, user_id=foreign) is None
         for user in USERS:
             assert self.client.negative_attractor_count(user_id=user) == self.attractors[user]

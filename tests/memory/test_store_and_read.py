@@ -151,10 +151,14 @@ def test_get_events_filters(memory: MemoryClient) -> None:
 
 def test_get_events_rejects_bad_paging(memory: MemoryClient) -> None:
     memory.store("a", user_id="alice")
-    for paging in ({"limit": 0}, {"limit": -1}, {"limit": "10"}, {"after_version": "3"},
-                   {"after_version": -1}):
-        rejects(memory, lambda p=paging: memory.get_events(user_id="alice", **p),
-                InvalidInputError)
+    for paging in (
+        {"limit": 0},
+        {"limit": -1},
+        {"limit": "10"},
+        {"after_version": "3"},
+        {"after_version": -1},
+    ):
+        rejects(memory, lambda p=paging: memory.get_events(user_id="alice", **p), InvalidInputError)
 
 
 # -- bad input ----------------------------------------------------------------------------
@@ -210,8 +214,9 @@ def test_queries_reject_malformed_ids(memory: MemoryClient) -> None:
         read = getattr(memory, query)
         for bad_id in MALFORMED_IDS:
             for user_id in ("alice", None):
-                rejects(memory, lambda r=read, b=bad_id, u=user_id: r(b, user_id=u),
-                        MalformedIdError)
+                rejects(
+                    memory, lambda r=read, b=bad_id, u=user_id: r(b, user_id=u), MalformedIdError
+                )
 
 
 def test_commands_treat_malformed_node_ids_as_unavailable(memory: MemoryClient) -> None:

@@ -1,18 +1,20 @@
 """What store() asks the database, beyond the append itself.
 
 Without a request id the log draws the event id, so there is nothing to look
-up; the owner's data key comes with the stream row, read with it (or with its
-lock on the locked path).  At a head the process remembers, store() sends no
-read at all (tests/memory/test_store_fast_path.py).  With a request id the
-earlier append must be found, so the lookup stays.
+up; the owner's data key comes with the stream row, read with its lock.  With
+a request id the earlier append must be found, so the lookup stays.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 import uuid
+from pathlib import Path
 
 from oblivio import MemoryClient
+from projections.extraction import NodeDraft, OneNodePerEvent
+from projections.model import NodeType
 from tests.memory._support import statements
 from tests.memory.conftest import Opener
 
@@ -24,19 +26,13 @@ KEY_READ = re.compile(r"^\s*SELECT\b.*\bFROM data_keys\s+WHERE\b", re.S | re.I)
 def test_store_without_request_id_reads_neither_events_nor_keys(reopen: Opener) -> None:
     first = reopen()
     first.store("Alice lives in Berlin", user_id="alice")  # the stream exists from here
-    second = reopen()  # knows no head: reads it without a lock, then writes conditionally
-    with statements(second) as seen:
-        second.store("Alice moved to Paris", user_id="alice")
-    # The unlocked head read (stream row and key in one statement) and the
-    # conditional write both run on the driver, past SQLAlchemy: nothing else
-    # may have been asked.
-    assert seen == []
-    with statements(first) as seen_locked:  # its head moved: the locked path
-        first.store("Alice moved to Rome", user_id="alice")
-    assert seen_locked, "the listener saw nothing"
-    for statement in seen_locked:
-        assert not EVENT_LOOKUP.search(statement)
-        assert not KEY_READ.search(statement)
+    for client in (reopen(), first):  # a process new to the stream, and the one that wrote
+        with statements(client) as seen:
+            client.store("Alice moved to Paris", user_id="alice")
+        assert seen, "the listener saw nothing"
+        for statement in seen:
+            assert not EVENT_LOOKUP.search(statement)
+            assert not KEY_READ.search(statement)
 
 
 def test_store_with_request_id_looks_up_the_earlier_append(memory: MemoryClient) -> None:
@@ -46,3 +42,26 @@ def test_store_with_request_id_looks_up_the_earlier_append(memory: MemoryClient)
         again = memory.store("Alice lives in Berlin", user_id="alice", request_id=request)
     assert again == first
     assert [s for s in seen if EVENT_LOOKUP.search(s)]
+
+
+class CountingExtractor(OneNodePerEvent):
+    """The default extractor, counting its calls made from the calling thread."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self._caller = threading.get_ident()
+
+    def extract(self, content: str, node_type: NodeType) -> list[NodeDraft]:
+        if threading.get_ident() == self._caller:
+            self.calls += 1
+        return super().extract(content, node_type)
+
+
+def test_store_runs_the_extractor_once(tmp_path: Path) -> None:
+    extractor = CountingExtractor()
+    with MemoryClient(tmp_path / "memory", extractor=extractor) as client:
+        for n, request in enumerate((None, uuid.uuid4())):
+            event_id = client.store(f"Alice likes tea {n}", user_id="alice", request_id=request)
+            assert extractor.calls == n + 1
+            [node] = client.get_event_nodes(event_id, user_id="alice")
+            assert node.content == f"Alice likes tea {n}"

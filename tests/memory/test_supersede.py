@@ -366,4 +366,3 @@ def test_the_async_engine_awaits_the_same_operations(memory_settings: Settings) 
     assert retry.replayed
     assert hidden is None
     assert history.superseded_by == new.id
-

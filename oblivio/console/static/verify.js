@@ -19,7 +19,12 @@ function b64urlBytes(text, part) {
     fail(`the ${part} is not base64url`);
   }
   const padded = text.replace(/-/g, "+").replace(/_/g, "/") + "===".slice((text.length + 3) % 4);
-  const binary = atob(padded);
+  let binary;
+  try {
+    binary = atob(padded);
+  } catch (e) {
+    fail(`the ${part} is not base64url`);
+  }
   return Uint8Array.from(binary, (c) => c.charCodeAt(0));
 }
 

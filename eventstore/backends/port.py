@@ -1,0 +1,86 @@
+"""The storage port: what the log needs of a database, named by capability.
+
+Everything else in ``eventstore`` is written once against SQLAlchemy Core and
+this interface.  Each backend (``eventstore.backends.sqlite`` and
+``eventstore.backends.postgres``) implements it in one module, with a comment
+at each method saying why its database needs what it does.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.sql.dml import Insert
+
+from eventstore.batch import Placement, SealedBatch
+
+
+class Backend(abc.ABC):
+    """One database under the log: connections, the append, the global order, errors."""
+
+    #: ``"sqlite"`` or ``"postgresql"``, as the health route reports it.
+    name: str
+    #: True when one process owns the database file (SQLite).
+    embedded: bool
+    #: The log's global order, as ORDER BY columns its index serves.
+    log_order: tuple[sa.ColumnElement[Any], ...]
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @abc.abstractmethod
+    def write_connection(self) -> AbstractContextManager[Connection]:
+        """A connection whose transaction may write, begun so that writers serialise correctly."""
+
+    @abc.abstractmethod
+    def read_connection(self) -> AbstractContextManager[Connection]:
+        """A connection for reads that share one snapshot and never block writers."""
+
+    @abc.abstractmethod
+    def statement_reads(self, *, log_partition: bool = False) -> AbstractContextManager[Connection]:
+        """A connection for reads whose statements need no common snapshot.
+
+        ``log_partition``: it reads pages of one partition of the log.
+        """
+
+    @abc.abstractmethod
+    def insert_unless_present(self, table: sa.Table) -> Insert:
+        """``INSERT`` into ``table`` that skips rows whose unique key exists already."""
+
+    @abc.abstractmethod
+    def append(self, conn: Connection, batch: SealedBatch) -> Sequence[Placement] | None:
+        """Move the stream head and insert the batch's rows, or write nothing.
+
+        Writes only if the stream head is still at ``batch.old_version`` and
+        the stream is open with its data key alive; returns the rows'
+        placements in version order, or ``None`` otherwise.  Runs inside the
+        caller's transaction.
+        """
+
+    @abc.abstractmethod
+    def after_cursor(self) -> sa.ColumnElement[bool]:
+        """Log rows after the cursor (parameters ``group``, ``position``) that a reader
+        may deliver now, without risking a later commit landing before them."""
+
+    @abc.abstractmethod
+    def translate_errors(self) -> AbstractContextManager[None]:
+        """Re-raise driver errors as the log's error tree (``raise … from e``)."""
+
+    def dispose(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()
+
+
+def head_params(batch: SealedBatch) -> dict[str, Any]:
+    """Parameters of the conditional head move: from ``old_version`` to the batch's end."""
+    return {
+        "stream_id": batch.stream.stream_id,
+        "old_version": batch.old_version,
+        "new_version": batch.new_version,
+        "chain_hash": batch.chain_hash,
+    }

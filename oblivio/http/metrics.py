@@ -1,0 +1,85 @@
+"""``GET /metrics``: Prometheus figures of this API process and of the store.
+
+Per route template (never the raw path, which carries user ids): request
+counts by status and latencies.  From the store, read at scrape time: how far
+each asynchronous projection lags, erasure requests and rebuild jobs by
+status, and the open requests past their deadline.  Each app has its own
+registry, so several apps in one process (tests) do not collide.  The route
+is for operator keys only: the figures say how much erasure work is going on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from oblivio.memory.context import MemoryContext
+from oblivio.memory.health import LagReport, erasure_figures
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class Metrics:
+    """The registry of one app, with what the request log records into it."""
+
+    def __init__(self, ctx: MemoryContext, lag: LagReport) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "oblivio_http_requests",
+            "HTTP requests answered, by method, route template and status",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "oblivio_http_request_duration_seconds",
+            "Time to answer an HTTP request, by method and route template",
+            ["method", "route"],
+            registry=self.registry,
+        )
+        self.registry.register(StoreCollector(ctx, lag))
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        self.requests.labels(method, route, str(status)).inc()
+        self.latency.labels(method, route).observe(seconds)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class StoreCollector(Collector):
+    """Figures read from the store when Prometheus scrapes."""
+
+    def __init__(self, ctx: MemoryContext | None, lag: LagReport) -> None:
+        self.ctx = ctx
+        self.lag = lag
+
+    def collect(self) -> Iterator[Metric]:
+        if self.ctx is None:  # an app built only to publish its OpenAPI document
+            return
+        lag = GaugeMetricFamily(
+            "oblivio_projection_lag_events",
+            "Events in the log an asynchronous projection has not applied yet",
+            labels=["projection"],
+        )
+        for projection, pending in self.lag(self.ctx).items():
+            lag.add_metric([projection], pending)
+        figures = erasure_figures(self.ctx)
+        requests = GaugeMetricFamily(
+            "oblivio_erasure_requests", "Erasure requests by status", labels=["status"]
+        )
+        for status, count in sorted(figures.requests.items()):
+            requests.add_metric([status], count)
+        jobs = GaugeMetricFamily(
+            "oblivio_rebuild_jobs", "Rebuild jobs of erasures by status", labels=["status"]
+        )
+        for status, count in sorted(figures.jobs.items()):
+            jobs.add_metric([status], count)
+        overdue = GaugeMetricFamily(
+            "oblivio_erasure_requests_overdue",
+            "Open erasure requests past their legal deadline",
+            value=figures.overdue,
+        )
+        yield from (lag, requests, jobs, overdue)

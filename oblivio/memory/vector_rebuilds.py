@@ -1,0 +1,54 @@
+"""Operator operations on the vector state: re-embedding jobs (start, watch).
+
+The work itself is done by :class:`workers.reembed.VectorRebuilder` in every
+worker process (``oblivio worker``, ``oblivio serve``) and by
+``oblivio rebuild vectors`` while it waits.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from eventstore.errors import NotFoundError
+from eventstore.ids import parse_uuid
+from oblivio.memory import inputs
+from oblivio.memory.context import MemoryContext
+from projections.storage.vector_rebuilds import RebuildProgress
+from workers.reembed import RebuildRequest
+
+
+class VectorRebuildUnavailableError(NotFoundError):
+    """No such vector rebuild."""
+
+
+def start_vector_rebuild(
+    ctx: MemoryContext,
+    *,
+    embedder: str | None = None,
+    user_id: str | None = None,
+    actor_id: str | None = None,
+) -> RebuildProgress:
+    """Re-embed one subject's nodes, or (``user_id=None``) every subject's.
+
+    ``embedder`` names the embedder to move the store to (every subject: no
+    ``user_id``); ``None`` re-embeds with the store's own (vectors missing
+    after a crash or a restore).  Returns the job's progress; it runs in the
+    workers.
+    """
+    stream_id = None
+    if user_id is not None:
+        head = ctx.store.head(ctx.namespace, inputs.user(user_id))
+        if head is None or head.closed_at is not None:
+            raise VectorRebuildUnavailableError(f"no memories of user {user_id!r} to re-embed")
+        stream_id = head.stream.stream_id
+    actor = None if actor_id is None else ctx.store.codec.pseudonym("actor", actor_id)
+    request = RebuildRequest(embedder=embedder, stream_id=stream_id, requested_by=actor)
+    return ctx.reembedder.progress(ctx.reembedder.start(request))
+
+
+def vector_rebuild(ctx: MemoryContext, rebuild_id: uuid.UUID | str) -> RebuildProgress:
+    """A re-embedding job's progress (subjects and nodes done of how many)."""
+    try:
+        return ctx.reembedder.progress(parse_uuid(rebuild_id, "rebuild_id"))
+    except NotFoundError as missing:
+        raise VectorRebuildUnavailableError(str(missing)) from missing

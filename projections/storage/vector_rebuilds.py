@@ -1,0 +1,288 @@
+"""SQL of re-embedding jobs: one row per job, one work unit per subject, claimed with leases.
+
+A claim is one statement, as for the erasure rebuild jobs
+(:mod:`eventstore.jobs`): the oldest runnable unit (queued, or running with an
+expired lease because its worker died) is marked running for this worker.
+PostgreSQL picks with ``FOR UPDATE SKIP LOCKED`` so concurrent workers never
+take the same unit; SQLite's single writer makes the statement exclusive.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from projections.storage.embedder_store import RecordedEmbedder
+from projections.storage.tables import (
+    nodes,
+    vector_rebuild_subjects,
+    vector_rebuilds,
+    vectors,
+)
+
+units = vector_rebuild_subjects
+
+
+@dataclass(frozen=True)
+class RebuildProgress:
+    """What an operator sees of a re-embedding job."""
+
+    rebuild_id: uuid.UUID
+    embedder: str
+    scope: str
+    status: str  # running | done | failed
+    subjects_total: int
+    subjects_done: int
+    nodes_total: int
+    nodes_embedded: int
+    created_at: datetime
+    finished_at: datetime | None
+    last_error: str | None
+
+
+def create(
+    conn: Connection,
+    target: RecordedEmbedder,
+    scope: str,
+    stream_ids: Sequence[int],
+    requested_by: str | None,
+    now: datetime,
+) -> uuid.UUID:
+    rebuild_id = uuid.uuid4()
+    conn.execute(
+        vector_rebuilds.insert().values(
+            rebuild_id=rebuild_id,
+            embedder=target.name,
+            spec=target.spec,
+            scope=scope,
+            status="running",
+            subjects_total=len(stream_ids),
+            nodes_total=missing_count(conn, stream_ids, target.name),
+            requested_by=requested_by,
+            created_at=now,
+        )
+    )
+    if stream_ids:
+        conn.execute(
+            units.insert(),
+            [
+                {
+                    "rebuild_id": rebuild_id,
+                    "stream_id": stream_id,
+                    "status": "queued",
+                    "attempts": 0,
+                    "nodes_embedded": 0,
+                }
+                for stream_id in stream_ids
+            ],
+        )
+    return rebuild_id
+
+
+def embedded_streams(conn: Connection) -> list[int]:
+    """Every subject (stream) that has nodes: what ``--all`` re-embeds."""
+    return list(conn.execute(sa.select(nodes.c.stream_id).distinct()).scalars())
+
+
+def _missing(stream_id: Any, embedder: str) -> sa.Select[Any]:
+    """Nodes of ``stream_id`` without a vector of ``embedder``."""
+    has_target = sa.and_(
+        vectors.c.stream_id == nodes.c.stream_id,
+        vectors.c.node_id == nodes.c.node_id,
+        vectors.c.embedder == embedder,
+    )
+    return (
+        sa.select(nodes.c.node_id, nodes.c.event_id, nodes.c.content)
+        .where(nodes.c.stream_id == stream_id)
+        .where(~sa.exists().where(has_target))
+    )
+
+
+def missing_count(conn: Connection, stream_ids: Sequence[int], embedder: str) -> int:
+    """Nodes the job will embed: those lacking ``embedder``'s vector that have another's
+    (the vector projection embeds the rest with the target itself)."""
+    total = 0
+    for stream_id in stream_ids:
+        query = sa.select(sa.func.count()).select_from(
+            _missing(stream_id, embedder).where(_applied()).subquery()
+        )
+        total += int(conn.execute(query).scalar_one())
+    return total
+
+
+def _applied() -> sa.Exists:
+    """The node has a vector (of any embedder): the projection has applied its event."""
+    return sa.exists().where(
+        vectors.c.stream_id == nodes.c.stream_id, vectors.c.node_id == nodes.c.node_id
+    )
+
+
+def missing_nodes(
+    conn: Connection,
+    stream_id: int,
+    embedder: str,
+    limit: int,
+    after: tuple[uuid.UUID, int] | None = None,
+) -> list[sa.Row[Any]]:
+    """Up to ``limit`` nodes still to embed, in key order after ``after`` (an
+    ``(event_id, ordinal)``), each with whether it has any vector yet.
+
+    A node with no vector at all belongs to an event the vector projection has
+    not applied yet; that projection writes the target's vector itself.
+    """
+    query = _missing(stream_id, embedder).add_columns(nodes.c.ordinal, _applied().label("applied"))
+    if after is not None:
+        query = query.where(sa.tuple_(nodes.c.event_id, nodes.c.ordinal) > after)
+    return list(conn.execute(query.order_by(nodes.c.event_id, nodes.c.ordinal).limit(limit)))
+
+
+def claim(conn: Connection, worker: str, now: datetime, lease: timedelta) -> sa.Row[Any] | None:
+    """Take the next runnable unit of a running job for ``worker`` (see module docstring)."""
+    runnable = sa.or_(
+        units.c.status == "queued",
+        sa.and_(units.c.status == "running", units.c.lease_expires_at < now),
+    )
+    pick = (
+        sa.select(units.c.rebuild_id, units.c.stream_id)
+        .join(vector_rebuilds, vector_rebuilds.c.rebuild_id == units.c.rebuild_id)
+        .where(runnable, vector_rebuilds.c.status == "running")
+        .order_by(vector_rebuilds.c.created_at, units.c.stream_id)
+        .limit(1)
+        .with_for_update(of=units, skip_locked=True)
+    )
+    picked = conn.execute(pick).first()
+    if picked is None:
+        return None
+    stmt = (
+        units.update()
+        .where(
+            units.c.rebuild_id == picked.rebuild_id,
+            units.c.stream_id == picked.stream_id,
+            runnable,
+        )
+        .values(
+            status="running",
+            lease_owner=worker,
+            lease_expires_at=now + lease,
+            attempts=units.c.attempts + 1,
+        )
+        .returning(*units.c)
+    )
+    return conn.execute(stmt).first()
+
+
+def _held(rebuild_id: uuid.UUID, stream_id: int, worker: str) -> sa.ColumnElement[bool]:
+    return sa.and_(
+        units.c.rebuild_id == rebuild_id,
+        units.c.stream_id == stream_id,
+        units.c.lease_owner == worker,
+        units.c.status == "running",
+    )
+
+
+def progress(
+    conn: Connection,
+    rebuild_id: uuid.UUID,
+    stream_id: int,
+    worker: str,
+    embedded: int,
+    now: datetime,
+    lease: timedelta,
+) -> bool:
+    """Count a batch and extend the lease; False if ``worker`` no longer holds the unit."""
+    result = conn.execute(
+        units.update()
+        .where(_held(rebuild_id, stream_id, worker))
+        .values(nodes_embedded=units.c.nodes_embedded + embedded, lease_expires_at=now + lease)
+    )
+    return result.rowcount == 1
+
+
+def finish_unit(
+    conn: Connection, rebuild_id: uuid.UUID, stream_id: int, worker: str, now: datetime
+) -> bool:
+    result = conn.execute(
+        units.update()
+        .where(_held(rebuild_id, stream_id, worker))
+        .values(status="done", finished_at=now, lease_owner=None, lease_expires_at=None)
+    )
+    return result.rowcount == 1
+
+
+def fail_unit(
+    conn: Connection, rebuild_id: uuid.UUID, stream_id: int, worker: str, error: str, retry: bool
+) -> None:
+    conn.execute(
+        units.update()
+        .where(_held(rebuild_id, stream_id, worker))
+        .values(
+            status="queued" if retry else "failed",
+            last_error=error[:500],
+            lease_owner=None,
+            lease_expires_at=None,
+        )
+    )
+
+
+def open_units(conn: Connection, rebuild_id: uuid.UUID) -> int:
+    """Units of the job not done yet (queued, running or failed)."""
+    query = sa.select(sa.func.count()).where(
+        units.c.rebuild_id == rebuild_id, units.c.status != "done"
+    )
+    return int(conn.execute(query).scalar_one())
+
+
+def finish(
+    conn: Connection, rebuild_id: uuid.UUID, status: str, now: datetime, error: str | None = None
+) -> bool:
+    """Close a running job; False if it was closed already (by another worker)."""
+    result = conn.execute(
+        vector_rebuilds.update()
+        .where(vector_rebuilds.c.rebuild_id == rebuild_id, vector_rebuilds.c.status == "running")
+        .values(status=status, finished_at=now, last_error=None if error is None else error[:500])
+    )
+    return result.rowcount == 1
+
+
+def job(conn: Connection, rebuild_id: uuid.UUID) -> sa.Row[Any] | None:
+    return conn.execute(
+        sa.select(vector_rebuilds).where(vector_rebuilds.c.rebuild_id == rebuild_id)
+    ).first()
+
+
+def running(conn: Connection) -> list[sa.Row[Any]]:
+    return list(
+        conn.execute(sa.select(vector_rebuilds).where(vector_rebuilds.c.status == "running"))
+    )
+
+
+def read_progress(conn: Connection, rebuild_id: uuid.UUID) -> RebuildProgress | None:
+    row = job(conn, rebuild_id)
+    if row is None:
+        return None
+    counts = conn.execute(
+        sa.select(
+            sa.func.count().filter(units.c.status == "done"),
+            sa.func.coalesce(sa.func.sum(units.c.nodes_embedded), 0),
+            sa.func.max(units.c.last_error),
+        ).where(units.c.rebuild_id == rebuild_id)
+    ).one()
+    return RebuildProgress(
+        rebuild_id=row.rebuild_id,
+        embedder=row.embedder,
+        scope=row.scope,
+        status=row.status,
+        subjects_total=row.subjects_total,
+        subjects_done=int(counts[0]),
+        nodes_total=row.nodes_total,
+        nodes_embedded=int(counts[1]),
+        created_at=row.created_at,
+        finished_at=row.finished_at,
+        last_error=row.last_error or counts[2],
+    )

@@ -1,0 +1,95 @@
+"""Vector-state rebuilds over HTTP: operators start and watch them; audit-logged."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from oblivio.memory import queries
+from tests.http.conftest import ALICE, World, log_size
+
+REBUILDS = "/v1/admin/rebuilds"
+
+
+def test_an_operator_re_embeds_the_store_and_watches_the_job(world: World) -> None:
+    world.seed(ALICE, "I work as a nurse")
+    world.seed("bob", "Bob drives a red car")
+    for user in (ALICE, "bob"):  # a consistent read waits until the vectors are written
+        queries.retrieve(world.ctx, "anything", user_id=user)
+    started = world.client.post(
+        REBUILDS, json={"embedder": "hashing:64"}, headers=world.headers("operator")
+    )
+    assert started.status_code == 202, started.text
+    job = started.json()
+    assert (job["status"], job["scope"], job["embedder"]) == ("running", "all", "hashing-v1-64")
+    assert (job["subjects_total"], job["nodes_total"], job["nodes_embedded"]) == (2, 2, 0)
+
+    assert world.ctx.reembedder.run_pending() == 2  # what the workers do
+    watched = world.client.get(f"{REBUILDS}/{job['rebuild_id']}", headers=world.headers("operator"))
+    assert watched.status_code == 200, watched.text
+    done = watched.json()
+    assert (done["status"], done["subjects_done"], done["nodes_embedded"]) == ("done", 2, 2)
+    assert done["finished_at"] is not None
+
+    operator_key = world.tokens["operator"].split("_")[1]
+    actor = world.ctx.store.codec.pseudonym("actor", f"api-key:{operator_key}")
+    entries = [
+        e.data or {}
+        for e in world.ctx.store.read_audit()
+        if e.type.startswith("audit.vectors.rebuild.")
+    ]
+    assert [e["action"] for e in entries] == ["vectors.rebuild.started", "vectors.rebuild.finished"]
+    assert entries[0]["actor_ref"] == actor
+    assert all(e["object_refs"]["rebuild_id"] == job["rebuild_id"] for e in entries)
+    assert entries[1]["counts"]["nodes_embedded"] == 2
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        ({"embedder": "word2vec"}, 422),
+        ({"embedder": "hashing:64", "user_id": ALICE}, 422),  # changing it needs every subject
+        ({"user_id": "nobody-here"}, 404),
+        ({"everything": True}, 422),
+    ],
+)
+def test_bad_rebuild_requests_are_refused_and_write_nothing(
+    sqlite_world: World, body: dict[str, object], status: int
+) -> None:
+    sqlite_world.seed(ALICE)
+    before = log_size(sqlite_world.ctx)
+    response = sqlite_world.client.post(
+        REBUILDS, json=body, headers=sqlite_world.headers("operator")
+    )
+    assert response.status_code == status, response.text
+    assert log_size(sqlite_world.ctx) == before
+
+
+def test_a_second_embedder_change_conflicts_and_unknown_jobs_are_404(sqlite_world: World) -> None:
+    sqlite_world.seed(ALICE)
+    operator = sqlite_world.headers("operator")
+    assert (
+        sqlite_world.client.post(
+            REBUILDS, json={"embedder": "hashing:64"}, headers=operator
+        ).status_code
+        == 202
+    )
+    clash = sqlite_world.client.post(REBUILDS, json={"embedder": "hashing:32"}, headers=operator)
+    assert clash.status_code == 409, clash.text
+    assert (
+        sqlite_world.client.get(f"{REBUILDS}/{uuid.uuid4()}", headers=operator).status_code == 404
+    )
+
+
+@pytest.mark.parametrize("principal", ["none", "user", "auditor"])
+def test_only_operators_start_or_read_rebuilds(sqlite_world: World, principal: str) -> None:
+    before = log_size(sqlite_world.ctx)
+    calls = [
+        sqlite_world.client.post(REBUILDS, json={}, headers=sqlite_world.headers(principal)),
+        sqlite_world.client.get(
+            f"{REBUILDS}/{uuid.uuid4()}", headers=sqlite_world.headers(principal)
+        ),
+    ]
+    assert [c.status_code for c in calls] == [401 if principal == "none" else 403] * 2
+    assert log_size(sqlite_world.ctx) == before

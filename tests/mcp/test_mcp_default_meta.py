@@ -1,0 +1,43 @@
+"""``oblivio mcp --default-meta``: every memory the agent stores starts from that metadata."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import anyio
+from mcp import ClientSession
+
+from oblivio import MemoryClient
+from oblivio.settings import Settings
+from tests.mcp.test_mcp_server import TIMEOUT_SECONDS, make_key, payload, server, session_run
+
+
+def test_stored_memories_carry_the_servers_default_meta(tmp_path: Path) -> None:
+    key = make_key(tmp_path, "user", "alice")
+    params = server(tmp_path, key)
+    params.args.extend(["--default-meta", '{"channel": "mcp", "confidence": 0.8}'])
+
+    async def scenario(session: ClientSession) -> str:
+        stored = payload(await session.call_tool("memory_store", {"content": "I live in Oslo"}))
+        return str(stored["event_id"])
+
+    event_id = anyio.run(session_run, params, scenario)
+    with MemoryClient(settings=Settings(data_dir=tmp_path)) as client:
+        event = client.get_event(event_id, user_id="alice")
+    assert event is not None
+    assert event.meta == {"channel": "mcp", "confidence": 0.8}
+
+
+def test_a_default_meta_that_is_not_a_json_object_is_refused(tmp_path: Path) -> None:
+    key = make_key(tmp_path, "user", "alice")
+    for bad, says in (("[1]", "must be a JSON object"), ("{nope", "not JSON"),
+                      ('{"confidence": 3}', "between 0 and 1")):
+        params = server(tmp_path, key)
+        done = subprocess.run(
+            [params.command, *params.args, "--default-meta", bad],
+            env=params.env, input="", capture_output=True, text=True,
+            timeout=TIMEOUT_SECONDS, check=False,
+        )
+        assert done.returncode != 0
+        assert says in done.stderr

@@ -1,0 +1,121 @@
+"""The rule extractor and the bounded matching rules on their own (no store needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from projections.claims.matching import target_classes, target_matches
+from projections.claims.plan import ClaimDraft, Message, validate_plan
+from projections.claims.rules import RuleClaimExtractor
+
+
+@pytest.mark.parametrize(
+    ("target", "prior", "matches"),
+    [
+        ("insulin pump", "insulin pump", True),
+        ("an Insulin Pump", "insulin pump", True),  # articles and case do not matter
+        ("pump", "insulin pump", True),
+        ("insulin", "insulin pump", True),
+        ("old red pump", "very old red pump", True),  # three words inside four
+        ("pump", "very old bright red pump", False),  # the object has five words
+        ("brush", "toothbrush", False),  # partial words
+        ("cats", "2 cats", False),  # numbers are never shortened
+        ("2", "2 cats", False),
+        ("2 cats", "2 cats", True),  # but match exactly
+        ("ID", "ID card", False),  # a shortened word needs three letters
+        ("red pump", "pump red", False),  # contiguous, in order
+        ("pump", "pump-action", False),
+    ],
+)
+def test_target_matching(target: str, prior: str, matches: bool) -> None:
+    assert target_matches(target, prior) is matches
+
+
+def _draft(predicate: str, memory_type: str = "fact") -> ClaimDraft:
+    return ClaimDraft(
+        subject="first_person",
+        predicate=predicate,  # type: ignore[arg-type]
+        object="x",
+        polarity="positive",
+        modality="asserted",
+        temporal_intent="update",
+        memory_type=memory_type,  # type: ignore[arg-type]
+        evidence_start=0,
+        evidence_end=1,
+        rule="test",
+    )
+
+
+def test_the_one_bounded_transition() -> None:
+    assert target_classes(_draft("switched_to")) == ["switch", "use"]
+    assert target_classes(_draft("switched_to", "preference")) == ["switch"]
+    assert target_classes(_draft("moved_to")) == ["residence"]
+    assert target_classes(_draft("uses")) == ["use"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I use an insulin pump.", [("uses", "insulin pump", "positive", "state", None)]),
+        (
+            "I don't use an insulin pump anymore.",
+            [("uses", "insulin pump", "negative", "update", None)],
+        ),
+        ("I no longer live in Boston.", [("lives_in", "Boston", "negative", "update", None)]),
+        ("I stopped using Vim.", [("uses", "Vim", "negative", "update", None)]),
+        ("I don't own a car.", [("owns", "car", "negative", "state", None)]),
+        ("I switched from Vim to Emacs.", [("switched_to", "Emacs", "positive", "update", "Vim")]),
+        ("I moved to Chicago.", [("moved_to", "Chicago", "positive", "update", None)]),
+        ("I work as a nurse.", [("works_as", "nurse", "positive", "state", None)]),
+        ("My current city is Boston.", [("is", "Boston", "positive", "state", None)]),
+        ("My car is no longer red.", [("is", "red", "negative", "update", None)]),
+        (
+            "I like green tea, and I have a dog!",
+            [
+                ("likes", "green tea", "positive", "state", None),
+                ("has", "dog", "positive", "state", None),
+            ],
+        ),
+        ("Yo uso una bomba de insulina.", []),  # English only
+        ("The weather is nice.", []),
+    ],
+)
+def test_the_rule_extractor(text: str, expected: list[tuple[object, ...]]) -> None:
+    plan = RuleClaimExtractor().plan(Message(text=text, role="user"))
+    found = [
+        (c.predicate, c.object, c.polarity, c.temporal_intent, c.replaces_object)
+        for c in plan.claims
+    ]
+    assert found == expected
+    validate_plan(plan.body(), Message(text=text, role="user"))  # its plans are grounded
+    assert plan.extractor == "oblivio.rules.en"
+    assert plan.rules
+
+
+def test_conditions_hedges_and_plurals() -> None:
+    extractor = RuleClaimExtractor()
+    [conditional] = extractor.plan(Message(text="I use the bus when it rains.", role="user")).claims
+    assert conditional.conditions == ("when it rains",)
+    [hedged] = extractor.plan(Message(text="Maybe I use Vim.", role="user")).claims
+    assert hedged.modality == "hypothetical"
+    [plural] = extractor.plan(Message(text="We own a boat.", role="user")).claims
+    assert plural.subject == "first_person_plural"
+
+
+def test_the_plan_checksum_covers_its_content() -> None:
+    extractor = RuleClaimExtractor()
+    one = extractor.plan(Message(text="I use Vim.", role="user"))
+    other = extractor.plan(Message(text="I use Emacs.", role="user"))
+    assert one.checksum() == extractor.plan(Message(text="I use Vim.", role="user")).checksum()
+    assert one.checksum() != other.checksum()
+    assert one.saved()["checksum"] == one.checksum()
+
+
+def test_long_messages_make_bounded_plans() -> None:
+    extractor = RuleClaimExtractor()
+    many = " ".join(f"I use tool{i}." for i in range(80))
+    plan = extractor.plan(Message(text=many, role="user"))
+    assert len(plan.claims) == 50
+    assert plan.claims[-1].object == "tool49"
+    long_object = "I use " + "a" * 300 + "."
+    assert extractor.plan(Message(text=long_object, role="user")).claims == ()

@@ -1,0 +1,126 @@
+"""Operating commands: ``oblivio keys list``, ``oblivio verify-export``, and start-up imports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from oblivio import MemoryClient
+from oblivio.cli import main
+
+
+def run(*args: str) -> str:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_keys_list_says_when_there_are_none(tmp_path: Path) -> None:
+    data = ["--data-dir", str(tmp_path / "data")]
+    assert run(*data, "keys", "list") == (
+        "no API keys yet; create one with: oblivio keys create --principal operator\n"
+    )
+    assert json.loads(run(*data, "keys", "list", "--json")) == []
+
+    token = run(*data, "keys", "create", "--principal", "auditor").strip()
+    listing = run(*data, "keys", "list")
+    assert token.split("_")[1] in listing
+    assert "auditor" in listing
+    assert "no API keys" not in listing
+
+
+def test_verify_export_checks_subject_and_audit_exports_offline(tmp_path: Path) -> None:
+    data = ["--data-dir", str(tmp_path / "data")]
+    with MemoryClient(tmp_path / "data") as client:
+        client.store("I keep bees.", user_id="ana")
+        client.store("I live by the sea.", user_id="ana")
+        client.store("I am leaving.", user_id="bob")
+        client.forget("bob", wait=True)  # audit entries to export
+    subject, audit, jwks = (tmp_path / n for n in ("ana.json", "audit.jsonl", "jwks.json"))
+    run(*data, "export", "subject", "ana", "-o", str(subject))
+    run(*data, "export", "audit", "-o", str(audit))
+    jwks.write_text(run(*data, "keys", "jwks"))
+
+    said = run("verify-export", str(subject), "--jwks", str(jwks))
+    assert said.startswith("ok: subject export of ")
+    assert "2 events" in said
+    assert run("verify-export", str(audit), "--jwks", str(jwks)).startswith("ok: ")
+
+    exported = json.loads(subject.read_text())
+    exported["events"][0]["data"]["content"] = "I keep wasps."
+    subject.write_text(json.dumps(exported))
+    refused = CliRunner().invoke(main, ["verify-export", str(subject), "--jwks", str(jwks)])
+    assert refused.exit_code == 1
+    assert "does not match its signed manifest" in refused.output
+
+    lines = audit.read_text().splitlines(keepends=True)
+    assert len(lines) >= 3
+    audit.write_text("".join(lines[:-2] + lines[-1:]))  # one entry dropped
+    refused = CliRunner().invoke(main, ["verify-export", str(audit), "--jwks", str(jwks)])
+    assert refused.exit_code == 1
+    assert "manifest" in refused.output
+
+    stranger = tmp_path / "stranger.json"
+    stranger.write_text(run("--data-dir", str(tmp_path / "other"), "keys", "jwks"))
+    run(*data, "export", "subject", "ana", "-o", str(subject))
+    refused = CliRunner().invoke(main, ["verify-export", str(subject), "--jwks", str(stranger)])
+    assert refused.exit_code == 1
+    assert "does NOT verify (unknown_kid)" in refused.output
+
+
+# -- start-up: what a command imports ---------------------------------------------------
+# Timing is measured with a benchmark, not here (docs/operations.md); what is tested
+# is the cause: the light commands must not import the heavy parts at all.
+
+HEAVY = ("alembic", "numpy", "fastapi", "uvicorn", "mcp", "apscheduler", "psycopg", "wordllama")
+STORE = ("sqlalchemy", "pydantic", "eventstore", "projections", "workers", "certificates")
+
+
+def imported_by(*args: str, data_dir: Path) -> set[str]:
+    probe = (
+        "import sys; from oblivio.cli import main\n"
+        "try:\n"
+        f"    main({[*args]!r}, standalone_mode=False)\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('\\n'.join(sorted(sys.modules)))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+        check=False, cwd=data_dir,
+    )
+    assert result.returncode == 0, result.stderr
+    return {line.split(".")[0] for line in result.stdout.splitlines()} | set(
+        result.stdout.splitlines()
+    )
+
+
+def test_help_imports_neither_the_store_nor_the_plugins(tmp_path: Path) -> None:
+    modules = imported_by("--help", data_dir=tmp_path)
+    assert not modules & {*HEAVY, *STORE, "oblivio_bench", "oblivio.client"}
+
+
+def test_keys_list_opens_the_log_without_the_memory_stack(tmp_path: Path) -> None:
+    run("--data-dir", str(tmp_path / "data"), "keys", "list")  # created and migrated
+    modules = imported_by("--data-dir", str(tmp_path / "data"), "keys", "list", data_dir=tmp_path)
+    assert "eventstore" in modules
+    assert not modules & {
+        *HEAVY,
+        "certificates",
+        "workers",
+        "oblivio.client",
+        "oblivio.memory",
+        "projections.graph",
+        "projections.embedders",
+    }
+
+
+def test_the_principal_choices_are_the_key_principals() -> None:
+    from eventstore.apikeys import PRINCIPALS as KNOWN
+    from oblivio.cli_ops import PRINCIPALS
+
+    assert set(PRINCIPALS) == set(KNOWN)
