@@ -18,6 +18,7 @@ from oblivio_bench.eventstore import DEFAULT_SERVER_URL, BenchConfig, run_events
 from oblivio_bench.figures import FigureReport
 from oblivio_bench.memory import SECTIONS as MEMORY_SECTIONS
 from oblivio_bench.memory import MemoryBenchConfig, run_memory_bench
+from projections.scoring import ScoringConfig
 
 
 def bench_options(*, rounds_help: str, scale_help: str) -> Callable[[F], F]:
@@ -177,6 +178,78 @@ def bench_memory(
         sections=sections or MEMORY_SECTIONS,
     )
     report = run_memory_bench(config, progress=lambda line: click.echo(line, err=True))
+    _emit_figures(report, json_path)
+
+
+@bench.command("recall")
+@click.option(
+    "--dataset",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    required=True,
+    help="A directory of LoCoMo-format conversations (*.json).",
+)
+@click.option(
+    "--embedder",
+    default="wordllama",
+    show_default=True,
+    help="The embedder to measure, by name (wordllama[:DIM], hashing[:DIM], ...).",
+)
+@click.option(
+    "--lexical-weight",
+    type=float,
+    default=None,
+    help="ScoringConfig.lexical_weight to measure (default: the default ranking's).",
+)
+@click.option(
+    "--session-context-weight",
+    type=float,
+    default=None,
+    help="ScoringConfig.session_context_weight to measure (default: the default ranking's).",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["sqlite", "postgres"]),
+    default="sqlite",
+    show_default=True,
+    help="SQLite in a temporary directory, or a scratch database on --database-url.",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write every figure and the machine info to this file.",
+)
+@click.pass_context
+@friendly_errors
+def bench_recall(
+    ctx: click.Context,
+    dataset: Path,
+    embedder: str,
+    lexical_weight: float | None,
+    session_context_weight: float | None,
+    backend: str,
+    json_path: Path | None,
+) -> None:
+    """Recall@1/5/10 of retrieve() on LoCoMo, beside plain BM25 and plain cosine."""
+    from oblivio_bench.recall import RecallBenchConfig, run_recall_bench  # needs bm25s: lazily
+
+    weights = {
+        name: value
+        for name, value in (
+            ("lexical_weight", lexical_weight),
+            ("session_context_weight", session_context_weight),
+        )
+        if value is not None
+    }
+    config = RecallBenchConfig(
+        dataset=dataset,
+        embedder=embedder,
+        backend=backend,
+        server_url=settings_from(ctx).database_url or DEFAULT_SERVER_URL,
+        scoring=ScoringConfig(**weights) if weights else None,
+    )
+    report = run_recall_bench(config, progress=lambda line: click.echo(line, err=True))
     _emit_figures(report, json_path)
 
 

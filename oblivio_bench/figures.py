@@ -35,7 +35,7 @@ def percentile(values: Sequence[float], q: float) -> float:
 def format_value(value: float, unit: str) -> str:
     if unit == "ms":
         return format_ms(value)
-    if unit == "×":
+    if unit in ("×", "fraction"):
         return f"{value:.3f}"  # three decimals: 0.4998 must not print as a met 0.50
     if unit == "s":
         return f"{value:,.0f}" if value >= 100 else f"{value:.1f}" if value >= 1 else f"{value:.2f}"

@@ -30,6 +30,7 @@ from oblivio_bench.systems import BenchError
 from projections import events as ev
 from projections.embedders import Embedder
 from projections.model import NodeType, Role, Scope, SourceType
+from projections.scoring import ScoringConfig
 
 BACKENDS = ("sqlite", "postgres")
 #: Events per transaction when loading through :func:`append_memories`.
@@ -182,9 +183,11 @@ def scratch_settings(
 
 
 @contextmanager
-def open_client(settings: Settings, embedder: Embedder | None = None) -> Iterator[MemoryClient]:
-    """A facade client on a scratch store (``embedder=None``: the default embedder)."""
-    client = MemoryClient(settings=settings, embedder=embedder)
+def open_client(
+    settings: Settings, embedder: Embedder | None = None, scoring: ScoringConfig | None = None
+) -> Iterator[MemoryClient]:
+    """A facade client on a scratch store (``None``: the default embedder and scoring)."""
+    client = MemoryClient(settings=settings, embedder=embedder, scoring=scoring)
     try:
         yield client
     finally:

@@ -8,8 +8,10 @@
    for the vector projection (loaded through the batched command path, not
    timed), then times ``ProjectionRunner.run_pending`` applying them.
 3. **Retrieval latency.**  One subject grows to 1,000, 10,000 and 100,000
-   nodes (384-dimension ``HashingEmbedder``); at each size ``retrieve`` is
-   timed query by query, with the default consistent read.
+   nodes (the default embedder, ``DEFAULT_EMBEDDER``); at each size ``retrieve`` is
+   timed query by query, with the default consistent read: first warm, then
+   interleaved (store one memory, retrieve once), as an agent that stores each
+   message and retrieves for its answer does.
 
 4. **Ingest.**  ``ingest()`` and the claim extraction worker beside
    ``store()`` (see :mod:`oblivio.bench.ingest`), on a store of its own.
@@ -48,7 +50,7 @@ from oblivio_bench.report import load_average, machine_info, paired_ratio
 from oblivio_bench.scratch import postgres_version
 from oblivio_bench.systems import BenchError
 from oblivio_bench.workloads import Measurement, timed
-from projections.embedders import HashingEmbedder
+from projections.embedders import DEFAULT_EMBEDDER, HashingEmbedder, resolve_embedder
 
 Progress = Callable[[str], None]
 
@@ -57,7 +59,6 @@ STORE_EVENTS, STORE_SUBJECTS = 1_000, 50
 CATCH_UP_EVENTS, CATCH_UP_SUBJECTS = 5_000, 50
 #: (name, nodes, queries): the subject's size and how many queries are timed there.
 RETRIEVAL_TIERS = (("1k", 1_000, 200), ("10k", 10_000, 100), ("100k", 100_000, 20))
-RETRIEVAL_DIMENSION = 384
 RETRIEVAL_LIMIT = 10
 RETRIEVAL_SUBJECT = "retrieval-subject"
 LEAST_QUERIES = 5
@@ -143,6 +144,8 @@ class TierResult:
     #: The untimed warm-up query: it loads the subject into the retrieval index.
     first_query_ms: float
     latencies_ms: Sequence[float]
+    #: The interleaved workload: each ``retrieve`` right after a ``store`` of one memory.
+    after_store_ms: Sequence[float] = ()
 
     @property
     def p50_ms(self) -> float:
@@ -151,6 +154,14 @@ class TierResult:
     @property
     def p99_ms(self) -> float:
         return percentile(self.latencies_ms, 99)
+
+    @property
+    def after_store_p50_ms(self) -> float:
+        return percentile(self.after_store_ms, 50)
+
+    @property
+    def after_store_p99_ms(self) -> float:
+        return percentile(self.after_store_ms, 99)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -164,6 +175,9 @@ class TierResult:
             "p99_ms": self.p99_ms,
             "mean_ms": statistics.fmean(self.latencies_ms),
             "latencies_ms": list(self.latencies_ms),
+            "after_store_p50_ms": self.after_store_p50_ms,
+            "after_store_p99_ms": self.after_store_p99_ms,
+            "after_store_ms": list(self.after_store_ms),
         }
 
 
@@ -192,7 +206,7 @@ def run_memory_bench(
                 if "catch-up" in wanted:
                     catch_ups = measure_catch_up(client, sizes, config.rounds, progress)
         if "retrieval" in wanted:
-            embedder = HashingEmbedder(RETRIEVAL_DIMENSION)
+            embedder = resolve_embedder(DEFAULT_EMBEDDER)
             with open_client(settings["retrieval"], embedder) as client:
                 tiers = measure_retrieval(client, sizes, progress)
         if "ingest" in wanted:
@@ -234,7 +248,7 @@ def _parameters(sizes: MemorySizes) -> dict[str, Any]:
         "store_subjects": sizes.store_subjects,
         "catch_up_events_per_round": sizes.catch_up_events,
         "catch_up_subjects": sizes.catch_up_subjects,
-        "retrieval_dimension": RETRIEVAL_DIMENSION,
+        "retrieval_embedder": DEFAULT_EMBEDDER,
         "retrieval_limit": RETRIEVAL_LIMIT,
         "retrieval_tiers": {t.name: {"nodes": t.nodes, "queries": t.queries} for t in sizes.tiers},
         "ingest_messages_per_round": sizes.ingest_events,
@@ -423,12 +437,27 @@ def _grow_and_query(
         f"{catch_up_seconds:,.1f} s; timing {tier.queries} queries"
     )
     first_ms, latencies = time_queries(client, tier, rng)
-    result = TierResult(tier, added, load_seconds, catch_up_seconds, first_ms, latencies)
+    after_store = time_interleaved(client, tier, rng)
+    result = TierResult(
+        tier, added, load_seconds, catch_up_seconds, first_ms, latencies, after_store
+    )
     progress(
         f"retrieval {tier.name}: {tier.nodes:,} nodes  p50 {result.p50_ms:,.1f} ms"
-        f"  p99 {result.p99_ms:,.1f} ms"
+        f"  p99 {result.p99_ms:,.1f} ms; right after a store p50 "
+        f"{result.after_store_p50_ms:,.1f} ms  p99 {result.after_store_p99_ms:,.1f} ms"
     )
     return result
+
+
+def time_interleaved(client: MemoryClient, tier: RetrievalTier, rng: random.Random) -> list[float]:
+    """Store one memory, then time one ``retrieve``, ``tier.queries`` times: an agent
+    that stores each message and retrieves for its answer.  The store is not
+    timed; the retrieve includes waiting for that memory's vector."""
+    latencies = []
+    for text in memory_texts(rng, tier.queries):
+        client.store(text, user_id=RETRIEVAL_SUBJECT)
+        latencies.append(_retrieve(client, query_text(rng), tier) * 1000)
+    return latencies
 
 
 def time_queries(
@@ -467,6 +496,14 @@ def retrieval_section(tiers: Sequence[TierResult]) -> Section:
                 applies=t.tier.nodes >= t.tier.nominal_nodes,
             ),
             Figure(
+                f"retrieve_{name}_after_store_p99_ms",
+                f"retrieve p99 right after a store, {nodes} ({len(t.after_store_ms)} rounds)",
+                t.after_store_p99_ms,
+                "ms",
+                None if target is None else at_most(target),
+                applies=t.tier.nodes >= t.tier.nominal_nodes,
+            ),
+            Figure(
                 f"retrieve_{name}_first_ms",
                 "  first query after growth (loads the index)",
                 t.first_query_ms,
@@ -489,7 +526,7 @@ def retrieval_section(tiers: Sequence[TierResult]) -> Section:
         f"retrieve(limit={RETRIEVAL_LIMIT}) on one subject",
         figures,
         [
-            f"HashingEmbedder({RETRIEVAL_DIMENSION}); consistent reads (the default); "
+            f"embedder {DEFAULT_EMBEDDER}; consistent reads (the default); "
             "p99 is nearest-rank, so below 100 queries it is the slowest query",
         ],
     )

@@ -249,6 +249,7 @@ class EmbedderUnavailableError(EmbedderError):
 #: The embedder a new store records when none is configured.
 DEFAULT_EMBEDDER = "wordllama"
 
+
 @dataclass(frozen=True)
 class EndpointOptions:
     """How ``openai:MODEL`` embedders reach their endpoint (``OBLIVIO_OPENAI_*`` and

@@ -1,25 +1,35 @@
-"""The retrieval index: one subject's decrypted nodes and vectors, in process memory.
+"""The retrieval index: one subject's decrypted nodes, vectors and terms, in process memory.
 
 Reading and decrypting every node and vector of a subject for every query
 costs seconds at 100,000 nodes.  The index does it once per subject state: a
 :class:`SubjectIndex` holds the decrypted nodes, their vectors as a float32
-matrix, and every per-node score term that does not depend on the query
-(salience, confidence, trigger boost, attractor penalty …).  A query is then
-one matrix-vector product plus a few array operations.
+matrix, the lexical (BM25) postings of their text, and every per-node input
+of the score that does not depend on the query (salience, confidence, trigger
+boost, attractor penalty …).  A query is then one matrix-vector product, one
+pass over the postings of its terms, and a few array operations; the score
+itself is computed by :mod:`projections.scoring`, the only implementation.
 
 Entries are validated on every query against the subject's
 :class:`~projections.storage.vector_reads.StateToken`; any change to what
 retrieval may return (new events, erasures, rebuilds, vector catch-up,
-forget) changes the token and the whole subject is loaded again.  The cache
-is a least-recently-used map bounded by the total number of cached nodes.
+forget) changes the token.  When only new events of the same stream changed
+it, :func:`refresh` applies those events to the cached index in time that
+grows with the events, not with the subject: new nodes and their vectors are
+appended, nodes named in the events' after-states are read again, and trigger
+or attractor changes recompute those two terms.  Anything else (erasures,
+rebuilds, a forget, an index loaded before the vectors caught up) loads the
+subject again.  The cache is a least-recently-used map bounded by the total
+number of cached nodes.
+Plaintext (node text, its terms) stays in this process's memory: nothing of
+the index is ever written anywhere.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -30,35 +40,36 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy.engine import Connection
 
-from eventstore import SubjectCipher
+from eventstore import RecordedEvent, SubjectCipher
+from projections import events as ev
+from projections import scoring
+from projections.lexical import LexicalIndex
 from projections.model import (
     REINFORCEMENT_CAP,
     LifecycleState,
     Node,
+    NodeType,
+    Scope,
     ScoreComponents,
     ScoredNode,
+    SourceType,
 )
-from projections.scoring import (
-    AttractorProbe,
-    ScoringConfig,
-    TriggerProbe,
-    source_confidence,
-)
-from projections.storage.graph_store import node_from_row
-from projections.storage.vector_reads import StateToken
+from projections.scoring import AttractorProbe, ScoringConfig, TriggerProbe
+from projections.storage.graph_store import GraphStore, node_from_row
+from projections.storage.vector_reads import StateToken, event_versions
 from projections.storage.vector_store import VectorStore
 
 Floats = npt.NDArray[np.float64]
+Rows = npt.NDArray[np.intp]
 
 #: Default bound of the cache, in nodes: about 2.5 KB each at 384 dimensions, so 250 MB.
 DEFAULT_MAX_CACHED_NODES = 100_000
-#: Extra candidates re-scored exactly beyond ``limit``: the float32 pre-ranking can
-#: misorder scores that differ by about 1e-6, never by more.
-RESCORE_PAD = 32
-TIE_MARGIN = 1e-5
-#: Rows per block when scoring triggers and attractors against every node in float64.
-BLOCK_ROWS = 8192
+#: Scores closer than this to the last place are ordered by node id text, like exact ties.
+TIE_MARGIN = 1e-12
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SCOPES = {s.value: i for i, s in enumerate(Scope)}
+_NODE_TYPES = {t.value: i for i, t in enumerate(NodeType)}
+_SOURCE_TYPES = {s.value: i for i, s in enumerate(SourceType)}
 
 
 def _micros(moment: datetime) -> int:
@@ -76,62 +87,182 @@ class NodeFilter:
     source_types: Collection[str] | None = None
 
 
+class _Column:
+    """A numpy array that grows by appending, with amortised doubling."""
+
+    def __init__(self, dtype: Any, width: int | None = None) -> None:
+        self._shape_tail = () if width is None else (width,)
+        self._data = np.zeros((16, *self._shape_tail), dtype=dtype)
+        self._size = 0
+
+    def extend(self, values: npt.ArrayLike) -> None:
+        block = np.asarray(values, dtype=self._data.dtype).reshape(-1, *self._shape_tail)
+        needed = self._size + len(block)
+        if needed > len(self._data):
+            grown = np.zeros(
+                (max(needed, 2 * len(self._data)), *self._shape_tail), self._data.dtype
+            )
+            grown[: self._size] = self._data[: self._size]
+            self._data = grown
+        self._data[self._size : needed] = block
+        self._size = needed
+
+    @property
+    def values(self) -> Any:
+        """The filled part (a view: writes to it change the column)."""
+        return self._data[: self._size]
+
+
 class SubjectIndex:
-    """One subject's nodes and query-independent score terms (immutable once built)."""
+    """One subject's nodes and query-independent score inputs, grown by :meth:`add`.
+
+    Rows are in store order (the order :meth:`add` received them); the
+    session neighbours of a row are the rows of the same ``session_id``
+    just before and after it.
+    """
 
     def __init__(
         self,
-        nodes: Sequence[Node],
-        vectors: npt.NDArray[np.float32],
-        trigger_boost: Floats,
-        attractor_penalty: Floats,
+        config: ScoringConfig,
+        triggers: Sequence[TriggerProbe] = (),
+        attractors: Sequence[AttractorProbe] = (),
     ) -> None:
-        self.nodes = list(nodes)
-        self.vectors = vectors
-        self.trigger_boost = trigger_boost
-        self.attractor_penalty = attractor_penalty
-        self.superseded = np.array(
-            [n.lifecycle == LifecycleState.SUPERSEDED for n in nodes], dtype=bool
-        )
-        self.scope = np.array([n.scope.value for n in nodes], dtype=object)
-        self.node_type = np.array([n.node_type.value for n in nodes], dtype=object)
-        self.source_type = np.array([n.source_type.value for n in nodes], dtype=object)
-        self.salience = _floats(n.salience_base for n in nodes)
-        self.reinforcement = _floats(n.reinforcement_boost / REINFORCEMENT_CAP for n in nodes)
-        self.confidence = _floats(n.confidence_base for n in nodes)
-        self.source_confidence = _floats(source_confidence(n) for n in nodes)
-        self.last_touch_us = np.array(
-            [_micros(n.last_reinforced_at or n.created_at) for n in nodes], dtype=np.int64
-        )
-        # Same expression as scoring.retention, per node, so both agree to the last bit.
-        self.stretch = _floats(
-            (1 + n.salience_base) * (1 + math.log1p(n.reinforcement_count)) for n in nodes
-        )
-        # Ties are broken by the node id's text, as the scalar path sorts them.
-        self.id_rank = np.argsort(np.argsort(np.array([str(n.id) for n in nodes])))
+        self.config = config
+        self.triggers = list(triggers)
+        self.attractors = list(attractors)
+        self.nodes: list[Node] = []
+        self.lexical = LexicalIndex()
+        self._vectors: _Column | None = None  # its width is the first vector's
+        self._codes = _Column(np.int8, 4)  # superseded, scope, node type, source type
+        self._numbers = _Column(np.float64, 7)
+        self._last_touch_us = _Column(np.int64)
+        self._neighbours = _Column(np.intp, 2)
+        self._session_tail: dict[str, int] = {}
+        self._rows: dict[uuid.UUID, int] = {}
+        #: Held while ranking or changing: threads share cached indexes.
+        self.lock = threading.Lock()
+        #: The stream version the index includes every event up to (set by its loader).
+        self.version = 0
 
     def __len__(self) -> int:
         return len(self.nodes)
 
-    def admitted(self, wanted: NodeFilter) -> npt.NDArray[np.intp]:
-        """Indexes of the nodes the filter lets through."""
+    @property
+    def vectors(self) -> npt.NDArray[np.float32]:
+        if self._vectors is None:
+            return np.zeros((0, 0), dtype=np.float32)
+        values: npt.NDArray[np.float32] = self._vectors.values
+        return values
+
+    def add(self, nodes: Sequence[Node], vectors: npt.NDArray[np.float32]) -> None:
+        """Append ``nodes`` (in store order) with their unit vectors, one row each."""
+        if not nodes:
+            return
+        first = len(self.nodes)
+        self.nodes.extend(nodes)
+        self._rows.update((n.id, row) for row, n in enumerate(nodes, start=first))
+        if self._vectors is None:
+            self._vectors = _Column(np.float32, vectors.shape[1])
+        self._vectors.extend(vectors)
+        texts = [n.content.casefold() for n in nodes]
+        for node in nodes:
+            self.lexical.add(node.content)
+        self._codes.extend([_codes(n) for n in nodes])
+        boosts = scoring.trigger_boosts(self.config, texts, vectors, self.triggers)
+        penalties = scoring.attractor_penalties(self.config, vectors, self.attractors)
+        self._numbers.extend(
+            [[*_numbers(n), b, p] for n, b, p in zip(nodes, boosts, penalties, strict=True)]
+        )
+        self._last_touch_us.extend([_micros(n.last_reinforced_at or n.created_at) for n in nodes])
+        self._neighbours.extend(np.full((len(nodes), 2), -1))
+        neighbours = self._neighbours.values
+        for row, node in enumerate(nodes, start=first):
+            if node.session_id is None:
+                continue
+            before = self._session_tail.get(node.session_id)
+            if before is not None:
+                neighbours[row, 0] = before
+                neighbours[before, 1] = row
+            self._session_tail[node.session_id] = row
+
+    def row_of(self, node_id: uuid.UUID) -> int | None:
+        return self._rows.get(node_id)
+
+    def replace(self, row: int, node: Node) -> None:
+        """A node's new state (lifecycle, reinforcement, confidence …); its text,
+        vector and session never change, nor do the terms derived from them."""
+        self.nodes[row] = node
+        self._codes.values[row] = _codes(node)
+        self._numbers.values[row, :5] = _numbers(node)
+        self._last_touch_us.values[row] = _micros(node.last_reinforced_at or node.created_at)
+
+    def set_probes(
+        self, triggers: Sequence[TriggerProbe], attractors: Sequence[AttractorProbe]
+    ) -> None:
+        """New triggers or attractors: their two terms are recomputed for every row."""
+        self.triggers, self.attractors = list(triggers), list(attractors)
+        texts = [n.content.casefold() for n in self.nodes]
+        numbers = self._numbers.values
+        numbers[:, 5] = scoring.trigger_boosts(self.config, texts, self.vectors, self.triggers)
+        numbers[:, 6] = scoring.attractor_penalties(self.config, self.vectors, self.attractors)
+
+    def admitted(self, wanted: NodeFilter) -> npt.NDArray[np.bool_]:
+        """Which rows the filter lets through."""
+        codes = self._codes.values
         mask = np.ones(len(self), dtype=bool)
         if not wanted.include_superseded:
-            mask &= ~self.superseded
-        for column, values in (
-            (self.scope, wanted.scopes),
-            (self.node_type, wanted.node_types),
-            (self.source_type, wanted.source_types),
+            mask &= codes[:, 0] == 0
+        for column, table, values in (
+            (1, _SCOPES, wanted.scopes),
+            (2, _NODE_TYPES, wanted.node_types),
+            (3, _SOURCE_TYPES, wanted.source_types),
         ):
             if values is not None:
-                mask &= np.isin(column, list(values))
+                mask &= np.isin(codes[:, column], [table[v] for v in values])
         if wanted.excluded_node_types:
-            mask &= ~np.isin(self.node_type, list(wanted.excluded_node_types))
-        return np.flatnonzero(mask)
+            excluded = [_NODE_TYPES[v] for v in wanted.excluded_node_types]
+            mask &= ~np.isin(codes[:, 2], excluded)
+        return mask
+
+    def terms(self, now: datetime, matched: Floats) -> scoring.Terms:
+        """Every row's score inputs, given each row's match."""
+        numbers = self._numbers.values
+        age_days = (_micros(now) - self._last_touch_us.values) / 1e6 / 86_400
+        return scoring.Terms(
+            match=matched,
+            recency=scoring.retention(age_days, numbers[:, 4], self.config.recency_half_life_days),
+            salience=numbers[:, 0],
+            reinforcement=numbers[:, 1],
+            confidence=numbers[:, 2],
+            source_confidence=numbers[:, 3],
+            trigger_boost=numbers[:, 5],
+            attractor_penalty=numbers[:, 6],
+        )
+
+    @property
+    def neighbours(self) -> Rows:
+        values: Rows = self._neighbours.values
+        return values
 
 
-def _floats(values: Any) -> Floats:
-    return np.fromiter(values, dtype=np.float64)
+def _codes(node: Node) -> list[int]:
+    return [
+        node.lifecycle == LifecycleState.SUPERSEDED,
+        _SCOPES[node.scope.value],
+        _NODE_TYPES[node.node_type.value],
+        _SOURCE_TYPES[node.source_type.value],
+    ]
+
+
+def _numbers(node: Node) -> list[float]:
+    """salience, reinforcement, confidence, source confidence, retention stretch."""
+    return [
+        node.salience_base,
+        node.reinforcement_boost / REINFORCEMENT_CAP,
+        node.confidence_base,
+        scoring.source_confidence(node),
+        scoring.retention_stretch(node),
+    ]
 
 
 # -- loading ----------------------------------------------------------------------------
@@ -143,21 +274,89 @@ def load_subject(
     """Read and decrypt one subject's embedded nodes, triggers and attractors; only the
     vectors of ``embedder`` (the state token's: vectors of two embedders never mix)."""
     store = VectorStore(conn)
+    versions = event_versions(conn, cipher.stream_id)
     rows = store.node_vectors(cipher.stream_id, embedder)
+    rows.sort(key=lambda r: (versions[r.event_id], r.ordinal))  # store order
+    nodes, vectors = _decrypted(cipher, rows)
+    triggers, attractors = stream_probes(store, cipher)
+    index = SubjectIndex(config, triggers, attractors)
+    index.add(nodes, vectors)
+    return index
+
+
+def _decrypted(
+    cipher: SubjectCipher, rows: Sequence[Any]
+) -> tuple[list[Node], npt.NDArray[np.float32]]:
     nodes = [node_from_row(cipher, row) for row in rows]
     # The vector_store packing: little-endian float32 (see pack_vector).
     raw = [
         np.frombuffer(cipher.open("vector", row.node_id.bytes, row.embedding), dtype="<f4")
         for row in rows
     ]
-    vectors = np.stack(raw) if raw else np.zeros((0, 0), dtype=np.float32)
-    triggers, attractors = stream_probes(store, cipher)
-    return SubjectIndex(
-        nodes,
-        vectors.astype(np.float32, copy=False),
-        trigger_boosts(config, nodes, vectors, triggers),
-        attractor_penalties(config, vectors, attractors),
-    )
+    vectors = np.stack(raw).astype(np.float32) if raw else np.zeros((0, 0), dtype=np.float32)
+    return nodes, vectors
+
+
+_PROBE_EVENTS = frozenset(
+    {ev.TRIGGER_ADDED, ev.TRIGGER_REMOVED, ev.ATTRACTOR_ADDED, ev.ATTRACTORS_CLEARED}
+)
+_NODE_STATE_EVENTS = frozenset(
+    {ev.SUPERSEDED, ev.CONTRADICTED, ev.CONTRADICTION_RESOLVED, ev.REINFORCED}
+)
+#: What refresh() knows how to apply.  Any other event loads the subject again:
+#: an ingested message's claims (memory.claims_extracted), for one, are nodes of
+#: an earlier event and would sit among the old rows of a fresh load.
+REFRESHABLE_EVENTS = frozenset({ev.STORED, *_NODE_STATE_EVENTS, *_PROBE_EVENTS})
+
+
+def refreshable(events: Sequence[RecordedEvent]) -> bool:
+    """Whether :func:`refresh` can apply all of ``events``."""
+    return all(e.type in REFRESHABLE_EVENTS for e in events)
+
+
+def refresh(
+    index: SubjectIndex,
+    conn: Connection,
+    cipher: SubjectCipher,
+    events: Sequence[RecordedEvent],
+    embedder: str | None = None,
+) -> None:
+    """Bring ``index`` up to date with ``events``, the stream's next events in
+    version order, all of them already applied to the projections and all
+    :func:`refreshable`.
+
+    Stored events append their nodes; the other memory events name the nodes
+    they change in their after-states, which are read again; trigger and
+    attractor events recompute those terms.  Rows read here may be newer than
+    the events (a later write committed meanwhile): that only repeats work on
+    the next refresh, which reads those nodes again.
+    """
+    store = VectorStore(conn)
+    with index.lock:
+        # Two threads may refresh one cached index from the same token: the
+        # second finds the events already applied.
+        events = [e for e in events if e.version > index.version]
+        if not events:
+            return
+        index.version = events[-1].version
+        stored = [e.event_id for e in events if e.type == ev.STORED and e.data is not None]
+        changed = {
+            uuid.UUID(node_id)
+            for e in events
+            if e.type in _NODE_STATE_EVENTS and e.data is not None
+            for node_id in e.data["after"]
+        }
+        if any(e.type in _PROBE_EVENTS for e in events):
+            index.set_probes(*stream_probes(store, cipher))
+        order = {event_id: place for place, event_id in enumerate(stored)}
+        rows = store.event_node_vectors(cipher.stream_id, stored, embedder)
+        rows.sort(key=lambda r: (order[r.event_id], r.ordinal))
+        nodes, vectors = _decrypted(cipher, rows)
+        index.add(nodes, vectors)
+        for row in GraphStore(conn).node_rows(changed) if changed else ():
+            place = index.row_of(row.node_id)
+            if place is not None and row.stream_id == cipher.stream_id:
+                index.replace(place, node_from_row(cipher, row))
 
 
 def stream_probes(
@@ -175,156 +374,79 @@ def stream_probes(
     return triggers, attractors
 
 
-def _cosines(vectors: npt.NDArray[np.float32], probe: Sequence[float]) -> Floats:
-    """Cosine of every row with ``probe`` in float64, a block of rows at a time."""
-    target = np.asarray(probe, dtype=np.float64)
-    out = np.empty(len(vectors), dtype=np.float64)
-    for start in range(0, len(vectors), BLOCK_ROWS):
-        block = vectors[start : start + BLOCK_ROWS].astype(np.float64)
-        out[start : start + BLOCK_ROWS] = block @ target
-    return out
-
-
-def trigger_boosts(
-    config: ScoringConfig,
-    nodes: Sequence[Node],
-    vectors: npt.NDArray[np.float32],
-    triggers: Sequence[TriggerProbe],
-) -> Floats:
-    """γ · max over triggers of (strength · weight), per node (see scoring.trigger_boost)."""
-    if not triggers or not nodes:
-        return np.zeros(len(nodes), dtype=np.float64)
-    texts = [n.content.casefold() for n in nodes]
-    strengths = []
-    for trigger in triggers:
-        if trigger.keyword is not None:
-            keyword = trigger.keyword.casefold()
-            strength = _floats(1.0 if keyword in text else 0.0 for text in texts)
-        elif trigger.vector is None:
-            strength = np.zeros(len(nodes), dtype=np.float64)
-        else:
-            cos = _cosines(vectors, trigger.vector)
-            strength = np.where(cos >= trigger.threshold, cos, 0.0)
-        strengths.append(strength * trigger.weight)
-    best: Floats = np.max(np.stack(strengths), axis=0)
-    return config.trigger_retrieval_boost * best
-
-
-def attractor_penalties(
-    config: ScoringConfig, vectors: npt.NDArray[np.float32], attractors: Sequence[AttractorProbe]
-) -> Floats:
-    """min(δ · max over near attractors of (severity · cosine), 1) per node."""
-    if not attractors or len(vectors) == 0:
-        return np.zeros(len(vectors), dtype=np.float64)
-    strengths = []
-    for attractor in attractors:
-        cos = _cosines(vectors, attractor.vector)
-        near = cos >= config.negative_attractor_threshold
-        strengths.append(np.where(near, attractor.severity * cos, -np.inf))
-    best = np.max(np.stack(strengths), axis=0)
-    best = np.where(np.isneginf(best), 0.0, best)
-    penalty: Floats = np.minimum(config.negative_attractor_penalty * best, 1.0)
-    return penalty
-
-
-# -- scoring ------------------------------------------------------------------------------
+# -- ranking ------------------------------------------------------------------------------
 
 
 def rank(
     index: SubjectIndex,
-    query: Sequence[float],
-    config: ScoringConfig,
+    query: str,
+    query_vector: Sequence[float],
     now: datetime,
     wanted: NodeFilter,
     limit: int,
 ) -> list[ScoredNode]:
-    """The ``limit`` best admitted nodes, best first, ties by node id text.
-
-    All nodes are pre-ranked with a float32 product; the best few (plus a
-    margin for float32 rounding) are then scored again in float64, exactly as
-    :func:`projections.scoring.score` would, and only they become objects.
-    """
-    admitted = index.admitted(wanted)
-    if len(admitted) == 0:
-        return []
-    query64 = np.asarray(query, dtype=np.float64)
-    # Over every row (selecting rows first would copy the matrix), with einsum's
-    # own single-threaded loop: on a busy machine BLAS's threads cost more in
-    # wake-ups than they save on a matrix-vector product.
-    rough = np.einsum("ij,j->i", index.vectors, query64.astype(np.float32))[admitted]
-    approximate = _totals(index, admitted, rough.astype(np.float64), config, now)
-    candidates = admitted[_best(index, admitted, approximate, limit + RESCORE_PAD)]
-    similarity = index.vectors[candidates].astype(np.float64) @ query64
-    totals = _totals(index, candidates, similarity, config, now)
-    order = np.lexsort((index.id_rank[candidates], -totals))[:limit]
-    now_us = _micros(now)
-    return [
-        _scored(index, int(candidates[i]), float(similarity[i]), float(totals[i]), config, now_us)
-        for i in order
-    ]
+    """The ``limit`` best admitted nodes, best first, ties by node id text."""
+    with index.lock:
+        return _rank(index, query, query_vector, now, wanted, limit)
 
 
-def _best(
-    index: SubjectIndex, admitted: npt.NDArray[np.intp], totals: Floats, count: int
-) -> npt.NDArray[np.intp]:
-    """Positions (into ``admitted``) of the ``count`` best totals, ties by id text."""
-    if len(totals) > count:
-        kth = np.partition(totals, len(totals) - count)[len(totals) - count]
-        near = np.flatnonzero(totals >= kth - TIE_MARGIN)
-    else:
-        near = np.arange(len(totals))
-    order = np.lexsort((index.id_rank[admitted[near]], -totals[near]))
-    best: npt.NDArray[np.intp] = near[order[:count]]
-    return best
-
-
-def _retention(
-    index: SubjectIndex, rows: npt.NDArray[np.intp], now_us: int, half_life: float
-) -> Floats:
-    age_days = np.maximum((now_us - index.last_touch_us[rows]) / 1e6, 0.0) / 86_400
-    result: Floats = np.exp(-math.log(2) * age_days / (half_life * index.stretch[rows]))
-    return result
-
-
-def _totals(
+def _rank(
     index: SubjectIndex,
-    rows: npt.NDArray[np.intp],
-    cosine: Floats,
-    config: ScoringConfig,
+    query: str,
+    query_vector: Sequence[float],
     now: datetime,
-) -> Floats:
-    """The score formula of :func:`projections.scoring.score`, in the same order of operations."""
-    relevance = (
-        config.similarity_weight * np.maximum(cosine, 0.0)
-        + config.recency_weight
-        * _retention(index, rows, _micros(now), config.recency_half_life_days)
-        + config.salience_weight * index.salience[rows]
-        + config.reinforcement_weight * index.reinforcement[rows]
-        + config.confidence_weight * index.confidence[rows] * index.source_confidence[rows]
-    )
-    total: Floats = (
-        relevance * (1 + index.trigger_boost[rows]) * (1 - index.attractor_penalty[rows])
-    )
-    return total
+    wanted: NodeFilter,
+    limit: int,
+) -> list[ScoredNode]:
+    admitted = index.admitted(wanted)
+    if not admitted.any():
+        return []
+    config = index.config
+    dense = scoring.cosines(index.vectors, query_vector)
+    lexical = scoring.lexical_share(np.where(admitted, index.lexical.scores(query), 0.0))
+    matched, context = scoring.match(config, dense, lexical, index.neighbours, admitted)
+    terms = index.terms(now, matched)
+    totals = np.where(admitted, scoring.totals(config, terms), -np.inf)
+    best = _best(index, np.flatnonzero(admitted), totals, limit)
+    return [_scored(index, row, totals, terms, dense, lexical, context) for row in best]
+
+
+def _best(index: SubjectIndex, admitted: Rows, totals: Floats, limit: int) -> list[int]:
+    """The ``limit`` best admitted rows, ties (within TIE_MARGIN) by node id text."""
+    if len(admitted) > limit:
+        kth = np.partition(totals[admitted], len(admitted) - limit)[len(admitted) - limit]
+        near = admitted[totals[admitted] >= kth - TIE_MARGIN]
+    else:
+        near = admitted
+    ordered = sorted(near.tolist(), key=lambda row: (-totals[row], str(index.nodes[row].id)))
+    return ordered[:limit]
 
 
 def _scored(
-    index: SubjectIndex, row: int, cosine: float, total: float, config: ScoringConfig, now_us: int
+    index: SubjectIndex,
+    row: int,
+    totals: Floats,
+    terms: scoring.Terms,
+    dense: Floats,
+    lexical: Floats,
+    context: Floats,
 ) -> ScoredNode:
-    rows = np.array([row])
     components = ScoreComponents(
-        similarity=max(cosine, 0.0),
-        recency=float(_retention(index, rows, now_us, config.recency_half_life_days)[0]),
-        salience=float(index.salience[row]),
-        reinforcement=float(index.reinforcement[row]),
-        confidence=float(index.confidence[row]),
-        source_confidence=float(index.source_confidence[row]),
-        trigger_boost=float(index.trigger_boost[row]),
-        attractor_penalty=float(index.attractor_penalty[row]),
+        similarity=max(float(dense[row]), 0.0),
+        lexical=float(lexical[row]),
+        context=float(context[row]),
+        recency=float(terms.recency[row]),
+        salience=float(terms.salience[row]),
+        reinforcement=float(terms.reinforcement[row]),
+        confidence=float(terms.confidence[row]),
+        source_confidence=float(terms.source_confidence[row]),
+        trigger_boost=float(terms.trigger_boost[row]),
+        attractor_penalty=float(terms.attractor_penalty[row]),
     )
     # A copy: callers may change the meta dict, the cached node must not change.
     node = index.nodes[row]
-    return ScoredNode(dataclasses.replace(node, meta=copy.deepcopy(node.meta)), total, components)
+    meta = copy.deepcopy(node.meta)
+    return ScoredNode(dataclasses.replace(node, meta=meta), float(totals[row]), components)
 
 
 # -- the cache ------------------------------------------------------------------------------
@@ -334,37 +456,35 @@ class RetrievalCache:
     """Least-recently-used subject indexes, bounded by their total number of nodes.
 
     Thread-safe: the engine may retrieve from several threads.  A subject is
-    loaded outside the lock; two threads loading the same subject at once
-    both succeed and the later one stays.
+    loaded (or refreshed) outside the cache's lock; two threads loading the same
+    subject at once both succeed and the later one stays.
     """
 
     def __init__(self, max_nodes: int = DEFAULT_MAX_CACHED_NODES) -> None:
         self.max_nodes = max_nodes
-        self._entries: OrderedDict[str, tuple[StateToken, SubjectIndex]] = OrderedDict()
+        #: subject → (token, index, its size when kept): indexes grow in place.
+        self._entries: OrderedDict[str, tuple[StateToken, SubjectIndex, int]] = OrderedDict()
         self._nodes = 0
         self._lock = threading.Lock()
 
-    def get(self, subject: str, token: StateToken) -> SubjectIndex | None:
-        """The cached index if it was loaded under exactly ``token``; else drops it."""
+    def entry(self, subject: str) -> tuple[StateToken, SubjectIndex] | None:
+        """The cached index and the token it was last brought up to, if any."""
         with self._lock:
-            entry = self._entries.get(subject)
-            if entry is None:
-                return None
-            if entry[0] != token:
-                self._remove(subject)
+            found = self._entries.get(subject)
+            if found is None:
                 return None
             self._entries.move_to_end(subject)
-            return entry[1]
+            return found[0], found[1]
 
     def put(self, subject: str, token: StateToken, index: SubjectIndex) -> None:
         """Keep ``index``, evicting the least recently used until it fits."""
-        if len(index) > self.max_nodes:
-            return  # larger than the whole budget: scored once, never kept
         with self._lock:
             self._remove(subject)
+            if len(index) > self.max_nodes:
+                return  # larger than the whole budget: scored once, never kept
             while self._entries and self._nodes + len(index) > self.max_nodes:
                 self._remove(next(iter(self._entries)))
-            self._entries[subject] = (token, index)
+            self._entries[subject] = (token, index, len(index))
             self._nodes += len(index)
 
     def drop(self, subject: str) -> None:
@@ -384,4 +504,4 @@ class RetrievalCache:
     def _remove(self, subject: str) -> None:
         entry = self._entries.pop(subject, None)
         if entry is not None:
-            self._nodes -= len(entry[1])
+            self._nodes -= entry[2]

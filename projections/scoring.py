@@ -1,10 +1,21 @@
-"""Retrieval scoring: pure functions, no I/O.
+"""Retrieval scoring: the one implementation of the score, over arrays, no I/O.
+
+Every function here takes one value per candidate node (numpy arrays) and
+returns one value per node; the retrieval index (:mod:`projections.retrieval_index`)
+gathers those inputs and calls them, and nothing else computes a score.
 
 score = relevance × (1 + trigger boost) × (1 − attractor penalty), where
 
-* relevance mixes similarity with recency (retention), salience,
-  reinforcement and confidence (the node's own, times the caller-supplied
-  source confidence from ``meta["confidence"]``);
+* match = (1 − λ) · dense + λ · lexical, plus κ times the best match of the
+  node's neighbours in its session (the memory stored just before or just
+  after it with the same ``session_id``): in a conversation the answer to a
+  question often sits one turn away from the words the question repeats;
+* dense is the cosine of the query and node embeddings (clamped at 0) and
+  lexical the node's BM25 score divided by the best BM25 score among the
+  candidates (so both lie in [0, 1]);
+* relevance mixes match with recency (retention), salience, reinforcement and
+  confidence (the node's own, times the caller-supplied source confidence
+  from ``meta["confidence"]``);
 * trigger boost = γ · max over triggers of (strength · weight), strength being
   1 for a keyword contained in the node text, or the cosine for a text
   trigger at or above its threshold;
@@ -16,26 +27,74 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, fields
 
-from projections.embedders import cosine
-from projections.model import REINFORCEMENT_CAP, Node, ScoreComponents, ScoredNode
+import numpy as np
+import numpy.typing as npt
+
+from eventstore.errors import InvalidInputError
+from projections.model import Node
 
 MAX_TRIGGER_WEIGHT = 10.0
+
+Floats = npt.NDArray[np.float64]
+Vectors = npt.NDArray[np.float32]
+
+
+class ScoringConfigError(InvalidInputError):
+    """A ScoringConfig field lies outside its allowed range."""
+
+
+#: (low, high) bounds of every field, both inclusive; ``None`` for unbounded.
+_BOUNDS: dict[str, tuple[float, float | None]] = {
+    "similarity_weight": (0.0, None),
+    "recency_weight": (0.0, None),
+    "salience_weight": (0.0, None),
+    "reinforcement_weight": (0.0, None),
+    "confidence_weight": (0.0, None),
+    "lexical_weight": (0.0, 1.0),
+    "session_context_weight": (0.0, 1.0),
+    "recency_half_life_days": (1e-6, None),
+    "trigger_retrieval_boost": (0.0, None),
+    "negative_attractor_penalty": (0.0, 1.0),
+    "negative_attractor_threshold": (-1.0, 1.0),
+}
 
 
 @dataclass(frozen=True)
 class ScoringConfig:
+    """The weights and knobs of the score (see the module docstring and docs/retrieval.md).
+
+    Out-of-range values are refused with :class:`ScoringConfigError` rather than
+    clamped, so that a configuration means what it says.
+    """
+
     similarity_weight: float = 0.6
     recency_weight: float = 0.1
     salience_weight: float = 0.1
     reinforcement_weight: float = 0.1
     confidence_weight: float = 0.1
+    #: λ: the lexical (BM25) channel's share of the match; 0 is dense only, 1 lexical only.
+    lexical_weight: float = 0.5
+    #: κ: how much of the best session neighbour's match a node adds to its own; 0 is off.
+    session_context_weight: float = 0.5
     recency_half_life_days: float = 30.0
     trigger_retrieval_boost: float = 0.5  # γ
     negative_attractor_penalty: float = 0.5  # δ, in [0, 1]
     negative_attractor_threshold: float = 0.3
+
+    def __post_init__(self) -> None:
+        for field in fields(self):
+            _check_bound(field.name, getattr(self, field.name))
+
+
+def _check_bound(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ScoringConfigError(f"ScoringConfig.{name} must be a finite number, not {value!r}")
+    low, high = _BOUNDS[name]
+    if value < low or (high is not None and value > high):
+        allowed = f"at least {low}" if high is None else f"between {low} and {high}"
+        raise ScoringConfigError(f"ScoringConfig.{name} must be {allowed}, not {value!r}")
 
 
 @dataclass(frozen=True)
@@ -52,13 +111,13 @@ class AttractorProbe:
     severity: float
 
 
-def retention(node: Node, now: datetime, half_life_days: float) -> float:
-    """How alive a memory still is: decays with age, slower for important and
-    often-confirmed memories, so they outlive untouched newer ones."""
-    last_touch = node.last_reinforced_at or node.created_at
-    age_days = max((now - last_touch).total_seconds(), 0.0) / 86_400
-    stretch = (1 + node.salience_base) * (1 + math.log1p(node.reinforcement_count))
-    return math.exp(-math.log(2) * age_days / (half_life_days * stretch))
+# -- per-node inputs that do not depend on the query --------------------------------------
+
+
+def retention_stretch(node: Node) -> float:
+    """How much slower than the half-life a node fades: important and
+    often-confirmed memories outlive untouched newer ones."""
+    return (1 + node.salience_base) * (1 + math.log1p(node.reinforcement_count))
 
 
 def source_confidence(node: Node) -> float:
@@ -68,59 +127,120 @@ def source_confidence(node: Node) -> float:
     return min(max(float(value), 0.0), 1.0)
 
 
-def trigger_boost(
-    config: ScoringConfig, node: Node, vector: Sequence[float], triggers: Sequence[TriggerProbe]
-) -> float:
-    text = node.content.casefold()
-    strengths = [_trigger_strength(t, text, vector) * t.weight for t in triggers]
-    return config.trigger_retrieval_boost * max(strengths, default=0.0)
+def cosines(vectors: Vectors, probe: Sequence[float]) -> Floats:
+    """Cosine of every (unit) row with ``probe``, in float32 like the stored vectors.
+
+    numpy's own single-threaded einsum loop, not BLAS: on a busy machine BLAS's
+    threads cost more in wake-ups than they save on a matrix-vector product,
+    and the float32 matrix is read as it is, never copied.  Each row's product
+    depends on that row alone, so a row scores the same whatever else the
+    matrix holds (an index grown row by row agrees with one loaded at once).
+    """
+    if len(vectors) == 0:
+        return np.zeros(0, dtype=np.float64)
+    target = np.asarray(probe, dtype=np.float32)
+    products: Floats = np.einsum("ij,j->i", vectors, target).astype(np.float64)
+    return products
 
 
-def _trigger_strength(trigger: TriggerProbe, text: str, vector: Sequence[float]) -> float:
-    if trigger.keyword is not None:
-        return 1.0 if trigger.keyword.casefold() in text else 0.0
-    if trigger.vector is None:
-        return 0.0
-    similarity = cosine(trigger.vector, vector)
-    return similarity if similarity >= trigger.threshold else 0.0
-
-
-def attractor_penalty(
-    config: ScoringConfig, vector: Sequence[float], attractors: Sequence[AttractorProbe]
-) -> float:
-    strengths = [
-        a.severity * similarity
-        for a in attractors
-        if (similarity := cosine(a.vector, vector)) >= config.negative_attractor_threshold
-    ]
-    return min(config.negative_attractor_penalty * max(strengths, default=0.0), 1.0)
-
-
-def score(
+def trigger_boosts(
     config: ScoringConfig,
-    node: Node,
-    vector: Sequence[float],
-    query: Sequence[float],
-    now: datetime,
-    triggers: Sequence[TriggerProbe] = (),
-    attractors: Sequence[AttractorProbe] = (),
-) -> ScoredNode:
-    components = ScoreComponents(
-        similarity=max(cosine(query, vector), 0.0),
-        recency=retention(node, now, config.recency_half_life_days),
-        salience=node.salience_base,
-        reinforcement=node.reinforcement_boost / REINFORCEMENT_CAP,
-        confidence=node.confidence_base,
-        source_confidence=source_confidence(node),
-        trigger_boost=trigger_boost(config, node, vector, triggers),
-        attractor_penalty=attractor_penalty(config, vector, attractors),
-    )
+    texts: Sequence[str],
+    vectors: Vectors,
+    triggers: Sequence[TriggerProbe],
+) -> Floats:
+    """γ · max over triggers of (strength · weight), per node; ``texts`` casefolded."""
+    if not triggers or not texts:
+        return np.zeros(len(texts), dtype=np.float64)
+    strengths = []
+    for trigger in triggers:
+        if trigger.keyword is not None:
+            keyword = trigger.keyword.casefold()
+            strength = np.fromiter((keyword in t for t in texts), dtype=np.float64)
+        elif trigger.vector is None:
+            strength = np.zeros(len(texts), dtype=np.float64)
+        else:
+            cos = cosines(vectors, trigger.vector)
+            strength = np.where(cos >= trigger.threshold, cos, 0.0)
+        strengths.append(strength * trigger.weight)
+    best: Floats = np.max(np.stack(strengths), axis=0)
+    return config.trigger_retrieval_boost * best
+
+
+def attractor_penalties(
+    config: ScoringConfig, vectors: Vectors, attractors: Sequence[AttractorProbe]
+) -> Floats:
+    """min(δ · max over near attractors of (severity · cosine), 1) per node."""
+    if not attractors or len(vectors) == 0:
+        return np.zeros(len(vectors), dtype=np.float64)
+    strengths = []
+    for attractor in attractors:
+        cos = cosines(vectors, attractor.vector)
+        near = cos >= config.negative_attractor_threshold
+        strengths.append(np.where(near, attractor.severity * cos, -np.inf))
+    best = np.max(np.stack(strengths), axis=0)
+    best = np.where(np.isneginf(best), 0.0, best)
+    penalty: Floats = np.minimum(config.negative_attractor_penalty * best, 1.0)
+    return penalty
+
+
+# -- the query-dependent terms --------------------------------------------------------------
+
+
+def retention(age_days: Floats, stretch: Floats, half_life_days: float) -> Floats:
+    """How alive each memory still is: halves every ``half_life_days × stretch``."""
+    result: Floats = np.exp(-math.log(2) * np.maximum(age_days, 0.0) / (half_life_days * stretch))
+    return result
+
+
+def lexical_share(bm25: Floats) -> Floats:
+    """BM25 scores relative to the best among the candidates, in [0, 1]."""
+    best = float(bm25.max(initial=0.0))
+    return bm25 / best if best > 0 else np.zeros_like(bm25)
+
+
+def match(
+    config: ScoringConfig,
+    dense: Floats,
+    lexical: Floats,
+    neighbours: npt.NDArray[np.intp],
+    admitted: npt.NDArray[np.bool_],
+) -> tuple[Floats, Floats]:
+    """(match, context) per node: the fused channels plus κ times the best fused
+    value among the node's admitted session neighbours.
+
+    All arrays are over the same nodes; ``neighbours`` has two columns, the
+    positions of the node's previous and next node in its session, -1 where
+    there is none.  A node the query does not admit lends no context.
+    """
+    fused = (1 - config.lexical_weight) * np.maximum(dense, 0.0) + config.lexical_weight * lexical
+    lent = np.append(np.where(admitted, fused, 0.0), 0.0)  # position -1 reads the final 0
+    context: Floats = config.session_context_weight * lent[neighbours].max(axis=1, initial=0.0)
+    return fused + context, context
+
+
+@dataclass(frozen=True)
+class Terms:
+    """One value per candidate for every input of the score."""
+
+    match: Floats
+    recency: Floats
+    salience: Floats
+    reinforcement: Floats
+    confidence: Floats
+    source_confidence: Floats
+    trigger_boost: Floats
+    attractor_penalty: Floats
+
+
+def totals(config: ScoringConfig, terms: Terms) -> Floats:
+    """The score of every candidate (see the module docstring)."""
     relevance = (
-        config.similarity_weight * components.similarity
-        + config.recency_weight * components.recency
-        + config.salience_weight * components.salience
-        + config.reinforcement_weight * components.reinforcement
-        + config.confidence_weight * components.confidence * components.source_confidence
+        config.similarity_weight * terms.match
+        + config.recency_weight * terms.recency
+        + config.salience_weight * terms.salience
+        + config.reinforcement_weight * terms.reinforcement
+        + config.confidence_weight * terms.confidence * terms.source_confidence
     )
-    total = relevance * (1 + components.trigger_boost) * (1 - components.attractor_penalty)
-    return ScoredNode(node, total, components)
+    total: Floats = relevance * (1 + terms.trigger_boost) * (1 - terms.attractor_penalty)
+    return total

@@ -33,7 +33,14 @@ from projections.model import (
     Scope,
     SourceType,
 )
-from projections.retrieval_index import NodeFilter, SubjectIndex, load_subject, rank
+from projections.retrieval_index import (
+    NodeFilter,
+    SubjectIndex,
+    load_subject,
+    rank,
+    refresh,
+    refreshable,
+)
 from projections.storage.claim_store import ClaimStore
 from projections.storage.graph_store import GraphStore, NodeRow, node_from_row
 from projections.storage.vector_reads import StateToken, state_token
@@ -362,7 +369,7 @@ def retrieve(
         return Retrieval(text, [])
     index, embedder = served
     [query_vector] = embedder.embed([text])
-    return Retrieval(text, rank(index, query_vector, ctx.scoring, ctx.clock(), wanted, limit))
+    return Retrieval(text, rank(index, text, query_vector, ctx.clock(), wanted, limit))
 
 
 def _token(ctx: MemoryContext, user: str) -> StateToken | None:
@@ -389,28 +396,49 @@ def _current_token(ctx: MemoryContext, user: str, consistent: bool) -> StateToke
 def _subject_index(
     ctx: MemoryContext, user: str, consistent: bool
 ) -> tuple[SubjectIndex, Embedder] | None:
-    """The subject's index, from the cache while its state token still matches, and
-    the embedder its vectors come from (queries must be embedded by the same);
-    ``None`` (and nothing cached) once the subject is forgotten.
+    """The subject's index, from the cache while its state token still matches or
+    the change is new events only (then applied to it), and the embedder its
+    vectors come from (queries must be embedded by the same); ``None`` (and
+    nothing cached) once the subject is forgotten.
 
     The token is read before the rows it guards (see projections.storage.vector_reads):
-    rows committed in between only make the loaded index newer than its token,
-    so the next query reloads it; they never leave an erased row in the cache.
+    rows committed in between only make the index newer than its token, so the
+    next query reads them again; they never leave an erased row in the cache.
     """
     token = _current_token(ctx, user, consistent)
     if token is None or not token.readable:
         ctx.retrieval_cache.drop(user)
         return None
     embedder = _serving_embedder(ctx, token)
-    cached = ctx.retrieval_cache.get(user, token)
-    if cached is not None:
-        return cached, embedder
+    entry = ctx.retrieval_cache.entry(user)
+    if entry is not None and entry[0] == token:
+        return entry[1], embedder
+    follows = entry is not None and _only_new_events(entry[0], token)
+    events = (
+        ctx.store.read_stream(
+            ctx.namespace,
+            user,
+            from_version=entry[0].version + 1,
+            limit=token.version - entry[0].version,
+        )
+        if follows and entry is not None
+        else []
+    )
     with ctx.store.reading() as view:
         cipher = view.cipher(token.stream_id)
         if cipher is None:
             ctx.retrieval_cache.drop(user)
             return None
-        index = load_subject(view.connection, cipher, ctx.scoring, token.embedder)
+        if follows and entry is not None and _contiguous(events, entry[0], token):
+            index = entry[1]
+            try:
+                refresh(index, view.connection, cipher, events, token.embedder)
+            except BaseException:
+                ctx.retrieval_cache.drop(user)  # half applied: never serve or extend it
+                raise
+        else:
+            index = load_subject(view.connection, cipher, ctx.scoring, token.embedder)
+            index.version = token.version  # rows read after the token: at least this
     ctx.retrieval_cache.put(user, token, index)
     return index, embedder
 
@@ -423,6 +451,27 @@ def _serving_embedder(ctx: MemoryContext, token: StateToken) -> Embedder:
         return built
     with ctx.store.reading() as view:
         return embedders.serving(view.connection, token.embedder)
+
+
+def _only_new_events(cached: StateToken, token: StateToken) -> bool:
+    """Whether ``token`` differs from ``cached`` by later events of the same stream
+    only, with the vector state caught up on both: what :func:`refresh` can apply."""
+    return (
+        cached.stream_id == token.stream_id
+        and cached.embedder == token.embedder
+        and cached.erasures == token.erasures
+        and cached.rebuilds == token.rebuilds
+        and cached.version < token.version
+        and cached.caught_up
+        and token.caught_up
+    )
+
+
+def _contiguous(events: list[RecordedEvent], cached: StateToken, token: StateToken) -> bool:
+    """The events read are exactly the versions between the two tokens, and all of
+    a kind the index can apply."""
+    versions = [e.version for e in events]
+    return versions == list(range(cached.version + 1, token.version + 1)) and refreshable(events)
 
 
 def _values(

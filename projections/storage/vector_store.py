@@ -39,6 +39,18 @@ _delete_vectors = vectors.delete().where(
     vectors.c.embedder.in_(sa.bindparam("embedders", expanding=True)),
 )
 _insert_vector = vectors.insert()
+# Built once: retrieval reads the nodes of a few new events after each write.
+_event_node_vectors = (
+    sa.select(nodes, vectors.c.embedding, vectors.c.embedder)
+    .join(
+        vectors,
+        sa.and_(vectors.c.stream_id == nodes.c.stream_id, vectors.c.node_id == nodes.c.node_id),
+    )
+    .where(
+        nodes.c.stream_id == sa.bindparam("stream_id"),
+        nodes.c.event_id.in_(sa.bindparam("event_ids", expanding=True)),
+    )
+)
 
 
 def pack_vector(values: Sequence[float]) -> bytes:
@@ -97,6 +109,19 @@ class VectorStore:
             .where(nodes.c.stream_id == stream_id)
         )
         return list(self.conn.execute(query))
+
+    def event_node_vectors(
+        self, stream_id: int, event_ids: Sequence[uuid.UUID], embedder: str | None = None
+    ) -> list[sa.Row[Any]]:
+        """Like :meth:`node_vectors`, for the nodes of some events of the stream only
+        (a range of the subject-first key per event)."""
+        if not event_ids:
+            return []
+        query = _event_node_vectors
+        if embedder is not None:
+            query = query.where(vectors.c.embedder == embedder)
+        params = {"stream_id": stream_id, "event_ids": list(event_ids)}
+        return list(self.conn.execute(query, params))
 
     def stream_vectors(self, stream_id: int, embedder: str | None = None) -> list[sa.Row[Any]]:
         query = sa.select(vectors).where(vectors.c.stream_id == stream_id)

@@ -77,7 +77,9 @@ def test_value_types_encode_as_the_model_does() -> None:
         session_id="s",
         meta={"a": 1e-7, "b": 1e20, "c": 0.30000000000000004, "d": "é"},
     )
-    components = ScoreComponents(*[np.float64(x) for x in (0.5, 1, 0.25, 0, 1e-7, 1, 1, 0)])
+    components = ScoreComponents(
+        *[np.float64(x) for x in (0.5, 0.75, 0, 1, 0.25, 0, 1e-7, 1, 1, 0)]
+    )
     scored = [
         ScoredNode(node, np.float64(0.123456789), components),
         ScoredNode(node, 2, components),

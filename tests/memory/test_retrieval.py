@@ -12,7 +12,7 @@ import pytest
 from eventstore import InvalidInputError
 from oblivio import MemoryClient, NodeType, Scope, ScoredNode, SourceType
 from projections.model import ScoreComponents
-from projections.scoring import ScoringConfig, retention
+from projections.scoring import ScoringConfig, retention_stretch
 from tests.memory._support import rejects, remember
 from tests.memory.conftest import Opener
 
@@ -24,8 +24,11 @@ NEW = "Account balance: 1,247.38 EUR"
 def expected_score(c: ScoreComponents, config: ScoringConfig | None = None) -> float:
     """The documented formula (docs/retrieval.md), from the returned components."""
     config = config or ScoringConfig()
+    match = (
+        (1 - config.lexical_weight) * c.similarity + config.lexical_weight * c.lexical + c.context
+    )
     relevance = (
-        config.similarity_weight * c.similarity
+        config.similarity_weight * match
         + config.recency_weight * c.recency
         + config.salience_weight * c.salience
         + config.reinforcement_weight * c.reinforcement
@@ -157,7 +160,9 @@ def test_recency_decays_slower_for_confirmed_memories(memory: MemoryClient) -> N
 
     plain_recency = results["I water the roses on Sundays."].components.recency
     confirmed_recency = results["I water the tulips on Sundays."].components.recency
-    assert plain_recency == pytest.approx(retention(stored[plain.content], later, 30.0))
+    node = stored[plain.content]
+    age_days = (later - node.created_at).total_seconds() / 86_400
+    assert plain_recency == pytest.approx(2 ** (-age_days / (30.0 * retention_stretch(node))))
     assert plain_recency == pytest.approx(2 ** (-1 / 1.5), rel=1e-3)  # 30 days, salience 0.5
     assert confirmed_recency == pytest.approx(2 ** (-1 / (1.5 * (1 + math.log(2)))), rel=1e-3)
     assert confirmed_recency > plain_recency

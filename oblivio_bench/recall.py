@@ -1,0 +1,278 @@
+"""``oblivio bench recall``: how often ``retrieve()`` finds the evidence of a question.
+
+The dataset is LoCoMo-shaped JSON (Maharana et al., ACL 2024): one file per
+conversation, with ``session_N`` lists of turns (``speaker``, ``dia_id``,
+``text``) and ``qa`` items (``question``, ``evidence`` as dia ids,
+``category``).  Every turn is stored, in order, as one memory of that
+conversation's user, content ``"Speaker: text"`` and ``session_id`` its
+session; image captions are not stored.  Each question of categories 1-4
+(multi-hop, temporal, open-domain, single-hop) is then asked with
+``retrieve()``; it is a hit at k when any of its evidence turns is among the
+top k.
+
+Two anchors score the same turns in the same run: plain BM25 (``bm25s`` with
+its defaults, English stop words, no stemming) and plain cosine with the
+embedder under test.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from oblivio.client import MemoryClient
+from oblivio_bench.figures import Figure, FigureReport, Section, at_least, percentile
+from oblivio_bench.loading import open_client, scratch_settings
+from oblivio_bench.report import machine_info
+from oblivio_bench.systems import BenchError
+from projections.embedders import Embedder, resolve_embedder
+from projections.scoring import ScoringConfig
+
+Progress = Callable[[str], None]
+
+KS = (1, 5, 10)
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+TARGET_RECALL_AT_5 = 0.60
+TARGET_RATIO_TO_BM25S = 1.2
+_SESSION = re.compile(r"session_(\d+)")
+
+
+@dataclass(frozen=True)
+class RecallBenchConfig:
+    dataset: Path
+    embedder: str = "wordllama"
+    backend: str = "sqlite"
+    server_url: str = ""
+    #: The ranking to measure (``None``: the defaults), e.g. to compare fusion weights.
+    scoring: ScoringConfig | None = None
+
+
+@dataclass(frozen=True)
+class Turn:
+    dia_id: str
+    session: str
+    content: str
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    evidence: frozenset[str]
+    category: int
+
+
+@dataclass(frozen=True)
+class Conversation:
+    name: str
+    turns: Sequence[Turn]
+    questions: Sequence[Question]
+
+
+def read_conversation(path: Path) -> Conversation:
+    """One LoCoMo file (the published shape, or its ``conversation`` object unwrapped)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        dialogue = data.get("conversation", data)
+        sessions = sorted(
+            (int(m.group(1)), key)
+            for key in dialogue
+            if (m := _SESSION.fullmatch(key)) and isinstance(dialogue[key], list)
+        )
+        turns = [
+            Turn(t["dia_id"], key, f"{t['speaker']}: {t['text']}")
+            for _, key in sessions
+            for t in dialogue[key]
+        ]
+        questions = [
+            Question(q["question"], frozenset(q.get("evidence") or ()), int(q["category"]))
+            for q in data["qa"]
+            if int(q["category"]) in CATEGORIES
+        ]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise BenchError(f"{path} is not a LoCoMo conversation: {exc}") from exc
+    return Conversation(path.stem, turns, questions)
+
+
+def read_dataset(directory: Path) -> list[Conversation]:
+    files = sorted(directory.glob("*.json"))
+    if not files:
+        raise BenchError(f"no LoCoMo .json files in {directory}")
+    return [read_conversation(f) for f in files]
+
+
+@dataclass
+class Tally:
+    """Hits at every k, overall and per category, for one method."""
+
+    hits: dict[tuple[int, int], int] = field(default_factory=dict)
+    asked: dict[int, int] = field(default_factory=dict)
+
+    def count(self, question: Question, ranked: Sequence[str]) -> None:
+        self.asked[question.category] = self.asked.get(question.category, 0) + 1
+        for k in KS:
+            hit = bool(question.evidence.intersection(ranked[:k]))
+            key = (question.category, k)
+            self.hits[key] = self.hits.get(key, 0) + hit
+
+    def recall(self, k: int, category: int | None = None) -> float:
+        cats = list(self.asked) if category is None else [category]
+        asked = sum(self.asked.get(c, 0) for c in cats)
+        return sum(self.hits.get((c, k), 0) for c in cats) / asked if asked else 0.0
+
+
+@dataclass
+class RecallRun:
+    tallies: dict[str, Tally] = field(default_factory=dict)
+    store_seconds: float = 0.0
+    stored: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+
+    def tally(self, method: str) -> Tally:
+        return self.tallies.setdefault(method, Tally())
+
+
+def run_recall_bench(
+    config: RecallBenchConfig, progress: Progress = lambda _: None
+) -> FigureReport:
+    conversations = read_dataset(config.dataset)
+    embedder = resolve_embedder(config.embedder)
+    run = RecallRun()
+    with (
+        scratch_settings(config.backend, config.server_url, ["recall"]) as settings,
+        open_client(settings["recall"], embedder, config.scoring) as client,
+    ):
+        for conversation in conversations:
+            progress(f"{conversation.name}: {len(conversation.turns)} turns")
+            _measure(client, embedder, conversation, run)
+    return _report(config, embedder, conversations, run)
+
+
+def _measure(
+    client: MemoryClient, embedder: Embedder, conversation: Conversation, run: RecallRun
+) -> None:
+    user = f"locomo-{conversation.name}"
+    dia_of: dict[uuid.UUID, str] = {}
+    started = time.perf_counter()
+    for turn in conversation.turns:
+        event_id = client.store(turn.content, user_id=user, session_id=turn.session)
+        dia_of[event_id] = turn.dia_id
+    run.store_seconds += time.perf_counter() - started
+    run.stored += len(conversation.turns)
+    client.retrieve("warm-up", user_id=user)  # waits for the vectors, loads the index
+    for question in conversation.questions:
+        started = time.perf_counter()
+        found = client.retrieve(question.text, user_id=user, limit=max(KS))
+        run.latencies_ms.append((time.perf_counter() - started) * 1000)
+        run.tally("oblivio").count(question, [dia_of[n.event_id] for n in found.nodes])
+    ids = [t.dia_id for t in conversation.turns]
+    texts = [t.content for t in conversation.turns]
+    questions = [q.text for q in conversation.questions]
+    for method, scores in (
+        ("bm25s", _bm25s_scores(texts, questions)),
+        ("cosine", _cosine_scores(embedder, texts, questions)),
+    ):
+        for question, row in zip(conversation.questions, scores, strict=True):
+            top = np.argsort(-row, kind="stable")[: max(KS)]
+            run.tally(method).count(question, [ids[i] for i in top])
+
+
+def _bm25s_scores(texts: list[str], questions: list[str]) -> np.ndarray[Any, Any]:
+    """Plain BM25 as bm25s computes it by default: English stop words, no stemming."""
+    import bm25s
+
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
+    tokens = bm25s.tokenize(questions, stopwords="en", show_progress=False)
+    docs, scores = retriever.retrieve(tokens, k=len(texts), show_progress=False)
+    full = np.zeros((len(questions), len(texts)))
+    for i in range(len(questions)):
+        full[i, docs[i]] = scores[i]
+    return full
+
+
+def _cosine_scores(
+    embedder: Embedder, texts: list[str], questions: list[str]
+) -> np.ndarray[Any, Any]:
+    documents = np.asarray(embedder.embed(texts), dtype=np.float64)
+    queries = np.asarray(embedder.embed(questions), dtype=np.float64)
+    result: np.ndarray[Any, Any] = queries @ documents.T
+    return result
+
+
+def _report(
+    config: RecallBenchConfig,
+    embedder: Embedder,
+    conversations: Sequence[Conversation],
+    run: RecallRun,
+) -> FigureReport:
+    ours, anchor = run.tally("oblivio"), run.tally("bm25s")
+    sections = []
+    for method, tally in run.tallies.items():
+        target = {5: at_least(TARGET_RECALL_AT_5)} if method == "oblivio" else {}
+        figures = [
+            Figure(
+                f"{method}.recall@{k}", f"recall@{k}", tally.recall(k), "fraction", target.get(k)
+            )
+            for k in KS
+        ]
+        figures += [
+            Figure(f"{method}.{name}.recall@5", f"recall@5, {name}", tally.recall(5, c), "fraction")
+            for c, name in CATEGORIES.items()
+        ]
+        sections.append(Section(_TITLES[method], figures))
+    baseline = anchor.recall(5)
+    sections.append(
+        Section(
+            "retrieve() against the anchor, and speed",
+            [
+                Figure(
+                    "ratio_to_bm25s@5",
+                    "recall@5 / bm25s recall@5",
+                    ours.recall(5) / baseline if baseline else 0.0,
+                    "×",
+                    at_least(TARGET_RATIO_TO_BM25S),
+                ),
+                Figure("query_p50_ms", "retrieve() p50", percentile(run.latencies_ms, 50), "ms"),
+                Figure("query_p99_ms", "retrieve() p99", percentile(run.latencies_ms, 99), "ms"),
+                Figure(
+                    "store_per_s",
+                    "store() throughput",
+                    run.stored / run.store_seconds if run.store_seconds else 0.0,
+                    "memories/s",
+                ),
+            ],
+        )
+    )
+    return FigureReport(
+        benchmark="oblivio bench recall",
+        backend=config.backend,
+        rounds=1,
+        scale=1.0,
+        machine=machine_info(None),
+        parameters={
+            "dataset": str(config.dataset),
+            "embedder": embedder.name,
+            "scoring": vars(config.scoring or ScoringConfig()),
+            "conversations": len(conversations),
+            "turns": run.stored,
+            "questions": sum(ours.asked.values()),
+            "query_median_ms": statistics.median(run.latencies_ms) if run.latencies_ms else 0.0,
+        },
+        sections=sections,
+    )
+
+
+_TITLES = {
+    "oblivio": "retrieve() (hybrid ranking)",
+    "bm25s": "anchor: plain BM25 (bm25s, English stop words, no stemming)",
+    "cosine": "anchor: plain cosine with the same embedder",
+}

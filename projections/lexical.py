@@ -1,0 +1,111 @@
+"""The lexical channel of retrieval: BM25 over one subject's nodes, in memory only.
+
+The index is an inverted list per term (rows and term counts), grown one
+document at a time: a new node costs the time to tokenise it, whatever the
+subject's size, and nothing is rebuilt.  A query gathers the postings of its
+terms and scores every row at once with numpy.  Plaintext terms live only in
+process memory, inside the subject's cached retrieval index; nothing here
+touches a disk.
+
+Why not a library: bm25s cannot add documents to a built index, and an
+in-memory SQLite FTS5 table (``bm25()``) returns the matching rows one by one,
+to be mapped back to the index's rows on every query.  Measured on LoCoMo turns
+(docs/retrieval.md): a query over 10,000 nodes takes 0.6 ms here against 49 ms
+through FTS5 (33 ms against 459 ms at 100,000); FTS5 takes a node faster
+(0.05-0.07 ms against 0.2-0.35 ms, most of it the tokenising both need), which
+matters less than the query on every turn.  Writing the scoring here was also
+the simpler path: about forty lines, exact scores, no second copy of the text.
+
+Scores follow BM25 as Lucene computes it (Robertson's formula with
+idf = ln(1 + (N − df + 0.5) / (df + 0.5)), k1 = 1.5, b = 0.75), each distinct
+query term counted once.  Tokens are English-first: casefolded runs of two or
+more letters or digits, English stop words dropped, the rest stemmed with the
+Snowball English stemmer (PyStemmer).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from functools import lru_cache
+
+import numpy as np
+import numpy.typing as npt
+import Stemmer
+
+K1 = 1.5
+B = 0.75
+
+_TOKEN = re.compile(r"\w\w+")
+
+# Common English function words: they occur everywhere, so they would only add noise.
+_STOP_WORDS = """
+    a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for
+    from further had has have having he her here hers herself him himself his how i if in
+    into is it its itself just me more most my myself no nor not now of off on once only or
+    other our ours ourselves out over own same she should so some such than that the their
+    theirs them themselves then there these they this those through to too under until up
+    very was we were what when where which while who whom why will with would you your
+    yours yourself yourselves
+"""
+STOP_WORDS = frozenset(_STOP_WORDS.split())
+
+
+@lru_cache(maxsize=1)
+def _stemmer() -> Stemmer.Stemmer:
+    return Stemmer.Stemmer("english")
+
+
+def tokenize(text: str) -> list[str]:
+    """The terms of ``text``: casefolded, stop words dropped, stemmed."""
+    words = [w for w in _TOKEN.findall(text.casefold()) if w not in STOP_WORDS]
+    stems: list[str] = _stemmer().stemWords(words)
+    return stems
+
+
+class LexicalIndex:
+    """BM25 postings of a growing list of documents (rows 0, 1, 2 … in order of ``add``)."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, list[int]] = {}
+        self._counts: dict[str, list[int]] = {}
+        # Document lengths in a numpy array grown by doubling: a query reads them all.
+        self._lengths = np.zeros(16, dtype=np.float64)
+        self._size = 0
+        self._total_length = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def add(self, text: str) -> None:
+        """Index ``text`` as the next row."""
+        row = self._size
+        terms = Counter(tokenize(text))
+        for term, count in terms.items():
+            self._rows.setdefault(term, []).append(row)
+            self._counts.setdefault(term, []).append(count)
+        length = sum(terms.values())
+        if row == len(self._lengths):
+            self._lengths = np.concatenate([self._lengths, np.zeros_like(self._lengths)])
+        self._lengths[row] = length
+        self._size += 1
+        self._total_length += length
+
+    def scores(self, query: str) -> npt.NDArray[np.float64]:
+        """The BM25 score of every row for ``query`` (0 where no term matches)."""
+        rows = self._size
+        out = np.zeros(rows, dtype=np.float64)
+        present = [t for t in dict.fromkeys(tokenize(query)) if t in self._rows]
+        if not present:
+            return out
+        lengths = self._lengths[:rows]
+        average = self._total_length / rows if self._total_length else 1.0
+        norm = K1 * (1 - B + B * lengths / average)
+        for term in present:
+            where = np.asarray(self._rows[term], dtype=np.intp)
+            tf = np.asarray(self._counts[term], dtype=np.float64)
+            df = len(where)
+            idf = np.log(1 + (rows - df + 0.5) / (df + 0.5))
+            out[where] += idf * tf * (K1 + 1) / (tf + norm[where])
+        return out
