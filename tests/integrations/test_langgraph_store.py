@@ -7,9 +7,9 @@ import time
 
 import pytest
 import sqlalchemy as sa
-from eventstore.postgres import normalise_postgres_url
 from langgraph.store.base import InvalidNamespaceError
 
+from eventstore.backends.postgres import normalise_postgres_url
 from oblivio import LifecycleState, MemoryClient
 from oblivio.integrations.langgraph import OblivioStore
 from oblivio.settings import Settings
