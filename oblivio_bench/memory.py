@@ -475,7 +475,8 @@ def _retrieve(client: MemoryClient, query: str, tier: RetrievalTier) -> float:
     seconds, found = timed(
         lambda: client.retrieve(query, user_id=RETRIEVAL_SUBJECT, limit=RETRIEVAL_LIMIT)
     )
-    if len(found.results) != min(RETRIEVAL_LIMIT, tier.nodes):
+    # At least the tier's nodes: the interleaved workload stores more as it goes.
+    if len(found.results) < min(RETRIEVAL_LIMIT, tier.nodes):
         raise BenchError(f"retrieve returned {len(found.results)} nodes at {tier.nodes:,} nodes")
     return seconds
 

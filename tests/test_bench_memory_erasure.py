@@ -21,6 +21,7 @@ RETRIEVAL_FIGURES = {
     for prefix, suffix in (
         ("retrieve", "p50_ms"),
         ("retrieve", "p99_ms"),
+        ("retrieve", "after_store_p99_ms"),
         ("retrieve", "first_ms"),
         ("retrieval", "load_s"),
         ("retrieval", "catch_up_events_per_s"),

@@ -45,6 +45,10 @@ CHECKS = [
     positive_data_acceptance,
     negative_data_rejection,
 ]
+#: Operations whose body names an embedder: whether a schema-valid name builds a model on
+#: this host is known only by building it (an unknown name answers 422), and a pattern that
+#: let through ``openai:…`` names would make the fuzzer call a remote endpoint.
+MODEL_NAMING = {("post", "/v1/admin/rebuilds")}
 #: Operators reach every route; a user key lets generated bodies without a user id
 #: through to the memory operations.
 PRINCIPALS = ["operator", "user"]
@@ -136,6 +140,8 @@ def test_published_operation_never_fails_and_conforms(
             found.setdefault(f"{type(e).__name__}: {e}", case.as_curl_command())
             return
         for check in CHECKS:
+            if check is positive_data_acceptance and (method, path) in MODEL_NAMING:
+                continue
             try:
                 case.validate_response(response, checks=[check], headers=headers)
             except FailureGroup as group:
