@@ -20,7 +20,7 @@ from oblivio.console import sessions
 from oblivio.console.chart import time_to_certificate_svg
 from oblivio.console.web import ConsoleRoute, allow, redirect, render, secured
 from oblivio.http.auth import acting_actor, context
-from oblivio.memory import api_keys, compliance, oversight, queries
+from oblivio.memory import api_keys, compliance, oversight, queries, vector_rebuilds
 from oblivio.memory.health import partition_lag
 
 router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
@@ -229,6 +229,7 @@ def health_page(request: Request, who: Who) -> Response:
         who,
         lag=partition_lag(ctx),
         jobs=oversight.rebuild_jobs(ctx),
+        reembeddings=vector_rebuilds.recent_vector_rebuilds(ctx),
         leases=leases,
         scheduled=scheduled,
         days=days,

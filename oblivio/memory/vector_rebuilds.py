@@ -1,4 +1,4 @@
-"""Operator operations on the vector state: re-embedding jobs (start, watch).
+"""Operator operations on the vector state: re-embedding jobs (start, watch, list).
 
 The work itself is done by :class:`workers.reembed.VectorRebuilder` in every
 worker process (``oblivio worker``, ``oblivio serve``) and by
@@ -13,6 +13,7 @@ from eventstore.errors import NotFoundError
 from eventstore.ids import parse_uuid
 from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
+from projections.storage import vector_rebuilds as jobs
 from projections.storage.vector_rebuilds import RebuildProgress
 from workers.reembed import RebuildRequest
 
@@ -52,3 +53,9 @@ def vector_rebuild(ctx: MemoryContext, rebuild_id: uuid.UUID | str) -> RebuildPr
         return ctx.reembedder.progress(parse_uuid(rebuild_id, "rebuild_id"))
     except NotFoundError as missing:
         raise VectorRebuildUnavailableError(str(missing)) from missing
+
+
+def recent_vector_rebuilds(ctx: MemoryContext, limit: int = 50) -> list[RebuildProgress]:
+    """The ``limit`` most recent re-embedding jobs' progress, newest first (counts only)."""
+    with ctx.store.reading() as view:
+        return jobs.recent_progress(view.connection, limit)

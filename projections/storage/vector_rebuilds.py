@@ -262,10 +262,25 @@ def running(conn: Connection) -> list[sa.Row[Any]]:
     )
 
 
+def recent_progress(conn: Connection, limit: int) -> list[RebuildProgress]:
+    """The ``limit`` most recent jobs' progress, newest first (counts only, no content)."""
+    rows = conn.execute(
+        sa.select(vector_rebuilds)
+        .order_by(vector_rebuilds.c.created_at.desc(), vector_rebuilds.c.rebuild_id)
+        .limit(limit)
+    )
+    return [_progress_of(conn, row) for row in rows]
+
+
 def read_progress(conn: Connection, rebuild_id: uuid.UUID) -> RebuildProgress | None:
     row = job(conn, rebuild_id)
     if row is None:
         return None
+    return _progress_of(conn, row)
+
+
+def _progress_of(conn: Connection, row: sa.Row[Any]) -> RebuildProgress:
+    rebuild_id = row.rebuild_id
     counts = conn.execute(
         sa.select(
             sa.func.count().filter(units.c.status == "done"),

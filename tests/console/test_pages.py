@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from eventstore import schema
 from eventstore.errors import InvalidInputError
-from oblivio.memory import compliance, oversight
+from oblivio.memory import compliance, oversight, vector_rebuilds
 from oblivio.memory.health import partition_lag
 from tests.console.conftest import console_client, csrf_of, sign_in
 from tests.http.conftest import ALICE, BOB, World
@@ -177,6 +177,33 @@ def test_health_shows_lag_jobs_and_the_time_to_certificate_chart(world: World) -
     figures = oversight.time_to_certificate(world.ctx, days=3)
     assert [f.certified for f in figures] == [0, 0, 1]
     assert 'data-status="done"' in html  # the certified request's jobs
+
+
+def test_health_lists_re_embedding_jobs_with_their_progress(world: World) -> None:
+    html = _signed_in(world, "auditor").get("/console/health").text
+    assert "No re-embedding jobs yet." in html
+    world.seed(ALICE)
+    started = vector_rebuilds.start_vector_rebuild(world.ctx, user_id=ALICE, actor_id="ops")
+    assert vector_rebuilds.recent_vector_rebuilds(world.ctx) == [started]
+    for principal in ("operator", "auditor"):
+        html = _signed_in(world, principal).get("/console/health").text
+        row = re.search(
+            rf'<tr data-status="(\w+)" data-rebuild="{started.rebuild_id}">(.*?)</tr>',
+            html,
+            re.S,
+        )
+        assert row is not None, principal
+        cells = re.findall(r"<td>(?:<span[^>]*>)?(.*?)(?:</span>)?</td>", row.group(2))
+        assert row.group(1) == started.status == "running"
+        assert cells[1:6] == [
+            started.embedder,
+            "subject",
+            "running",
+            f"0 / {started.subjects_total}",
+            f"0 / {started.nodes_total}",
+        ]
+        assert started.subjects_total == 1
+        assert "No re-embedding jobs yet." not in html
 
 
 def test_the_audit_page_shows_the_chain_state_and_offers_the_signed_export(world: World) -> None:
