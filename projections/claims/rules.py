@@ -3,7 +3,11 @@
 It reads first-person statements a sentence at a time: use / have / own /
 like / live in / work as, moved to, switched to, "my X is Y", their
 negations ("I don't use X anymore", "I no longer live in X") and explicit
-replacements ("I switched from X to Y").  Anything else yields no claim.
+replacements ("I switched from X to Y").  Since version 2 it also reads the
+possessive and reflexive forms "X is mine", "X is not mine", "X is no longer
+mine", "X belongs to me", "I bought myself X" and "I bought X for myself"
+(and their plural "ours" / "us" / "ourselves", which stay plural).  Anything
+else yields no claim.
 English only: other languages simply produce empty plans.
 """
 
@@ -29,6 +33,18 @@ _OBJECT = r"(?P<object>.+?)"
 _NOW = r"(?:now\s+|currently\s+|still\s+)?"
 _DONT = r"(?:do not|don't|dont)"
 _LONGER = r"(?:anymore|any more|any longer)"
+# What "X is mine" / "X belongs to me" says is owned: not a bare pronoun ("It is mine"),
+# and no clause with a personal pronoun of its own ("I know the bike is mine").
+_THING = (
+    r"(?!(?:it|this|that|these|those|they|he|she|you|what|which|who|everything|"
+    r"nothing|all|none|one|the pleasure) (?:is|are|isn't|aren't|belongs|belong)\b)"
+    r"(?!.*\b(?:i|we|you|he|she|they|me|us)\b.* (?:is|are|isn't|aren't|belongs|belong) )"
+    r"(?P<object>.+?)"
+)
+_POSSESSIVE = r"(?P<subject>mine|ours)"
+_GOT = r"(?:bought|got)"
+# "I bought myself …" / "We bought ourselves …": the reflexive agrees with the subject.
+_REFLEXIVE = rf"(?:i(?= {_GOT} myself\b)|we(?= {_GOT} ourselves\b)) {_GOT}"
 
 _VERB_PREDICATES = {
     "use": "uses",
@@ -111,7 +127,47 @@ RULES = (
     _rule(
         "mine", r"(?P<subject>my|our) (?P<attribute>.+?) is " + _OBJECT, "positive", "state", "is"
     ),
+    # Version 2: "mine", "me" and "myself" (plural "ours", "us", "ourselves").  Appended,
+    # so every sentence an earlier rule matched still makes the same claim.
+    _rule(
+        "no_longer_mine",
+        rf"{_THING} (?:is|are) no longer {_POSSESSIVE}",
+        "negative",
+        "update",
+        "owns",
+    ),
+    _rule(
+        "not_mine",
+        rf"{_THING} (?:is not|isn't|are not|aren't) {_POSSESSIVE}",
+        "negative",
+        "state",
+        "owns",
+    ),
+    _rule("is_mine", rf"{_THING} (?:is|are) {_POSSESSIVE}", "positive", "state", "owns"),
+    _rule(
+        "belongs_to_me",
+        rf"{_THING} (?:belongs|belong) to (?P<subject>me|us)",
+        "positive",
+        "state",
+        "owns",
+    ),
+    _rule(
+        "bought_myself",
+        rf"{_REFLEXIVE} (?P<subject>myself|ourselves) {_OBJECT}",
+        "positive",
+        "state",
+        "has",
+    ),
+    _rule(
+        "bought_for_myself",
+        rf"(?:i(?= .+ for myself$)|we(?= .+ for ourselves$)) {_GOT} {_OBJECT} "
+        r"for (?P<subject>myself|ourselves)",
+        "positive",
+        "state",
+        "has",
+    ),
 )
+_SINGULAR = frozenset({"i", "me", "my", "mine", "myself"})
 
 _SENTENCE = re.compile(r"[^.!?;\n]+")
 # "I like tea, and I have a dog": clauses joined before a new first-person subject.
@@ -136,7 +192,8 @@ class RuleClaimExtractor:
     """English first-person statements by fixed rules (see the module docstring)."""
 
     name = "oblivio.rules.en"
-    version = 1
+    #: 1: the I / my rules; 2: adds the mine / me / myself rules (older plans keep 1).
+    version = 2
 
     def plan(self, message: Message) -> IngestionPlan:
         claims = [c for span in _sentences(message.text) if (c := _claim(message.text, *span))]
@@ -187,7 +244,7 @@ def _claim(text: str, start: int, end: int) -> ClaimDraft | None:
         old = groups.get("old")
         return ClaimDraft(
             subject="first_person"
-            if groups["subject"].lower() in ("i", "my")
+            if groups["subject"].lower() in _SINGULAR
             else "first_person_plural",
             predicate=predicate,  # type: ignore[arg-type]
             attribute=_clean(groups["attribute"]) if groups.get("attribute") else None,

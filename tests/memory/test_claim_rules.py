@@ -76,6 +76,19 @@ def test_the_one_bounded_transition() -> None:
                 ("has", "dog", "positive", "state", None),
             ],
         ),
+        # Version 2: mine / me / myself.
+        ("The blue bike is mine.", [("owns", "blue bike", "positive", "state", None)]),
+        ("Those shoes are mine.", [("owns", "Those shoes", "positive", "state", None)]),
+        ("The blue bike isn't mine.", [("owns", "blue bike", "negative", "state", None)]),
+        ("The car is no longer mine.", [("owns", "car", "negative", "update", None)]),
+        ("The house belongs to me.", [("owns", "house", "positive", "state", None)]),
+        ("I bought myself a new laptop.", [("has", "new laptop", "positive", "state", None)]),
+        ("I got a guitar for myself.", [("has", "guitar", "positive", "state", None)]),
+        ("It is mine.", []),  # a bare pronoun names nothing
+        ("The pleasure is mine.", []),
+        ("I know the bike is mine.", []),  # not an object with a subject of its own
+        ("I bought a gift for me.", []),  # outside the listed patterns
+        ("I bought ourselves a boat.", []),  # the reflexive must agree
         ("Yo uso una bomba de insulina.", []),  # English only
         ("The weather is nice.", []),
     ],
@@ -100,6 +113,54 @@ def test_conditions_hedges_and_plurals() -> None:
     assert hedged.modality == "hypothetical"
     [plural] = extractor.plan(Message(text="We own a boat.", role="user")).claims
     assert plural.subject == "first_person_plural"
+
+
+@pytest.mark.parametrize(
+    ("text", "subject"),
+    [
+        ("The blue bike is mine.", "first_person"),
+        ("The house belongs to me.", "first_person"),
+        ("I bought myself a tent.", "first_person"),
+        ("I got a tent for myself.", "first_person"),
+        ("The blue bike is ours.", "first_person_plural"),
+        ("The boat isn't ours.", "first_person_plural"),
+        ("The house belongs to us.", "first_person_plural"),
+        ("We bought ourselves a tent.", "first_person_plural"),
+        ("We got a tent for ourselves.", "first_person_plural"),
+    ],
+)
+def test_mine_me_and_myself_are_singular_ours_us_ourselves_plural(text: str, subject: str) -> None:
+    [claim] = RuleClaimExtractor().plan(Message(text=text, role="user")).claims
+    assert claim.subject == subject
+
+
+def test_version_2_appends_its_rules() -> None:
+    plan = RuleClaimExtractor().plan(Message(text="I use Vim.", role="user"))
+    assert plan.extractor_version == 2
+    new = (
+        "no_longer_mine",
+        "not_mine",
+        "is_mine",
+        "belongs_to_me",
+        "bought_myself",
+        "bought_for_myself",
+    )
+    assert plan.rules[-len(new) :] == new
+    assert plan.rules[: -len(new)] == (
+        "no_longer",
+        "stopped",
+        "not_anymore",
+        "not",
+        "switched",
+        "moved",
+        "using",
+        "now",
+        "plain",
+        "mine_no_longer",
+        "mine_not",
+        "mine_now",
+        "mine",
+    )  # version 1's rules, in their order
 
 
 def test_the_plan_checksum_covers_its_content() -> None:

@@ -19,6 +19,7 @@ from oblivio.memory.ingest import IngestedMessage
 from oblivio.settings import Settings
 from projections import events as ev
 from projections.claims.plan import IngestionPlan, Message
+from projections.claims.rules import RuleClaimExtractor
 from projections.model import ClaimState, LifecycleState, NodeType, SourceType
 from tests.memory._support import events_of_type, rejects
 
@@ -239,6 +240,18 @@ def test_plural_references_stay_event_local(memory: MemoryClient) -> None:
     assert claim_of(memory, first).subject_kind == "event_local"
 
 
+def test_mine_binds_the_owner_and_ours_stays_event_local(memory: MemoryClient) -> None:
+    bike = said(memory, "The blue bike is mine.")
+    assert claim_of(memory, bike).subject_kind == "owner"
+    assert claim_of(memory, bike).predicate == "owns"
+    said(memory, "The blue bike is no longer mine.")
+    assert lifecycle(memory, bike) is LifecycleState.SUPERSEDED
+    boat = said(memory, "The boat is ours.")
+    said(memory, "The boat is no longer ours.")
+    assert lifecycle(memory, boat) is LifecycleState.ACTIVE
+    assert claim_of(memory, boat).subject_kind == "event_local"
+
+
 def test_the_owner_identity_is_per_scope(memory: MemoryClient) -> None:
     personal = said(memory, "I use Vim.")
     said(memory, "I don't use Vim anymore.", scope="project")
@@ -347,10 +360,10 @@ class _NewerExtractor:
     """A later extractor version that reads every message differently."""
 
     name = "oblivio.rules.en"
-    version = 2
+    version = RuleClaimExtractor.version + 1
 
     def plan(self, message: Message) -> IngestionPlan:
-        return IngestionPlan(extractor=self.name, extractor_version=2, rules=("none",))
+        return IngestionPlan(extractor=self.name, extractor_version=self.version, rules=("none",))
 
 
 def test_rebuilds_use_the_saved_plan_not_a_newer_extractor(
@@ -370,7 +383,7 @@ def test_rebuilds_use_the_saved_plan_not_a_newer_extractor(
         [claim] = first.claim_node_ids or ()
         node = newer.get_node(claim, user_id=USER)
         assert node is not None
-        assert node.meta["claim_extractor_version"] == 1
+        assert node.meta["claim_extractor_version"] == RuleClaimExtractor.version
         [again, _] = [e.data for e in events_of_type(newer, USER, ev.CLAIMS_EXTRACTED)]
         assert again == before  # rules, ids and checksum as recorded
         for name, (live, fresh) in newer.replay_comparison(user_id=USER).items():
