@@ -33,7 +33,7 @@ router = APIRouter(
 Ctx = Annotated[MemoryContext, Depends(current_context)]
 Member = Annotated[Principal, Depends(members)]
 NOT_FOUND = HTTPException(404, "not found")
-MAX_VERSION = 2**62  # versions are 64-bit; anything above is no real position
+MAX_VERSION = 2**62 - 1  # the largest version the store reads (queries.get_events)
 
 
 @router.post(
