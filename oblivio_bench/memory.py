@@ -50,7 +50,7 @@ from oblivio_bench.report import load_average, machine_info, paired_ratio
 from oblivio_bench.scratch import postgres_version
 from oblivio_bench.systems import BenchError
 from oblivio_bench.workloads import Measurement, timed
-from projections.embedders import DEFAULT_EMBEDDER, HashingEmbedder, resolve_embedder
+from projections.embedders import DEFAULT_EMBEDDER, resolve_embedder
 
 Progress = Callable[[str], None]
 
@@ -403,7 +403,7 @@ def catch_up_section(catch_ups: Sequence[Measurement], backend: str) -> Section:
                 applies=backend == "postgres",
             )
         ],
-        [f"default embedder ({HashingEmbedder().name}); the target is for PostgreSQL"],
+        [f"default embedder ({DEFAULT_EMBEDDER}); the target is for PostgreSQL"],
     )
 
 
