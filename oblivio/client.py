@@ -17,7 +17,7 @@ from types import TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from oblivio.bootstrap import open_memory
-from oblivio.memory import commands, compliance, inputs, queries
+from oblivio.memory import commands, compliance, inputs, items, queries
 from oblivio.memory import ingest as ingestion
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.digests import replay_comparison
@@ -160,6 +160,10 @@ class MemoryClient(_Base):
     remove_resonance_trigger = _Bound(commands.remove_resonance_trigger)
     add_negative_attractor = _Bound(commands.add_negative_attractor)
     clear_negative_attractors = _Bound(commands.clear_negative_attractors)
+    put_item = _Bound(items.put_item)
+    set_item_expiry = _Bound(items.set_item_expiry)
+    get_item = _Bound(items.get_item)
+    list_items = _Bound(items.list_items)
     get_event = _Bound(queries.get_event)
     get_events = _Bound(queries.get_events)
     list_nodes = _Bound(queries.list_nodes)
@@ -214,6 +218,10 @@ class MemoryEngine(_Base):
     remove_resonance_trigger = _Awaited(commands.remove_resonance_trigger)
     add_negative_attractor = _Awaited(commands.add_negative_attractor)
     clear_negative_attractors = _Awaited(commands.clear_negative_attractors)
+    put_item = _Awaited(items.put_item)
+    set_item_expiry = _Awaited(items.set_item_expiry)
+    get_item = _Awaited(items.get_item)
+    list_items = _Awaited(items.list_items)
     get_event = _Awaited(queries.get_event)
     get_events = _Awaited(queries.get_events)
     list_nodes = _Awaited(queries.list_nodes)
@@ -260,6 +268,10 @@ class UserMemory(_UserHandle):
     remove_resonance_trigger = _ForUser(commands.remove_resonance_trigger)
     add_negative_attractor = _ForUser(commands.add_negative_attractor)
     clear_negative_attractors = _ForUser(commands.clear_negative_attractors)
+    put_item = _ForUser(items.put_item)
+    set_item_expiry = _ForUser(items.set_item_expiry)
+    get_item = _ForUser(items.get_item)
+    list_items = _ForUser(items.list_items)
     get_event = _ForUser(queries.get_event)
     get_events = _ForUser(queries.get_events)
     get_event_nodes = _ForUser(queries.get_event_nodes)
@@ -288,6 +300,10 @@ class AsyncUserMemory(_UserHandle):
     remove_resonance_trigger = _AwaitedForUser(commands.remove_resonance_trigger)
     add_negative_attractor = _AwaitedForUser(commands.add_negative_attractor)
     clear_negative_attractors = _AwaitedForUser(commands.clear_negative_attractors)
+    put_item = _AwaitedForUser(items.put_item)
+    set_item_expiry = _AwaitedForUser(items.set_item_expiry)
+    get_item = _AwaitedForUser(items.get_item)
+    list_items = _AwaitedForUser(items.list_items)
     get_event = _AwaitedForUser(queries.get_event)
     get_events = _AwaitedForUser(queries.get_events)
     get_event_nodes = _AwaitedForUser(queries.get_event_nodes)

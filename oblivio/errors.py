@@ -30,5 +30,9 @@ class LifecycleConflictError(ConflictError, ValueError):
     """The node's lifecycle does not allow this change."""
 
 
+class ItemScopeConflictError(ConflictError, ValueError):
+    """The item exists in another scope; delete it before storing it in this one."""
+
+
 class NotCaughtUpError(OperationalError):
     """The vector state did not catch up with the caller's last write in time."""

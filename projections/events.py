@@ -26,6 +26,9 @@ ATTRACTORS_CLEARED: Final = "retrieval.attractors_cleared"
 # The saved ingestion plan of one ingested message: its claims and the
 # retirements they caused (see projections.claims).
 CLAIMS_EXTRACTED: Final = "memory.claims_extracted"
+# A keyed item's revision gets a new expiry (a TTL refreshed on read); the
+# revision itself is a memory.stored event whose payload names the item.
+ITEM_EXPIRY: Final = "memory.item_expiry"
 
 MEMORY_EVENT_TYPES: Final = frozenset(
     {
@@ -39,6 +42,7 @@ MEMORY_EVENT_TYPES: Final = frozenset(
         ATTRACTOR_ADDED,
         ATTRACTORS_CLEARED,
         CLAIMS_EXTRACTED,
+        ITEM_EXPIRY,
     }
 )
 

@@ -34,6 +34,7 @@ from projections.model import (
 )
 from projections.storage.claim_store import ClaimStore
 from projections.storage.graph_store import GraphStore, node_from_row, state_of
+from projections.storage.item_store import ItemStore
 
 
 def state_to_json(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -52,6 +53,15 @@ def state_from_json(raw: Mapping[str, Any]) -> dict[str, Any]:
     if state.get("superseded_by") is not None:
         state["superseded_by"] = uuid.UUID(state["superseded_by"])
     return state
+
+
+def item_hash(cipher: SubjectCipher, key: str) -> bytes:
+    """The keyed hash a caller's item key is found by (see ``memory_items``)."""
+    return cipher.mac("item", key.encode())
+
+
+def _optional_time(text: str | None) -> datetime | None:
+    return None if text is None else datetime.fromisoformat(text)
 
 
 def operation_fingerprint(cipher: SubjectCipher, key: str, request: Mapping[str, Any]) -> bytes:
@@ -80,6 +90,7 @@ class NodeGraphProjection:
             ev.CONTRADICTION_RESOLVED: self._resolved,
             ev.REINFORCED: self._reinforced,
             ev.CLAIMS_EXTRACTED: self._claims_extracted,
+            ev.ITEM_EXPIRY: self._item_expiry,
         }.get(event.type)
         if handler is not None:
             handler(store, cipher, event, event.data)
@@ -93,6 +104,7 @@ class NodeGraphProjection:
     def purge(self, conn: Connection, stream_id: int) -> None:
         GraphStore(conn).purge_stream(stream_id)
         ClaimStore(conn).purge_stream(stream_id)
+        ItemStore(conn).purge_stream(stream_id)
 
     def digest(self, conn: Connection, cipher: SubjectCipher | None, stream_id: int) -> str:
         store = GraphStore(conn)
@@ -108,6 +120,7 @@ class NodeGraphProjection:
             "operations": [_row_dict(r) for r in store.stream_operations(stream_id)],
             "events": [_row_dict(r) for r in store.stream_memory_events(stream_id)],
             "claims": [_row_dict(r) for r in ClaimStore(conn).stream_claims(stream_id)],
+            "items": ItemStore(conn).stream_rows(stream_id),
         }
         return state_digest(state)
 
@@ -139,7 +152,23 @@ class NodeGraphProjection:
     ) -> list[uuid.UUID]:
         scope, new_nodes = self._stored_nodes(event.event_id, event.recorded_at, data)
         store.add_stored(cipher, event.event_id, scope, event.recorded_at, new_nodes)
+        item = data.get("item")
+        if item is not None:
+            ItemStore(store.conn).add_revision(
+                cipher.stream_id,
+                item_hash(cipher, item["key"]),
+                event.version,
+                event.event_id,
+                event.recorded_at,
+                _optional_time(item.get("expires_at")),
+            )
         return [node.id for node in new_nodes]
+
+    def _item_expiry(
+        self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
+    ) -> None:
+        expires_at = _optional_time(data["expires_at"])
+        ItemStore(store.conn).move_expiry(cipher.stream_id, uuid.UUID(data["event_id"]), expires_at)
 
     def _stored_nodes(
         self, event_id: uuid.UUID, recorded_at: datetime, data: dict[str, Any]

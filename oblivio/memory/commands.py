@@ -51,7 +51,7 @@ def _cipher(tx: Transaction, stream: LockedStream) -> SubjectCipher:
     return tx.locked_cipher(stream)
 
 
-def _append(
+def append_projected(
     ctx: MemoryContext, tx: Transaction, stream: LockedStream, event: NewEvent
 ) -> tuple[RecordedEvent, bool]:
     """Append and project; the flag is True when the append replayed an earlier one."""
@@ -93,6 +93,31 @@ def _nodes(tx: Transaction, stream: LockedStream, rows: Sequence[NodeRow]) -> li
 # -- store ------------------------------------------------------------------------------
 
 
+def stored_data(
+    ctx: MemoryContext,
+    content: str | bytes,
+    *,
+    user: str,
+    scope: Scope | str,
+    role: Role | str,
+    session_id: str | None,
+    source_type: SourceType | str,
+    node_type: NodeType | str,
+    meta: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The validated payload of a memory.stored event (``put_item`` adds its item)."""
+    return {
+        "user_id": user,
+        "content": inputs.content(content),
+        "scope": inputs.choice(Scope, scope, "scope").value,
+        "role": inputs.choice(Role, role, "role").value,
+        "session_id": inputs.optional_text(session_id, "session_id", inputs.MAX_SESSION_ID_CHARS),
+        "source_type": inputs.choice(SourceType, source_type, "source_type").value,
+        "node_type": inputs.choice(NodeType, node_type, "node_type").value,
+        "meta": inputs.merged_meta(ctx.default_meta, meta),
+    }
+
+
 def store_memory(
     ctx: MemoryContext,
     content: str | bytes,
@@ -108,16 +133,17 @@ def store_memory(
 ) -> StoredMemory:
     """Append a memory event and derive its node(s); the event id and the node ids."""
     user = inputs.user(user_id)
-    data = {
-        "user_id": user,
-        "content": inputs.content(content),
-        "scope": inputs.choice(Scope, scope, "scope").value,
-        "role": inputs.choice(Role, role, "role").value,
-        "session_id": inputs.optional_text(session_id, "session_id", inputs.MAX_SESSION_ID_CHARS),
-        "source_type": inputs.choice(SourceType, source_type, "source_type").value,
-        "node_type": inputs.choice(NodeType, node_type, "node_type").value,
-        "meta": inputs.merged_meta(ctx.default_meta, meta),
-    }
+    data = stored_data(
+        ctx,
+        content,
+        user=user,
+        scope=scope,
+        role=role,
+        session_id=session_id,
+        source_type=source_type,
+        node_type=node_type,
+        meta=meta,
+    )
     request = inputs.request_id(request_id)
     with ctx.store.transaction() as tx:
         stream = tx.open_stream(ctx.namespace, user)
@@ -205,7 +231,7 @@ def supersede_many(
     actor = inputs.optional_text(actor_id, "actor_id", inputs.MAX_ACTOR_ID_CHARS)
     with ctx.store.transaction() as tx:
         return [
-            _supersede_one(ctx, tx, old, new, evidence, user, actor)
+            supersede_locked(ctx, tx, old, new, evidence, user, actor)
             for old, new, evidence in entries
         ]
 
@@ -224,7 +250,7 @@ def _correction_entry(entry: CorrectionEntry) -> tuple[uuid.UUID, uuid.UUID, uui
     return inputs.node_id(old), inputs.node_id(new), inputs.evidence_id(evidence)
 
 
-def _supersede_one(
+def supersede_locked(
     ctx: MemoryContext,
     tx: Transaction,
     old_id: uuid.UUID,
@@ -233,6 +259,7 @@ def _supersede_one(
     user_id: str | None,
     actor_id: str | None,
 ) -> Correction:
+    """One supersession inside ``tx`` (which may already hold the owner's lock)."""
     if old_id == new_id:
         raise LifecycleConflictError("a node cannot supersede itself")
     stream, rows = lock_owner(ctx, tx, [old_id, new_id], user_id)
@@ -261,7 +288,9 @@ def _supersede_one(
         evidence_id=_text(evidence_id),
         actor_id=actor_id,
     )
-    recorded, _ = _append(ctx, tx, stream, NewEvent(ev.SUPERSEDED, data, event_id=operation))
+    recorded, _ = append_projected(
+        ctx, tx, stream, NewEvent(ev.SUPERSEDED, data, event_id=operation)
+    )
     return Correction(operation, recorded.event_id, (old_id, new_id), evidence_id, replayed=False)
 
 
@@ -313,7 +342,9 @@ def contradict(
             evidence_id=_text(evidence),
             actor_id=actor,
         )
-        recorded, _ = _append(ctx, tx, stream, NewEvent(ev.CONTRADICTED, data, event_id=operation))
+        recorded, _ = append_projected(
+            ctx, tx, stream, NewEvent(ev.CONTRADICTED, data, event_id=operation)
+        )
     return Correction(operation, recorded.event_id, (a, b), evidence, replayed=False)
 
 
@@ -362,7 +393,7 @@ def resolve_contradiction(
             actor_id=actor,
         )
         event = NewEvent(ev.CONTRADICTION_RESOLVED, data, event_id=operation)
-        recorded, _ = _append(ctx, tx, stream, event)
+        recorded, _ = append_projected(ctx, tx, stream, event)
     return Correction(operation, recorded.event_id, (winner, loser), evidence, replayed=False)
 
 
@@ -442,7 +473,7 @@ def reinforce(
             if request_uuid is None
             else ev.operation_id("reinforce", stream.ref.stream_id, request_uuid)
         )
-        _append(ctx, tx, stream, NewEvent(ev.REINFORCED, data, event_id=event_id))
+        append_projected(ctx, tx, stream, NewEvent(ev.REINFORCED, data, event_id=event_id))
         return confirmed
 
 
@@ -530,7 +561,7 @@ def _append_for_user(ctx: MemoryContext, user_id: str, event: NewEvent) -> Recor
     user = inputs.user(user_id)
     with ctx.store.transaction() as tx:
         stream = tx.open_stream(ctx.namespace, user)
-        recorded, _ = _append(ctx, tx, stream, event)
+        recorded, _ = append_projected(ctx, tx, stream, event)
     return recorded
 
 

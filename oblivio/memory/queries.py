@@ -51,7 +51,7 @@ MAX_PAGE = 1000
 SUBJECT_PAGE = 500
 
 
-def _owner_stream(ctx: MemoryContext, user_id: str | None) -> int | None:
+def owner_stream(ctx: MemoryContext, user_id: str | None) -> int | None:
     """The current stream id of a bound caller (None for operators)."""
     if user_id is None:
         return None
@@ -80,10 +80,10 @@ def get_event(
     wanted = parse_uuid(event_id, "event id")
     owner_key = None if user_id is None else ctx.store.subject_ref(ctx.namespace, user_id)
     for event in ctx.store.get_events([wanted]):
-        if _is_memory_event(ctx, event) and (
+        if is_memory_event(ctx, event) and (
             owner_key is None or event.stream.subject_key.hex() == owner_key
         ):
-            return _memory_event(event)
+            return memory_event(event)
     return None
 
 
@@ -120,9 +120,9 @@ def get_events(
             break
         for event in batch:
             version = event.version
-            if not _is_memory_event(ctx, event):
+            if not is_memory_event(ctx, event):
                 continue
-            memory = _memory_event(event)
+            memory = memory_event(event)
             if _matches(memory, wanted_scope, session_id, wanted_source):
                 page.append(memory)
                 if len(page) == limit:
@@ -140,11 +140,11 @@ def _matches(
     )
 
 
-def _is_memory_event(ctx: MemoryContext, event: RecordedEvent) -> bool:
+def is_memory_event(ctx: MemoryContext, event: RecordedEvent) -> bool:
     return event.type == ev.STORED and event.stream.namespace == ctx.namespace and not event.erased
 
 
-def _memory_event(event: RecordedEvent) -> MemoryEvent:
+def memory_event(event: RecordedEvent) -> MemoryEvent:
     data = event.data or {}
     return MemoryEvent(
         id=event.event_id,
@@ -174,7 +174,7 @@ def subjects(ctx: MemoryContext) -> list[str]:
     found: set[str] = set()
     for start in range(0, len(event_ids), SUBJECT_PAGE):
         events = ctx.store.get_events(event_ids[start : start + SUBJECT_PAGE])
-        found.update(e.data["user_id"] for e in events if _is_memory_event(ctx, e) and e.data)
+        found.update(e.data["user_id"] for e in events if is_memory_event(ctx, e) and e.data)
     return sorted(found)
 
 
@@ -192,7 +192,7 @@ def get_event_nodes(
 ) -> list[Node]:
     """The nodes derived from one event (all lifecycles), in extraction order."""
     wanted = parse_uuid(event_id, "event id")
-    owner = _owner_stream(ctx, user_id)
+    owner = owner_stream(ctx, user_id)
     with ctx.store.reading() as view:
         rows = GraphStore(view.connection).nodes_of_event(wanted)
         visible = [r for r in rows if _visible(r, owner) is not None]
@@ -208,7 +208,7 @@ def get_node(
 ) -> Node | None:
     """A node, or ``None`` when unavailable; superseded nodes only on request."""
     wanted = parse_uuid(node_id, "node id")
-    owner = _owner_stream(ctx, user_id)
+    owner = owner_stream(ctx, user_id)
     with ctx.store.reading() as view:
         row = _visible(GraphStore(view.connection).node_row(wanted), owner)
         if row is None:
@@ -224,7 +224,7 @@ def get_assertion_state(
     """Whether a node is current, contested or retired, and by which nodes; for a
     claim also its structure, validity interval and what it did to earlier claims."""
     wanted = parse_uuid(node_id, "node id")
-    owner = _owner_stream(ctx, user_id)
+    owner = owner_stream(ctx, user_id)
     with ctx.store.reading() as view:
         graph = GraphStore(view.connection)
         row = _visible(graph.node_row(wanted), owner)
@@ -286,7 +286,7 @@ def list_nodes(
         "source_types": _members(SourceType, source_types, "source_types"),
     }
     current = None if include_superseded else (LifecycleState.ACTIVE, LifecycleState.CONTESTED)
-    owner = _owner_stream(ctx, user)
+    owner = owner_stream(ctx, user)
     with ctx.store.reading() as view:
         graph = GraphStore(view.connection)
         position = None if start is None else _position(graph, start, owner)

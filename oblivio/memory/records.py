@@ -36,6 +36,26 @@ class StoredMemory:
 
 
 @dataclass(frozen=True)
+class ItemRevision:
+    """The outcome of ``put_item``: the new revision, and the revisions it replaced."""
+
+    event_id: uuid.UUID
+    node_ids: tuple[uuid.UUID, ...]
+    replaced: tuple[uuid.UUID, ...]  # the earlier readable revisions' events, oldest first
+
+
+@dataclass(frozen=True)
+class StoredItem:
+    """A keyed item as its owner may read it: its current revision and its history."""
+
+    key: str
+    current: MemoryEvent
+    revision_ids: tuple[uuid.UUID, ...]  # every readable revision's event, oldest first
+    created_at: datetime  # when the oldest readable revision was recorded
+    expires_at: datetime | None  # the current revision's retention time
+
+
+@dataclass(frozen=True)
 class Correction:
     """The outcome of supersede / contradict / resolve_contradiction."""
 

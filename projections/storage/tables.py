@@ -244,3 +244,24 @@ claims = sa.Table(
     sa.Index("ix_memory_claims_stream_id_match_key", "stream_id", "match_key"),
     sqlite_with_rowid=False,
 )
+
+# Keyed items (``put_item``): the revisions of each item a caller names by a
+# key of its own (LangGraph's namespace and key, through OblivioStore), so
+# that reading or replacing one item finds its revisions by index instead of
+# decrypting the subject's stream.  ``item`` is a keyed hash of the caller's
+# key under the subject's data key (SubjectCipher.mac): the key itself is
+# only in the encrypted event, and the hash means nothing once the key is
+# destroyed.  One row per readable revision, in stream order; the last is
+# the current one.  ``expires_at`` is the revision's retention (a TTL), moved
+# by memory.item_expiry events.
+items = sa.Table(
+    "memory_items",
+    metadata,
+    sa.Column("stream_id", StreamId, primary_key=True),
+    sa.Column("item", sa.LargeBinary(32), primary_key=True),
+    sa.Column("version", sa.BigInteger, primary_key=True),
+    sa.Column("event_id", sa.Uuid, nullable=False),
+    sa.Column("recorded_at", UTCDateTime(), nullable=False),
+    sa.Column("expires_at", UTCDateTime(), nullable=True),
+    sqlite_with_rowid=False,
+)

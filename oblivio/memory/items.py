@@ -1,0 +1,181 @@
+"""Keyed items: memories a caller names by a key of its own, one current revision each.
+
+``put_item`` stores a revision of an item (a memory.stored event whose
+payload names the item) and, in the same transaction and under the owner's
+stream lock, supersedes the previous revision's nodes with the new one's, so
+two writers of one key (in two processes) always leave one current revision.
+The projection keeps the revisions in ``memory_items`` under a keyed hash of
+the item key (see projections.storage.tables), so that ``get_item`` finds an
+item by index: its cost does not grow with the owner's stream.  Erasing a
+revision (``delete_event``, ``forget``) removes its row with the rest of the
+node graph; replaying the log rebuilds the rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from eventstore import NewEvent, ReadView, RecordedEvent
+from eventstore.errors import InvalidInputError
+from oblivio.errors import ItemScopeConflictError
+from oblivio.memory import commands, inputs
+from oblivio.memory.context import MemoryContext
+from oblivio.memory.queries import is_memory_event, memory_event, owner_stream
+from oblivio.memory.records import ItemRevision, StoredItem
+from projections import events as ev
+from projections.graph import item_hash
+from projections.model import LifecycleState, NodeType, Role, Scope, SourceType
+from projections.storage.graph_store import GraphStore
+from projections.storage.item_store import ItemRow, ItemStore
+
+MAX_ITEM_KEY_CHARS = 256
+#: ``get_events`` reads at most this many events by id at once.
+EVENT_BATCH = 500
+
+
+def item_key(value: object) -> str:
+    key = inputs.optional_text(value, "item key", MAX_ITEM_KEY_CHARS)
+    if key is None:
+        raise InvalidInputError("an item key is required")
+    return key
+
+
+def _expiry(value: object) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        raise InvalidInputError("expires_at must be a timezone-aware datetime or None")
+    return value
+
+
+def put_item(
+    ctx: MemoryContext,
+    key: str,
+    content: str | bytes,
+    *,
+    user_id: str,
+    scope: Scope | str = Scope.PERSONAL,
+    source_type: SourceType | str = SourceType.USER_STATED,
+    node_type: NodeType | str = NodeType.FACT,
+    meta: Mapping[str, Any] | None = None,
+    expires_at: datetime | None = None,
+) -> ItemRevision:
+    """Store a new revision of the item ``key``; it supersedes the current revision.
+
+    The new revision must have the item's scope (a correction stays within
+    one owner and scope): another scope raises ``ItemScopeConflictError`` and
+    writes nothing.  ``expires_at`` is the revision's retention time, if any.
+    """
+    user = inputs.user(user_id)
+    data = commands.stored_data(
+        ctx,
+        content,
+        user=user,
+        scope=scope,
+        role=Role.USER,
+        session_id=None,
+        source_type=source_type,
+        node_type=node_type,
+        meta=meta,
+    )
+    wanted, until = item_key(key), _expiry(expires_at)
+    data["item"] = {"key": wanted, "expires_at": None if until is None else until.isoformat()}
+    with ctx.store.transaction() as tx:
+        stream = tx.open_stream(ctx.namespace, user)
+        cipher = tx.locked_cipher(stream)
+        revisions = ItemStore(tx.connection).revisions(cipher.stream_id, item_hash(cipher, wanted))
+        graph = GraphStore(tx.connection)
+        current = graph.nodes_of_event(revisions[-1].event_id) if revisions else []
+        if any(row.scope != data["scope"] for row in current):
+            raise ItemScopeConflictError(
+                f"item exists in scope {current[0].scope!r}, not {data['scope']!r}: "
+                "delete it before storing it in another scope"
+            )
+        [recorded] = tx.append_locked(stream, [NewEvent(ev.STORED, data)])
+        node_ids = ctx.graph.apply_stored(tx.connection, cipher, recorded)
+        for row in current:
+            if row.lifecycle != LifecycleState.SUPERSEDED:
+                commands.supersede_locked(ctx, tx, row.node_id, node_ids[0], None, user, None)
+    replaced = tuple(r.event_id for r in revisions)
+    return ItemRevision(recorded.event_id, tuple(node_ids), replaced)
+
+
+def set_item_expiry(
+    ctx: MemoryContext, key: str, expires_at: datetime | None, *, user_id: str
+) -> bool:
+    """Move the current revision's retention time (a TTL refreshed on read); False
+    when there is no such item."""
+    user = inputs.user(user_id)
+    until = _expiry(expires_at)
+    wanted = item_key(key)
+    with ctx.store.transaction() as tx:
+        stream = tx.lock_stream(ctx.namespace, user)
+        if stream is None or stream.closed_at is not None:
+            return False
+        cipher = tx.locked_cipher(stream)
+        revisions = ItemStore(tx.connection).revisions(cipher.stream_id, item_hash(cipher, wanted))
+        if not revisions:
+            return False
+        data = {
+            "event_id": str(revisions[-1].event_id),
+            "expires_at": None if until is None else until.isoformat(),
+        }
+        commands.append_projected(ctx, tx, stream, NewEvent(ev.ITEM_EXPIRY, data))
+    return True
+
+
+def get_item(ctx: MemoryContext, key: str, *, user_id: str) -> StoredItem | None:
+    """The item ``key`` of ``user_id`` (its current revision), or ``None``."""
+    wanted = item_key(key)
+    found = _items(ctx, user_id, lambda view, stream_id: _one(view, stream_id, wanted))
+    return found[0] if found else None
+
+
+def list_items(ctx: MemoryContext, *, user_id: str) -> list[StoredItem]:
+    """Every item of ``user_id``; its cost grows with the number of items (a listing)."""
+    return _items(ctx, user_id, _all)
+
+
+def _all(view: ReadView, stream_id: int) -> Iterable[list[ItemRow]]:
+    return ItemStore(view.connection).stream_items(stream_id)
+
+
+def _one(view: ReadView, stream_id: int, key: str) -> list[list[ItemRow]]:
+    cipher = view.cipher(stream_id)
+    if cipher is None:
+        return []
+    revisions = ItemStore(view.connection).revisions(stream_id, item_hash(cipher, key))
+    return [revisions] if revisions else []
+
+
+Select = Callable[[ReadView, int], Iterable[list[ItemRow]]]
+
+
+def _items(ctx: MemoryContext, user_id: str, select: Select) -> list[StoredItem]:
+    """The items ``select`` picks from the owner's rows, each with its current event."""
+    owner = owner_stream(ctx, inputs.user(user_id))
+    if owner is None or owner < 0:
+        return []
+    with ctx.store.reading() as view:
+        groups: Sequence[list[ItemRow]] = list(select(view, owner))
+    found: list[StoredItem] = []
+    for start in range(0, len(groups), EVENT_BATCH):
+        batch = groups[start : start + EVENT_BATCH]
+        events = {e.event_id: e for e in ctx.store.get_events([g[-1].event_id for g in batch])}
+        for revisions in batch:
+            event = events.get(revisions[-1].event_id)
+            if event is not None and is_memory_event(ctx, event) and event.data:
+                found.append(_stored_item(event, revisions))
+    return found
+
+
+def _stored_item(event: RecordedEvent, revisions: list[ItemRow]) -> StoredItem:
+    return StoredItem(
+        key=(event.data or {})["item"]["key"],
+        current=memory_event(event),
+        revision_ids=tuple(r.event_id for r in revisions),
+        created_at=revisions[0].recorded_at,
+        expires_at=revisions[-1].expires_at,
+    )

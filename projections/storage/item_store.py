@@ -1,0 +1,86 @@
+"""SQL of keyed items (see ``memory_items`` in projections.storage.tables)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import datetime
+from itertools import groupby
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from projections.storage.tables import items
+
+ItemRow = sa.Row[Any]
+
+# Built once: every get, put and delete of an item runs it.
+_revisions = (
+    sa.select(items)
+    .where(items.c.stream_id == sa.bindparam("stream_id"), items.c.item == sa.bindparam("item"))
+    .order_by(items.c.version)
+)
+
+
+class ItemStore:
+    """Reads and writes the item rows on one connection."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def revisions(self, stream_id: int, item: bytes) -> list[ItemRow]:
+        """The readable revisions of one item, oldest first (a range of the primary key)."""
+        return list(self.conn.execute(_revisions, {"stream_id": stream_id, "item": item}))
+
+    def stream_items(self, stream_id: int) -> Iterator[list[ItemRow]]:
+        """Every item of a stream, as its revisions (oldest first), in item order."""
+        query = (
+            sa.select(items)
+            .where(items.c.stream_id == stream_id)
+            .order_by(items.c.item, items.c.version)
+        )
+        for _, rows in groupby(self.conn.execute(query), key=lambda r: r.item):
+            yield list(rows)
+
+    def add_revision(
+        self,
+        stream_id: int,
+        item: bytes,
+        version: int,
+        event_id: uuid.UUID,
+        recorded_at: datetime,
+        expires_at: datetime | None,
+    ) -> None:
+        self.conn.execute(
+            items.insert().values(
+                stream_id=stream_id,
+                item=item,
+                version=version,
+                event_id=event_id,
+                recorded_at=recorded_at,
+                expires_at=expires_at,
+            )
+        )
+
+    def move_expiry(
+        self, stream_id: int, event_id: uuid.UUID, expires_at: datetime | None
+    ) -> None:
+        """Set a revision's expiry; a revision erased meanwhile has no row to touch."""
+        self.conn.execute(
+            items.update()
+            .where(items.c.stream_id == stream_id, items.c.event_id == event_id)
+            .values(expires_at=expires_at)
+        )
+
+    def purge_stream(self, stream_id: int) -> None:
+        self.conn.execute(items.delete().where(items.c.stream_id == stream_id))
+
+    def stream_rows(self, stream_id: int) -> list[dict[str, Any]]:
+        """A stream's rows as plain values, for its state digest."""
+        query = (
+            sa.select(items)
+            .where(items.c.stream_id == stream_id)
+            .order_by(items.c.item, items.c.version)
+        )
+        return [dict(row._mapping) for row in self.conn.execute(query)]
