@@ -6,13 +6,16 @@ their documents); every other segment, the key and the value are personal data
 too and travel only inside the subject's encrypted memory events, as metadata:
 
 - ``doc.locator`` — a keyed hash of (namespace, key), HMAC-SHA256 keyed with the
-  subject's pseudonymous reference: the document's identity across revisions;
+  subject's pseudonymous reference: the document's identity across revisions,
+  and the key of the oblivio *item* it is (``MemoryClient.put_item``);
 - ``doc.namespace`` / ``doc.key`` / ``doc.value`` — JSON, needed to read it back;
-- ``doc.indexed`` and ``doc.expires_at`` (the TTL's end, if any).
+- ``doc.indexed`` and ``doc.ttl`` (the TTL in minutes, if any; the expiry
+  itself is the item's retention time).
 
-Writing a document again appends a new memory event (a revision) whose node
-supersedes the previous revision's; reading takes the latest revision of each
-locator among the subject's readable events.  Nothing here imports a framework.
+A document is an item: writing it again stores a new revision whose node
+supersedes the previous revision's, and oblivio finds the current revision by
+a keyed hash of the locator (under the subject's data key) without reading the
+subject's other memories.  Nothing here imports a framework.
 """
 
 from __future__ import annotations
@@ -21,14 +24,14 @@ import hashlib
 import hmac
 import json
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from eventstore.errors import InvalidInputError
 from oblivio.client import MemoryClient
-from oblivio.memory.records import MemoryEvent
+from oblivio.memory.records import StoredItem
 from projections.model import Scope
 
 LOCATOR = "doc.locator"
@@ -36,10 +39,7 @@ NAMESPACE = "doc.namespace"
 KEY = "doc.key"
 VALUE = "doc.value"
 INDEXED = "doc.indexed"
-EXPIRES_AT = "doc.expires_at"
-
-#: ``get_events`` pages at most this many events per call.
-EVENT_PAGE = 1000
+TTL = "doc.ttl"
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,8 @@ class Document:
     updated_at: datetime
     indexed: bool
     expires_at: datetime | None
+    #: The TTL in minutes (a read that refreshes it moves ``expires_at``), if any.
+    ttl: float | None
     #: Every readable revision's event, oldest first; the last is the current one.
     event_ids: tuple[uuid.UUID, ...]
 
@@ -150,7 +152,7 @@ def document_meta(
     value: Mapping[str, Any],
     *,
     indexed: bool,
-    expires_at: datetime | None,
+    ttl: float | None,
 ) -> dict[str, Any]:
     """The metadata of one revision (encrypted with the subject's key, like all metadata)."""
     return {
@@ -159,7 +161,7 @@ def document_meta(
         KEY: key,
         VALUE: json.dumps(value, ensure_ascii=False, sort_keys=True),
         INDEXED: indexed,
-        EXPIRES_AT: None if expires_at is None else expires_at.isoformat(),
+        TTL: ttl,
     }
 
 
@@ -168,37 +170,33 @@ def is_document(meta: Mapping[str, Any]) -> bool:
 
 
 def read_documents(client: MemoryClient, user: str) -> dict[str, Document]:
-    """Every document of ``user`` by locator: one pass over the subject's readable events."""
-    revisions: dict[str, list[MemoryEvent]] = {}
-    for event in subject_events(client, user):
-        if is_document(event.meta):
-            revisions.setdefault(event.meta[LOCATOR], []).append(event)
-    return {loc: _document(events) for loc, events in revisions.items()}
+    """Every document of ``user`` by locator (a listing: it reads each current revision)."""
+    found = (_document(item) for item in client.list_items(user_id=user))
+    return {doc_locator: doc for doc_locator, doc in found if doc is not None}
 
 
-def subject_events(client: MemoryClient, user: str) -> Iterator[MemoryEvent]:
-    after = 0
-    while True:
-        page = client.get_events(user_id=user, after_version=after, limit=EVENT_PAGE)
-        yield from page
-        if len(page) < EVENT_PAGE:
-            return
-        after = page[-1].version
+def read_document(client: MemoryClient, user: str, doc_locator: str) -> Document | None:
+    """The document at ``doc_locator``, found by index (its cost does not grow with the
+    person's other memories)."""
+    item = client.get_item(doc_locator, user_id=user)
+    return None if item is None else _document(item)[1]
 
 
-def _document(revisions: list[MemoryEvent]) -> Document:
-    latest = revisions[-1]
-    meta = latest.meta
-    expires = meta.get(EXPIRES_AT)
-    return Document(
+def _document(item: StoredItem) -> tuple[str, Document | None]:
+    meta = item.current.meta
+    if not is_document(meta):
+        return item.key, None  # an item stored by other means
+    ttl = meta.get(TTL)
+    return item.key, Document(
         namespace=tuple(json.loads(meta[NAMESPACE])),
         key=meta[KEY],
         value=json.loads(meta[VALUE]),
-        created_at=revisions[0].recorded_at,
-        updated_at=latest.recorded_at,
+        created_at=item.created_at,
+        updated_at=item.current.recorded_at,
         indexed=bool(meta.get(INDEXED, True)),
-        expires_at=None if expires is None else datetime.fromisoformat(expires),
-        event_ids=tuple(e.id for e in revisions),
+        expires_at=item.expires_at,
+        ttl=None if ttl is None else float(ttl),
+        event_ids=item.revision_ids,
     )
 
 

@@ -6,12 +6,15 @@ docs/integrations.md describes it for users.  In short:
 
 - the configured ``user_segment`` of a namespace is the data subject; the rest
   of the namespace, the key and the value are encrypted with that person's key;
-- ``put`` appends a memory event; over an existing key its node supersedes the
-  previous revision's, and both stay in the log until erased;
+- ``put`` stores a revision of an oblivio item (``MemoryClient.put_item``): over
+  an existing key its node supersedes the previous revision's in the same
+  transaction, under the person's stream lock, and both stay in the log until
+  erased; ``get`` finds the item by a keyed hash, without reading the person's
+  other memories;
 - ``delete`` erases every revision of the item with ``delete_event``, each
   certified; a ``ttl`` is a retention period: :meth:`OblivioStore.sweep_expired`
-  (or the sweeper thread) erases expired items the same way, and reads never
-  return them;
+  (or the sweeper thread) erases expired items the same way, reads never
+  return them, and a read with ``refresh_ttl`` moves the expiry (an event);
 - ``search`` with a query ranks with oblivio's retrieval (corrections,
   attractors and triggers apply); without one it lists, newest first.
 """
@@ -23,7 +26,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -73,7 +76,7 @@ def _utc_now() -> datetime:
 
 @dataclass
 class _Snapshot:
-    """Documents read during one batch, per person; a write drops that person's."""
+    """Listings read during one batch, per person; a write drops that person's."""
 
     client: MemoryClient
     by_user: dict[str, dict[str, Document]] = field(default_factory=dict)
@@ -101,8 +104,10 @@ class OblivioStore(BaseStore):
     those JSON paths becomes the memory's content; oblivio's configured
     embedder embeds it, so ``dims`` and ``embed`` are ignored).  ``ttl`` is
     LangGraph's ``TTLConfig``: ``default_ttl`` applies to puts without a TTL,
-    ``sweep_interval_minutes`` is the sweeper's period.  With ``wait=True``
-    deletions, sweeps and :meth:`forget` wait for their certificates.
+    ``sweep_interval_minutes`` is the sweeper's period, and ``refresh_on_read``
+    (default true) whether reads extend an item's TTL (``refresh_ttl`` of one
+    call decides for it).  With ``wait=True`` deletions, sweeps and
+    :meth:`forget` wait for their certificates.
     """
 
     supports_ttl = True
@@ -129,11 +134,6 @@ class OblivioStore(BaseStore):
         self.node_type, self.source_type = NodeType(node_type), SourceType(source_type)
         self.wait = wait
         self.clock = clock
-        # Writes of one store run one at a time: a put reads the current revision
-        # and then supersedes it, which two concurrent puts of a key (asyncio.gather
-        # of aput) must not interleave.  Writers in other processes are not covered:
-        # racing puts there leave two revisions of which reads show the newer.
-        self._writes = threading.Lock()
         self._sweeper: threading.Thread | None = None
         self._stop_sweeping = threading.Event()
 
@@ -155,12 +155,10 @@ class OblivioStore(BaseStore):
         if isinstance(op, ListNamespacesOp):
             return self._list_namespaces(snapshot, op)
         if isinstance(op, PutOp):
-            with self._writes:
-                snapshot.clear()  # another thread may have written since it was read
-                if op.value is None:
-                    self._erase(snapshot, op.namespace, op.key)
-                else:
-                    self._put(snapshot, op)
+            if op.value is None:
+                self._erase(snapshot, op.namespace, op.key)
+            else:
+                self._put(snapshot, op)
             return None
         raise InvalidInputError(f"unknown store operation {type(op).__name__}")
 
@@ -169,8 +167,7 @@ class OblivioStore(BaseStore):
     def erase(self, namespace: tuple[str, ...], key: str) -> list[ErasureStatus]:
         """Delete an item and return the erasure of each of its revisions (with
         certificates when ``wait`` is set); ``[]`` when there is no such item."""
-        with self._writes:
-            return self._erase(_Snapshot(self.client), namespace, str(key))
+        return self._erase(_Snapshot(self.client), namespace, str(key))
 
     def forget(self, user_id: str) -> ErasureStatus:
         """Erase everything of one person (GDPR Art. 17): every namespace under their
@@ -181,10 +178,9 @@ class OblivioStore(BaseStore):
         """Erase every item whose TTL has passed (reason ``ttl_expired``, certified)."""
         now, erased = self.clock(), []
         for user in self.client.subjects():
-            with self._writes:  # a put may not supersede a revision being erased
-                for doc in docs.read_documents(self.client, user).values():
-                    if doc.expired(now):
-                        erased += self._erase_revisions(user, doc, TTL_REASON, TTL_LEGAL_GROUND)
+            for doc in docs.read_documents(self.client, user).values():
+                if doc.expired(now):
+                    erased += self._erase_revisions(user, doc, TTL_REASON, TTL_LEGAL_GROUND)
         return erased
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> None:
@@ -214,45 +210,58 @@ class OblivioStore(BaseStore):
 
     # -- get / put / delete ---------------------------------------------------------
 
-    def _find(self, snapshot: _Snapshot, namespace: Sequence[str], key: str) -> Document | None:
+    def _find(self, namespace: Sequence[str], key: str) -> tuple[str, Document] | None:
+        """The person and the live document at (namespace, key), found by index."""
         try:
             user = self.mapping.subject(namespace)
             ref = self.client.subject_ref(user)
         except ValueError:  # a namespace this store cannot place holds nothing
             return None
-        doc = snapshot.documents(user).get(docs.locator(ref, namespace, key))
-        return None if doc is None or doc.expired(self.clock()) else doc
+        doc = docs.read_document(self.client, user, docs.locator(ref, namespace, key))
+        return None if doc is None or doc.expired(self.clock()) else (user, doc)
 
     def _get(self, snapshot: _Snapshot, op: GetOp) -> Item | None:
-        doc = self._find(snapshot, op.namespace, op.key)
-        return None if doc is None else _item(doc)
+        found = self._find(op.namespace, op.key)
+        if found is None:
+            return None
+        user, doc = found
+        if op.refresh_ttl:
+            doc = self._refreshed(snapshot, user, doc)
+        return _item(doc)
+
+    def _refreshed(self, snapshot: _Snapshot, user: str, doc: Document) -> Document:
+        """Extend a live document's TTL from now, as LangGraph's stores do on read: an
+        event moves the item's retention time (so it replays); no TTL, no write."""
+        if doc.ttl is None:
+            return doc
+        expires_at = self.clock() + timedelta(minutes=doc.ttl)
+        locator = docs.locator(self.client.subject_ref(user), doc.namespace, doc.key)
+        self.client.set_item_expiry(locator, expires_at, user_id=user)
+        snapshot.changed(user)
+        return replace(doc, expires_at=expires_at)
 
     def _put(self, snapshot: _Snapshot, op: PutOp) -> None:
         namespace, key = tuple(op.namespace), str(op.key)
         user = self._subject_for_write(namespace)
         value = docs.check_value(op.value)
         content, indexed = self._content(value, op.index)
-        previous = self._find(snapshot, namespace, key)
-        now = self.clock()
-        meta = docs.document_meta(
-            self.client.subject_ref(user),
-            namespace,
-            key,
-            value,
-            indexed=indexed,
-            expires_at=None if op.ttl is None else now + timedelta(minutes=op.ttl),
-        )
-        event_id = self.client.store(
+        ref = self.client.subject_ref(user)
+        meta = docs.document_meta(ref, namespace, key, value, indexed=indexed, ttl=op.ttl)
+        # One transaction under the person's stream lock: the new revision and the
+        # retirement of the current one, so racing puts of a key (in any process)
+        # leave exactly one current revision.  Another scope than the item's is
+        # refused (ItemScopeConflictError), since a correction stays in one scope.
+        self.client.put_item(
+            docs.locator(ref, namespace, key),
             content,
             user_id=user,
             scope=self.mapping.scope_of(namespace),
             node_type=self.node_type,
             source_type=self.source_type,
             meta=meta,
+            expires_at=None if op.ttl is None else self.clock() + timedelta(minutes=op.ttl),
         )
         snapshot.changed(user)
-        if previous is not None:
-            self._supersede(user, previous, event_id)
 
     def _subject_for_write(self, namespace: tuple[str, ...]) -> str:
         try:
@@ -262,14 +271,6 @@ class OblivioStore(BaseStore):
         except ValueError as e:
             raise InvalidNamespaceError(str(e)) from e
         return user
-
-    def _supersede(self, user: str, previous: Document, event_id: Any) -> None:
-        """The new revision's node retires the previous revision's current nodes."""
-        [new, *_] = self.client.get_event_nodes(event_id, user_id=user)
-        old = self.client.get_event_nodes(previous.event_id, user_id=user)
-        corrections = [(n.id, new.id, event_id) for n in old if n.superseded_by is None]
-        if corrections:
-            self.client.supersede_many(corrections, user_id=user)
 
     def _content(self, value: dict[str, Any], index: Any) -> tuple[str, bool]:
         """The memory's text: the indexed fields' text, or the whole value as JSON
@@ -286,10 +287,10 @@ class OblivioStore(BaseStore):
     def _erase(
         self, snapshot: _Snapshot, namespace: Sequence[str], key: str
     ) -> list[ErasureStatus]:
-        doc = self._find(snapshot, namespace, key)
-        if doc is None:
+        found = self._find(namespace, key)
+        if found is None:
             return []
-        user = self.mapping.subject(namespace)
+        user, doc = found
         snapshot.changed(user)
         return self._erase_revisions(user, doc, "user_request", DELETE_LEGAL_GROUND)
 
@@ -331,7 +332,12 @@ class OblivioStore(BaseStore):
         scored.sort(key=lambda pair: pair[0], reverse=True)
         unscored.sort(key=lambda d: d.updated_at, reverse=True)
         page = [*scored, *((None, d) for d in unscored)][op.offset : op.offset + op.limit]
+        if op.refresh_ttl:
+            page = [(score, self._refreshed_found(snapshot, d)) for score, d in page]
         return [_search_item(doc, score) for score, doc in page]
+
+    def _refreshed_found(self, snapshot: _Snapshot, doc: Document) -> Document:
+        return self._refreshed(snapshot, self.mapping.subject(doc.namespace), doc)
 
     def _ranked(
         self, user: str, query: str, matching: dict[str, Document]
