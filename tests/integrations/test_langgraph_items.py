@@ -1,0 +1,211 @@
+"""OblivioStore's items: found by a keyed hash, one current revision under races, TTL
+refreshed on read, and a scope that stays the item's."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from oblivio import LifecycleState, MemoryClient
+from oblivio.errors import ItemScopeConflictError
+from oblivio.integrations import documents as docs
+from oblivio.integrations.langgraph import OblivioStore
+from oblivio.settings import Settings
+from tests.integrations.conftest import Clock
+
+NS = ("alice", "memories")
+
+
+def _item_rows(client: MemoryClient, user: str) -> list[Any]:
+    """The rows of ``memory_items`` for the user's stream, as the database holds them."""
+    head = client.context.store.head(client.context.namespace, user)
+    if head is None:
+        return []
+    query = sa.text("SELECT item, event_id FROM memory_items WHERE stream_id = :s ORDER BY version")
+    with client.context.store.backend.engine.connect() as conn:
+        return list(conn.execute(query, {"s": head.stream.stream_id}))
+
+
+def _current_nodes(client: MemoryClient, user: str) -> list[Any]:
+    """Every node of the user that is not superseded (one per current revision)."""
+    return [
+        node
+        for event in client.get_events(user_id=user, limit=1000)
+        for node in client.get_event_nodes(event.id, user_id=user)
+        if node.lifecycle is not LifecycleState.SUPERSEDED
+    ]
+
+
+def _value(event: Any) -> Any:
+    return json.loads(event.meta[docs.VALUE])
+
+
+def _replay_equal(client: MemoryClient, user: str) -> None:
+    for name, (live, replayed) in client.replay_comparison(user_id=user).items():
+        assert live == replayed, name
+
+
+def test_items_are_indexed_by_a_keyed_hash_and_erasure_leaves_no_entry(
+    client: MemoryClient,
+) -> None:
+    store = OblivioStore(client)
+    store.put(NS, "city", {"text": "Boston"})
+    store.put(NS, "city", {"text": "Chicago"})
+    store.put(NS, "drink", {"text": "tea"})
+    rows = _item_rows(client, "alice")
+    assert len(rows) == 3  # one row per revision
+    city = docs.locator(client.subject_ref("alice"), NS, "city")
+    assert len({bytes(r.item) for r in rows}) == 2
+    for row in rows:  # neither the locator nor anything derivable without the key
+        assert len(row.item) == 32
+        assert bytes(row.item).hex() != city
+    _replay_equal(client, "alice")
+
+    store.erase(NS, "city")
+    assert [r.event_id for r in _item_rows(client, "alice")] == [rows[2].event_id]
+    assert store.get(NS, "city") is None
+    assert store.get(NS, "drink") is not None
+    _replay_equal(client, "alice")
+
+    store.forget("alice")
+    assert _item_rows(client, "alice") == []
+
+
+def test_deleting_the_current_revision_by_event_makes_the_previous_one_current(
+    client: MemoryClient,
+) -> None:
+    store = OblivioStore(client)
+    store.put(NS, "city", {"text": "Boston"})
+    store.put(NS, "city", {"text": "Chicago"})
+    _first, second = client.get_events(user_id="alice")
+    client.delete_event(second.id, user_id="alice", wait=True)
+    item = store.get(NS, "city")
+    assert item is not None
+    assert item.value == {"text": "Boston"}
+    _replay_equal(client, "alice")
+
+
+def test_racing_puts_of_one_key_in_threads_leave_one_current_revision(
+    client: MemoryClient,
+) -> None:
+    # Two stores over one client: nothing in-process serialises them.
+    stores = [OblivioStore(client), OblivioStore(client)]
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def writer(n: int) -> None:
+        barrier.wait()
+        try:
+            for i in range(8):
+                stores[n].put(NS, "k", {"text": f"writer {n} value {i}"})
+        except BaseException as e:  # reported below, not lost in the thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    revisions = client.get_events(user_id="alice")
+    [node] = _current_nodes(client, "alice")
+    assert node.event_id == revisions[-1].id
+    item = stores[0].get(NS, "k")
+    assert item is not None
+    assert item.value == _value(revisions[-1])
+    assert len(_item_rows(client, "alice")) == 16
+
+
+def _put_many(settings: Settings, writer: int, start: Any) -> None:
+    with MemoryClient(settings=settings) as client:
+        store = OblivioStore(client)
+        start.wait()
+        for i in range(8):
+            store.put(NS, "k", {"text": f"process {writer} value {i}"})
+
+
+@pytest.mark.postgres
+def test_racing_puts_of_one_key_in_two_processes_leave_one_current_revision(
+    module_postgres: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, keyring = module_postgres
+    settings = Settings(
+        data_dir=tmp_path / "memory", database_url=url, keyring_path=keyring, namespace="race"
+    )
+    spawn = multiprocessing.get_context("spawn")
+    start = spawn.Event()
+    workers = [spawn.Process(target=_put_many, args=(settings, n, start)) for n in (0, 1)]
+    for w in workers:
+        w.start()
+    start.set()
+    for w in workers:
+        w.join(120)
+    assert [w.exitcode for w in workers] == [0, 0]
+    with MemoryClient(settings=settings) as client:
+        revisions = client.get_events(user_id="alice", limit=1000)
+        assert len(revisions) == 16
+        [node] = _current_nodes(client, "alice")
+        assert node.event_id == revisions[-1].id
+        item = OblivioStore(client).get(NS, "k")
+        assert item is not None
+        assert item.value == _value(revisions[-1])
+        _replay_equal(client, "alice")
+
+
+def test_a_put_in_another_scope_is_refused_and_writes_nothing(client: MemoryClient) -> None:
+    OblivioStore(client, scope="project").put(NS, "k", {"text": "roadmap"})
+    personal = OblivioStore(client)
+    with pytest.raises(ItemScopeConflictError, match="scope 'project'"):
+        personal.put(NS, "k", {"text": "diary"})
+    assert len(client.get_events(user_id="alice")) == 1
+    item = personal.get(NS, "k")
+    assert item is not None
+    assert item.value == {"text": "roadmap"}
+    # Deleting the item first moves it to the other scope.
+    personal.delete(NS, "k")
+    personal.put(NS, "k", {"text": "diary"})
+    assert [e.scope.value for e in client.get_events(user_id="alice")] == ["personal"]
+
+
+# -- TTL refreshed on read: LangGraph's test_store_ttl (checkpoint-postgres), on a clock --
+
+
+def test_reads_with_refresh_ttl_extend_the_ttl_and_reads_without_do_not(
+    client: MemoryClient, clock: Clock
+) -> None:
+    store = OblivioStore(client, clock=clock, index={"fields": ["foo"]})
+    store.put(("foo",), "item1", {"foo": "bar"}, ttl=1)
+    clock.advance(seconds=58)
+    assert store.get(("foo",), "item1", refresh_ttl=True) is not None
+    clock.advance(seconds=58)
+    assert len(store.search(("foo",), query="foo", refresh_ttl=True)) == 1
+    clock.advance(seconds=58)
+    assert store.get(("foo",), "item1", refresh_ttl=False) is not None
+    clock.advance(seconds=59)  # 117 s since the last refresh
+    assert store.search(("foo",), query="bar", refresh_ttl=False) == []
+    assert store.get(("foo",), "item1", refresh_ttl=True) is None  # expired stays expired
+    _replay_equal(client, "foo")  # the refreshes are events, and replay
+
+
+def test_refresh_on_read_follows_the_ttl_config_and_the_call(
+    client: MemoryClient, clock: Clock
+) -> None:
+    store = OblivioStore(client, clock=clock, ttl={"refresh_on_read": False, "default_ttl": 1})
+    store.put(NS, "k", {"v": 1})
+    events = len(client.get_events(user_id="alice"))
+    clock.advance(seconds=50)
+    assert store.get(NS, "k") is not None  # the config says: no refresh
+    clock.advance(seconds=20)
+    assert store.get(NS, "k") is None
+    store.put(NS, "k", {"v": 2})
+    clock.advance(seconds=50)
+    assert [i.key for i in store.search(("alice",), refresh_ttl=True)] == ["k"]
+    clock.advance(seconds=50)
+    assert store.get(NS, "k") is not None
+    assert len(client.get_events(user_id="alice")) == events + 1  # the refresh is no memory
