@@ -263,5 +263,7 @@ items = sa.Table(
     sa.Column("event_id", sa.Uuid, nullable=False),
     sa.Column("recorded_at", UTCDateTime(), nullable=False),
     sa.Column("expires_at", UTCDateTime(), nullable=True),
+    # memory.item_expiry names the revision by event id; subject first, like the key.
+    sa.Index("ix_memory_items_stream_id_event_id", "stream_id", "event_id"),
     sqlite_with_rowid=False,
 )

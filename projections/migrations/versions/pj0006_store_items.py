@@ -28,7 +28,9 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("stream_id", "item", "version", name=op.f("pk_memory_items")),
         sqlite_with_rowid=False,
     )
+    op.create_index("ix_memory_items_stream_id_event_id", "memory_items", ["stream_id", "event_id"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_memory_items_stream_id_event_id", table_name="memory_items")
     op.drop_table("memory_items")
