@@ -25,27 +25,36 @@ from oblivio.integrations.langgraph import OblivioStore
 from oblivio.settings import Settings
 
 
-def median_ms(operation: Callable[[int], object], rounds: int = 15) -> float:
-    times = []
-    for i in range(rounds):
-        start = time.perf_counter()
-        operation(i)
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
-
-
-def run(items: int, store: OblivioStore, user: str) -> dict[str, float]:
+def operations(store: OblivioStore, user: str) -> dict[str, tuple[Callable[[int], object], int]]:
+    """Each measured operation on one person's items, with its number of rounds."""
     ns = (user, "memories")
-    for i in range(items):
-        store.put(ns, f"k{i}", {"text": f"fact number {i} about {user}"})
     return {
-        "put": median_ms(lambda i: store.put(ns, f"new{i}", {"text": f"new fact {i}"})),
-        "put_over": median_ms(lambda i: store.put(ns, "k0", {"text": f"corrected {i}"})),
-        "get": median_ms(lambda i: store.get(ns, f"k{i + 1}")),
-        "search": median_ms(lambda i: store.search((user,), limit=10)),
-        "search_query": median_ms(lambda i: store.search((user,), query=f"fact {i}")),
-        "delete": median_ms(lambda i: store.delete(ns, f"new{i}"), rounds=3),
+        "put": (lambda i: store.put(ns, f"new{i}", {"text": f"new fact {i}"}), 15),
+        "put_over": (lambda i: store.put(ns, "k0", {"text": f"corrected {i}"}), 15),
+        "get": (lambda i: store.get(ns, f"k{i + 1}"), 15),
+        "search": (lambda i: store.search((user,), limit=10), 5),
+        "search_query": (lambda i: store.search((user,), query=f"fact {i}"), 5),
+        "delete": (lambda i: store.delete(ns, f"new{i}"), 3),
     }
+
+
+def fill(store: OblivioStore, user: str, items: int) -> None:
+    for i in range(items):
+        store.put((user, "memories"), f"k{i}", {"text": f"fact number {i} about {user}"})
+
+
+def interleaved_medians(store: OblivioStore, sizes: list[int]) -> dict[int, dict[str, float]]:
+    """Median ms of each operation per size; the sizes take turns in every round, so a
+    change in the machine's load reaches all of them alike."""
+    ops = {n: operations(store, f"user-{n}") for n in sizes}
+    times: dict[int, dict[str, list[float]]] = {n: {} for n in sizes}
+    for name, (_, rounds) in ops[sizes[0]].items():
+        for i in range(rounds):
+            for n in sizes:
+                start = time.perf_counter()
+                ops[n][name][0](i)
+                times[n].setdefault(name, []).append((time.perf_counter() - start) * 1000)
+    return {n: {k: statistics.median(v) for k, v in t.items()} for n, t in times.items()}
 
 
 def main() -> None:
@@ -60,17 +69,24 @@ def main() -> None:
         with MemoryClient(settings=settings, embedder=args.embedder) as client:
             store = OblivioStore(client)
             sizes = [int(n) for n in args.items.split(",")]
-            by_size = {}
             for n in sizes:
-                by_size[n] = figures = run(n, store, f"user-{n}")
+                fill(store, f"user-{n}", n)
+            by_size = interleaved_medians(store, sizes)
+            for n, figures in by_size.items():
                 print(f"N={n}: " + "  ".join(f"{k} {v:.1f}" for k, v in figures.items()))
             small, large = by_size[min(sizes)], by_size[max(sizes)]
             ratios = "  ".join(f"{k} {large[k] / small[k]:.2f}" for k in small)
             print(f"N={max(sizes)} / N={min(sizes)}: {ratios}")
             for s in range(args.subjects):
                 store.put((f"p{s}", "m"), "k", {"text": "x"})
-            ms = median_ms(lambda i: store.list_namespaces(), rounds=5)
+            ms = statistics.median(_timed(store.list_namespaces) for _ in range(5))
             print(f"list_namespaces over {len(client.subjects())} people: {ms:.1f} ms")
+
+
+def _timed(operation: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    operation()
+    return (time.perf_counter() - start) * 1000
 
 
 if __name__ == "__main__":
