@@ -305,8 +305,9 @@ _NODE_STATE_EVENTS = frozenset(
 )
 #: What refresh() knows how to apply.  Any other event loads the subject again:
 #: an ingested message's claims (memory.claims_extracted), for one, are nodes of
-#: an earlier event and would sit among the old rows of a fresh load.
-REFRESHABLE_EVENTS = frozenset({ev.STORED, *_NODE_STATE_EVENTS, *_PROBE_EVENTS})
+#: an earlier event and would sit among the old rows of a fresh load.  A keyed
+#: item's new expiry (memory.item_expiry) changes nothing retrieval reads.
+REFRESHABLE_EVENTS = frozenset({ev.STORED, ev.ITEM_EXPIRY, *_NODE_STATE_EVENTS, *_PROBE_EVENTS})
 
 
 def refreshable(events: Sequence[RecordedEvent]) -> bool:
