@@ -63,9 +63,7 @@ class ItemStore:
             )
         )
 
-    def move_expiry(
-        self, stream_id: int, event_id: uuid.UUID, expires_at: datetime | None
-    ) -> None:
+    def move_expiry(self, stream_id: int, event_id: uuid.UUID, expires_at: datetime | None) -> None:
         """Set a revision's expiry; a revision erased meanwhile has no row to touch."""
         self.conn.execute(
             items.update()
