@@ -62,6 +62,12 @@ class ProjectionRunner:
 
     def run_once(self, partition: int) -> int | None:
         """Apply one batch of a partition; ``None`` when another runner holds it."""
+        batch = self._apply_batch(partition)
+        return None if batch is None else batch[0]
+
+    def _apply_batch(self, partition: int) -> tuple[int, LogCursor] | None:
+        """Apply one batch: how many events, and the partition's checkpoint after it
+        (``None`` when another runner holds the partition)."""
         with self.store.transaction() as tx:
             cursor = checkpoints.claim(tx.connection, self.projection.name, partition)
             if cursor is None:
@@ -70,12 +76,12 @@ class ProjectionRunner:
                 cursor, self.batch_size, partition=(partition, self.partitions)
             )
             if not page.events:
-                return 0
+                return 0, cursor
             self._apply_page(tx, page.events)
             checkpoints.advance(
                 tx.connection, self.projection.name, partition, page.next_cursor, self.clock()
             )
-            return len(page.events)
+            return len(page.events), page.next_cursor
 
     def run_pending(self) -> int:
         """Apply everything visible now in every free partition; the number of events."""
@@ -92,14 +98,24 @@ class ProjectionRunner:
         return total
 
     def catch_up(self, cursor: LogCursor, stream_id: int, timeout: float) -> bool:
-        """Wait (helping along) until the stream's partition has applied ``cursor``."""
+        """Wait (helping along) until the stream's partition has applied ``cursor``.
+
+        A batch this call applies tells where it left the checkpoint, so a
+        consistent read right after a write costs one batch, not a batch and a
+        second look at the checkpoint.
+        """
         partition = self.partition_of(stream_id)
         deadline = time.monotonic() + timeout
-        while self.checkpoint(partition) < cursor:
+        reached = self.checkpoint(partition)
+        while reached < cursor:
             if time.monotonic() > deadline:
                 return False
-            if not self.run_once(partition):
-                time.sleep(IDLE_SLEEP_SECONDS)
+            batch = self._apply_batch(partition)
+            if batch is not None and batch[0]:
+                reached = batch[1]
+                continue
+            time.sleep(IDLE_SLEEP_SECONDS)  # held elsewhere, or not visible yet
+            reached = self.checkpoint(partition)
         return True
 
     def run_forever(self, stop: threading.Event, poll_interval: float = 0.2) -> None:

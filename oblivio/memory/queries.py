@@ -390,7 +390,7 @@ def _current_token(ctx: MemoryContext, user: str, consistent: bool) -> StateToke
     assert token.last_event is not None  # caught_up says so
     if not ctx.runner.catch_up(token.last_event, token.stream_id, ctx.consistency_timeout):
         raise NotCaughtUpError()
-    return _token(ctx, user)
+    return token.caught_up_now()
 
 
 def _subject_index(
