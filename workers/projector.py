@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+
+from sqlalchemy.engine import Connection
 
 from eventstore import EventStore, LogCursor, RecordedEvent, SubjectCipher, Transaction
 from eventstore.ids import SYSTEM_NAMESPACE
@@ -117,6 +119,22 @@ class ProjectionRunner:
             time.sleep(IDLE_SLEEP_SECONDS)  # held elsewhere, or not visible yet
             reached = self.checkpoint(partition)
         return True
+
+    def hold(self, conn: Connection, stream_ids: Collection[int] | None = None) -> None:
+        """Wait for and lock, for the caller's transaction, the checkpoints of the
+        partitions of ``stream_ids`` (``None``: every partition), in partition order.
+
+        No batch of those partitions is in flight until the caller commits: one
+        that started earlier has committed (what it wrote is visible to the
+        caller's next statements), and the next one sees what the caller wrote.
+        """
+        held = (
+            range(self.partitions)
+            if stream_ids is None
+            else {self.partition_of(stream_id) for stream_id in stream_ids}
+        )
+        for partition in sorted(held):
+            checkpoints.hold(conn, self.projection.name, partition)
 
     def run_forever(self, stop: threading.Event, poll_interval: float = 0.2) -> None:
         """Keep applying until ``stop`` is set (the loop of a worker thread or process)."""
