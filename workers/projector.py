@@ -99,16 +99,24 @@ class ProjectionRunner:
             total += applied
         return total
 
-    def catch_up(self, cursor: LogCursor, stream_id: int, timeout: float) -> bool:
+    def catch_up(
+        self,
+        cursor: LogCursor,
+        stream_id: int,
+        timeout: float,
+        *,
+        checkpoint: LogCursor | None = None,
+    ) -> bool:
         """Wait (helping along) until the stream's partition has applied ``cursor``.
 
-        A batch this call applies tells where it left the checkpoint, so a
-        consistent read right after a write costs one batch, not a batch and a
-        second look at the checkpoint.
+        ``checkpoint`` is the partition's checkpoint if the caller just read it (a
+        state token holds it).  A batch this call applies tells where it left the
+        checkpoint, so a consistent read right after a write costs one batch, not
+        a batch and more looks at the checkpoint.
         """
         partition = self.partition_of(stream_id)
         deadline = time.monotonic() + timeout
-        reached = self.checkpoint(partition)
+        reached = self.checkpoint(partition) if checkpoint is None else checkpoint
         while reached < cursor:
             if time.monotonic() > deadline:
                 return False
