@@ -14,7 +14,9 @@
    message and retrieves for its answer does.
 
 4. **Ingest.**  ``ingest()`` and the claim extraction worker beside
-   ``store()`` (see :mod:`oblivio.bench.ingest`), on a store of its own.
+   ``store()`` (see :mod:`oblivio_bench.ingest`), on a store of its own.
+5. **Re-embedding.**  A whole-store re-embedding job's nodes per second
+   (see :mod:`oblivio_bench.reembed`), on a store of its own.
 
 Sections 1 and 2 use the default embedder on one scratch store; section 3
 uses a store of its own, so no vector of one dimension meets a query of
@@ -46,6 +48,14 @@ from oblivio_bench.loading import (
     stored_event,
     wait_until_visible,
 )
+from oblivio_bench.reembed import (
+    REEMBED_FROM,
+    REEMBED_NODES,
+    REEMBED_SUBJECTS,
+    ReembedRound,
+    measure_reembed,
+    reembed_section,
+)
 from oblivio_bench.report import load_average, machine_info, paired_ratio
 from oblivio_bench.scratch import postgres_version
 from oblivio_bench.systems import BenchError
@@ -64,8 +74,8 @@ RETRIEVAL_SUBJECT = "retrieval-subject"
 LEAST_QUERIES = 5
 SEED = 1729
 
-#: The three measurements, in the order they run; ``--section`` picks some of them.
-SECTIONS = ("store", "catch-up", "retrieval", "ingest")
+#: The measurements, in the order they run; ``--section`` picks some of them.
+SECTIONS = ("store", "catch-up", "retrieval", "ingest", "reembed")
 
 TARGET_STORE_RATIO = 0.5
 TARGET_CATCH_UP_EVENTS_PER_S = 5_000.0  # on PostgreSQL
@@ -110,6 +120,8 @@ class MemorySizes:
     tiers: tuple[RetrievalTier, ...]
     ingest_events: int
     ingest_subjects: int
+    reembed_nodes: int
+    reembed_subjects: int
 
     @classmethod
     def scaled(cls, scale: float) -> MemorySizes:
@@ -130,6 +142,8 @@ class MemorySizes:
             tiers,
             n(INGEST_EVENTS),
             n(INGEST_SUBJECTS),
+            n(REEMBED_NODES),
+            n(REEMBED_SUBJECTS),
         )
 
 
@@ -195,7 +209,8 @@ def run_memory_bench(
     catch_ups: list[Measurement] = []
     tiers: list[TierResult] = []
     ingested: tuple[list[Measurement], list[Measurement], list[Measurement]] = ([], [], [])
-    labels = ["store", "retrieval", *(["ingest"] if "ingest" in wanted else [])]
+    reembedded: list[ReembedRound] = []
+    labels = ["store", "retrieval", *sorted(wanted & {"ingest", "reembed"})]
     with scratch_settings(config.backend, config.server_url, labels) as settings:
         server = postgres_version(config.server_url) if config.backend == "postgres" else None
         machine = machine_info(server)
@@ -214,12 +229,19 @@ def run_memory_bench(
                 ingested = measure_ingest(
                     client, sizes.ingest_events, sizes.ingest_subjects, config.rounds, progress
                 )
+        if "reembed" in wanted:
+            first = settings["reembed"].model_copy(update={"embedder": REEMBED_FROM})
+            with open_client(first) as client:
+                reembedded = measure_reembed(
+                    client, sizes.reembed_nodes, sizes.reembed_subjects, config.rounds, progress
+                )
         machine["load_average_end"] = load_average()
     sections = {
         "store": lambda: store_section(stores, appends),
         "catch-up": lambda: catch_up_section(catch_ups, config.backend),
         "retrieval": lambda: retrieval_section(tiers),
         "ingest": lambda: ingest_section(*ingested),
+        "reembed": lambda: reembed_section(reembedded),
     }
     return FigureReport(
         benchmark="oblivio bench memory",
@@ -238,6 +260,7 @@ def run_memory_bench(
                 name: [_round_json(m) for m in ms]
                 for name, ms in zip(("store", "ingest", "extraction"), ingested, strict=True)
             },
+            "reembed": [r.to_json() for r in reembedded],
         },
     )
 
@@ -253,6 +276,8 @@ def _parameters(sizes: MemorySizes) -> dict[str, Any]:
         "retrieval_tiers": {t.name: {"nodes": t.nodes, "queries": t.queries} for t in sizes.tiers},
         "ingest_messages_per_round": sizes.ingest_events,
         "ingest_subjects": sizes.ingest_subjects,
+        "reembed_nodes": sizes.reembed_nodes,
+        "reembed_subjects": sizes.reembed_subjects,
     }
 
 

@@ -62,8 +62,11 @@ from projections.storage.vector_store import VectorStore
 Floats = npt.NDArray[np.float64]
 Rows = npt.NDArray[np.intp]
 
-#: Default bound of the cache, in nodes: about 2.5 KB each at 384 dimensions, so 250 MB.
-DEFAULT_MAX_CACHED_NODES = 100_000
+#: Default bound of the cache, in nodes: about 2.6 KB each with wordllama's 256
+#: dimensions (measured), so about 520 MB.  Twice the largest subject the latency
+#: targets name (100,000 nodes): a subject just past the bound would be loaded
+#: again on every query, seconds each.
+DEFAULT_MAX_CACHED_NODES = 200_000
 #: Scores closer than this to the last place are ordered by node id text, like exact ties.
 TIE_MARGIN = 1e-12
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -34,6 +34,7 @@ INGEST_FIGURES = {
     "ingest_store_ratio",
     "extraction_store_ratio",
 }
+REEMBED_FIGURES = {"reembed_nodes_per_s", "reembed_cpu_nodes_per_s"}
 MEMORY_FIGURES = (
     {
         "store_events_per_s",
@@ -43,6 +44,7 @@ MEMORY_FIGURES = (
     }
     | RETRIEVAL_FIGURES
     | INGEST_FIGURES
+    | REEMBED_FIGURES
 )
 ERASURE_FIGURES = {"forget_growth_ratio"} | {
     name.format(phase)
@@ -119,6 +121,20 @@ def test_bench_memory_ingest_section(tmp_path: Path) -> None:
     assert_figures(report, INGEST_FIGURES)
     assert [r["events"] for r in report["details"]["ingest"]["extraction"]] == [10, 10]
     assert report["figures"]["ingest_store_ratio"]["target_applies"] is True
+
+
+def test_bench_memory_reembed_section(tmp_path: Path) -> None:
+    options = ("--backend", "sqlite", "--section", "reembed", "--rounds", "2", "--scale", "0.01")
+    report = run_bench("memory", tmp_path / "v.json", *options)
+
+    assert_figures(report, REEMBED_FIGURES)
+    rounds = report["details"]["reembed"]
+    # Every round moves the whole store (200 nodes) to the next wordllama size.
+    assert [(r["embedder"], r["nodes"]) for r in rounds] == [
+        ("wordllama", 200),
+        ("wordllama:128", 200),
+    ]
+    assert report["figures"]["reembed_nodes_per_s"]["target_applies"] is True
 
 
 def test_bench_erasure_on_sqlite_reports_every_figure(tmp_path: Path) -> None:

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+
+from sqlalchemy.engine import Connection
 
 from eventstore import EventStore, LogCursor, RecordedEvent, SubjectCipher, Transaction
 from eventstore.ids import SYSTEM_NAMESPACE
@@ -62,6 +64,12 @@ class ProjectionRunner:
 
     def run_once(self, partition: int) -> int | None:
         """Apply one batch of a partition; ``None`` when another runner holds it."""
+        batch = self._apply_batch(partition)
+        return None if batch is None else batch[0]
+
+    def _apply_batch(self, partition: int) -> tuple[int, LogCursor] | None:
+        """Apply one batch: how many events, and the partition's checkpoint after it
+        (``None`` when another runner holds the partition)."""
         with self.store.transaction() as tx:
             cursor = checkpoints.claim(tx.connection, self.projection.name, partition)
             if cursor is None:
@@ -70,12 +78,12 @@ class ProjectionRunner:
                 cursor, self.batch_size, partition=(partition, self.partitions)
             )
             if not page.events:
-                return 0
+                return 0, cursor
             self._apply_page(tx, page.events)
             checkpoints.advance(
                 tx.connection, self.projection.name, partition, page.next_cursor, self.clock()
             )
-            return len(page.events)
+            return len(page.events), page.next_cursor
 
     def run_pending(self) -> int:
         """Apply everything visible now in every free partition; the number of events."""
@@ -91,16 +99,50 @@ class ProjectionRunner:
             total += applied
         return total
 
-    def catch_up(self, cursor: LogCursor, stream_id: int, timeout: float) -> bool:
-        """Wait (helping along) until the stream's partition has applied ``cursor``."""
+    def catch_up(
+        self,
+        cursor: LogCursor,
+        stream_id: int,
+        timeout: float,
+        *,
+        checkpoint: LogCursor | None = None,
+    ) -> bool:
+        """Wait (helping along) until the stream's partition has applied ``cursor``.
+
+        ``checkpoint`` is the partition's checkpoint if the caller just read it (a
+        state token holds it).  A batch this call applies tells where it left the
+        checkpoint, so a consistent read right after a write costs one batch, not
+        a batch and more looks at the checkpoint.
+        """
         partition = self.partition_of(stream_id)
         deadline = time.monotonic() + timeout
-        while self.checkpoint(partition) < cursor:
+        reached = self.checkpoint(partition) if checkpoint is None else checkpoint
+        while reached < cursor:
             if time.monotonic() > deadline:
                 return False
-            if not self.run_once(partition):
-                time.sleep(IDLE_SLEEP_SECONDS)
+            batch = self._apply_batch(partition)
+            if batch is not None and batch[0]:
+                reached = batch[1]
+                continue
+            time.sleep(IDLE_SLEEP_SECONDS)  # held elsewhere, or not visible yet
+            reached = self.checkpoint(partition)
         return True
+
+    def hold(self, conn: Connection, stream_ids: Collection[int] | None = None) -> None:
+        """Wait for and lock, for the caller's transaction, the checkpoints of the
+        partitions of ``stream_ids`` (``None``: every partition), in partition order.
+
+        No batch of those partitions is in flight until the caller commits: one
+        that started earlier has committed (what it wrote is visible to the
+        caller's next statements), and the next one sees what the caller wrote.
+        """
+        held = (
+            range(self.partitions)
+            if stream_ids is None
+            else {self.partition_of(stream_id) for stream_id in stream_ids}
+        )
+        for partition in sorted(held):
+            checkpoints.hold(conn, self.projection.name, partition)
 
     def run_forever(self, stop: threading.Event, poll_interval: float = 0.2) -> None:
         """Keep applying until ``stop`` is set (the loop of a worker thread or process)."""

@@ -271,6 +271,9 @@ class VectorRebuilder:
         with self.store.transaction() as tx:
             conn = tx.connection
             locked = tx.lock_stream_id(stream_id)
+            # A projection batch that chose its embedders before the switch must not
+            # commit after it (old vectors, a trigger embedded by the old embedder).
+            self.runner.hold(conn, [stream_id])
             if locked is not None and locked.closed_at is None and locked.wrapped_key is not None:
                 if jobs.missing_nodes(conn, stream_id, embedder.name, 1):
                     return False
@@ -279,16 +282,29 @@ class VectorRebuilder:
             if not jobs.finish_unit(conn, rebuild_id, stream_id, self.worker_id, self.clock()):
                 raise LeaseLostError()
             if jobs.open_units(conn, rebuild_id) == 0:
-                self._finish_job(tx, rebuild_id, describe(embedder, spec))
+                self._finish_job(tx, rebuild_id, describe(embedder, spec), embedder)
         return True
 
-    def _finish_job(self, tx: Transaction, rebuild_id: uuid.UUID, target: RecordedEmbedder) -> None:
+    def _reembed_unswitched_probes(self, tx: Transaction, embedder: Embedder) -> None:
+        """Triggers and attractors of subjects no unit switched (new since the job
+        started): the serving embedder wrote their vectors, the target's serve next."""
+        for stream_id in embedder_store.unswitched_probe_streams(tx.connection):
+            cipher = tx.cipher(stream_id)
+            if cipher is not None:  # a destroyed key's rows are purged with it
+                _reembed_probes(tx.connection, cipher, embedder)
+
+    def _finish_job(
+        self, tx: Transaction, rebuild_id: uuid.UUID, target: RecordedEmbedder, embedder: Embedder
+    ) -> None:
         """The job's last unit is done: the target becomes the store's embedder."""
         conn = tx.connection
         if not jobs.finish(conn, rebuild_id, "done", self.clock()):
             return
         purged = 0
         if embedder_store.recorded(conn)[CURRENT].name != target.name:
+            # Every subject changes embedder now, switched or not: no batch in flight.
+            self.runner.hold(conn)
+            self._reembed_unswitched_probes(tx, embedder)
             purged = embedder_store.promote_target(conn, target, self.clock())
         progress = jobs.read_progress(conn, rebuild_id)
         tx.append_audit(

@@ -388,9 +388,14 @@ def _current_token(ctx: MemoryContext, user: str, consistent: bool) -> StateToke
     if not consistent or token is None or not token.readable or token.caught_up:
         return token
     assert token.last_event is not None  # caught_up says so
-    if not ctx.runner.catch_up(token.last_event, token.stream_id, ctx.consistency_timeout):
+    if not ctx.runner.catch_up(
+        token.last_event,
+        token.stream_id,
+        ctx.consistency_timeout,
+        checkpoint=token.vector_mark,  # not caught up: the mark is the checkpoint itself
+    ):
         raise NotCaughtUpError()
-    return _token(ctx, user)
+    return token.caught_up_now()
 
 
 def _subject_index(

@@ -15,7 +15,13 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from projections.storage.tables import subject_embedders, vector_embedders, vectors
+from projections.storage.tables import (
+    attractors,
+    subject_embedders,
+    triggers,
+    vector_embedders,
+    vectors,
+)
 
 CURRENT = "current"
 TARGET = "target"
@@ -81,6 +87,19 @@ def switch_subject(conn: Connection, stream_id: int, embedder: str) -> None:
     conn.execute(
         vectors.delete().where(vectors.c.stream_id == stream_id, vectors.c.embedder != embedder)
     )
+
+
+def unswitched_probe_streams(conn: Connection) -> list[int]:
+    """Streams with triggers or attractors that no job switched one by one."""
+    with_probes = sa.union(
+        sa.select(triggers.c.stream_id), sa.select(attractors.c.stream_id)
+    ).subquery()
+    query = (
+        sa.select(with_probes.c.stream_id)
+        .where(with_probes.c.stream_id.not_in(sa.select(subject_embedders.c.stream_id)))
+        .order_by(with_probes.c.stream_id)
+    )
+    return list(conn.execute(query).scalars())
 
 
 def promote_target(conn: Connection, target: RecordedEmbedder, now: datetime) -> int:

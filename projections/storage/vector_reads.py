@@ -34,6 +34,7 @@ at most one extra reload, never a stale answer.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -71,6 +72,13 @@ class StateToken:
     def caught_up(self) -> bool:
         """Whether the vector state has applied the stream's last event."""
         return self.last_event is None or self.vector_mark == self.last_event
+
+    def caught_up_now(self) -> StateToken:
+        """This token once the vector state has applied its last event (the runner
+        said so): what reading it again would give unless something else changed
+        meanwhile.  Rows read after that are then newer than this token, which
+        (as above) costs at most one reload, never a stale answer."""
+        return dataclasses.replace(self, vector_mark=self.last_event)
 
 
 def _build_token_statement() -> sa.Select[tuple[object, ...]]:

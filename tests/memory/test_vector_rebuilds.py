@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -22,7 +23,10 @@ from oblivio.settings import Settings
 from projections.embedders import HashingEmbedder
 from projections.storage.embedder_store import recorded
 from projections.storage.tables import nodes, vectors
+from projections.storage.vector_store import VectorStore
 from projections.store_embedders import EmbedderMismatchError, StoreEmbedders
+from projections.vectors import VectorProjection
+from workers.projector import ProjectionRunner
 from workers.reembed import RebuildRequest, VectorRebuilder
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -246,4 +250,53 @@ def test_a_worker_killed_with_sigkill_mid_job_is_resumed_by_another(
     done = vector_rebuild(client.context, rebuild_id)
     assert (done.status, done.nodes_embedded) == ("done", len(texts))
     assert vector_counts(client) == {"hashing-v1-64": len(texts)}
+    client.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("first", ["alice", "carol"])
+def test_a_projection_batch_in_flight_at_the_switch_leaves_no_old_vector(
+    pg_settings: Settings, first: str
+) -> None:
+    """A projection batch that chose its embedders before the job switched its subject
+    (alice's, first) or promoted the store (carol's, new since the job started,
+    first) and commits after it: none of its old-embedder vectors, node or
+    trigger, may outlive the switch.  Only a server database has the race:
+    SQLite runs one writing transaction at a time."""
+    client = hashing_store(pg_settings)
+    rebuild_id = client.context.reembedder.start(RebuildRequest(embedder="hashing:64"))
+    client.add_resonance_trigger(user_id="alice", text="bees", threshold=0.1)
+    client.store("Carol keeps bees on her roof", user_id="carol")
+    client.add_resonance_trigger(user_id="carol", text="bees", threshold=0.1)
+    job = threading.Thread(target=client.context.reembedder.run_pending)
+
+    def run_the_job(call: int) -> None:
+        if call == 1:  # a batch has chosen its embedders: the job runs meanwhile
+            job.start()
+            deadline = time.monotonic() + 2  # the job waits for the batch, once fixed
+            while job.is_alive() and time.monotonic() < deadline:
+                time.sleep(0.02)
+
+    serving = Counting(HashingEmbedder(256), run_the_job)  # the store's current embedder
+    projection = VectorProjection(serving, embedders=StoreEmbedders(serving, "hashing"))
+    runner = ProjectionRunner(client.context.store, projection)
+    for user in (first, *({"alice", "carol"} - {first})):
+        cursor = client.context.store.last_cursor("default", user)
+        stream = client.context.store.head("default", user)
+        assert cursor is not None
+        assert stream is not None
+        assert runner.catch_up(cursor, stream.stream.stream_id, 60)
+    job.join(timeout=60)
+
+    assert vector_rebuild(client.context, rebuild_id).status == "done"
+    assert vector_counts(client) == {"hashing-v1-64": 7}  # 3 of alice, 3 of bob, 1 of carol
+    for user in ("alice", "carol"):
+        with client.context.store.reading() as view:
+            head = client.context.store.head("default", user)
+            assert head is not None
+            cipher = view.cipher(head.stream.stream_id)
+            assert cipher is not None
+            [(_, body)] = VectorStore(view.connection).stream_triggers(cipher)
+        assert len(body["vector"]) == 64, user
+    assert top(client, "carol", "bees") == "Carol keeps bees on her roof"
     client.close()
