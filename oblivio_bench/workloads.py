@@ -18,7 +18,7 @@ import random
 import string
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier, Lock
 from threading import BrokenBarrierError
@@ -57,6 +57,10 @@ class Measurement:
     def ms_per_op(self) -> float:
         """Mean time one caller waits for one operation."""
         return self.busy_seconds / self.ops * 1000
+
+    def to_json(self) -> dict[str, float]:
+        """The round as the JSON documents record it, its rates included."""
+        return asdict(self) | {"events_per_s": self.events_per_s, "ms_per_op": self.ms_per_op}
 
 
 # -- test data -----------------------------------------------------------------

@@ -1,0 +1,52 @@
+"""Running ``oblivio bench …`` commands in tests, and what a PostgreSQL run must leave."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from eventstore.backends.postgres import normalise_postgres_url
+from oblivio.cli import main
+
+
+def invoke_bench(
+    command: str, json_path: Path, options: Sequence[str], global_options: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Run ``oblivio [global options] bench COMMAND [options] --json JSON_PATH``; it must
+    succeed.  Its JSON document, with what it printed under ``"stdout"``."""
+    result = CliRunner().invoke(
+        main, [*global_options, "bench", command, *options, "--json", str(json_path)]
+    )
+    assert result.exit_code == 0, result.output
+    report: dict[str, Any] = json.loads(json_path.read_text())
+    report["stdout"] = result.stdout
+    return report
+
+
+def bench_databases(server_url: str) -> set[str]:
+    engine = sa.create_engine(normalise_postgres_url(server_url))
+    try:
+        with engine.connect() as conn:
+            query = sa.text("SELECT datname FROM pg_database WHERE datname LIKE :pattern")
+            return set(conn.execute(query, {"pattern": "oblivio_bench_%"}).scalars())
+    finally:
+        engine.dispose()
+
+
+@contextmanager
+def drops_its_databases(server_url: str) -> Iterator[None]:
+    """Around a benchmark run on PostgreSQL: its scratch databases are gone afterwards."""
+    before = bench_databases(server_url)
+    yield
+    assert bench_databases(server_url) <= before
+
+
+def assert_ran_on_postgres(report: dict[str, Any]) -> None:
+    assert report["backend"] == "postgres"
+    assert report["machine"]["postgres"]
