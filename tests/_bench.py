@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -13,6 +13,8 @@ from click.testing import CliRunner
 
 from eventstore.backends.postgres import normalise_postgres_url
 from oblivio.cli import main
+
+RunBench = Callable[..., dict[str, Any]]  # (json_path, backend, *global_options) -> report
 
 
 def invoke_bench(
@@ -50,3 +52,12 @@ def drops_its_databases(server_url: str) -> Iterator[None]:
 def assert_ran_on_postgres(report: dict[str, Any]) -> None:
     assert report["backend"] == "postgres"
     assert report["machine"]["postgres"]
+
+
+def run_on_postgres(run_bench: RunBench, tmp_path: Path, server_url: str) -> dict[str, Any]:
+    """``run_bench(json_path, "postgres", "--database-url", server_url)``, which must run on
+    PostgreSQL and leave none of its scratch databases behind; its report."""
+    with drops_its_databases(server_url):
+        report = run_bench(tmp_path / "b.json", "postgres", "--database-url", server_url)
+    assert_ran_on_postgres(report)
+    return report

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from oblivio_bench.eventstore import garbage_collection
-from tests._bench import assert_ran_on_postgres, drops_its_databases, invoke_bench
+from tests._bench import invoke_bench, run_on_postgres
 
 WORKLOADS = {"append_single", "append_batch", "append_4_writers", "read_stream", "read_log"}
 SYSTEMS = ("oblivio", "eventsourcing")
@@ -97,8 +97,4 @@ def test_the_floor_script_runs_the_workloads_beside_both_systems(tmp_path: Path)
 def test_bench_eventstore_on_postgres_drops_its_databases(
     tmp_path: Path, postgres_server_url: str
 ) -> None:
-    with drops_its_databases(postgres_server_url):
-        report = run_bench(tmp_path / "b.json", "postgres", "--database-url", postgres_server_url)
-
-    assert_ran_on_postgres(report)
-    assert_complete(report)
+    assert_complete(run_on_postgres(run_bench, tmp_path, postgres_server_url))

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from oblivio_bench.http import run_round
-from tests._bench import assert_ran_on_postgres, drops_its_databases, invoke_bench
+from tests._bench import invoke_bench, run_on_postgres
 
 OPERATIONS = ("store", "retrieve")
 CLIENTS = ("1", "8", "32")
@@ -64,11 +64,7 @@ def test_bench_http_on_sqlite_reports_every_figure(tmp_path: Path) -> None:
 def test_bench_http_on_postgres_drops_its_databases(
     tmp_path: Path, postgres_server_url: str
 ) -> None:
-    with drops_its_databases(postgres_server_url):
-        report = run_bench(tmp_path / "b.json", "postgres", "--database-url", postgres_server_url)
-
-    assert_ran_on_postgres(report)
-    assert_complete(report)
+    assert_complete(run_on_postgres(run_bench, tmp_path, postgres_server_url))
 
 
 def test_a_round_is_timed_from_before_the_first_request() -> None:

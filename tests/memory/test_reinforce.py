@@ -8,7 +8,7 @@ calls; reusing it for something else is refused; ids are per owner.
 
 from __future__ import annotations
 
-import threading
+import functools
 import uuid
 from datetime import UTC, datetime
 
@@ -21,6 +21,7 @@ from oblivio.settings import Settings
 from projections import events as ev
 from projections import graph as graph_projection
 from projections.model import CONFIDENCE_CAP, INITIAL_CONFIDENCE, REINFORCEMENT_CAP
+from tests._threads import race
 from tests.memory._support import (
     EVIDENCE_MESSAGE,
     current,
@@ -259,22 +260,13 @@ THREADS = 8
 
 def _race(clients: list[MemoryClient], node_id: uuid.UUID, request: uuid.UUID) -> list[object]:
     """Every client confirms the node with the same request id at the same moment."""
-    barrier = threading.Barrier(len(clients))
-    outcomes: list[object] = [None] * len(clients)
-
-    def confirm(i: int) -> None:
-        barrier.wait()
-        try:
-            outcomes[i] = clients[i].reinforce(node_id, user_id="alice", request_id=request)
-        except Exception as e:  # reported by the assertion below
-            outcomes[i] = e
-
-    threads = [threading.Thread(target=confirm, args=(i,)) for i in range(len(clients))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    return outcomes
+    return race(
+        [
+            functools.partial(c.reinforce, node_id, user_id="alice", request_id=request)
+            for c in clients
+        ],
+        timeout=60,
+    )
 
 
 def test_concurrent_calls_with_one_request_id_count_once(fresh_settings: Settings) -> None:
