@@ -6,7 +6,7 @@ import json
 import secrets
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -167,6 +167,19 @@ def completed(status: ErasureStatus) -> dict[str, Any]:
 def audit_entries(client: MemoryClient) -> list[dict[str, Any]]:
     """The audit export's lines, without the manifest line."""
     return [json.loads(line) for line in client.export_audit().splitlines()[:-1]]
+
+
+def assert_same_request(
+    client: MemoryClient, first: ErasureStatus, answers: Iterable[ErasureStatus]
+) -> None:
+    """Each of ``answers`` (to asking again) is ``first``: its request and its certificate,
+    of which there is still one."""
+    certificate = completed(first)
+    for answer in answers:
+        assert answer.request_id == first.request_id
+        assert answer.certificate_id == first.certificate_id
+        assert answer.certificate == certificate
+    assert len(certificate_rows(client, first.request_id)) == 1
 
 
 def partitioning(client: MemoryClient) -> list[AsyncPartitioning]:

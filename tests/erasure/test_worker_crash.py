@@ -31,6 +31,7 @@ from tests.erasure._support import (
     wait_until,
 )
 from tests.erasure.conftest import Opener
+from workers.erasure import ErasureStatus
 from workers.policy import ErasurePolicy
 from workers.rebuild import RebuildWorker
 
@@ -138,6 +139,12 @@ class StallingWorker(FailureRecordingWorker):
         super()._process(job)
 
 
+def pending_deletion(client: MemoryClient, what: str) -> ErasureStatus:
+    """A memory of ALICE's whose deletion is requested, its jobs not yet worked on."""
+    event_id = client.store(f"Memory to delete: {marker(what)}", user_id=ALICE)
+    return client.delete_event(event_id, wait=False)
+
+
 def worker_for(
     client: MemoryClient, worker_id: str, lease: timedelta, cls: type[W] = RebuildWorker
 ) -> W:
@@ -148,8 +155,7 @@ def test_a_stalled_worker_that_lost_its_lease_cannot_finish_or_certify_twice(
     open_client: Opener,
 ) -> None:
     client = open_client()
-    event_id = client.store(f"Stall me {marker('stall')}", user_id=ALICE)
-    status = client.delete_event(event_id, wait=False)
+    status = pending_deletion(client, "stall")
     stalled = worker_for(open_client(), "stalled", timedelta(milliseconds=300), StallingWorker)
     rescuer = worker_for(open_client(), "rescuer", timedelta(seconds=30))
 
@@ -190,8 +196,7 @@ def test_two_live_workers_never_do_the_same_job_however_long_it_takes(
     open_client: Opener,
 ) -> None:
     client = open_client()
-    event_id = client.store(f"Slow job {marker('slow')}", user_id=ALICE)
-    status = client.delete_event(event_id, wait=False)
+    status = pending_deletion(client, "slow")
     lease = timedelta(milliseconds=600)  # each job takes 2.5 leases
     slow = [worker_for(open_client(), name, lease, SlowWorker) for name in ("first", "second")]
     for worker in slow:

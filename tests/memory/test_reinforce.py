@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from oblivio import LifecycleState, MemoryClient, Node, NodeType, Scope, SourceType
+from oblivio import MemoryClient, Node
 from oblivio.errors import EvidenceUnavailableError, IdempotencyConflictError, NodeUnavailableError
 from oblivio.memory import commands
 from oblivio.settings import Settings
@@ -24,6 +24,7 @@ from projections.model import CONFIDENCE_CAP, INITIAL_CONFIDENCE, REINFORCEMENT_
 from tests._threads import race
 from tests.memory._support import (
     EVIDENCE_MESSAGE,
+    a_fact,
     current,
     events_of_type,
     nothing_written,
@@ -56,22 +57,7 @@ def test_each_confirmation_steps_up_to_the_caps(memory: MemoryClient) -> None:
 
 
 def _node(boost: float, confidence: float) -> Node:
-    then = datetime(2024, 1, 1, tzinfo=UTC)
-    return Node(
-        id=uuid.uuid4(),
-        event_id=uuid.uuid4(),
-        content="x",
-        node_type=NodeType.FACT,
-        scope=Scope.PERSONAL,
-        source_type=SourceType.USER_STATED,
-        lifecycle=LifecycleState.ACTIVE,
-        confidence_base=confidence,
-        salience_base=0.5,
-        reinforcement_boost=boost,
-        reinforcement_count=3,
-        created_at=then,
-        updated_at=then,
-    )
+    return a_fact(confidence_base=confidence, reinforcement_boost=boost, reinforcement_count=3)
 
 
 @pytest.mark.parametrize(
