@@ -22,6 +22,10 @@ from alembic import op
 
 #: Surrogate ids: BIGINT on PostgreSQL, INTEGER (the rowid alias) on SQLite.
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+#: How derived tables (projections) name a stream: BIGINT on both backends.
+StreamId = sa.BigInteger()
+#: SHA-256 digests, chain hashes and keyed hashes (HMAC-SHA-256): 32 bytes.
+Digest = sa.LargeBinary(length=32)
 
 
 def column(name: str, type_: Any, *, null: bool = False, **options: Any) -> sa.Column[Any]:

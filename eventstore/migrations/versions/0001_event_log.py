@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from eventstore.migrations.ops import BigId, column, create_table
+from eventstore.migrations.ops import BigId, Digest, column, create_table
 
 revision = "es0001"
 down_revision = None
@@ -17,10 +17,10 @@ def upgrade() -> None:
         "streams",
         sa.Column("stream_id", BigId, primary_key=True, autoincrement=True),
         column("namespace", sa.String(64)),
-        column("subject_key", sa.LargeBinary(32)),
+        column("subject_key", Digest),
         column("generation", sa.Integer),
         column("version", sa.BigInteger),
-        column("chain_hash", sa.LargeBinary(32)),
+        column("chain_hash", Digest),
         column("created_at", sa.DateTime),
         column("closed_at", sa.DateTime, null=True),
         column("key_destroyed_at", sa.DateTime, null=True),
@@ -60,8 +60,8 @@ def upgrade() -> None:
         column("schema_version", sa.Integer),
         column("recorded_at", sa.DateTime),
         column("payload", sa.LargeBinary, null=True),
-        column("digest", sa.LargeBinary(32)),
-        column("chain_hash", sa.LargeBinary(32)),
+        column("digest", Digest),
+        column("chain_hash", Digest),
         column("erased_at", sa.DateTime, null=True),
         column("erasure_request_id", sa.Uuid, null=True),
         sa.UniqueConstraint("event_id", name="uq_events_event_id"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from eventstore.migrations.ops import BigId, column, create_table, drop_table
+from eventstore.migrations.ops import BigId, Digest, column, create_table, drop_table
 
 revision = "es0002"
 down_revision = "es0001"
@@ -17,7 +17,7 @@ def upgrade() -> None:
     create_table(
         "api_keys",
         column("key_id", sa.String(length=32)),
-        column("secret_hash", sa.LargeBinary(length=32)),
+        column("secret_hash", Digest),
         column("principal", sa.String(length=16)),
         column("sealed_user_id", sa.LargeBinary(), null=True),
         column("subject_ref", sa.String(length=64), null=True),
@@ -38,7 +38,7 @@ def upgrade() -> None:
         "certificates",
         column("certificate_id", sa.Uuid()),
         column("request_id", sa.Uuid()),
-        column("subject_key", sa.LargeBinary(length=32)),
+        column("subject_key", Digest),
         column("issued_at", sa.DateTime()),
         column("jws", sa.Text()),
         sa.UniqueConstraint("request_id", name=op.f("uq_certificates_request_id")),
@@ -51,7 +51,7 @@ def upgrade() -> None:
         column("request_id", sa.Uuid()),
         column("kind", sa.String(length=32)),
         column("namespace", sa.String(length=64)),
-        column("subject_key", sa.LargeBinary(length=32)),
+        column("subject_key", Digest),
         column("stream_id", BigId, null=True),
         column("status", sa.String(length=16)),
         column("legal_ground", sa.String(length=64)),
@@ -65,11 +65,11 @@ def upgrade() -> None:
         column("events_erased", sa.Integer()),
         column("version_from", sa.BigInteger(), null=True),
         column("version_to", sa.BigInteger(), null=True),
-        column("merkle_root", sa.LargeBinary(length=32)),
+        column("merkle_root", Digest),
         column("dek_id", sa.Uuid(), null=True),
         column("kek_version", sa.Integer(), null=True),
         column("key_destroyed_at", sa.DateTime(), null=True),
-        column("chain_head", sa.LargeBinary(length=32), null=True),
+        column("chain_head", Digest, null=True),
         column("stream_version", sa.BigInteger(), null=True),
         column("certificate_id", sa.Uuid(), null=True),
         column("error", sa.String(length=500), null=True),

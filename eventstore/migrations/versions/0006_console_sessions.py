@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from eventstore.migrations.ops import column, create_table, drop_table
+from eventstore.migrations.ops import Digest, column, create_table, drop_table
 
 revision = "es0006"
 down_revision = "es0005"
@@ -14,7 +14,7 @@ down_revision = "es0005"
 def upgrade() -> None:
     create_table(
         "console_sessions",
-        column("session_hash", sa.LargeBinary(length=32)),
+        column("session_hash", Digest),
         column("key_id", sa.String(length=32)),
         column("principal", sa.String(length=16)),
         column("sealed_user_id", sa.LargeBinary(), null=True),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from eventstore.migrations.ops import column, create_table, drop_table
+from eventstore.migrations.ops import Digest, StreamId, column, create_table, drop_table
 
 revision = "pj0001"
 down_revision = None
@@ -19,7 +19,7 @@ def upgrade() -> None:
     create_table(
         "memory_edges",
         column("edge_id", sa.Uuid()),
-        column("stream_id", sa.BigInteger()),
+        column("stream_id", StreamId),
         column("kind", sa.String(length=32)),
         column("source_node", sa.Uuid()),
         column("target_node", sa.Uuid()),
@@ -33,7 +33,7 @@ def upgrade() -> None:
     create_table(
         "memory_events",
         column("event_id", sa.Uuid()),
-        column("stream_id", sa.BigInteger()),
+        column("stream_id", StreamId),
         column("scope", sa.String(length=32)),
         column("recorded_at", sa.DateTime()),
         key=["stream_id", "event_id"],
@@ -43,7 +43,7 @@ def upgrade() -> None:
     create_table(
         "memory_nodes",
         column("node_id", sa.Uuid()),
-        column("stream_id", sa.BigInteger()),
+        column("stream_id", StreamId),
         column("event_id", sa.Uuid()),
         column("ordinal", sa.Integer()),
         column("node_type", sa.String(length=32)),
@@ -68,16 +68,16 @@ def upgrade() -> None:
 
     create_table(
         "memory_operations",
-        column("stream_id", sa.BigInteger()),
+        column("stream_id", StreamId),
         column("operation_key", sa.String(length=100)),
-        column("fingerprint", sa.LargeBinary(length=32)),
+        column("fingerprint", Digest),
         column("event_id", sa.Uuid()),
         key=["stream_id", "operation_key"],
     )
     create_table(
         "memory_vectors",
         column("node_id", sa.Uuid()),
-        column("stream_id", sa.BigInteger()),
+        column("stream_id", StreamId),
         column("event_id", sa.Uuid()),
         column("embedder", sa.String(length=100)),
         column("embedding", sa.LargeBinary()),
@@ -96,7 +96,7 @@ def upgrade() -> None:
     create_table(
         "retrieval_attractors",
         column("attractor_id", sa.Uuid()),
-        column("stream_id", sa.BigInteger()),
+        column("stream_id", StreamId),
         column("event_id", sa.Uuid()),
         column("body", sa.LargeBinary()),
         column("severity", sa.Float()),
@@ -107,7 +107,7 @@ def upgrade() -> None:
     create_table(
         "retrieval_triggers",
         column("trigger_id", sa.Uuid()),
-        column("stream_id", sa.BigInteger()),
+        column("stream_id", StreamId),
         column("event_id", sa.Uuid()),
         column("body", sa.LargeBinary()),
         column("weight", sa.Float()),

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from alembic import op
 
-from eventstore.migrations.ops import column, create_table, drop_table
+from eventstore.migrations.ops import StreamId, column, create_table, drop_table
 from eventstore.schema import UTCDateTime
 
 revision = "pj0003"
@@ -52,7 +52,7 @@ def _create_tables() -> None:
     )
     create_table(
         "subject_embedders",
-        column("stream_id", sa.BigInteger()),
+        column("stream_id", StreamId),
         column("embedder", sa.String(length=100)),
         key=["stream_id"],
         sqlite_with_rowid=False,
@@ -75,7 +75,7 @@ def _create_tables() -> None:
     create_table(
         "vector_rebuild_subjects",
         column("rebuild_id", sa.Uuid()),
-        column("stream_id", sa.BigInteger()),
+        column("stream_id", StreamId),
         column("status", sa.String(length=16)),
         column("attempts", sa.Integer()),
         column("nodes_embedded", sa.BigInteger()),

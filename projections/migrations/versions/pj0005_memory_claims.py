@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from eventstore.migrations.ops import column, create_table, drop_table
+from eventstore.migrations.ops import Digest, StreamId, column, create_table, drop_table
 
 revision = "pj0005"
 down_revision = "pj0003"
@@ -13,11 +13,11 @@ down_revision = "pj0003"
 def upgrade() -> None:
     create_table(
         "memory_claims",
-        column("stream_id", sa.BigInteger()),
+        column("stream_id", StreamId),
         column("node_id", sa.Uuid()),
         column("event_id", sa.Uuid()),
         column("plan_event_id", sa.Uuid()),
-        column("match_key", sa.LargeBinary(length=32)),
+        column("match_key", Digest),
         column("valid_from", sa.DateTime()),
         column("valid_to", sa.DateTime(), null=True),
         column("correction", sa.String(length=32)),
