@@ -139,21 +139,9 @@ class TierResult:
     #: The interleaved workload: each ``retrieve`` right after a ``store`` of one memory.
     after_store_ms: Sequence[float] = ()
 
-    @property
-    def p50_ms(self) -> float:
-        return percentile(self.latencies_ms, 50)
-
-    @property
-    def p99_ms(self) -> float:
-        return percentile(self.latencies_ms, 99)
-
-    @property
-    def after_store_p50_ms(self) -> float:
-        return percentile(self.after_store_ms, 50)
-
-    @property
-    def after_store_p99_ms(self) -> float:
-        return percentile(self.after_store_ms, 99)
+    def latency_ms(self, q: float, *, after_store: bool = False) -> float:
+        """The ``q``-th percentile latency of the queries, or of those right after a store."""
+        return percentile(self.after_store_ms if after_store else self.latencies_ms, q)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -163,12 +151,12 @@ class TierResult:
             "load_seconds": self.load_seconds,
             "catch_up_seconds": self.catch_up_seconds,
             "first_query_ms": self.first_query_ms,
-            "p50_ms": self.p50_ms,
-            "p99_ms": self.p99_ms,
+            "p50_ms": self.latency_ms(50),
+            "p99_ms": self.latency_ms(99),
             "mean_ms": statistics.fmean(self.latencies_ms),
             "latencies_ms": list(self.latencies_ms),
-            "after_store_p50_ms": self.after_store_p50_ms,
-            "after_store_p99_ms": self.after_store_p99_ms,
+            "after_store_p50_ms": self.latency_ms(50, after_store=True),
+            "after_store_p99_ms": self.latency_ms(99, after_store=True),
             "after_store_ms": list(self.after_store_ms),
         }
 
@@ -427,10 +415,11 @@ def _grow_and_query(
     result = TierResult(
         tier, added, load_seconds, catch_up_seconds, first_ms, latencies, after_store
     )
+    p50, p99 = (result.latency_ms(q) for q in (50, 99))
+    after_p50, after_p99 = (result.latency_ms(q, after_store=True) for q in (50, 99))
     progress(
-        f"retrieval {tier.name}: {tier.nodes:,} nodes  p50 {result.p50_ms:,.1f} ms"
-        f"  p99 {result.p99_ms:,.1f} ms; right after a store p50 "
-        f"{result.after_store_p50_ms:,.1f} ms  p99 {result.after_store_p99_ms:,.1f} ms"
+        f"retrieval {tier.name}: {tier.nodes:,} nodes  p50 {p50:,.1f} ms  p99 {p99:,.1f} ms; "
+        f"right after a store p50 {after_p50:,.1f} ms  p99 {after_p99:,.1f} ms"
     )
     return result
 
@@ -488,16 +477,16 @@ def _tier_figures(t: TierResult) -> list[Figure]:
         return Figure(key, title, value, "ms", bound, applies=t.tier.nodes >= t.tier.nominal_nodes)
 
     return [
-        Figure(f"retrieve_{name}_p50_ms", f"retrieve p50, {nodes}", t.p50_ms, "ms"),
+        Figure(f"retrieve_{name}_p50_ms", f"retrieve p50, {nodes}", t.latency_ms(50), "ms"),
         p99(
             f"retrieve_{name}_p99_ms",
             f"retrieve p99, {nodes} ({len(t.latencies_ms)} queries)",
-            t.p99_ms,
+            t.latency_ms(99),
         ),
         p99(
             f"retrieve_{name}_after_store_p99_ms",
             f"retrieve p99 right after a store, {nodes} ({len(t.after_store_ms)} rounds)",
-            t.after_store_p99_ms,
+            t.latency_ms(99, after_store=True),
         ),
         Figure(
             f"retrieve_{name}_first_ms",

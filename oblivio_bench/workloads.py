@@ -146,12 +146,14 @@ class Workload(abc.ABC):
     title: str
     #: What one operation is, for the "ms per op" column.
     op: str
+    #: The events a round appends or reads (a read-stream workload's: per read).
+    events: int
     #: Heavy workloads run half the requested rounds (at least one).
     heavy: bool = False
 
     @property
-    @abc.abstractmethod
-    def events_per_round(self) -> int: ...
+    def events_per_round(self) -> int:
+        return self.events
 
     @property
     @abc.abstractmethod
@@ -177,14 +179,9 @@ class Workload(abc.ABC):
 class AppendWorkload(Workload):
     """Appends in transactions of ``batch_size`` by one writer or by writer processes."""
 
-    events: int
     streams: int
     batch_size: int
     writers: int = 1
-
-    @property
-    def events_per_round(self) -> int:
-        return self.events
 
     @property
     def ops_per_round(self) -> int:
@@ -208,7 +205,6 @@ class AppendWorkload(Workload):
 class ReadStreamWorkload(Workload):
     """Reads one whole stream of ``events`` events, ``reads`` times per round."""
 
-    events: int
     reads: int
     stream: str = "read-stream"
 
@@ -236,13 +232,8 @@ class ReadStreamWorkload(Workload):
 class ReadLogWorkload(Workload):
     """Reads the first ``events`` events of the global log in pages of ``page_size``."""
 
-    events: int
     page_size: int
     seed_streams: int
-
-    @property
-    def events_per_round(self) -> int:
-        return self.events
 
     @property
     def ops_per_round(self) -> int:
