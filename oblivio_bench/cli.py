@@ -8,61 +8,123 @@ the ``bench`` group under the ``oblivio.commands`` entry point group, and
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from functools import update_wrapper
 from pathlib import Path
+from typing import Any, Protocol
 
 import click
 
 from oblivio.cli_support import F, friendly_errors, settings_from
 from oblivio_bench.erasure import ErasureBenchConfig, run_erasure_bench
 from oblivio_bench.eventstore import DEFAULT_SERVER_URL, BenchConfig, run_eventstore_bench
-from oblivio_bench.figures import FigureReport
 from oblivio_bench.memory import SECTIONS as MEMORY_SECTIONS
 from oblivio_bench.memory import MemoryBenchConfig, run_memory_bench
 from projections.scoring import ScoringConfig
 
+_SERVER_BACKEND_HELP = (
+    "SQLite in a temporary directory, or scratch databases on the PostgreSQL server of "
+    f"--database-url / OBLIVIO_DATABASE_URL (default {DEFAULT_SERVER_URL})."
+)
 
-def bench_options(*, rounds_help: str, scale_help: str) -> Callable[[F], F]:
-    """The options every benchmark command shares: backend, JSON output, rounds, scale."""
 
-    def decorate(command: F) -> F:
-        for option in reversed(
-            [
-                click.option(
-                    "--backend",
-                    type=click.Choice(["sqlite", "postgres"]),
-                    default="sqlite",
-                    show_default=True,
-                    help="SQLite in a temporary directory, or scratch databases on the "
-                    "PostgreSQL server of --database-url / OBLIVIO_DATABASE_URL "
-                    f"(default {DEFAULT_SERVER_URL}).",
-                ),
-                click.option(
-                    "--json",
-                    "json_path",
-                    type=click.Path(dir_okay=False, path_type=Path),
-                    default=None,
-                    help="Also write every figure and the machine info to this file.",
-                ),
-                click.option(
-                    "--rounds",
-                    type=click.IntRange(min=1),
-                    default=5,
-                    show_default=True,
-                    help=rounds_help,
-                ),
-                click.option(
-                    "--scale",
-                    type=click.FloatRange(min=0, min_open=True),
-                    default=1.0,
-                    show_default=True,
-                    help=scale_help,
-                ),
-            ]
-        ):
-            command = option(command)
-        return command
+def _backend_option(help_text: str) -> Callable[[F], F]:
+    return click.option(
+        "--backend",
+        type=click.Choice(["sqlite", "postgres"]),
+        default="sqlite",
+        show_default=True,
+        help=help_text,
+    )
+
+
+_json_option = click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write every figure and the machine info to this file.",
+)
+
+
+class _Report(Protocol):
+    def table(self) -> str: ...
+
+    def write_json(self, path: Path) -> None: ...
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    """What the shared options say: where a benchmark runs, how long, where figures go."""
+
+    backend: str
+    rounds: int
+    scale: float
+    server_url: str
+    json_path: Path | None
+
+    def config(self) -> dict[str, Any]:
+        """The fields every benchmark's config takes from the shared options."""
+        fields = asdict(self)
+        del fields["json_path"]  # where the figures go is this command's business
+        return fields
+
+    def emit(self, report: _Report) -> None:
+        _emit(report, self.json_path)
+
+
+def _emit(report: _Report, json_path: Path | None) -> None:
+    """Print the report's table; write its JSON document when --json asks for one."""
+    click.echo(report.table())
+    if json_path is not None:
+        report.write_json(json_path)
+        click.echo(f"\nfigures written to {json_path}", err=True)
+
+
+def bench_options(*, rounds_help: str, scale_help: str) -> Callable[[Callable[..., None]], F]:
+    """The options every benchmark command shares (backend, JSON output, rounds, scale),
+    handed to the command as one ``BenchRun`` before its own options."""
+    options = [
+        _backend_option(_SERVER_BACKEND_HELP),
+        _json_option,
+        click.option(
+            "--rounds", type=click.IntRange(min=1), default=5, show_default=True, help=rounds_help
+        ),
+        click.option(
+            "--scale",
+            type=click.FloatRange(min=0, min_open=True),
+            default=1.0,
+            show_default=True,
+            help=scale_help,
+        ),
+    ]
+
+    def decorate(command: Callable[..., None]) -> Any:
+        def with_run(
+            ctx: click.Context,
+            backend: str,
+            json_path: Path | None,
+            rounds: int,
+            scale: float,
+            **own: Any,
+        ) -> None:
+            command(BenchRun(backend, rounds, scale, _server_url(ctx), json_path), **own)
+
+        update_wrapper(with_run, command)  # the help text and the command's own options
+        decorated: Any = click.pass_context(friendly_errors(with_run))
+        for option in reversed(options):
+            decorated = option(decorated)
+        return decorated
 
     return decorate
+
+
+def _server_url(ctx: click.Context) -> str:
+    return settings_from(ctx).database_url or DEFAULT_SERVER_URL
+
+
+def _progress(line: str) -> None:
+    click.echo(line, err=True)
 
 
 @click.group()
@@ -89,32 +151,10 @@ def bench() -> None:
     help="Let Python's garbage collector run while rounds are timed; --no-gc pauses it "
     "then (collecting between rounds), to time CPU work without allocation pressure.",
 )
-@click.pass_context
-@friendly_errors
-def bench_eventstore(
-    ctx: click.Context,
-    backend: str,
-    compare: str | None,
-    gc_in_rounds: bool,
-    json_path: Path | None,
-    rounds: int,
-    scale: float,
-) -> None:
+def bench_eventstore(run: BenchRun, compare: str | None, gc_in_rounds: bool) -> None:
     """Time the log's appends and reads and print medians (progress goes to stderr)."""
-    server_url = settings_from(ctx).database_url or DEFAULT_SERVER_URL
-    config = BenchConfig(
-        backend=backend,
-        compare=compare,
-        rounds=rounds,
-        scale=scale,
-        server_url=server_url,
-        gc_in_rounds=gc_in_rounds,
-    )
-    report = run_eventstore_bench(config, progress=lambda line: click.echo(line, err=True))
-    click.echo(report.table())
-    if json_path is not None:
-        report.write_json(json_path)
-        click.echo(f"\nfigures written to {json_path}", err=True)
+    config = BenchConfig(**run.config(), compare=compare, gc_in_rounds=gc_in_rounds)
+    run.emit(run_eventstore_bench(config, progress=_progress))
 
 
 @bench.command("http")
@@ -122,28 +162,11 @@ def bench_eventstore(
     rounds_help="Rounds per figure.",
     scale_help="Multiply every request count (e.g. 0.05 for a smoke run).",
 )
-@click.pass_context
-@friendly_errors
-def bench_http(
-    ctx: click.Context, backend: str, json_path: Path | None, rounds: int, scale: float
-) -> None:
+def bench_http(run: BenchRun) -> None:
     """Store and retrieve over HTTP and through the facade with 1, 8 and 32 clients."""
     from oblivio_bench.http import HttpBenchConfig, run_http_bench  # starts servers: lazily
 
-    server_url = settings_from(ctx).database_url or DEFAULT_SERVER_URL
-    config = HttpBenchConfig(backend=backend, rounds=rounds, scale=scale, server_url=server_url)
-    report = run_http_bench(config, progress=lambda line: click.echo(line, err=True))
-    click.echo(report.table())
-    if json_path is not None:
-        report.write_json(json_path)
-        click.echo(f"\nfigures written to {json_path}", err=True)
-
-
-def _emit_figures(report: FigureReport, json_path: Path | None) -> None:
-    click.echo(report.table())
-    if json_path is not None:
-        report.write_json(json_path)
-        click.echo(f"\nfigures written to {json_path}", err=True)
+    run.emit(run_http_bench(HttpBenchConfig(**run.config()), progress=_progress))
 
 
 @bench.command("memory")
@@ -158,27 +181,10 @@ def _emit_figures(report: FigureReport, json_path: Path | None) -> None:
     multiple=True,
     help="Run only this measurement (repeatable); default: all of them.",
 )
-@click.pass_context
-@friendly_errors
-def bench_memory(
-    ctx: click.Context,
-    backend: str,
-    json_path: Path | None,
-    rounds: int,
-    scale: float,
-    sections: tuple[str, ...],
-) -> None:
+def bench_memory(run: BenchRun, sections: tuple[str, ...]) -> None:
     """Time store() beside a bare append, vector catch-up, and retrieval at 1k-100k nodes."""
-    server_url = settings_from(ctx).database_url or DEFAULT_SERVER_URL
-    config = MemoryBenchConfig(
-        backend=backend,
-        rounds=rounds,
-        scale=scale,
-        server_url=server_url,
-        sections=sections or MEMORY_SECTIONS,
-    )
-    report = run_memory_bench(config, progress=lambda line: click.echo(line, err=True))
-    _emit_figures(report, json_path)
+    config = MemoryBenchConfig(**run.config(), sections=sections or MEMORY_SECTIONS)
+    run.emit(run_memory_bench(config, progress=_progress))
 
 
 @bench.command("recall")
@@ -206,20 +212,8 @@ def bench_memory(
     default=None,
     help="ScoringConfig.session_context_weight to measure (default: the default ranking's).",
 )
-@click.option(
-    "--backend",
-    type=click.Choice(["sqlite", "postgres"]),
-    default="sqlite",
-    show_default=True,
-    help="SQLite in a temporary directory, or a scratch database on --database-url.",
-)
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Also write every figure and the machine info to this file.",
-)
+@_backend_option("SQLite in a temporary directory, or a scratch database on --database-url.")
+@_json_option
 @click.pass_context
 @friendly_errors
 def bench_recall(
@@ -246,11 +240,10 @@ def bench_recall(
         dataset=dataset,
         embedder=embedder,
         backend=backend,
-        server_url=settings_from(ctx).database_url or DEFAULT_SERVER_URL,
+        server_url=_server_url(ctx),
         scoring=ScoringConfig(**weights) if weights else None,
     )
-    report = run_recall_bench(config, progress=lambda line: click.echo(line, err=True))
-    _emit_figures(report, json_path)
+    _emit(run_recall_bench(config, progress=_progress), json_path)
 
 
 @bench.command("erasure")
@@ -265,24 +258,7 @@ def bench_recall(
     show_default=True,
     help="Events of each subject that is forgotten or has events deleted.",
 )
-@click.pass_context
-@friendly_errors
-def bench_erasure(
-    ctx: click.Context,
-    backend: str,
-    json_path: Path | None,
-    rounds: int,
-    scale: float,
-    subject_events: int,
-) -> None:
+def bench_erasure(run: BenchRun, subject_events: int) -> None:
     """Time forget to a verified certificate, and delete_event, as the store grows."""
-    server_url = settings_from(ctx).database_url or DEFAULT_SERVER_URL
-    config = ErasureBenchConfig(
-        backend=backend,
-        rounds=rounds,
-        scale=scale,
-        subject_events=subject_events,
-        server_url=server_url,
-    )
-    report = run_erasure_bench(config, progress=lambda line: click.echo(line, err=True))
-    _emit_figures(report, json_path)
+    config = ErasureBenchConfig(**run.config(), subject_events=subject_events)
+    run.emit(run_erasure_bench(config, progress=_progress))

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from oblivio.client import MemoryClient
-from oblivio_bench.eventstore import BACKENDS, DEFAULT_SERVER_URL
+from oblivio_bench.config import RunConfig
 from oblivio_bench.figures import Figure, FigureReport, Section, at_most
 from oblivio_bench.loading import (
     LOAD_BATCH,
@@ -53,22 +53,16 @@ TARGET_GROWTH = 1.3
 
 
 @dataclass(frozen=True)
-class ErasureBenchConfig:
-    """What to run: backend, forgets per phase, background size and subject size."""
+class ErasureBenchConfig(RunConfig):
+    """What to run: backend, forgets per phase (``rounds``), background size (``scale``)
+    and subject size."""
 
-    backend: str = "sqlite"
-    #: Subjects forgotten (and timed) per phase.
-    rounds: int = 5
-    #: Multiplies the background of both phases.
-    scale: float = 1.0
     subject_events: int = SUBJECT_EVENTS
-    server_url: str = DEFAULT_SERVER_URL
 
     def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise BenchError(f"backend must be one of {', '.join(BACKENDS)}")
-        if self.rounds < 1 or self.scale <= 0 or self.subject_events < 2:
-            raise BenchError("rounds must be at least 1, scale above 0, subject events at least 2")
+        super().__post_init__()
+        if self.subject_events < 2:
+            raise BenchError("subject events must be at least 2")
 
     @property
     def deletes(self) -> int:
@@ -134,12 +128,10 @@ def run_erasure_bench(
             already = results[-1].phase.background if results else 0
             results.append(run_phase(client, config, phase, already, rng, progress))
         machine["load_average_end"] = load_average()
-    return FigureReport(
-        benchmark="oblivio bench erasure",
-        backend=config.backend,
-        rounds=config.rounds,
-        scale=config.scale,
-        machine=machine,
+    return FigureReport.of_run(
+        "oblivio bench erasure",
+        config,
+        machine,
         parameters={
             "subject_events": config.subject_events,
             "forgets_per_phase": config.rounds,

@@ -15,6 +15,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from oblivio_bench.config import BACKENDS, DEFAULT_SERVER_URL, RunConfig
 from oblivio_bench.report import BenchReport, WorkloadResult, load_average, machine_info
 from oblivio_bench.scratch import postgres_databases, postgres_version
 from oblivio_bench.systems import BenchError, OblivioSystem, Session, System
@@ -25,8 +26,6 @@ from oblivio_bench.workloads import (
     Workload,
 )
 
-DEFAULT_SERVER_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-BACKENDS = ("sqlite", "postgres")
 COMPARABLE = ("eventsourcing",)
 
 # Sizes at --scale 1.
@@ -50,27 +49,19 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class BenchConfig:
+class BenchConfig(RunConfig):
     """What to run: backend, the library to compare with, rounds and size."""
 
-    backend: str = "sqlite"
     compare: str | None = None
-    rounds: int = 5
-    scale: float = 1.0
-    #: PostgreSQL server on which scratch databases are created and dropped.
-    server_url: str = DEFAULT_SERVER_URL
     #: Python's cyclic garbage collector runs during timed rounds (as it does
     #: in any process); ``False`` pauses it in this process while a round is
     #: timed and collects between rounds, which leaves the CPU work alone.
     gc_in_rounds: bool = True
 
     def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise BenchError(f"backend must be one of {', '.join(BACKENDS)}")
+        super().__post_init__()
         if self.compare is not None and self.compare not in COMPARABLE:
             raise BenchError(f"--compare supports {', '.join(COMPARABLE)}")
-        if self.rounds < 1 or self.scale <= 0:
-            raise BenchError("rounds must be at least 1 and scale above 0")
 
 
 def standard_workloads(scale: float = 1.0) -> list[Workload]:
@@ -134,7 +125,7 @@ def run_eventstore_bench(config: BenchConfig, progress: Progress = lambda _: Non
         machine["load_average_end"] = load_average()
         machine["gc_in_rounds"] = config.gc_in_rounds
     notes = {system.name: system.notes for system in systems}
-    return BenchReport(config.backend, config.rounds, config.scale, machine, notes, results)
+    return BenchReport(config, machine, notes, results)
 
 
 @contextmanager

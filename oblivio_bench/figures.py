@@ -9,14 +9,14 @@ at ``--scale 0.1``.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from oblivio_bench.report import format_ms, render_table
+from oblivio_bench.config import RunConfig
+from oblivio_bench.report import format_ms, machine_heading, render_table, write_json_document
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -121,6 +121,28 @@ class FigureReport:
     #: Every round and sample behind the figures, for the JSON document.
     details: Mapping[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def of_run(
+        cls,
+        benchmark: str,
+        config: RunConfig,
+        machine: Mapping[str, Any],
+        parameters: Mapping[str, Any],
+        sections: Sequence[Section],
+        details: Mapping[str, Any],
+    ) -> FigureReport:
+        """The report of a run of ``config``, named by its backend, rounds and scale."""
+        return cls(
+            benchmark,
+            config.backend,
+            config.rounds,
+            config.scale,
+            machine,
+            parameters,
+            sections,
+            details,
+        )
+
     def figures(self) -> list[Figure]:
         return [figure for section in self.sections for figure in section.figures]
 
@@ -137,7 +159,7 @@ class FigureReport:
         }
 
     def write_json(self, path: Path) -> None:
-        path.write_text(json.dumps(self.to_json(), indent=2, default=str) + "\n")
+        write_json_document(path, self.to_json())
 
     def table(self) -> str:
         """The human-readable summary printed to stdout."""
@@ -149,12 +171,5 @@ class FigureReport:
         return "\n".join(lines)
 
     def _heading(self) -> str:
-        m = self.machine
-        server = f", PostgreSQL {m['postgres']}" if m.get("postgres") else ""
-        load = [m.get(k) for k in ("load_average_start", "load_average_end")]
-        busy = f", load average {load[0][0]} → {load[1][0]}" if load[0] and load[1] else ""
-        return (
-            f"{self.benchmark} on {self.backend}: {m['date']}, {m['cpu_count']} CPUs{busy}, "
-            f"Python {m['python']}, SQLite {m['sqlite']}{server}\n"
-            f"scale {self.scale:g}, rounds {self.rounds}"
-        )
+        heading = machine_heading(self.benchmark, self.backend, self.machine)
+        return f"{heading}\nscale {self.scale:g}, rounds {self.rounds}"

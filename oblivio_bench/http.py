@@ -37,7 +37,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -49,8 +48,15 @@ from oblivio.client import MemoryClient
 from oblivio.memory import commands, queries
 from oblivio.memory.context import MemoryContext
 from oblivio.settings import Settings
-from oblivio_bench.eventstore import BACKENDS, DEFAULT_SERVER_URL
-from oblivio_bench.report import load_average, machine_info, render_table
+from oblivio_bench.config import RunConfig
+from oblivio_bench.report import (
+    PACKAGES,
+    load_average,
+    machine_heading,
+    machine_info,
+    render_table,
+    write_json_document,
+)
 from oblivio_bench.scratch import postgres_databases, postgres_version
 from oblivio_bench.systems import BenchError
 from oblivio_bench.workloads import payload_pool
@@ -121,20 +127,15 @@ __all__ = ["HttpBenchConfig", "HttpBenchReport", "run_http_bench"]
 
 
 @dataclass(frozen=True)
-class HttpBenchConfig:
-    """What to run: backend, rounds, size and the PostgreSQL server for scratch databases."""
+class HttpBenchConfig(RunConfig):
+    """What to run: backend, rounds, size, clients and the server for scratch databases."""
 
-    backend: str = "sqlite"
-    rounds: int = 5
-    scale: float = 1.0
-    server_url: str = DEFAULT_SERVER_URL
     clients: tuple[int, ...] = CLIENTS
 
     def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise BenchError(f"backend must be one of {', '.join(BACKENDS)}")
-        if self.rounds < 1 or self.scale <= 0 or min(self.clients) < 1:
-            raise BenchError("rounds and clients must be at least 1 and scale above 0")
+        super().__post_init__()
+        if min(self.clients) < 1:
+            raise BenchError("clients must be at least 1")
 
     def requests_per_client(self, clients: int) -> int:
         share = max(-(-REQUESTS_PER_ROUND // clients), MIN_REQUESTS_PER_CLIENT)
@@ -310,7 +311,7 @@ class HttpBenchReport:
         }
 
     def write_json(self, path: Path) -> None:
-        path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
+        write_json_document(path, self.to_json())
 
     def table(self) -> str:
         """The human-readable summary printed to stdout."""
@@ -329,13 +330,10 @@ class HttpBenchReport:
 
     def _heading(self) -> str:
         m, c = self.machine, self.config
-        server = f", PostgreSQL {m['postgres']}" if m.get("postgres") else ""
-        load = [m.get(k) for k in ("load_average_start", "load_average_end")]
-        busy = f", load average {load[0][0]} → {load[1][0]}" if load[0] and load[1] else ""
         return (
-            f"oblivio bench http on {c.backend}: {m['date']}, {m['cpu_count']} CPUs{busy}, "
-            f"Python {m['python']}, SQLite {m['sqlite']}{server}, HTTP parser "
-            f"{m['http_parser']}\nmedians of {c.rounds} round(s), scale {c.scale:g}, "
+            machine_heading("oblivio bench http", c.backend, m)
+            + f", HTTP parser {m['http_parser']}\n"
+            f"medians of {c.rounds} round(s), scale {c.scale:g}, "
             f"{c.seed_memories} memories per retrieving user, systems interleaved round by round"
         )
 
@@ -577,18 +575,10 @@ def run_http_bench(config: HttpBenchConfig, progress: Progress = lambda _: None)
 
 def _machine(config: HttpBenchConfig) -> dict[str, Any]:
     server = postgres_version(config.server_url) if config.backend == "postgres" else None
-    machine = machine_info(server)
-    machine["packages"].update({name: _package_version(name) for name in HTTP_PACKAGES})
+    machine = machine_info(server, packages=(*PACKAGES, *HTTP_PACKAGES))
     machine["http_parser"] = "httptools" if find_spec("httptools") else "h11"
     machine["event_loop"] = "uvloop" if find_spec("uvloop") else "asyncio"
     return machine
-
-
-def _package_version(name: str) -> str | None:
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return None
 
 
 @contextmanager

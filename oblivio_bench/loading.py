@@ -25,6 +25,7 @@ from oblivio.client import MemoryClient
 from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
 from oblivio.settings import Settings
+from oblivio_bench.config import check_backend
 from oblivio_bench.scratch import postgres_databases
 from oblivio_bench.systems import BenchError
 from projections import events as ev
@@ -32,7 +33,6 @@ from projections.embedders import Embedder
 from projections.model import NodeType, Role, Scope, SourceType
 from projections.scoring import ScoringConfig
 
-BACKENDS = ("sqlite", "postgres")
 #: Events per transaction when loading through :func:`append_memories`.
 LOAD_BATCH = 500
 #: How long to wait for loaded events to become deliverable to the projection runner.
@@ -161,8 +161,7 @@ def scratch_settings(
     Keyrings and issuer keys live in a temporary directory on both backends;
     on PostgreSQL each label also gets a scratch database of its own.
     """
-    if backend not in BACKENDS:
-        raise BenchError(f"backend must be one of {', '.join(BACKENDS)}")
+    check_backend(backend)
     with tempfile.TemporaryDirectory(prefix="oblivio-bench-") as tmp, ExitStack() as stack:
         urls: dict[str, str] = {}
         if backend == "postgres":

@@ -34,7 +34,7 @@ from typing import Any
 
 from oblivio.client import MemoryClient
 from oblivio.memory.queries import wait_for_vectors
-from oblivio_bench.eventstore import BACKENDS, DEFAULT_SERVER_URL
+from oblivio_bench.config import RunConfig
 from oblivio_bench.figures import Figure, FigureReport, Section, at_least, at_most, percentile
 from oblivio_bench.ingest import INGEST_EVENTS, INGEST_SUBJECTS, ingest_section, measure_ingest
 from oblivio_bench.loading import (
@@ -83,23 +83,15 @@ TARGET_P99_MS = {"10k": 20.0, "100k": 150.0}
 
 
 @dataclass(frozen=True)
-class MemoryBenchConfig:
-    """What to run: backend, rounds of the store and catch-up figures, size."""
+class MemoryBenchConfig(RunConfig):
+    """What to run: backend, rounds of the store and catch-up figures, size, sections."""
 
-    backend: str = "sqlite"
-    rounds: int = 5
-    scale: float = 1.0
-    #: PostgreSQL server on which scratch databases are created and dropped.
-    server_url: str = DEFAULT_SERVER_URL
     sections: tuple[str, ...] = SECTIONS
 
     def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise BenchError(f"backend must be one of {', '.join(BACKENDS)}")
+        super().__post_init__()
         if not self.sections or not set(self.sections) <= set(SECTIONS):
             raise BenchError(f"sections must be some of {', '.join(SECTIONS)}")
-        if self.rounds < 1 or self.scale <= 0:
-            raise BenchError("rounds must be at least 1 and scale above 0")
 
 
 @dataclass(frozen=True)
@@ -161,21 +153,9 @@ class TierResult:
     #: The interleaved workload: each ``retrieve`` right after a ``store`` of one memory.
     after_store_ms: Sequence[float] = ()
 
-    @property
-    def p50_ms(self) -> float:
-        return percentile(self.latencies_ms, 50)
-
-    @property
-    def p99_ms(self) -> float:
-        return percentile(self.latencies_ms, 99)
-
-    @property
-    def after_store_p50_ms(self) -> float:
-        return percentile(self.after_store_ms, 50)
-
-    @property
-    def after_store_p99_ms(self) -> float:
-        return percentile(self.after_store_ms, 99)
+    def latency_ms(self, q: float, *, after_store: bool = False) -> float:
+        """The ``q``-th percentile latency of the queries, or of those right after a store."""
+        return percentile(self.after_store_ms if after_store else self.latencies_ms, q)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -185,12 +165,12 @@ class TierResult:
             "load_seconds": self.load_seconds,
             "catch_up_seconds": self.catch_up_seconds,
             "first_query_ms": self.first_query_ms,
-            "p50_ms": self.p50_ms,
-            "p99_ms": self.p99_ms,
+            "p50_ms": self.latency_ms(50),
+            "p99_ms": self.latency_ms(99),
             "mean_ms": statistics.fmean(self.latencies_ms),
             "latencies_ms": list(self.latencies_ms),
-            "after_store_p50_ms": self.after_store_p50_ms,
-            "after_store_p99_ms": self.after_store_p99_ms,
+            "after_store_p50_ms": self.latency_ms(50, after_store=True),
+            "after_store_p99_ms": self.latency_ms(99, after_store=True),
             "after_store_ms": list(self.after_store_ms),
         }
 
@@ -243,21 +223,19 @@ def run_memory_bench(
         "ingest": lambda: ingest_section(*ingested),
         "reembed": lambda: reembed_section(reembedded),
     }
-    return FigureReport(
-        benchmark="oblivio bench memory",
-        backend=config.backend,
-        rounds=config.rounds,
-        scale=config.scale,
-        machine=machine,
+    return FigureReport.of_run(
+        "oblivio bench memory",
+        config,
+        machine,
         parameters=_parameters(sizes),
         sections=[sections[name]() for name in SECTIONS if name in wanted],
         details={
-            "store": [_round_json(m) for m in stores],
-            "append": [_round_json(m) for m in appends],
-            "catch_up": [_round_json(m) for m in catch_ups],
+            "store": [m.to_json() for m in stores],
+            "append": [m.to_json() for m in appends],
+            "catch_up": [m.to_json() for m in catch_ups],
             "retrieval": {t.tier.name: t.to_json() for t in tiers},
             "ingest": {
-                name: [_round_json(m) for m in ms]
+                name: [m.to_json() for m in ms]
                 for name, ms in zip(("store", "ingest", "extraction"), ingested, strict=True)
             },
             "reembed": [r.to_json() for r in reembedded],
@@ -279,10 +257,6 @@ def _parameters(sizes: MemorySizes) -> dict[str, Any]:
         "reembed_nodes": sizes.reembed_nodes,
         "reembed_subjects": sizes.reembed_subjects,
     }
-
-
-def _round_json(m: Measurement) -> dict[str, float]:
-    return {"events": m.events, "seconds": m.seconds, "events_per_s": m.events_per_s}
 
 
 # -- 1. store() against a bare append -----------------------------------------------------
@@ -466,10 +440,11 @@ def _grow_and_query(
     result = TierResult(
         tier, added, load_seconds, catch_up_seconds, first_ms, latencies, after_store
     )
+    p50, p99 = (result.latency_ms(q) for q in (50, 99))
+    after_p50, after_p99 = (result.latency_ms(q, after_store=True) for q in (50, 99))
     progress(
-        f"retrieval {tier.name}: {tier.nodes:,} nodes  p50 {result.p50_ms:,.1f} ms"
-        f"  p99 {result.p99_ms:,.1f} ms; right after a store p50 "
-        f"{result.after_store_p50_ms:,.1f} ms  p99 {result.after_store_p99_ms:,.1f} ms"
+        f"retrieval {tier.name}: {tier.nodes:,} nodes  p50 {p50:,.1f} ms  p99 {p99:,.1f} ms; "
+        f"right after a store p50 {after_p50:,.1f} ms  p99 {after_p99:,.1f} ms"
     )
     return result
 
@@ -507,52 +482,53 @@ def _retrieve(client: MemoryClient, query: str, tier: RetrievalTier) -> float:
 
 
 def retrieval_section(tiers: Sequence[TierResult]) -> Section:
-    figures = []
-    for t in tiers:
-        name, nodes = t.tier.name, f"{t.tier.nodes:,} nodes"
-        target = TARGET_P99_MS.get(name)
-        figures += [
-            Figure(f"retrieve_{name}_p50_ms", f"retrieve p50, {nodes}", t.p50_ms, "ms"),
-            Figure(
-                f"retrieve_{name}_p99_ms",
-                f"retrieve p99, {nodes} ({len(t.latencies_ms)} queries)",
-                t.p99_ms,
-                "ms",
-                None if target is None else at_most(target),
-                applies=t.tier.nodes >= t.tier.nominal_nodes,
-            ),
-            Figure(
-                f"retrieve_{name}_after_store_p99_ms",
-                f"retrieve p99 right after a store, {nodes} ({len(t.after_store_ms)} rounds)",
-                t.after_store_p99_ms,
-                "ms",
-                None if target is None else at_most(target),
-                applies=t.tier.nodes >= t.tier.nominal_nodes,
-            ),
-            Figure(
-                f"retrieve_{name}_first_ms",
-                "  first query after growth (loads the index)",
-                t.first_query_ms,
-                "ms",
-            ),
-            Figure(
-                f"retrieval_{name}_load_s",
-                f"  loading {t.added:,} nodes (log + graph, batched)",
-                t.load_seconds,
-                "s",
-            ),
-            Figure(
-                f"retrieval_{name}_catch_up_events_per_s",
-                "  their vectors (one subject's catch-up)",
-                t.added / t.catch_up_seconds,
-                "events/s",
-            ),
-        ]
     return Section(
         f"retrieve(limit={RETRIEVAL_LIMIT}) on one subject",
-        figures,
+        [figure for t in tiers for figure in _tier_figures(t)],
         [
             f"embedder {DEFAULT_EMBEDDER}; consistent reads (the default); "
             "p99 is nearest-rank, so below 100 queries it is the slowest query",
         ],
     )
+
+
+def _tier_figures(t: TierResult) -> list[Figure]:
+    name, nodes = t.tier.name, f"{t.tier.nodes:,} nodes"
+    target = TARGET_P99_MS.get(name)
+
+    def p99(key: str, title: str, value: float) -> Figure:
+        # The target is judged only at the tier's full size (not at a smaller --scale).
+        bound = None if target is None else at_most(target)
+        return Figure(key, title, value, "ms", bound, applies=t.tier.nodes >= t.tier.nominal_nodes)
+
+    return [
+        Figure(f"retrieve_{name}_p50_ms", f"retrieve p50, {nodes}", t.latency_ms(50), "ms"),
+        p99(
+            f"retrieve_{name}_p99_ms",
+            f"retrieve p99, {nodes} ({len(t.latencies_ms)} queries)",
+            t.latency_ms(99),
+        ),
+        p99(
+            f"retrieve_{name}_after_store_p99_ms",
+            f"retrieve p99 right after a store, {nodes} ({len(t.after_store_ms)} rounds)",
+            t.latency_ms(99, after_store=True),
+        ),
+        Figure(
+            f"retrieve_{name}_first_ms",
+            "  first query after growth (loads the index)",
+            t.first_query_ms,
+            "ms",
+        ),
+        Figure(
+            f"retrieval_{name}_load_s",
+            f"  loading {t.added:,} nodes (log + graph, batched)",
+            t.load_seconds,
+            "s",
+        ),
+        Figure(
+            f"retrieval_{name}_catch_up_events_per_s",
+            "  their vectors (one subject's catch-up)",
+            t.added / t.catch_up_seconds,
+            "events/s",
+        ),
+    ]

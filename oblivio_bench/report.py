@@ -15,6 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from oblivio_bench.config import RunConfig
 from oblivio_bench.workloads import PAYLOAD_BYTES, Measurement, Workload
 
 PACKAGES = ("oblivio", "sqlalchemy", "psycopg", "cryptography", "eventsourcing")
@@ -65,7 +66,7 @@ class WorkloadResult:
             document[system] = {
                 "median_events_per_s": self.median_events_per_s(system),
                 "median_ms_per_op": self.median_ms_per_op(system),
-                "rounds": [_round_json(m) for m in measurements],
+                "rounds": [m.to_json() for m in measurements],
             }
         if baseline is not None:
             document["ratio"] = self.ratio(subject, baseline)
@@ -73,22 +74,11 @@ class WorkloadResult:
         return document
 
 
-def _round_json(m: Measurement) -> dict[str, float]:
-    return {
-        "seconds": m.seconds,
-        "busy_seconds": m.busy_seconds,
-        "events_per_s": m.events_per_s,
-        "ms_per_op": m.ms_per_op,
-    }
-
-
 @dataclass(frozen=True)
 class BenchReport:
     """The outcome of one ``oblivio bench eventstore`` run."""
 
-    backend: str
-    rounds: int
-    scale: float
+    config: RunConfig
     machine: Mapping[str, Any]
     #: Notes on each system, by name; the first is the subject of the ratios.
     systems: Mapping[str, str]
@@ -106,9 +96,9 @@ class BenchReport:
     def to_json(self) -> dict[str, Any]:
         document: dict[str, Any] = {
             "benchmark": "oblivio bench eventstore",
-            "backend": self.backend,
-            "rounds": self.rounds,
-            "scale": self.scale,
+            "backend": self.config.backend,
+            "rounds": self.config.rounds,
+            "scale": self.config.scale,
             "payload_bytes": PAYLOAD_BYTES,
             "machine": dict(self.machine),
             "systems": {name: {"notes": notes} for name, notes in self.systems.items()},
@@ -121,7 +111,7 @@ class BenchReport:
         return document
 
     def write_json(self, path: Path) -> None:
-        path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
+        write_json_document(path, self.to_json())
 
     def table(self) -> str:
         """The human-readable summary printed to stdout."""
@@ -137,17 +127,13 @@ class BenchReport:
         return "\n".join(lines)
 
     def _heading(self) -> str:
-        m = self.machine
-        server = f", PostgreSQL {m['postgres']}" if m.get("postgres") else ""
-        load = [m.get(k) for k in ("load_average_start", "load_average_end")]
-        busy = f", load average {load[0][0]} → {load[1][0]}" if load[0] and load[1] else ""
+        gc_paused = not self.machine.get("gc_in_rounds", True)
         return (
-            f"oblivio bench eventstore on {self.backend}: {m['date']}, {m['cpu_count']} CPUs"
-            f"{busy}, Python {m['python']}, SQLite {m['sqlite']}{server}\n"
-            f"medians over rounds (requested {self.rounds}, heavy workloads run half), "
-            f"scale {self.scale:g}, ~{PAYLOAD_BYTES}-byte JSON payloads, "
+            machine_heading("oblivio bench eventstore", self.config.backend, self.machine)
+            + f"\nmedians over rounds (requested {self.config.rounds}, heavy workloads run half), "
+            f"scale {self.config.scale:g}, ~{PAYLOAD_BYTES}-byte JSON payloads, "
             "systems interleaved round by round"
-            + ("" if m.get("gc_in_rounds", True) else ", garbage collector paused in timed rounds")
+            + (", garbage collector paused in timed rounds" if gc_paused else "")
         )
 
     def _header(self) -> list[str]:
@@ -195,11 +181,30 @@ def render_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join([line(header), rule, *(line(row) for row in rows)])
 
 
+def machine_heading(benchmark: str, backend: str, machine: Mapping[str, Any]) -> str:
+    """The first line of a printed report: which benchmark ran where, on what machine."""
+    m = machine
+    server = f", PostgreSQL {m['postgres']}" if m.get("postgres") else ""
+    load = [m.get(k) for k in ("load_average_start", "load_average_end")]
+    busy = f", load average {load[0][0]} → {load[1][0]}" if load[0] and load[1] else ""
+    return (
+        f"{benchmark} on {backend}: {m['date']}, {m['cpu_count']} CPUs{busy}, "
+        f"Python {m['python']}, SQLite {m['sqlite']}{server}"
+    )
+
+
+def write_json_document(path: Path, document: Mapping[str, Any]) -> None:
+    """A report's JSON document, indented; values JSON lacks (dates, paths) as text."""
+    path.write_text(json.dumps(document, indent=2, default=str) + "\n")
+
+
 # -- machine ---------------------------------------------------------------------
 
 
-def machine_info(postgres_version: str | None) -> dict[str, Any]:
-    """What the figures were measured on."""
+def machine_info(
+    postgres_version: str | None, packages: Sequence[str] = PACKAGES
+) -> dict[str, Any]:
+    """What the figures were measured on, with the versions of ``packages``."""
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "python": platform.python_version(),
@@ -210,7 +215,7 @@ def machine_info(postgres_version: str | None) -> dict[str, Any]:
         "sqlite": sqlite3.sqlite_version,
         "postgres": postgres_version,
         "load_average_start": load_average(),
-        "packages": {name: _package_version(name) for name in PACKAGES},
+        "packages": {name: _package_version(name) for name in packages},
     }
 
 

@@ -18,7 +18,7 @@ import random
 import string
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier, Lock
 from threading import BrokenBarrierError
@@ -57,6 +57,10 @@ class Measurement:
     def ms_per_op(self) -> float:
         """Mean time one caller waits for one operation."""
         return self.busy_seconds / self.ops * 1000
+
+    def to_json(self) -> dict[str, float]:
+        """The round as the JSON documents record it, its rates included."""
+        return asdict(self) | {"events_per_s": self.events_per_s, "ms_per_op": self.ms_per_op}
 
 
 # -- test data -----------------------------------------------------------------
@@ -142,12 +146,14 @@ class Workload(abc.ABC):
     title: str
     #: What one operation is, for the "ms per op" column.
     op: str
+    #: The events a round appends or reads (a read-stream workload's: per read).
+    events: int
     #: Heavy workloads run half the requested rounds (at least one).
     heavy: bool = False
 
     @property
-    @abc.abstractmethod
-    def events_per_round(self) -> int: ...
+    def events_per_round(self) -> int:
+        return self.events
 
     @property
     @abc.abstractmethod
@@ -173,14 +179,9 @@ class Workload(abc.ABC):
 class AppendWorkload(Workload):
     """Appends in transactions of ``batch_size`` by one writer or by writer processes."""
 
-    events: int
     streams: int
     batch_size: int
     writers: int = 1
-
-    @property
-    def events_per_round(self) -> int:
-        return self.events
 
     @property
     def ops_per_round(self) -> int:
@@ -204,7 +205,6 @@ class AppendWorkload(Workload):
 class ReadStreamWorkload(Workload):
     """Reads one whole stream of ``events`` events, ``reads`` times per round."""
 
-    events: int
     reads: int
     stream: str = "read-stream"
 
@@ -232,13 +232,8 @@ class ReadStreamWorkload(Workload):
 class ReadLogWorkload(Workload):
     """Reads the first ``events`` events of the global log in pages of ``page_size``."""
 
-    events: int
     page_size: int
     seed_streams: int
-
-    @property
-    def events_per_round(self) -> int:
-        return self.events
 
     @property
     def ops_per_round(self) -> int:

@@ -10,12 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
-from click.testing import CliRunner
 
-from eventstore.backends.postgres import normalise_postgres_url
-from oblivio.cli import main
 from oblivio_bench.eventstore import garbage_collection
+from tests._bench import invoke_bench, run_on_postgres
 
 WORKLOADS = {"append_single", "append_batch", "append_4_writers", "read_stream", "read_log"}
 SYSTEMS = ("oblivio", "eventsourcing")
@@ -24,30 +21,12 @@ SYSTEMS = ("oblivio", "eventsourcing")
 def run_bench(
     json_path: Path, backend: str, *global_options: str, bench_options: tuple[str, ...] = ()
 ) -> dict[str, Any]:
-    result = CliRunner().invoke(
-        main,
-        [
-            *global_options,
-            "bench",
-            "eventstore",
-            "--backend",
-            backend,
-            "--compare",
-            "eventsourcing",
-            "--rounds",
-            "1",
-            "--scale",
-            "0.05",
-            "--json",
-            str(json_path),
-            *bench_options,
-        ],
+    options = ["--backend", backend, "--compare", "eventsourcing", "--rounds", "1"]
+    report = invoke_bench(
+        "eventstore", json_path, [*options, "--scale", "0.05", *bench_options], global_options
     )
-    assert result.exit_code == 0, result.output
-    assert "ratio" in result.stdout
-    assert "no cipher" in result.stdout  # the output says eventsourcing ran unencrypted
-    report: dict[str, Any] = json.loads(json_path.read_text())
-    report["stdout"] = result.stdout
+    assert "ratio" in report["stdout"]
+    assert "no cipher" in report["stdout"]  # the output says eventsourcing ran unencrypted
     return report
 
 
@@ -118,20 +97,4 @@ def test_the_floor_script_runs_the_workloads_beside_both_systems(tmp_path: Path)
 def test_bench_eventstore_on_postgres_drops_its_databases(
     tmp_path: Path, postgres_server_url: str
 ) -> None:
-    before = bench_databases(postgres_server_url)
-    report = run_bench(tmp_path / "bench.json", "postgres", "--database-url", postgres_server_url)
-
-    assert report["backend"] == "postgres"
-    assert report["machine"]["postgres"]
-    assert_complete(report)
-    assert bench_databases(postgres_server_url) <= before
-
-
-def bench_databases(server_url: str) -> set[str]:
-    engine = sa.create_engine(normalise_postgres_url(server_url))
-    try:
-        with engine.connect() as conn:
-            query = sa.text("SELECT datname FROM pg_database WHERE datname LIKE :pattern")
-            return set(conn.execute(query, {"pattern": "oblivio_bench_%"}).scalars())
-    finally:
-        engine.dispose()
+    assert_complete(run_on_postgres(run_bench, tmp_path, postgres_server_url))

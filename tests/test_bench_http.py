@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-from oblivio.cli import main
 from oblivio_bench.http import run_round
-from tests.test_bench import bench_databases
+from tests._bench import invoke_bench, run_on_postgres
 
 OPERATIONS = ("store", "retrieve")
 CLIENTS = ("1", "8", "32")
@@ -22,26 +19,10 @@ FIGURES = ("median_requests_per_s", "median_p50_ms", "median_p99_ms", "median_me
 
 
 def run_bench(json_path: Path, backend: str, *global_options: str) -> dict[str, Any]:
-    result = CliRunner().invoke(
-        main,
-        [
-            *global_options,
-            "bench",
-            "http",
-            "--backend",
-            backend,
-            "--rounds",
-            "1",
-            "--scale",
-            "0.02",
-            "--json",
-            str(json_path),
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    assert "overhead" in result.stdout
-    assert "target (overhead ≤ 2 at 8 clients)" in result.stdout
-    report: dict[str, Any] = json.loads(json_path.read_text())
+    options = ["--backend", backend, "--rounds", "1", "--scale", "0.02"]
+    report = invoke_bench("http", json_path, options, global_options)
+    assert "overhead" in report["stdout"]
+    assert "target (overhead ≤ 2 at 8 clients)" in report["stdout"]
     return report
 
 
@@ -83,13 +64,7 @@ def test_bench_http_on_sqlite_reports_every_figure(tmp_path: Path) -> None:
 def test_bench_http_on_postgres_drops_its_databases(
     tmp_path: Path, postgres_server_url: str
 ) -> None:
-    before = bench_databases(postgres_server_url)
-    report = run_bench(tmp_path / "bench.json", "postgres", "--database-url", postgres_server_url)
-
-    assert report["backend"] == "postgres"
-    assert report["machine"]["postgres"]
-    assert_complete(report)
-    assert bench_databases(postgres_server_url) <= before
+    assert_complete(run_on_postgres(run_bench, tmp_path, postgres_server_url))
 
 
 def test_a_round_is_timed_from_before_the_first_request() -> None:

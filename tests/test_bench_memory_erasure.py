@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-from oblivio.cli import main
 from oblivio_bench.figures import percentile
-from tests.test_bench import bench_databases
+from tests._bench import assert_ran_on_postgres, drops_its_databases, invoke_bench
 
 TIERS = ("1k", "10k", "100k")
 PHASES = ("10k", "500k")
@@ -65,12 +62,8 @@ ERASURE_SMOKE = ("--rounds", "1", "--scale", "0.002", "--subject-events", "6")
 
 def run_bench(command: str, json_path: Path, *options: str) -> dict[str, Any]:
     global_options, bench_options = _split(options)
-    result = CliRunner().invoke(
-        main, [*global_options, "bench", command, *bench_options, "--json", str(json_path)]
-    )
-    assert result.exit_code == 0, result.output
-    assert "target" in result.stdout
-    report: dict[str, Any] = json.loads(json_path.read_text())
+    report = invoke_bench(command, json_path, bench_options, global_options)
+    assert "target" in report["stdout"]
     return report
 
 
@@ -158,14 +151,12 @@ def test_bench_on_postgres_reports_every_figure_and_drops_its_database(
     options: tuple[str, ...],
     expected: set[str],
 ) -> None:
-    before = bench_databases(postgres_server_url)
     database = ("--database-url", postgres_server_url, "--backend", "postgres")
-    report = run_bench(command, tmp_path / "b.json", *database, *options)
+    with drops_its_databases(postgres_server_url):
+        report = run_bench(command, tmp_path / "b.json", *database, *options)
 
-    assert report["backend"] == "postgres"
-    assert report["machine"]["postgres"]
+    assert_ran_on_postgres(report)
     assert_figures(report, expected)
-    assert bench_databases(postgres_server_url) <= before
 
 
 def test_percentile_is_nearest_rank() -> None:

@@ -103,14 +103,20 @@ def test_databases_cloned_from_one_template_get_ids_of_their_own(
         assert store_id_of(client).version == 4
 
 
+def keyring_of_a_store(data_dir: Path, memory: str = "I keep bees.") -> KeyringFile:
+    """Open a store in ``data_dir``, store ``memory`` for ana; the keyring file it keeps."""
+    with MemoryClient(data_dir) as client:
+        client.store(memory, user_id="ana")
+        keyring = client.context.store.codec.keys
+    assert isinstance(keyring, KeyringFile)
+    return keyring
+
+
 def test_a_copied_data_directory_holds_no_key_and_decrypts_nothing(
     tmp_path: Path, keyring_dir: Path
 ) -> None:
     data_dir = tmp_path / "data"
-    with MemoryClient(data_dir) as client:
-        client.store("My locker code is 4711.", user_id="ana")
-        keyring = client.context.store.codec.keys
-    assert isinstance(keyring, KeyringFile)
+    keyring = keyring_of_a_store(data_dir, "My locker code is 4711.")
     copy = tmp_path / "stolen-copy"
     shutil.copytree(data_dir, copy)
 
@@ -130,9 +136,7 @@ def test_a_copied_data_directory_holds_no_key_and_decrypts_nothing(
 
 def test_restoring_needs_the_data_and_its_keyring(tmp_path: Path, keyring_dir: Path) -> None:
     data_dir, backup = tmp_path / "data", tmp_path / "backup"
-    with MemoryClient(data_dir) as client:
-        client.store("I keep bees.", user_id="ana")
-        keyring_path = client.context.store.codec.keys.path  # type: ignore[attr-defined]
+    keyring_path = keyring_of_a_store(data_dir).path
     shutil.copytree(data_dir, backup / "data")
     shutil.copy2(keyring_path, backup / keyring_path.name)
     shutil.rmtree(data_dir)
@@ -184,9 +188,7 @@ def test_a_conflicting_legacy_keyring_is_refused_and_both_are_kept(
     tmp_path: Path, keyring_dir: Path
 ) -> None:
     data_dir = tmp_path / "data"
-    with MemoryClient(data_dir) as client:
-        client.store("I keep bees.", user_id="ana")
-        current = client.context.store.codec.keys.path  # type: ignore[attr-defined]
+    current = keyring_of_a_store(data_dir).path
     stray = KeyringFile(data_dir / "keyring.json")  # other keys, e.g. restored by mistake
     with pytest.raises(KeyUnavailableError, match="two different keyrings"):
         MemoryClient(data_dir)
@@ -196,9 +198,7 @@ def test_a_conflicting_legacy_keyring_is_refused_and_both_are_kept(
 
 def test_a_store_whose_keyring_is_missing_is_refused(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    with MemoryClient(data_dir) as client:
-        client.store("I keep bees.", user_id="ana")
-        path = client.context.store.codec.keys.path  # type: ignore[attr-defined]
+    path = keyring_of_a_store(data_dir).path
     path.unlink()
     with pytest.raises(KeyUnavailableError, match="Restore it from the keyring backup"):
         MemoryClient(data_dir)

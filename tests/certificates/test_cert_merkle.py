@@ -80,22 +80,26 @@ def _leaves(size: int) -> list[bytes]:
     return [_h(index.to_bytes(4, "big")) for index in range(size)]
 
 
+def _proofs(size: int) -> tuple[bytes, list[tuple[int, bytes, list[bytes]]]]:
+    """The root of ``size`` leaves, and (index, leaf, proof) for every leaf."""
+    leaves = _leaves(size)
+    return merkle_root(leaves), [
+        (i, leaf, merkle_proof(leaves, i)) for i, leaf in enumerate(leaves)
+    ]
+
+
 @pytest.mark.parametrize("size", range(1, 18))
 def test_every_proof_verifies(size: int) -> None:
-    leaves = _leaves(size)
-    root = merkle_root(leaves)
-    for index, leaf in enumerate(leaves):
-        proof = merkle_proof(leaves, index)
+    root, proofs = _proofs(size)
+    for index, leaf, proof in proofs:
         assert len(proof) <= max(1, (size - 1).bit_length())
         assert verify_merkle_proof(leaf, index, size, proof, root)
 
 
 @pytest.mark.parametrize("size", range(1, 18))
 def test_tampered_proofs_fail(size: int) -> None:
-    leaves = _leaves(size)
-    root = merkle_root(leaves)
-    for index, leaf in enumerate(leaves):
-        proof = merkle_proof(leaves, index)
+    root, proofs = _proofs(size)
+    for index, leaf, proof in proofs:
         assert not verify_merkle_proof(leaf + b"x", index, size, proof, root)
         assert not verify_merkle_proof(leaf, index, size, proof, _h(root))
         assert not verify_merkle_proof(leaf, index, size, [*proof, root], root)

@@ -23,6 +23,7 @@ import pytest
 import uvicorn
 from fastapi.testclient import TestClient
 
+from tests.http import conftest as http_fixtures
 from tests.http.conftest import World, open_world, serve_in_thread, settings_for, wait_until_healthy
 
 CHROMIUM_ENV = "OBLIVIO_CHROMIUM"
@@ -61,17 +62,15 @@ def csrf_of(client: TestClient, path: str = "/console/requests") -> str:
     return match.group(1)
 
 
-@pytest.fixture
-def world(any_database_url: str, tmp_path: Path) -> Iterator[World]:
-    with open_world(settings_for(any_database_url, tmp_path / "data")) as w:
-        yield w
+# The HTTP tests' worlds: a fresh store on each backend in turn, and one on SQLite alone.
+world = http_fixtures.world
+sqlite_world = http_fixtures.sqlite_world
 
 
 @pytest.fixture
-def embedded_world(sqlite_url: str, tmp_path: Path) -> Iterator[World]:
+def embedded_world(sqlite_world: World) -> World:
     """SQLite only: for tests whose subject is the console's HTTP layer, not storage."""
-    with open_world(settings_for(sqlite_url, tmp_path / "data")) as w:
-        yield w
+    return sqlite_world
 
 
 def console_client(world: World, base_url: str = "http://testserver") -> TestClient:

@@ -6,9 +6,9 @@ import json
 import secrets
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
@@ -16,7 +16,11 @@ import projections
 from eventstore import START, RecordedEvent
 from eventstore.schema import certificates, data_keys, erasure_requests, events, rebuild_jobs
 from oblivio import MemoryClient
-from workers.erasure import ErasureStatus
+from workers.erasure import AsyncPartitioning, ErasureStatus
+from workers.policy import ErasurePolicy
+from workers.rebuild import RebuildWorker
+
+W = TypeVar("W", bound=RebuildWorker)
 
 #: Bounded waits everywhere: no test may hang on a broken worker.
 WAIT_SECONDS = 30.0
@@ -113,9 +117,7 @@ def log_state(client: MemoryClient) -> list[tuple[Any, ...]]:
 
 
 def certificate_rows(client: MemoryClient, request_id: uuid.UUID) -> list[sa.Row[Any]]:
-    return raw_rows(
-        client, sa.select(certificates).where(certificates.c.request_id == request_id)
-    )
+    return raw_rows(client, sa.select(certificates).where(certificates.c.request_id == request_id))
 
 
 def data_key_rows(client: MemoryClient, stream_id: int) -> list[sa.Row[Any]]:
@@ -165,3 +167,30 @@ def completed(status: ErasureStatus) -> dict[str, Any]:
 def audit_entries(client: MemoryClient) -> list[dict[str, Any]]:
     """The audit export's lines, without the manifest line."""
     return [json.loads(line) for line in client.export_audit().splitlines()[:-1]]
+
+
+def assert_same_request(
+    client: MemoryClient, first: ErasureStatus, answers: Iterable[ErasureStatus]
+) -> None:
+    """Each of ``answers`` (to asking again) is ``first``: its request and its certificate,
+    of which there is still one."""
+    certificate = completed(first)
+    for answer in answers:
+        assert answer.request_id == first.request_id
+        assert answer.certificate_id == first.certificate_id
+        assert answer.certificate == certificate
+    assert len(certificate_rows(client, first.request_id)) == 1
+
+
+def partitioning(client: MemoryClient) -> list[AsyncPartitioning]:
+    """How the client's asynchronous projection is partitioned, as erasure needs to know."""
+    return [AsyncPartitioning(client.context.vectors.name, client.settings.partitions)]
+
+
+def rebuild_worker(client: MemoryClient, policy: ErasurePolicy, cls: type[W], **options: Any) -> W:
+    """A rebuild worker of class ``cls`` on the client's store, projections and clock."""
+    ctx = client.context
+    derived = [ctx.graph, ctx.vectors]
+    return cls(
+        ctx.store, derived, partitioning(client), ctx.certifier, policy, ctx.clock, **options
+    )

@@ -24,7 +24,7 @@ from oblivio import MemoryClient
 from oblivio.memory.compliance import erasure_status
 from oblivio.settings import Settings
 from projections.base import Projection
-from workers.erasure import AsyncPartitioning
+from tests.erasure._support import rebuild_worker
 from workers.policy import ErasurePolicy
 from workers.rebuild import RebuildWorker
 
@@ -52,18 +52,12 @@ class StallingWorker(RebuildWorker):
 
 
 def build_worker(client: MemoryClient, config: dict[str, Any]) -> StallingWorker:
-    ctx = client.context
-    worker = StallingWorker(
-        ctx.store,
-        [ctx.graph, ctx.vectors],
-        [AsyncPartitioning(ctx.vectors.name, client.settings.partitions)],
-        ctx.certifier,
+    policy = (
         ErasurePolicy(lease=timedelta(seconds=float(config["lease"])))
         if "lease" in config
-        else ErasurePolicy(),  # the default lease and heartbeat
-        ctx.clock,
-        worker_id=str(config["worker_id"]),
+        else ErasurePolicy()  # the default lease and heartbeat
     )
+    worker = rebuild_worker(client, policy, StallingWorker, worker_id=str(config["worker_id"]))
     worker.stall = float(config.get("stall", 0.0))
     progress = config.get("progress")
     worker.progress = None if progress is None else Path(progress)

@@ -7,7 +7,7 @@ job queue, raw files and the audit stream, none of which is per namespace.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +15,8 @@ import pytest
 
 from oblivio import MemoryClient
 from oblivio.settings import Settings
+from tests._clients import Opener, client_opener
 
-Opener = Callable[..., MemoryClient]
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
@@ -45,24 +45,10 @@ def pg_store_settings(tmp_path: Path, postgres_url: str) -> Settings:
     return make_settings(tmp_path, postgres_url)
 
 
-def _opener(settings: Settings) -> Iterator[Opener]:
-    opened: list[MemoryClient] = []
-
-    def open_client(**overrides: Any) -> MemoryClient:
-        chosen = settings.model_copy(update=overrides) if overrides else settings
-        client = MemoryClient(settings=chosen)
-        opened.append(client)
-        return client
-
-    yield open_client
-    for client in opened:
-        client.close()
-
-
 @pytest.fixture
 def open_client(store_settings: Settings) -> Iterator[Opener]:
     """Open a client (another one, or one with other settings) on the test's store."""
-    yield from _opener(store_settings)
+    yield from client_opener(store_settings)
 
 
 @pytest.fixture
@@ -73,4 +59,4 @@ def client(open_client: Opener) -> MemoryClient:
 
 @pytest.fixture
 def open_pg_client(pg_store_settings: Settings) -> Iterator[Opener]:
-    yield from _opener(pg_store_settings)
+    yield from client_opener(pg_store_settings)

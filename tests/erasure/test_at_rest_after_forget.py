@@ -11,18 +11,16 @@ must be found by the same scan, so a scanner that looks at nothing cannot pass.
 from __future__ import annotations
 
 import sqlite3
-import uuid
-from collections.abc import Iterable, Iterator
-from contextlib import closing, contextmanager
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
-from eventstore.backends.postgres import normalise_postgres_url
 from eventstore.schema import data_keys, events
 from oblivio import MemoryClient
 from oblivio.settings import Settings
+from tests._at_rest import ServerFiles, files_below, scan_files, superuser, wal_kept
 from tests.erasure._support import (
     completed,
     data_key_rows,
@@ -46,19 +44,6 @@ def write_subject(client: MemoryClient) -> tuple[str, list[bytes]]:
     return user_id, [t.encode() for t in texts + tokens]
 
 
-def hits_in(blob: bytes, needles: Iterable[bytes]) -> list[bytes]:
-    return [n for n in needles if n in blob]
-
-
-def scan_paths(paths: Iterable[Path], needles: list[bytes]) -> dict[str, list[bytes]]:
-    found = {}
-    for path in paths:
-        hits = hits_in(path.read_bytes(), needles)
-        if hits:
-            found[path.name] = hits
-    return found
-
-
 def forget_and_certify(client: MemoryClient, user_id: str) -> int:
     stream_id = stream_id_of(client, user_id)
     assert len(data_key_rows(client, stream_id)) == 1
@@ -71,8 +56,7 @@ def forget_and_certify(client: MemoryClient, user_id: str) -> int:
 
 
 def sqlite_files(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.rglob("*") if p.is_file() and "keyring" not in p.name
-                  and "issuer-keys" not in p.name)
+    return files_below(directory, skip=("keyring", "issuer-keys"))
 
 
 def test_sqlite_file_and_wal_hold_nothing_of_a_forgotten_subject(tmp_path: Path) -> None:
@@ -97,10 +81,10 @@ def test_sqlite_file_and_wal_hold_nothing_of_a_forgotten_subject(tmp_path: Path)
         forget_and_certify(client, user_id)
 
         assert wal.stat().st_size > 0  # the scan below covers uncheckpointed frames too
-        assert scan_paths(sqlite_files(data_dir), needles) == {}
+        assert scan_files(sqlite_files(data_dir), needles) == {}
     finally:
         client.close()  # the last connection checkpoints the WAL into the file
-    assert scan_paths(sqlite_files(data_dir), needles) == {}
+    assert scan_files(sqlite_files(data_dir), needles) == {}
     # secure_delete=ON: once checkpointed, the destroyed wrapped key and the erased
     # ciphertext do not linger in freed space of the database file.
     after = b"".join(p.read_bytes() for p in sqlite_files(data_dir))
@@ -113,115 +97,12 @@ def test_sqlite_file_and_wal_hold_nothing_of_a_forgotten_subject(tmp_path: Path)
         conn.execute("CREATE TABLE plaintext_control (t TEXT)")
         conn.execute("INSERT INTO plaintext_control VALUES (?)", (user_id,))
         conn.commit()
-        assert user_id.encode() in scan_paths([wal], needles).get(wal.name, [])
+        assert user_id.encode() in scan_files([wal], needles).get(wal.name, [])
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    assert user_id.encode() in scan_paths([database], needles).get(database.name, [])
+    assert user_id.encode() in scan_files([database], needles).get(database.name, [])
 
 
 # -- PostgreSQL ----------------------------------------------------------------------------
-
-_RELATIONS = sa.text(
-    """
-    WITH own AS (
-        SELECT oid FROM pg_class
-        WHERE relnamespace = 'public'::regnamespace AND relkind IN ('r', 'i', 't', 'S', 'm')
-    ), toast AS (
-        SELECT c.reltoastrelid AS oid FROM pg_class c JOIN own USING (oid)
-        WHERE c.reltoastrelid <> 0
-    ), toast_index AS (
-        SELECT i.indexrelid AS oid FROM pg_index i JOIN toast t ON i.indrelid = t.oid
-    )
-    SELECT oid::regclass::text AS name, pg_relation_filepath(oid) AS path
-    FROM (SELECT oid FROM own UNION SELECT oid FROM toast UNION SELECT oid FROM toast_index) x
-    WHERE pg_relation_filepath(oid) IS NOT NULL ORDER BY 1
-    """
-)
-
-
-class ServerFiles:
-    """Reads PostgreSQL's files: straight from the data directory when this process can
-    (a local server), else through ``pg_read_binary_file`` (a container)."""
-
-    def __init__(self, conn: sa.Connection) -> None:
-        self.conn = conn
-        self.root = Path(str(conn.exec_driver_sql("SHOW data_directory").scalar_one()))
-
-    def read(self, relative: str) -> bytes | None:
-        path = self.root / relative
-        try:
-            return path.read_bytes()
-        except FileNotFoundError:
-            return None
-        except PermissionError:
-            blob = self.conn.execute(
-                sa.text("SELECT pg_read_binary_file(:p, 0, 1 << 30, true)"), {"p": relative}
-            ).scalar_one()
-            return None if blob is None else bytes(blob)
-
-    def relation_hits(self, needles: list[bytes]) -> dict[str, list[bytes]]:
-        """CHECKPOINT, then scan every segment and fork of every relation in public."""
-        self.conn.exec_driver_sql("CHECKPOINT")
-        found: dict[str, list[bytes]] = {}
-        scanned = 0
-        for name, path in self.conn.execute(_RELATIONS).all():
-            for candidate in (path, f"{path}_fsm", f"{path}_vm", *(f"{path}.{i}" for i in
-                                                                   range(1, 4))):
-                blob = self.read(candidate)
-                if blob is None:
-                    continue
-                scanned += len(blob)
-                hits = hits_in(blob, needles)
-                if hits:
-                    found.setdefault(name, []).extend(hits)
-        assert scanned > 0, "no relation file was readable"
-        return found
-
-    def wal_hits(self, start_lsn: str, needles: list[bytes]) -> dict[str, list[bytes]]:
-        """Scan every WAL segment from the one holding ``start_lsn`` to the current one."""
-        current = self.conn.exec_driver_sql(
-            "SELECT pg_walfile_name(pg_current_wal_insert_lsn())"
-        ).scalar_one()
-        names = self.conn.execute(
-            sa.text(
-                "SELECT name FROM pg_ls_waldir() WHERE name ~ '^[0-9A-F]{24}$' "
-                "AND name BETWEEN pg_walfile_name(CAST(:s AS pg_lsn)) AND :c ORDER BY name"
-            ),
-            {"s": start_lsn, "c": current},
-        ).scalars().all()
-        assert names, "no WAL segment found"
-        assert names[-1] == current, "the current WAL segment was not found"
-        found = {}
-        for name in names:
-            blob = self.read(f"pg_wal/{name}")
-            assert blob is not None, name
-            hits = hits_in(blob, needles)
-            if hits:
-                found[name] = hits
-        return found
-
-
-@contextmanager
-def superuser(url: str) -> Iterator[sa.Connection]:
-    engine = sa.create_engine(normalise_postgres_url(url), isolation_level="AUTOCOMMIT")
-    try:
-        with engine.connect() as conn:
-            yield conn
-    finally:
-        engine.dispose()
-
-
-@contextmanager
-def wal_kept(conn: sa.Connection) -> Iterator[str]:
-    """Keep every WAL segment from now on (temporary slot); yield the start LSN."""
-    slot = f"oblivio_erasure_{uuid.uuid4().hex[:12]}"
-    conn.execute(
-        sa.text("SELECT pg_create_physical_replication_slot(:s, true, true)"), {"s": slot}
-    )
-    try:
-        yield str(conn.exec_driver_sql("SELECT pg_current_wal_insert_lsn()").scalar_one())
-    finally:
-        conn.execute(sa.text("SELECT pg_drop_replication_slot(:s)"), {"s": slot})
-
 
 @pytest.mark.postgres
 def test_postgres_files_and_wal_hold_nothing_of_a_forgotten_subject(

@@ -19,11 +19,13 @@ from tests.erasure._support import (
     audit_entries,
     completed,
     marker,
+    partitioning,
+    rebuild_worker,
     run_jobs,
     seed_subject,
 )
 from tests.erasure.conftest import Opener
-from workers.erasure import AsyncPartitioning, Eraser
+from workers.erasure import Eraser
 from workers.maintenance import flag_overdue, reap_leases
 from workers.policy import ErasurePolicy
 from workers.rebuild import RebuildWorker
@@ -126,28 +128,9 @@ class FailingWorker(RebuildWorker):
         raise RuntimeError("projection store unavailable")
 
 
-def worker_for(client: MemoryClient, policy: ErasurePolicy,
-               cls: type[RebuildWorker] = RebuildWorker) -> RebuildWorker:
-    ctx = client.context
-    return cls(
-        ctx.store,
-        [ctx.graph, ctx.vectors],
-        [AsyncPartitioning(ctx.vectors.name, client.settings.partitions)],
-        ctx.certifier,
-        policy,
-        ctx.clock,
-    )
-
-
 def eraser_for(client: MemoryClient, policy: ErasurePolicy) -> Eraser:
     ctx = client.context
-    return Eraser(
-        ctx.store,
-        [ctx.graph, ctx.vectors],
-        [AsyncPartitioning(ctx.vectors.name, client.settings.partitions)],
-        policy,
-        ctx.clock,
-    )
+    return Eraser(ctx.store, [ctx.graph, ctx.vectors], partitioning(client), policy, ctx.clock)
 
 
 def test_failing_rebuilds_retry_with_backoff_then_fail_the_request(client: MemoryClient) -> None:
@@ -156,7 +139,7 @@ def test_failing_rebuilds_retry_with_backoff_then_fail_the_request(client: Memor
     request_id = eraser_for(client, policy).forget(
         client.context.namespace, ALICE, legal_ground="art17-1-b"
     )
-    failing = worker_for(client, policy, FailingWorker)
+    failing = rebuild_worker(client, policy, FailingWorker)
 
     assert failing.run_pending() == 4  # two jobs, two attempts each
 
@@ -177,7 +160,7 @@ def test_backoff_delays_the_next_attempt(client: MemoryClient) -> None:
         client.context.namespace, event_id, legal_ground="art17-1-b"
     )
 
-    assert worker_for(client, policy, FailingWorker).run_pending() == 2
+    assert rebuild_worker(client, policy, FailingWorker).run_pending() == 2
     queued = client.erasure_status(request_id).jobs
     assert {(j.status, j.attempts) for j in queued} == {("queued", 1)}
     assert run_jobs(client) == 0, "a job ran before its backoff elapsed"

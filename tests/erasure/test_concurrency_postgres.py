@@ -7,7 +7,6 @@ import itertools
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -18,6 +17,7 @@ import sqlalchemy as sa
 from eventstore import Erasure
 from eventstore.schema import erasure_requests, events, rebuild_jobs
 from oblivio import MemoryClient
+from tests._threads import race
 from tests.erasure._support import (
     WAIT_SECONDS,
     certificate_rows,
@@ -25,12 +25,12 @@ from tests.erasure._support import (
     data_key_rows,
     marker,
     raw_rows,
+    rebuild_worker,
     run_jobs,
     seed_subject,
     whole_log,
 )
 from tests.erasure.conftest import Opener
-from workers.erasure import AsyncPartitioning
 from workers.policy import ErasurePolicy
 from workers.rebuild import RebuildWorker
 
@@ -174,16 +174,8 @@ class RecordingWorker(RebuildWorker):
 
 
 def recording_worker(client: MemoryClient, name: str, ledger: Ledger) -> RecordingWorker:
-    ctx = client.context
-    worker = RecordingWorker(
-        ctx.store,
-        [ctx.graph, ctx.vectors],
-        [AsyncPartitioning(ctx.vectors.name, client.settings.partitions)],
-        ctx.certifier,
-        ErasurePolicy(lease=timedelta(seconds=60)),
-        ctx.clock,
-        worker_id=name,
-    )
+    policy = ErasurePolicy(lease=timedelta(seconds=60))
+    worker = rebuild_worker(client, policy, RecordingWorker, worker_id=name)
     worker.ledger = ledger
     return worker
 
@@ -204,19 +196,8 @@ def test_two_rebuild_workers_never_process_the_same_job_at_once(
     job_count = 2 * len(requests)
     ledger = Ledger()
     workers = [recording_worker(open_pg_client(), name, ledger) for name in ("w-a", "w-b")]
-    barrier = threading.Barrier(len(workers))
-    done: dict[str, int] = {}
-
-    def run(worker: RecordingWorker) -> None:
-        barrier.wait(WAIT_SECONDS)
-        done[worker.worker_id] = worker.run_pending()
-
-    threads = [threading.Thread(target=run, args=(w,), daemon=True) for w in workers]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(WAIT_SECONDS)
-    assert not any(t.is_alive() for t in threads)
+    ran = race([w.run_pending for w in workers])
+    done = dict(zip([w.worker_id for w in workers], ran, strict=True))
 
     assert ledger.failures == []
     processed = [span[0] for span in ledger.spans]
@@ -243,27 +224,6 @@ def _running_jobs() -> Any:
 
 
 # -- erasure requests racing each other ----------------------------------------------------
-
-
-def race(calls: list[Callable[[], Any]]) -> list[Any]:
-    """Run the calls at the same moment, one thread each; their results or exceptions."""
-    results: list[Any] = [None] * len(calls)
-    barrier = threading.Barrier(len(calls))
-
-    def run(index: int) -> None:
-        barrier.wait(WAIT_SECONDS)
-        try:
-            results[index] = calls[index]()
-        except Exception as e:  # the outcome under test
-            results[index] = e
-
-    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(calls))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(WAIT_SECONDS)
-    assert not any(t.is_alive() for t in threads)
-    return results
 
 
 def delete_requests(client: MemoryClient) -> list[sa.Row[Any]]:

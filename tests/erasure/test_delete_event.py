@@ -13,8 +13,8 @@ import pytest
 from eventstore import EventUnavailableError, InvalidInputError, MalformedIdError
 from oblivio import MemoryClient
 from tests.erasure._support import (
+    assert_same_request,
     audit_entries,
-    certificate_rows,
     completed,
     log_state,
     marker,
@@ -139,15 +139,10 @@ def test_deleting_an_already_deleted_event_returns_the_same_request(
 ) -> None:
     event_id = client.store(f"Delete me {marker('once')}", user_id=ALICE)
     first = client.delete_event(event_id, user_id=ALICE, wait=True)
-    certificate = completed(first)
 
     again = client.delete_event(event_id, user_id=ALICE, wait=True)
     by_operator = client.delete_event(str(event_id), reason="correction", wait=False)
-
-    for answer in (again, by_operator):
-        assert answer.request_id == first.request_id
-        assert answer.certificate == certificate
-    assert len(certificate_rows(client, first.request_id)) == 1
+    assert_same_request(client, first, [again, by_operator])
 
 
 def test_deleting_an_event_of_a_forgotten_subject_answers_with_the_forget_request(

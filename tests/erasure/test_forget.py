@@ -16,6 +16,7 @@ from oblivio import MemoryClient
 from oblivio.settings import Settings
 from tests.erasure._support import (
     Seeded,
+    assert_same_request,
     certificate_rows,
     completed,
     data_key_rows,
@@ -179,16 +180,10 @@ def test_forgetting_again_answers_with_the_same_request_and_certificate(
 ) -> None:
     seed_subject(client, ALICE)
     first = client.forget(ALICE, wait=True)
-    certificate = completed(first)
 
     again = client.forget(ALICE, wait=True)
     without_waiting = client.forget(ALICE, wait=False, reason="operator_request")
-
-    for answer in (again, without_waiting):
-        assert answer.request_id == first.request_id
-        assert answer.certificate_id == first.certificate_id
-        assert answer.certificate == certificate
-    assert len(certificate_rows(client, first.request_id)) == 1
+    assert_same_request(client, first, [again, without_waiting])
 
 
 def test_writes_after_forget_start_a_new_generation_with_a_new_key(

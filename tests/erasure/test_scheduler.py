@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import threading
@@ -12,7 +13,8 @@ import pytest
 
 from eventstore import leases
 from oblivio import MemoryClient
-from tests.erasure._support import WAIT_SECONDS, audit_entries, seed_subject, wait_until
+from tests._threads import race
+from tests.erasure._support import audit_entries, seed_subject, wait_until
 from tests.erasure.conftest import Opener
 from workers import scheduler
 from workers.policy import KeyPolicy
@@ -56,22 +58,15 @@ def test_run_exclusively_never_runs_a_task_twice_at_once(
     monkeypatch.setitem(scheduler.TASKS, TASK, spans.task)
     contenders = [maintenance_for(open_client(), owner) for owner in ("proc-a", "proc-b")]
     outcomes: dict[str, list[bool]] = {m.owner: [] for m in contenders}
-    barrier = threading.Barrier(len(contenders))
 
     def contend(maintenance: Maintenance) -> None:
-        barrier.wait(WAIT_SECONDS)
         until = time.monotonic() + RUN_FOR
         while time.monotonic() < until:
             ran = run_exclusively(maintenance, TASK)
             outcomes[maintenance.owner].append(ran)
             time.sleep(0.01 if ran else 0.001)  # after a run, give the other a chance
 
-    threads = [threading.Thread(target=contend, args=(m,), daemon=True) for m in contenders]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(WAIT_SECONDS)
-    assert not any(t.is_alive() for t in threads)
+    assert race([functools.partial(contend, m) for m in contenders]) == [None, None]
 
     ran = sorted(spans.inside, key=lambda s: s[1])
     assert len(ran) == sum(sum(o) for o in outcomes.values()) >= 2

@@ -21,15 +21,17 @@ from oblivio import MemoryClient
 from oblivio.settings import Settings
 from tests.erasure._support import (
     WAIT_SECONDS,
+    W,
     certificate_rows,
     completed,
     marker,
+    rebuild_worker,
     run_jobs,
     seed_subject,
     wait_until,
 )
 from tests.erasure.conftest import Opener
-from workers.erasure import AsyncPartitioning
+from workers.erasure import ErasureStatus
 from workers.policy import ErasurePolicy
 from workers.rebuild import RebuildWorker
 
@@ -104,7 +106,19 @@ def test_killed_worker_lease_expires_and_another_worker_finishes(
     assert run_jobs(client) == 0
 
 
-class StallingWorker(RebuildWorker):
+class FailureRecordingWorker(RebuildWorker):
+    """Remembers the type of every error one of its jobs failed with."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.failures: list[str] = []
+
+    def _record_failure(self, job: Any, error: Exception) -> None:
+        self.failures.append(type(error).__name__)
+        super()._record_failure(job, error)
+
+
+class StallingWorker(FailureRecordingWorker):
     """Waits (outside any transaction) for a signal before doing each job.
 
     It renews no lease while it waits: it stands for a worker that froze (SIGSTOP,
@@ -115,7 +129,6 @@ class StallingWorker(RebuildWorker):
         super().__init__(*args, **kwargs)
         self.claimed = threading.Event()
         self.resume = threading.Event()
-        self.failures: list[str] = []
 
     def _keep_lease(self, job_id: uuid.UUID) -> contextlib.nullcontext[None]:
         return contextlib.nullcontext()
@@ -125,31 +138,24 @@ class StallingWorker(RebuildWorker):
         assert self.resume.wait(WAIT_SECONDS)
         super()._process(job)
 
-    def _record_failure(self, job: Any, error: Exception) -> None:
-        self.failures.append(type(error).__name__)
-        super()._record_failure(job, error)
+
+def pending_deletion(client: MemoryClient, what: str) -> ErasureStatus:
+    """A memory of ALICE's whose deletion is requested, its jobs not yet worked on."""
+    event_id = client.store(f"Memory to delete: {marker(what)}", user_id=ALICE)
+    return client.delete_event(event_id, wait=False)
 
 
-def worker_for(client: MemoryClient, worker_id: str, lease: timedelta,
-               cls: type[RebuildWorker] = RebuildWorker) -> Any:
-    ctx = client.context
-    return cls(
-        ctx.store,
-        [ctx.graph, ctx.vectors],
-        [AsyncPartitioning(ctx.vectors.name, client.settings.partitions)],
-        ctx.certifier,
-        ErasurePolicy(lease=lease),
-        ctx.clock,
-        worker_id=worker_id,
-    )
+def worker_for(
+    client: MemoryClient, worker_id: str, lease: timedelta, cls: type[W] = RebuildWorker
+) -> W:
+    return rebuild_worker(client, ErasurePolicy(lease=lease), cls, worker_id=worker_id)
 
 
 def test_a_stalled_worker_that_lost_its_lease_cannot_finish_or_certify_twice(
     open_client: Opener,
 ) -> None:
     client = open_client()
-    event_id = client.store(f"Stall me {marker('stall')}", user_id=ALICE)
-    status = client.delete_event(event_id, wait=False)
+    status = pending_deletion(client, "stall")
     stalled = worker_for(open_client(), "stalled", timedelta(milliseconds=300), StallingWorker)
     rescuer = worker_for(open_client(), "rescuer", timedelta(seconds=30))
 
@@ -172,31 +178,25 @@ def test_a_stalled_worker_that_lost_its_lease_cannot_finish_or_certify_twice(
     assert len(certificate_rows(client, status.request_id)) == 1
 
 
-class SlowWorker(RebuildWorker):
+class SlowWorker(FailureRecordingWorker):
     """Takes ``work`` seconds over each job, outside any transaction, heartbeats running."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.work = 0.0
         self.jobs: list[uuid.UUID] = []
-        self.failures: list[str] = []
 
     def _process(self, job: Any) -> None:
         self.jobs.append(job.job_id)
         time.sleep(self.work)
         super()._process(job)
 
-    def _record_failure(self, job: Any, error: Exception) -> None:
-        self.failures.append(type(error).__name__)
-        super()._record_failure(job, error)
-
 
 def test_two_live_workers_never_do_the_same_job_however_long_it_takes(
     open_client: Opener,
 ) -> None:
     client = open_client()
-    event_id = client.store(f"Slow job {marker('slow')}", user_id=ALICE)
-    status = client.delete_event(event_id, wait=False)
+    status = pending_deletion(client, "slow")
     lease = timedelta(milliseconds=600)  # each job takes 2.5 leases
     slow = [worker_for(open_client(), name, lease, SlowWorker) for name in ("first", "second")]
     for worker in slow:

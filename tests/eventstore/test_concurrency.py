@@ -21,6 +21,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -396,22 +397,37 @@ class NaiveFollower:
             self.position = position
 
 
-def test_c_an_event_committed_late_is_not_skipped(pg_store: EventStore) -> None:
-    appended = threading.Event()
-    release = threading.Event()
+@contextmanager
+def open_transaction(
+    store: EventStore, subject: str, after_release: bool = False
+) -> Iterator[list[RecordedEvent]]:
+    """A transaction in another thread that appends to ``subject`` and stays open, not
+    committed, for the block (and appends again before committing if ``after_release``).
+    Yields the events it appended, filled in as it appends them."""
+    appended, release = threading.Event(), threading.Event()
     slow: list[RecordedEvent] = []
 
     def slow_writer() -> None:
-        with pg_store.transaction() as tx:
-            slow.extend(tx.append(NAMESPACE, "slow-subject", [NewEvent("test.slow", {"n": 1})]))
+        with store.transaction() as tx:
+            slow.extend(tx.append(NAMESPACE, subject, [NewEvent("test.slow", {"n": 0})]))
             appended.set()
             assert release.wait(timeout=60), "never released"
+            if after_release:
+                slow.extend(tx.append(NAMESPACE, subject, [NewEvent("test.slow", {"n": 1})]))
 
-    safe, naive = Follower(pg_store), NaiveFollower(pg_store)
     thread = Worker(slow_writer)
     thread.start()
     try:
         assert appended.wait(timeout=30), "the slow transaction did not append"
+        yield slow
+    finally:
+        release.set()
+        thread.finish(time.monotonic() + 60)
+
+
+def test_c_an_event_committed_late_is_not_skipped(pg_store: EventStore) -> None:
+    safe, naive = Follower(pg_store), NaiveFollower(pg_store)
+    with open_transaction(pg_store, "slow-subject") as slow:
         # The slow event holds a smaller position but is not committed yet;
         # another writer now commits an event with a larger position.
         [fast] = pg_store.append(NAMESPACE, "fast-subject", [NewEvent("test.fast", {"n": 2})])
@@ -421,9 +437,6 @@ def test_c_an_event_committed_late_is_not_skipped(pg_store: EventStore) -> None:
         safe.drain()
         naive.poll()
         assert naive.delivered == [fast.event_id]  # the naive reader has moved past the gap
-    finally:
-        release.set()
-        thread.finish(time.monotonic() + 60)
 
     safe.catch_up({slow_event.event_id, fast.event_id})
     naive.poll()
@@ -440,30 +453,13 @@ def test_c_held_back_events_are_delivered_once_the_late_commit_lands(
     pg_store: EventStore,
 ) -> None:
     """Many writers commit around one open transaction; nothing behind it is lost."""
-    appended = threading.Event()
-    release = threading.Event()
-    slow: list[RecordedEvent] = []
-
-    def slow_writer() -> None:
-        with pg_store.transaction() as tx:
-            slow.extend(tx.append(NAMESPACE, "slow", [NewEvent("test.slow", {"n": 0})]))
-            appended.set()
-            assert release.wait(timeout=60), "never released"
-            slow.extend(tx.append(NAMESPACE, "slow", [NewEvent("test.slow", {"n": 1})]))
-
     follower, naive = Follower(pg_store), NaiveFollower(pg_store)
-    thread = Worker(slow_writer)
-    thread.start()
     fast: list[RecordedEvent] = []
-    try:
-        assert appended.wait(timeout=30)
+    with open_transaction(pg_store, "slow", after_release=True) as slow:
         for n in range(50):
             fast += pg_store.append(NAMESPACE, f"fast-{n % 5}", [NewEvent("test.fast", {"n": n})])
             follower.poll(limit=7)
             naive.poll()
-    finally:
-        release.set()
-        thread.finish(time.monotonic() + 60)
     everything = {e.event_id for e in slow + fast}
     follower.catch_up(everything)
     naive.poll()

@@ -136,38 +136,29 @@ def by_user_query(method: str, url: str) -> Spec:
     return Spec("member", own, (probe,))
 
 
-def by_event(template: str) -> Spec:
-    def call(event_id: object) -> Call:
-        return Call("GET", template.format(event_id=event_id))
+def by_seed_id(template: str, field: str) -> Spec:
+    """A GET naming one id of a user's seed (``event_id`` or ``node_id``) in its path."""
 
-    return Spec(
-        "member",
-        lambda w, me: call(w.shared_seed(me).event_id),
-        (
-            Probe(
-                "event id",
-                lambda w, me, them: call(w.shared_seed(them).event_id),
-                lambda w, me: call(rnd()),
-            ),
-        ),
+    def call(value: object) -> Call:
+        return Call("GET", template.format(**{field: value}))
+
+    def seed_id(world: World, user: str) -> object:
+        return getattr(world.shared_seed(user), field)
+
+    probe = Probe(
+        field.replace("_", " "),
+        lambda w, me, them: call(seed_id(w, them)),
+        lambda w, me: call(rnd()),
     )
+    return Spec("member", lambda w, me: call(seed_id(w, me)), (probe,))
+
+
+def by_event(template: str) -> Spec:
+    return by_seed_id(template, "event_id")
 
 
 def by_node(template: str) -> Spec:
-    def call(node_id: object) -> Call:
-        return Call("GET", template.format(node_id=node_id))
-
-    return Spec(
-        "member",
-        lambda w, me: call(w.shared_seed(me).node_id),
-        (
-            Probe(
-                "node id",
-                lambda w, me, them: call(w.shared_seed(them).node_id),
-                lambda w, me: call(rnd()),
-            ),
-        ),
-    )
+    return by_seed_id(template, "node_id")
 
 
 def node_pair(url: str, first: str, second: str) -> Spec:

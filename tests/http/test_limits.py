@@ -54,6 +54,14 @@ def head(method: str, path: str, token: str, **headers: str) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
+def json_post_head(world: World, path: str, framing: dict[str, str]) -> bytes:
+    """The head of a JSON POST by the user, its body framed by ``framing`` (a length or
+    chunked transfer)."""
+    return head(
+        "POST", path, world.tokens["user"], **{"Content-Type": "application/json", **framing}
+    )
+
+
 def answer(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
     """Status, headers and body of one response (read until the server closes)."""
     data = b""
@@ -79,14 +87,7 @@ def _complete(data: bytes) -> bool:
 def test_a_body_announced_over_the_limit_is_refused_unread(limited: tuple[World, str]) -> None:
     world, base_url = limited
     with connection(base_url) as sock:
-        sock.sendall(
-            head(
-                "POST",
-                "/v1/events",
-                world.tokens["user"],
-                **{"Content-Type": "application/json", "Content-Length": str(300_000_000)},
-            )
-        )
+        sock.sendall(json_post_head(world, "/v1/events", {"Content-Length": str(300_000_000)}))
         sock.sendall(b'{"content": "' + b"z" * 100_000)  # a sliver of the 300 MB
         status, headers, body = answer(sock)
     assert status == 413
@@ -100,14 +101,7 @@ def test_a_streamed_body_is_cut_off_at_the_limit(limited: tuple[World, str]) -> 
     world, base_url = limited
     sent = 0
     with connection(base_url) as sock:
-        sock.sendall(
-            head(
-                "POST",
-                "/v1/retrieve",
-                world.tokens["user"],
-                **{"Content-Type": "application/json", "Transfer-Encoding": "chunked"},
-            )
-        )
+        sock.sendall(json_post_head(world, "/v1/retrieve", {"Transfer-Encoding": "chunked"}))
         chunk = b"x" * 8192
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             while sent < 8 * 1024 * 1024:
@@ -131,15 +125,8 @@ def test_a_body_within_the_limit_is_served(limited: tuple[World, str]) -> None:
     # 40 KB of UTF-8, under 64 KiB
     payload = json.dumps({"content": "é" * 20_000}, ensure_ascii=False).encode()
     with connection(base_url) as sock:
-        sock.sendall(
-            head(
-                "POST",
-                "/v1/events",
-                world.tokens["user"],
-                **{"Content-Type": "application/json", "Content-Length": str(len(payload))},
-            )
-            + payload
-        )
+        length = {"Content-Length": str(len(payload))}
+        sock.sendall(json_post_head(world, "/v1/events", length) + payload)
         status, _, body = answer(sock)
     assert status == 201, body
 
@@ -191,9 +178,7 @@ def test_a_client_that_leaves_mid_body_is_no_server_error(
             time.sleep(0.2)  # the request has reached the app, which waits for the body
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        lines = [
-            json.loads(r.getMessage()) for r in caplog.records if r.name == "oblivio.access"
-        ]
+        lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "oblivio.access"]
         if len([line for line in lines if line["method"] == "POST"]) == 3:
             break
         time.sleep(0.05)

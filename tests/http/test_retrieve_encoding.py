@@ -16,15 +16,11 @@ from oblivio.http import schemas as s
 from oblivio.http.encoding import retrieve_json
 from oblivio.memory import commands, queries
 from projections.model import (
-    LifecycleState,
-    Node,
-    NodeType,
-    Scope,
     ScoreComponents,
     ScoredNode,
-    SourceType,
 )
 from tests.http.conftest import ALICE, World
+from tests.memory._support import a_fact
 
 
 def pydantic_json(query: str, results: list[ScoredNode]) -> bytes:
@@ -58,14 +54,7 @@ def test_real_results_encode_byte_for_byte_as_the_model(world: World) -> None:
 
 def test_value_types_encode_as_the_model_does() -> None:
     # Ints and numpy scalars in float fields, microseconds and none, every optional set.
-    node = Node(
-        id=uuid.uuid4(),
-        event_id=uuid.uuid4(),
-        content="x",
-        node_type=NodeType.FACT,
-        scope=Scope.PERSONAL,
-        source_type=SourceType.USER_STATED,
-        lifecycle=LifecycleState.ACTIVE,
+    node = a_fact(
         confidence_base=1,
         salience_base=np.float64(0.1),
         reinforcement_boost=0,

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -12,9 +14,30 @@ import sqlalchemy as sa
 
 from eventstore import RecordedEvent
 from eventstore.schema import events
-from oblivio import MemoryClient, Node
+from oblivio import LifecycleState, MemoryClient, Node, NodeType, Scope, SourceType
 
 EVIDENCE_MESSAGE = "Evidence event is not available in the node owner and scope"
+
+
+def a_fact(**fields: Any) -> Node:
+    """A node made here, not stored: an active fact "x" the user stated, with ``fields``."""
+    then = datetime(2024, 1, 1, tzinfo=UTC)
+    fact = Node(
+        id=uuid.uuid4(),
+        event_id=uuid.uuid4(),
+        content="x",
+        node_type=NodeType.FACT,
+        scope=Scope.PERSONAL,
+        source_type=SourceType.USER_STATED,
+        lifecycle=LifecycleState.ACTIVE,
+        confidence_base=0.7,
+        salience_base=0.5,
+        reinforcement_boost=0.0,
+        reinforcement_count=0,
+        created_at=then,
+        updated_at=then,
+    )
+    return dataclasses.replace(fact, **fields)
 
 
 @contextmanager

@@ -18,7 +18,7 @@ an event the projections cannot apply) use ``fresh_memory`` or ``pg_settings``.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,9 +27,8 @@ import sqlalchemy as sa
 from eventstore.backends.postgres import normalise_postgres_url
 from oblivio import MemoryClient
 from oblivio.settings import Settings
-from projections.scoring import ScoringConfig
+from tests._clients import Opener, client_opener
 
-Opener = Callable[..., MemoryClient]
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
@@ -90,23 +89,10 @@ def pg_settings(tmp_path: Path, postgres_url: str) -> Settings:
     return postgres_settings(tmp_path, postgres_url)
 
 
-def _opener(settings: Settings) -> Iterator[Opener]:
-    opened: list[MemoryClient] = []
-
-    def open_client(scoring: ScoringConfig | None = None) -> MemoryClient:
-        client = MemoryClient(settings=settings, scoring=scoring)
-        opened.append(client)
-        return client
-
-    yield open_client
-    for client in opened:
-        client.close()
-
-
 @pytest.fixture
 def reopen(memory_settings: Settings) -> Iterator[Opener]:
     """Open (another) client on the test's store; all are closed at teardown."""
-    yield from _opener(memory_settings)
+    yield from client_opener(memory_settings)
 
 
 @pytest.fixture

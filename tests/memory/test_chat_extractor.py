@@ -8,10 +8,8 @@ the validation of its reply, and what the worker writes can all be checked.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -23,6 +21,7 @@ from projections import events as ev
 from projections.claims.chat import ChatClaimExtractor
 from projections.claims.plan import InvalidPlanError, Message, validate_plan
 from projections.model import LifecycleState
+from tests._json_server import json_server
 from tests.memory._support import events_of_type
 
 USER = "sam"
@@ -39,34 +38,16 @@ class ChatServer:
 def chat() -> Iterator[ChatServer]:
     state = ChatServer("")
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            state.requests.append(
-                {"path": self.path, "auth": self.headers["Authorization"], **body}
-            )
-            if isinstance(state.reply, int):
-                self.send_response(state.reply)
-                self.end_headers()
-                return
-            answer = {"choices": [{"message": {"role": "assistant", "content": state.reply}}]}
-            payload = json.dumps(answer).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+    def respond(path: str, headers: Any, body: Any) -> tuple[int, object, dict[str, str]]:
+        state.requests.append({"path": path, "auth": headers["Authorization"], **body})
+        if isinstance(state.reply, int):
+            return state.reply, None, {}
+        message = {"role": "assistant", "content": state.reply}
+        return 200, {"choices": [{"message": message}]}, {}
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    yield state
-    server.shutdown()
-    server.server_close()
+    with json_server(respond) as url:
+        state.url = url
+        yield state
 
 
 def claims_reply(text: str, obj: str, polarity: str = "positive", **extra: Any) -> str:

@@ -39,6 +39,14 @@ def _lifecycles(memory: MemoryClient, nodes: list[Node]) -> list[LifecycleState]
     return [current(memory, n).lifecycle for n in nodes]
 
 
+def _contradicted_twice(memory: MemoryClient) -> list[Node]:
+    """Three meetings: the first contradicted by the second and by the third."""
+    a, b, c = _nodes(memory, "Meeting on Monday.", "Meeting on Tuesday.", "Meeting on Friday.")
+    memory.contradict(a.id, b.id, user_id="alice")
+    memory.contradict(a.id, c.id, user_id="alice")
+    return [a, b, c]
+
+
 # -- supersede_many ---------------------------------------------------------------------
 
 
@@ -225,26 +233,17 @@ def test_resolution_supersedes_the_loser(memory: MemoryClient) -> None:
 
 
 def test_a_node_stays_contested_while_any_contradiction_is_open(memory: MemoryClient) -> None:
-    a, b, c = _nodes(memory, "Meeting on Monday.", "Meeting on Tuesday.", "Meeting on Friday.")
-    memory.contradict(a.id, b.id, user_id="alice")
-    memory.contradict(a.id, c.id, user_id="alice")
+    nodes = a, b, c = _contradicted_twice(memory)
 
     memory.resolve_contradiction(a.id, b.id, user_id="alice")
-    assert _lifecycles(memory, [a, b, c]) == [
-        LifecycleState.CONTESTED,
-        LifecycleState.SUPERSEDED,
-        LifecycleState.CONTESTED,
-    ]
+    contested, superseded = LifecycleState.CONTESTED, LifecycleState.SUPERSEDED
+    assert _lifecycles(memory, nodes) == [contested, superseded, contested]
     state = memory.get_assertion_state(a.id, user_id="alice")
     assert state is not None
     assert state.contradicted_by == [c.id]
 
     memory.resolve_contradiction(a.id, c.id, user_id="alice")
-    assert _lifecycles(memory, [a, b, c]) == [
-        LifecycleState.ACTIVE,
-        LifecycleState.SUPERSEDED,
-        LifecycleState.SUPERSEDED,
-    ]
+    assert _lifecycles(memory, nodes) == [LifecycleState.ACTIVE, superseded, superseded]
     state = memory.get_assertion_state(a.id, user_id="alice")
     assert state is not None
     assert (state.supersedes, state.contradicted_by) == ([b.id, c.id], [])
@@ -263,35 +262,23 @@ def test_resolve_needs_an_open_contradiction(memory: MemoryClient) -> None:
     ]
 
 
-def test_a_retired_node_cannot_win_a_contradiction(memory: MemoryClient) -> None:
-    """a contradicts b and c; b wins over a.  a is retired, so it must not come
-    back to life by 'winning' its other, still open, contradiction with c."""
-    a, b, c = _nodes(memory, "Meeting on Monday.", "Meeting on Tuesday.", "Meeting on Friday.")
-    memory.contradict(a.id, b.id, user_id="alice")
-    memory.contradict(a.id, c.id, user_id="alice")
+@pytest.mark.parametrize("a_wins", [True, False], ids=["win", "lose-again"])
+def test_a_retired_node_cannot_settle_its_other_contradiction(
+    memory: MemoryClient, a_wins: bool
+) -> None:
+    """a contradicts b and c; b wins over a.  a is retired, so it must neither come
+    back to life by 'winning' its other, still open, contradiction with c, nor be
+    superseded a second time by c."""
+    a, b, c = _contradicted_twice(memory)
     memory.resolve_contradiction(b.id, a.id, user_id="alice")
 
+    winner, loser = (a, c) if a_wins else (c, a)
     rejects(
         memory,
-        lambda: memory.resolve_contradiction(a.id, c.id, user_id="alice"),
+        lambda: memory.resolve_contradiction(winner.id, loser.id, user_id="alice"),
         LifecycleConflictError,
     )
     assert current(memory, a).lifecycle is LifecycleState.SUPERSEDED
-    assert current(memory, a).superseded_by == b.id
-
-
-def test_a_retired_node_cannot_lose_a_contradiction_again(memory: MemoryClient) -> None:
-    """Once superseded by b, a must not be superseded a second time by c."""
-    a, b, c = _nodes(memory, "Meeting on Monday.", "Meeting on Tuesday.", "Meeting on Friday.")
-    memory.contradict(a.id, b.id, user_id="alice")
-    memory.contradict(a.id, c.id, user_id="alice")
-    memory.resolve_contradiction(b.id, a.id, user_id="alice")
-
-    rejects(
-        memory,
-        lambda: memory.resolve_contradiction(c.id, a.id, user_id="alice"),
-        LifecycleConflictError,
-    )
     assert current(memory, a).superseded_by == b.id
 
 

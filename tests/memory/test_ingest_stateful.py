@@ -10,26 +10,18 @@ cases of ingest's erasure are in test_ingest_erasure.py.
 
 from __future__ import annotations
 
-import shutil
-import sys
-import tempfile
 import uuid
 from collections import Counter
-from pathlib import Path
 
-from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
-    RuleBasedStateMachine,
     invariant,
     precondition,
     rule,
-    run_state_machine_as_test,
 )
 
-from oblivio import MemoryClient
 from oblivio.errors import LifecycleConflictError
-from oblivio.settings import Settings
+from tests.memory._machines import StoreMachine, run_machine
 
 USER = "kim"
 MESSAGES = (
@@ -46,11 +38,11 @@ MESSAGES = (
 COUNTS: Counter[str] = Counter()
 
 
-class IngestMachine(RuleBasedStateMachine):
+class IngestMachine(StoreMachine):
+    prefix = "oblivio-ingest-stateful-"
+
     def __init__(self) -> None:
         super().__init__()
-        self.directory = Path(tempfile.mkdtemp(prefix="oblivio-ingest-stateful-"))
-        self.client = MemoryClient(settings=Settings(data_dir=self.directory))
         self.events: list[uuid.UUID] = []  # live events, messages and stored memories
         self.claims: dict[uuid.UUID, uuid.UUID] = {}  # claim node -> its message
 
@@ -100,29 +92,13 @@ class IngestMachine(RuleBasedStateMachine):
         for claim in self.claims:
             assert self.client.get_node(claim, user_id=USER, include_superseded=True)
 
-    def teardown(self) -> None:
-        try:
-            if sys.exc_info()[0] is None:
-                self.replay_equals_live()
-        finally:
-            self.client.close()
-            shutil.rmtree(self.directory, ignore_errors=True)
+    def final_check(self) -> None:
+        self.replay_equals_live()
 
 
 def test_random_ingest_sequences_replay_to_the_live_state() -> None:
     COUNTS.clear()
-    run_state_machine_as_test(
-        IngestMachine,
-        settings=settings(
-            max_examples=8,
-            stateful_step_count=10,
-            deadline=None,
-            database=None,
-            derandomize=True,
-            phases=[Phase.explicit, Phase.reuse, Phase.generate],
-            suppress_health_check=[HealthCheck.too_slow],
-        ),
-    )
+    run_machine(IngestMachine, examples=8, steps=10)
     assert COUNTS["ingest"] > 0
     assert COUNTS["delete"] > 0
     assert COUNTS["supersede"] > 0

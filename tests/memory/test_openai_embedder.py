@@ -7,11 +7,8 @@ for a number of requests: what OpenAI, Ollama, vLLM or TEI do when busy.
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +23,7 @@ from projections.embedders import (
     HashingEmbedder,
     resolve_embedder,
 )
+from tests._json_server import json_server
 
 KEY = "sk-test-123"
 MODEL = "nomic-embed-text"
@@ -43,48 +41,27 @@ class Endpoint:
 def endpoint() -> Iterator[Endpoint]:
     state = Endpoint("")
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            state.requests.append(body)
-            self.answer(*self.reply(body))
+    def respond(path: str, headers: Any, body: Any) -> tuple[int, object, dict[str, str]]:
+        state.requests.append(body)
+        if path != "/v1/embeddings":
+            return 404, {"error": {"message": "no such route"}}, {}
+        if headers.get("Authorization") != f"Bearer {KEY}":
+            return 401, {"error": {"message": "Incorrect API key provided"}}, {}
+        if state.failures:
+            status, extra = state.failures.pop(0)
+            return status, {"error": {"message": "busy"}}, extra
+        if body.get("model") != MODEL:
+            return 404, {"error": {"message": f"model {body.get('model')}"}}, {}
+        vectors = REFERENCE.embed(body["input"])
+        data = [
+            {"object": "embedding", "index": i, "embedding": [3.0 * x for x in v]}
+            for i, v in reversed(list(enumerate(vectors)))  # any order: index says
+        ]
+        return 200, {"object": "list", "data": data, "model": MODEL}, {}
 
-        def reply(self, body: dict[str, Any]) -> tuple[int, object, dict[str, str]]:
-            if self.path != "/v1/embeddings":
-                return 404, {"error": {"message": "no such route"}}, {}
-            if self.headers.get("Authorization") != f"Bearer {KEY}":
-                return 401, {"error": {"message": "Incorrect API key provided"}}, {}
-            if state.failures:
-                status, headers = state.failures.pop(0)
-                return status, {"error": {"message": "busy"}}, headers
-            if body.get("model") != MODEL:
-                return 404, {"error": {"message": f"model {body.get('model')}"}}, {}
-            vectors = REFERENCE.embed(body["input"])
-            data = [
-                {"object": "embedding", "index": i, "embedding": [3.0 * x for x in v]}
-                for i, v in reversed(list(enumerate(vectors)))  # any order: index says
-            ]
-            return 200, {"object": "list", "data": data, "model": MODEL}, {}
-
-        def answer(self, status: int, body: object, headers: dict[str, str]) -> None:
-            raw = json.dumps(body).encode()
-            self.send_response(status)
-            for name, value in {"Content-Type": "application/json", **headers}.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    yield state
-    server.shutdown()
-    server.server_close()
+    with json_server(respond) as url:
+        state.url = url
+        yield state
 
 
 def options(endpoint: Endpoint, **overrides: Any) -> EmbedderOptions:

@@ -8,21 +8,23 @@ calls; reusing it for something else is refused; ids are per owner.
 
 from __future__ import annotations
 
-import threading
+import functools
 import uuid
 from datetime import UTC, datetime
 
 import pytest
 
-from oblivio import LifecycleState, MemoryClient, Node, NodeType, Scope, SourceType
+from oblivio import MemoryClient, Node
 from oblivio.errors import EvidenceUnavailableError, IdempotencyConflictError, NodeUnavailableError
 from oblivio.memory import commands
 from oblivio.settings import Settings
 from projections import events as ev
 from projections import graph as graph_projection
 from projections.model import CONFIDENCE_CAP, INITIAL_CONFIDENCE, REINFORCEMENT_CAP
+from tests._threads import race
 from tests.memory._support import (
     EVIDENCE_MESSAGE,
+    a_fact,
     current,
     events_of_type,
     nothing_written,
@@ -55,22 +57,7 @@ def test_each_confirmation_steps_up_to_the_caps(memory: MemoryClient) -> None:
 
 
 def _node(boost: float, confidence: float) -> Node:
-    then = datetime(2024, 1, 1, tzinfo=UTC)
-    return Node(
-        id=uuid.uuid4(),
-        event_id=uuid.uuid4(),
-        content="x",
-        node_type=NodeType.FACT,
-        scope=Scope.PERSONAL,
-        source_type=SourceType.USER_STATED,
-        lifecycle=LifecycleState.ACTIVE,
-        confidence_base=confidence,
-        salience_base=0.5,
-        reinforcement_boost=boost,
-        reinforcement_count=3,
-        created_at=then,
-        updated_at=then,
-    )
+    return a_fact(confidence_base=confidence, reinforcement_boost=boost, reinforcement_count=3)
 
 
 @pytest.mark.parametrize(
@@ -259,22 +246,13 @@ THREADS = 8
 
 def _race(clients: list[MemoryClient], node_id: uuid.UUID, request: uuid.UUID) -> list[object]:
     """Every client confirms the node with the same request id at the same moment."""
-    barrier = threading.Barrier(len(clients))
-    outcomes: list[object] = [None] * len(clients)
-
-    def confirm(i: int) -> None:
-        barrier.wait()
-        try:
-            outcomes[i] = clients[i].reinforce(node_id, user_id="alice", request_id=request)
-        except Exception as e:  # reported by the assertion below
-            outcomes[i] = e
-
-    threads = [threading.Thread(target=confirm, args=(i,)) for i in range(len(clients))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    return outcomes
+    return race(
+        [
+            functools.partial(c.reinforce, node_id, user_id="alice", request_id=request)
+            for c in clients
+        ],
+        timeout=60,
+    )
 
 
 def test_concurrent_calls_with_one_request_id_count_once(fresh_settings: Settings) -> None:

@@ -15,32 +15,26 @@ contradictions; the model follows that rule too.
 
 from __future__ import annotations
 
-import shutil
-import sys
-import tempfile
 import uuid
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
-    RuleBasedStateMachine,
     initialize,
     invariant,
     multiple,
     precondition,
     rule,
-    run_state_machine_as_test,
 )
 
 from eventstore import ConflictError, OblivioError
 from eventstore.errors import NotFoundError
-from oblivio import LifecycleState, MemoryClient, Scope
+from oblivio import LifecycleState, Scope
 from oblivio.errors import (
     EvidenceUnavailableError,
     IdempotencyConflictError,
@@ -48,7 +42,7 @@ from oblivio.errors import (
     NodeUnavailableError,
     OwnerScopeMismatchError,
 )
-from oblivio.settings import Settings
+from tests.memory._machines import StoreMachine, run_machine
 
 USERS = ("ann", "ben")
 TEXTS = ("I live in Oslo.", "I moved to Bergen.", "My dog is called Rex.", "Coffee, black.")
@@ -81,7 +75,7 @@ def _evidence_id(evidence: Evidence) -> uuid.UUID | None:
     return evidence.event_id if isinstance(evidence, Ref) else evidence
 
 
-class MemoryMachine(RuleBasedStateMachine):
+class MemoryMachine(StoreMachine):
     memories = Bundle("memories")
     # Mostly valid requests, so that corrections really apply and can be retried.
     evidences = st.one_of(st.none(), st.none(), memories, st.just(MISSING_EVENT))
@@ -92,8 +86,6 @@ class MemoryMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.directory = Path(tempfile.mkdtemp(prefix="oblivio-stateful-"))
-        self.client = MemoryClient(settings=Settings(data_dir=self.directory))
         self.refs: dict[uuid.UUID, Ref] = {}
         self.lifecycle: dict[uuid.UUID, LifecycleState] = {}
         self.superseded_by: dict[uuid.UUID, uuid.UUID] = {}
@@ -485,30 +477,14 @@ class MemoryMachine(RuleBasedStateMachine):
             for name, (live, replayed) in self.client.replay_comparison(user_id=user).items():
                 assert live == replayed, f"{name} of {user}: replay differs from live"
 
-    def teardown(self) -> None:
-        try:
-            if sys.exc_info()[0] is None:  # do not hide the failure of a step
-                self.check_everything(final=True)
-        finally:
-            self.client.close()
-            shutil.rmtree(self.directory, ignore_errors=True)
+    def final_check(self) -> None:
+        self.check_everything(final=True)
 
 
 def test_random_command_sequences_match_the_model_and_replay() -> None:
     OUTCOMES.clear()
-    run_state_machine_as_test(
-        MemoryMachine,
-        settings=settings(
-            max_examples=40,
-            stateful_step_count=20,
-            deadline=None,
-            database=None,
-            derandomize=True,  # the coverage check below must not depend on luck
-            # No shrinking: a failure is reported as found (shrinking can take minutes).
-            phases=[Phase.explicit, Phase.reuse, Phase.generate],
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-        ),
-    )
+    health_checks = (HealthCheck.too_slow, HealthCheck.filter_too_much)
+    run_machine(MemoryMachine, examples=40, steps=20, health_checks=health_checks)
     # The runs must have changed state, not only met refusals.  (Which kinds of
     # correction get applied depends on generated ids, so per-kind coverage is
     # asserted by the deterministic tests in this directory, not here.)

@@ -9,7 +9,7 @@ durable no-ops while changed retries are refused.
 from __future__ import annotations
 
 import asyncio
-import threading
+import functools
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +30,7 @@ from oblivio.settings import Settings
 from projections import events as ev
 from projections.graph import state_to_json
 from projections.storage.graph_store import STATE_COLUMNS, state_of
+from tests._threads import race
 from tests.memory._support import (
     EVIDENCE_MESSAGE,
     current,
@@ -322,21 +323,13 @@ def test_concurrent_corrections_of_one_node_apply_once(fresh_settings: Settings)
     try:
         _, old = remember(clients[0], "I live in Rome.")
         replacements = [remember(clients[0], f"I moved to city {i}.")[1] for i in range(4)]
-        barrier = threading.Barrier(len(clients))
-        outcomes: list[object] = [None] * len(clients)
-
-        def correct(i: int) -> None:
-            barrier.wait()
-            try:
-                outcomes[i] = clients[i].supersede(old.id, replacements[i].id, user_id="alice")
-            except Exception as e:  # checked below
-                outcomes[i] = e
-
-        threads = [threading.Thread(target=correct, args=(i,)) for i in range(len(clients))]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=60)
+        outcomes = race(
+            [
+                functools.partial(c.supersede, old.id, new.id, user_id="alice")
+                for c, new in zip(clients, replacements, strict=True)
+            ],
+            timeout=60,
+        )
 
         applied = [o for o in outcomes if isinstance(o, Correction)]
         refused = [o for o in outcomes if isinstance(o, LifecycleConflictError)]

@@ -1,52 +1,45 @@
-"""The event log: streams, data keys, events.
-
-Revision ID: es0001
-Revises:
-Create Date: 2026-11-29
-"""
+"""The event log: streams, data keys, events."""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
 
+from eventstore.migrations.ops import BigId, Digest, column, create_table
+
 revision = "es0001"
 down_revision = None
 branch_labels = ("eventstore",)
-depends_on = None
-
-BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
 def upgrade() -> None:
-    op.create_table(
+    create_table(
         "streams",
         sa.Column("stream_id", BigId, primary_key=True, autoincrement=True),
-        sa.Column("namespace", sa.String(64), nullable=False),
-        sa.Column("subject_key", sa.LargeBinary(32), nullable=False),
-        sa.Column("generation", sa.Integer, nullable=False),
-        sa.Column("version", sa.BigInteger, nullable=False),
-        sa.Column("chain_hash", sa.LargeBinary(32), nullable=False),
-        sa.Column("created_at", sa.DateTime, nullable=False),
-        sa.Column("closed_at", sa.DateTime, nullable=True),
-        sa.Column("key_destroyed_at", sa.DateTime, nullable=True),
-        sa.PrimaryKeyConstraint("stream_id", name="pk_streams"),
+        column("namespace", sa.String(64)),
+        column("subject_key", Digest),
+        column("generation", sa.Integer),
+        column("version", sa.BigInteger),
+        column("chain_hash", Digest),
+        column("created_at", sa.DateTime),
+        column("closed_at", sa.DateTime, null=True),
+        column("key_destroyed_at", sa.DateTime, null=True),
         sa.UniqueConstraint(
             "namespace",
             "subject_key",
             "generation",
             name="uq_streams_namespace_subject_key_generation",
         ),
+        key=["stream_id"],
         sqlite_autoincrement=True,
     )
-    op.create_table(
+    create_table(
         "data_keys",
-        sa.Column("dek_id", sa.Uuid, nullable=False),
-        sa.Column("stream_id", BigId, nullable=False),
-        sa.Column("kek_version", sa.Integer, nullable=False),
-        sa.Column("wrapped_key", sa.LargeBinary, nullable=False),
-        sa.Column("created_at", sa.DateTime, nullable=False),
-        sa.PrimaryKeyConstraint("dek_id", name="pk_data_keys"),
+        column("dek_id", sa.Uuid),
+        column("stream_id", BigId),
+        column("kek_version", sa.Integer),
+        column("wrapped_key", sa.LargeBinary),
+        column("created_at", sa.DateTime),
         sa.UniqueConstraint("stream_id", name="uq_data_keys_stream_id"),
         sa.ForeignKeyConstraint(
             ["stream_id"],
@@ -54,28 +47,29 @@ def upgrade() -> None:
             name="fk_data_keys_stream_id_streams",
             ondelete="CASCADE",
         ),
+        key=["dek_id"],
     )
-    op.create_table(
+    create_table(
         "events",
         sa.Column("position", BigId, primary_key=True, autoincrement=True),
-        sa.Column("commit_group", sa.BigInteger, nullable=False),
-        sa.Column("event_id", sa.Uuid, nullable=False),
-        sa.Column("stream_id", BigId, nullable=False),
-        sa.Column("version", sa.BigInteger, nullable=False),
-        sa.Column("type", sa.String(100), nullable=False),
-        sa.Column("schema_version", sa.Integer, nullable=False),
-        sa.Column("recorded_at", sa.DateTime, nullable=False),
-        sa.Column("payload", sa.LargeBinary, nullable=True),
-        sa.Column("digest", sa.LargeBinary(32), nullable=False),
-        sa.Column("chain_hash", sa.LargeBinary(32), nullable=False),
-        sa.Column("erased_at", sa.DateTime, nullable=True),
-        sa.Column("erasure_request_id", sa.Uuid, nullable=True),
-        sa.PrimaryKeyConstraint("position", name="pk_events"),
+        column("commit_group", sa.BigInteger),
+        column("event_id", sa.Uuid),
+        column("stream_id", BigId),
+        column("version", sa.BigInteger),
+        column("type", sa.String(100)),
+        column("schema_version", sa.Integer),
+        column("recorded_at", sa.DateTime),
+        column("payload", sa.LargeBinary, null=True),
+        column("digest", Digest),
+        column("chain_hash", Digest),
+        column("erased_at", sa.DateTime, null=True),
+        column("erasure_request_id", sa.Uuid, null=True),
         sa.UniqueConstraint("event_id", name="uq_events_event_id"),
         sa.UniqueConstraint("stream_id", "version", name="uq_events_stream_id_version"),
         sa.ForeignKeyConstraint(
             ["stream_id"], ["streams.stream_id"], name="fk_events_stream_id_streams"
         ),
+        key=["position"],
         sqlite_autoincrement=True,
     )
     if op.get_bind().dialect.name == "postgresql":  # SQLite orders the log by rowid

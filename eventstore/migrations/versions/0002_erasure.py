@@ -1,147 +1,118 @@
-"""erasure requests, rebuild jobs, certificates
-
-Revision ID: es0002
-Revises: es0001
-Create Date: 2026-11-29
-"""
+"""erasure requests, rebuild jobs, certificates"""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
 
+from eventstore.migrations.ops import BigId, Digest, column, create_table, drop_table
+
 revision = "es0002"
 down_revision = "es0001"
-branch_labels = None
-depends_on = None
+
+_REBUILD_JOBS_INDEXES = [["request_id"], ["status", "run_after"]]
 
 
 def upgrade() -> None:
-    op.create_table(
+    create_table(
         "api_keys",
-        sa.Column("key_id", sa.String(length=32), nullable=False),
-        sa.Column("secret_hash", sa.LargeBinary(length=32), nullable=False),
-        sa.Column("principal", sa.String(length=16), nullable=False),
-        sa.Column("sealed_user_id", sa.LargeBinary(), nullable=True),
-        sa.Column("subject_ref", sa.String(length=64), nullable=True),
-        sa.Column("created_at", sa.DateTime(), nullable=False),
-        sa.Column("revoked_at", sa.DateTime(), nullable=True),
-        sa.PrimaryKeyConstraint("key_id", name=op.f("pk_api_keys")),
+        column("key_id", sa.String(length=32)),
+        column("secret_hash", Digest),
+        column("principal", sa.String(length=16)),
+        column("sealed_user_id", sa.LargeBinary(), null=True),
+        column("subject_ref", sa.String(length=64), null=True),
+        column("created_at", sa.DateTime()),
+        column("revoked_at", sa.DateTime(), null=True),
+        key=["key_id"],
     )
-    op.create_table(
+    create_table(
         "apscheduler_jobs",
-        sa.Column("id", sa.Unicode(length=191), nullable=False),
-        sa.Column("next_run_time", sa.Float(precision=25), nullable=True),
-        sa.Column("job_state", sa.LargeBinary(), nullable=False),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_apscheduler_jobs")),
-    )
-    op.create_index(
-        op.f("ix_apscheduler_jobs_next_run_time"), "apscheduler_jobs", ["next_run_time"]
+        column("id", sa.Unicode(length=191)),
+        column("next_run_time", sa.Float(precision=25), null=True),
+        column("job_state", sa.LargeBinary()),
+        key=["id"],
+        indexes=[["next_run_time"]],
     )
 
-    op.create_table(
+    create_table(
         "certificates",
-        sa.Column("certificate_id", sa.Uuid(), nullable=False),
-        sa.Column("request_id", sa.Uuid(), nullable=False),
-        sa.Column("subject_key", sa.LargeBinary(length=32), nullable=False),
-        sa.Column("issued_at", sa.DateTime(), nullable=False),
-        sa.Column("jws", sa.Text(), nullable=False),
-        sa.PrimaryKeyConstraint("certificate_id", name=op.f("pk_certificates")),
+        column("certificate_id", sa.Uuid()),
+        column("request_id", sa.Uuid()),
+        column("subject_key", Digest),
+        column("issued_at", sa.DateTime()),
+        column("jws", sa.Text()),
         sa.UniqueConstraint("request_id", name=op.f("uq_certificates_request_id")),
+        key=["certificate_id"],
+        indexes=[["subject_key"]],
     )
-    with op.batch_alter_table("certificates", schema=None) as batch_op:
-        batch_op.create_index(
-            batch_op.f("ix_certificates_subject_key"), ["subject_key"], unique=False
-        )
 
-    op.create_table(
+    create_table(
         "erasure_requests",
-        sa.Column("request_id", sa.Uuid(), nullable=False),
-        sa.Column("kind", sa.String(length=32), nullable=False),
-        sa.Column("namespace", sa.String(length=64), nullable=False),
-        sa.Column("subject_key", sa.LargeBinary(length=32), nullable=False),
-        sa.Column("stream_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=True),
-        sa.Column("status", sa.String(length=16), nullable=False),
-        sa.Column("legal_ground", sa.String(length=64), nullable=False),
-        sa.Column("reason", sa.String(length=64), nullable=False),
-        sa.Column("requested_by", sa.String(length=64), nullable=True),
-        sa.Column("received_at", sa.DateTime(), nullable=False),
-        sa.Column("deadline_at", sa.DateTime(), nullable=False),
-        sa.Column("erased_at", sa.DateTime(), nullable=True),
-        sa.Column("completed_at", sa.DateTime(), nullable=True),
-        sa.Column("overdue_at", sa.DateTime(), nullable=True),
-        sa.Column("events_erased", sa.Integer(), nullable=False),
-        sa.Column("version_from", sa.BigInteger(), nullable=True),
-        sa.Column("version_to", sa.BigInteger(), nullable=True),
-        sa.Column("merkle_root", sa.LargeBinary(length=32), nullable=False),
-        sa.Column("dek_id", sa.Uuid(), nullable=True),
-        sa.Column("kek_version", sa.Integer(), nullable=True),
-        sa.Column("key_destroyed_at", sa.DateTime(), nullable=True),
-        sa.Column("chain_head", sa.LargeBinary(length=32), nullable=True),
-        sa.Column("stream_version", sa.BigInteger(), nullable=True),
-        sa.Column("certificate_id", sa.Uuid(), nullable=True),
-        sa.Column("error", sa.String(length=500), nullable=True),
-        sa.PrimaryKeyConstraint("request_id", name=op.f("pk_erasure_requests")),
+        column("request_id", sa.Uuid()),
+        column("kind", sa.String(length=32)),
+        column("namespace", sa.String(length=64)),
+        column("subject_key", Digest),
+        column("stream_id", BigId, null=True),
+        column("status", sa.String(length=16)),
+        column("legal_ground", sa.String(length=64)),
+        column("reason", sa.String(length=64)),
+        column("requested_by", sa.String(length=64), null=True),
+        column("received_at", sa.DateTime()),
+        column("deadline_at", sa.DateTime()),
+        column("erased_at", sa.DateTime(), null=True),
+        column("completed_at", sa.DateTime(), null=True),
+        column("overdue_at", sa.DateTime(), null=True),
+        column("events_erased", sa.Integer()),
+        column("version_from", sa.BigInteger(), null=True),
+        column("version_to", sa.BigInteger(), null=True),
+        column("merkle_root", Digest),
+        column("dek_id", sa.Uuid(), null=True),
+        column("kek_version", sa.Integer(), null=True),
+        column("key_destroyed_at", sa.DateTime(), null=True),
+        column("chain_head", Digest, null=True),
+        column("stream_version", sa.BigInteger(), null=True),
+        column("certificate_id", sa.Uuid(), null=True),
+        column("error", sa.String(length=500), null=True),
+        key=["request_id"],
+        indexes=[["subject_key"]],
     )
-    with op.batch_alter_table("erasure_requests", schema=None) as batch_op:
-        batch_op.create_index(
-            batch_op.f("ix_erasure_requests_subject_key"), ["subject_key"], unique=False
-        )
 
-    op.create_table(
+    create_table(
         "rebuild_jobs",
-        sa.Column("job_id", sa.Uuid(), nullable=False),
-        sa.Column("request_id", sa.Uuid(), nullable=False),
-        sa.Column("projection", sa.String(length=64), nullable=False),
-        sa.Column("projection_version", sa.Integer(), nullable=False),
-        sa.Column("stream_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=True),
-        sa.Column("status", sa.String(length=16), nullable=False),
-        sa.Column("attempts", sa.Integer(), nullable=False),
-        sa.Column("max_attempts", sa.Integer(), nullable=False),
-        sa.Column("run_after", sa.DateTime(), nullable=False),
-        sa.Column("lease_owner", sa.String(length=100), nullable=True),
-        sa.Column("lease_expires_at", sa.DateTime(), nullable=True),
-        sa.Column("last_error", sa.String(length=500), nullable=True),
-        sa.Column("position", sa.String(length=64), nullable=True),
-        sa.Column("state_digest", sa.String(length=64), nullable=True),
-        sa.Column("replay_digest", sa.String(length=64), nullable=True),
-        sa.Column("created_at", sa.DateTime(), nullable=False),
-        sa.Column("finished_at", sa.DateTime(), nullable=True),
-        sa.PrimaryKeyConstraint("job_id", name=op.f("pk_rebuild_jobs")),
+        column("job_id", sa.Uuid()),
+        column("request_id", sa.Uuid()),
+        column("projection", sa.String(length=64)),
+        column("projection_version", sa.Integer()),
+        column("stream_id", BigId, null=True),
+        column("status", sa.String(length=16)),
+        column("attempts", sa.Integer()),
+        column("max_attempts", sa.Integer()),
+        column("run_after", sa.DateTime()),
+        column("lease_owner", sa.String(length=100), null=True),
+        column("lease_expires_at", sa.DateTime(), null=True),
+        column("last_error", sa.String(length=500), null=True),
+        column("position", sa.String(length=64), null=True),
+        column("state_digest", sa.String(length=64), null=True),
+        column("replay_digest", sa.String(length=64), null=True),
+        column("created_at", sa.DateTime()),
+        column("finished_at", sa.DateTime(), null=True),
+        key=["job_id"],
+        indexes=_REBUILD_JOBS_INDEXES,
     )
-    with op.batch_alter_table("rebuild_jobs", schema=None) as batch_op:
-        batch_op.create_index(
-            batch_op.f("ix_rebuild_jobs_request_id"), ["request_id"], unique=False
-        )
-        batch_op.create_index(
-            batch_op.f("ix_rebuild_jobs_status_run_after"), ["status", "run_after"], unique=False
-        )
 
-    op.create_table(
+    create_table(
         "scheduler_leases",
-        sa.Column("name", sa.String(length=100), nullable=False),
-        sa.Column("owner", sa.String(length=100), nullable=False),
-        sa.Column("expires_at", sa.DateTime(), nullable=False),
-        sa.PrimaryKeyConstraint("name", name=op.f("pk_scheduler_leases")),
+        column("name", sa.String(length=100)),
+        column("owner", sa.String(length=100)),
+        column("expires_at", sa.DateTime()),
+        key=["name"],
     )
 
 
 def downgrade() -> None:
-    op.drop_table("api_keys")
-    op.drop_index(op.f("ix_apscheduler_jobs_next_run_time"), table_name="apscheduler_jobs")
-    op.drop_table("apscheduler_jobs")
-
-    op.drop_table("scheduler_leases")
-    with op.batch_alter_table("rebuild_jobs", schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f("ix_rebuild_jobs_status_run_after"))
-        batch_op.drop_index(batch_op.f("ix_rebuild_jobs_request_id"))
-
-    op.drop_table("rebuild_jobs")
-    with op.batch_alter_table("erasure_requests", schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f("ix_erasure_requests_subject_key"))
-
-    op.drop_table("erasure_requests")
-    with op.batch_alter_table("certificates", schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f("ix_certificates_subject_key"))
-
-    op.drop_table("certificates")
+    drop_table("api_keys")
+    drop_table("apscheduler_jobs", indexes=[["next_run_time"]])
+    drop_table("scheduler_leases")
+    drop_table("rebuild_jobs", indexes=_REBUILD_JOBS_INDEXES)
+    drop_table("erasure_requests", indexes=[["subject_key"]])
+    drop_table("certificates", indexes=[["subject_key"]])

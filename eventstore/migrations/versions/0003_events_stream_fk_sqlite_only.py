@@ -1,9 +1,5 @@
 """events.stream_id references streams on SQLite only
 
-Revision ID: es0003
-Revises: es0002
-Create Date: 2026-11-30
-
 On PostgreSQL every event row is inserted FROM the stream row the same
 statement has just moved or created (eventstore.postgres), and stream rows
 are never deleted, so the foreign key could never fail; its trigger cost
@@ -18,8 +14,6 @@ from alembic import op
 
 revision = "es0003"
 down_revision = "es0002"
-branch_labels = None
-depends_on = None
 
 _EVENTS_STREAM_FK = "fk_events_stream_id_streams"
 

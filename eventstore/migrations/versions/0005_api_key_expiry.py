@@ -1,9 +1,5 @@
 """API keys may carry an expiry
 
-Revision ID: es0005
-Revises: es0003
-Create Date: 2026-12-02
-
 A key whose ``expires_at`` has passed no longer authenticates; existing keys
 get none and keep working as before.
 """
@@ -15,8 +11,6 @@ from alembic import op
 
 revision = "es0005"
 down_revision = "es0004"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

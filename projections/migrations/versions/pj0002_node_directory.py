@@ -4,10 +4,6 @@ Nodes named by id alone are found through memory_node_directory, which
 erasure does not purge; memory_nodes loses its unique node_id index, whose
 entries forget deleted one random page at a time (problem E4 in
 docs/benchmarks.md).  Existing nodes get their directory entries here.
-
-Revision ID: pj0002
-Revises: pj0001
-Create Date: 2026-11-30
 """
 
 from __future__ import annotations
@@ -15,19 +11,19 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from eventstore.migrations.ops import column, create_table, drop_table
+
 revision = "pj0002"
 down_revision = "pj0001"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
-    op.create_table(
+    create_table(
         "memory_node_directory",
-        sa.Column("node_id", sa.Uuid(), nullable=False),
-        sa.Column("event_id", sa.Uuid(), nullable=False),
-        sa.Column("ordinal", sa.Integer(), nullable=False),
-        sa.PrimaryKeyConstraint("node_id", name=op.f("pk_memory_node_directory")),
+        column("node_id", sa.Uuid()),
+        column("event_id", sa.Uuid()),
+        column("ordinal", sa.Integer()),
+        key=["node_id"],
         sqlite_with_rowid=False,
     )
     op.execute(
@@ -41,4 +37,4 @@ def upgrade() -> None:
 def downgrade() -> None:
     with op.batch_alter_table("memory_nodes", schema=None) as batch_op:
         batch_op.create_index(batch_op.f("ix_memory_nodes_node_id"), ["node_id"], unique=True)
-    op.drop_table("memory_node_directory")
+    drop_table("memory_node_directory")

@@ -8,10 +8,6 @@ embedder its vectors name (``hashing-v1-256`` unless a program chose another)
 so that such a store keeps working, unchanged, until an operator re-embeds it.
 A store with no nodes yet records nothing; its first process records the
 configured default.
-
-Revision ID: pj0003
-Revises: pj0002
-Create Date: 2026-12-02
 """
 
 from __future__ import annotations
@@ -22,19 +18,18 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from alembic import op
 
+from eventstore.migrations.ops import StreamId, column, create_table, drop_table
 from eventstore.schema import UTCDateTime
 
 revision = "pj0003"
 down_revision = "pj0002"
-branch_labels = None
-depends_on = None
 
 _HASHING = re.compile(r"hashing-v1-(\d+)")
 
 
 def upgrade() -> None:
     with op.batch_alter_table("memory_vectors", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("dimension", sa.Integer(), nullable=True))
+        batch_op.add_column(column("dimension", sa.Integer(), null=True))
     # A sealed vector is a 12-byte nonce, float32 values and a 16-byte GCM tag.
     op.execute("UPDATE memory_vectors SET dimension = (length(embedding) - 28) / 4")
     with op.batch_alter_table("memory_vectors", schema=None) as batch_op:
@@ -46,54 +41,50 @@ def upgrade() -> None:
 
 
 def _create_tables() -> None:
-    op.create_table(
+    create_table(
         "vector_embedders",
-        sa.Column("role", sa.String(length=16), nullable=False),
-        sa.Column("name", sa.String(length=100), nullable=False),
-        sa.Column("spec", sa.String(length=300), nullable=True),
-        sa.Column("dimension", sa.Integer(), nullable=False),
-        sa.Column("recorded_at", sa.DateTime(), nullable=False),
-        sa.PrimaryKeyConstraint("role", name=op.f("pk_vector_embedders")),
+        column("role", sa.String(length=16)),
+        column("name", sa.String(length=100)),
+        column("spec", sa.String(length=300), null=True),
+        column("dimension", sa.Integer()),
+        column("recorded_at", sa.DateTime()),
+        key=["role"],
     )
-    op.create_table(
+    create_table(
         "subject_embedders",
-        sa.Column("stream_id", sa.BigInteger(), nullable=False),
-        sa.Column("embedder", sa.String(length=100), nullable=False),
-        sa.PrimaryKeyConstraint("stream_id", name=op.f("pk_subject_embedders")),
+        column("stream_id", StreamId),
+        column("embedder", sa.String(length=100)),
+        key=["stream_id"],
         sqlite_with_rowid=False,
     )
-    op.create_table(
+    create_table(
         "vector_rebuilds",
-        sa.Column("rebuild_id", sa.Uuid(), nullable=False),
-        sa.Column("embedder", sa.String(length=100), nullable=False),
-        sa.Column("spec", sa.String(length=300), nullable=True),
-        sa.Column("scope", sa.String(length=16), nullable=False),
-        sa.Column("status", sa.String(length=16), nullable=False),
-        sa.Column("subjects_total", sa.Integer(), nullable=False),
-        sa.Column("nodes_total", sa.BigInteger(), nullable=False),
-        sa.Column("requested_by", sa.String(length=200), nullable=True),
-        sa.Column("created_at", sa.DateTime(), nullable=False),
-        sa.Column("finished_at", sa.DateTime(), nullable=True),
-        sa.Column("last_error", sa.String(length=500), nullable=True),
-        sa.PrimaryKeyConstraint("rebuild_id", name=op.f("pk_vector_rebuilds")),
+        column("rebuild_id", sa.Uuid()),
+        column("embedder", sa.String(length=100)),
+        column("spec", sa.String(length=300), null=True),
+        column("scope", sa.String(length=16)),
+        column("status", sa.String(length=16)),
+        column("subjects_total", sa.Integer()),
+        column("nodes_total", sa.BigInteger()),
+        column("requested_by", sa.String(length=200), null=True),
+        column("created_at", sa.DateTime()),
+        column("finished_at", sa.DateTime(), null=True),
+        column("last_error", sa.String(length=500), null=True),
+        key=["rebuild_id"],
     )
-    op.create_table(
+    create_table(
         "vector_rebuild_subjects",
-        sa.Column("rebuild_id", sa.Uuid(), nullable=False),
-        sa.Column("stream_id", sa.BigInteger(), nullable=False),
-        sa.Column("status", sa.String(length=16), nullable=False),
-        sa.Column("attempts", sa.Integer(), nullable=False),
-        sa.Column("nodes_embedded", sa.BigInteger(), nullable=False),
-        sa.Column("lease_owner", sa.String(length=100), nullable=True),
-        sa.Column("lease_expires_at", sa.DateTime(), nullable=True),
-        sa.Column("finished_at", sa.DateTime(), nullable=True),
-        sa.Column("last_error", sa.String(length=500), nullable=True),
-        sa.PrimaryKeyConstraint("rebuild_id", "stream_id", name=op.f("pk_vector_rebuild_subjects")),
-    )
-    op.create_index(
-        op.f("ix_vector_rebuild_subjects_status_rebuild_id"),
-        "vector_rebuild_subjects",
-        ["status", "rebuild_id"],
+        column("rebuild_id", sa.Uuid()),
+        column("stream_id", StreamId),
+        column("status", sa.String(length=16)),
+        column("attempts", sa.Integer()),
+        column("nodes_embedded", sa.BigInteger()),
+        column("lease_owner", sa.String(length=100), null=True),
+        column("lease_expires_at", sa.DateTime(), null=True),
+        column("finished_at", sa.DateTime(), null=True),
+        column("last_error", sa.String(length=500), null=True),
+        key=["rebuild_id", "stream_id"],
+        indexes=[["status", "rebuild_id"]],
     )
 
 
@@ -132,13 +123,10 @@ def _record_existing_embedder() -> None:
 
 
 def downgrade() -> None:
-    op.drop_index(
-        op.f("ix_vector_rebuild_subjects_status_rebuild_id"), table_name="vector_rebuild_subjects"
-    )
-    op.drop_table("vector_rebuild_subjects")
-    op.drop_table("vector_rebuilds")
-    op.drop_table("subject_embedders")
-    op.drop_table("vector_embedders")
+    drop_table("vector_rebuild_subjects", indexes=[["status", "rebuild_id"]])
+    drop_table("vector_rebuilds")
+    drop_table("subject_embedders")
+    drop_table("vector_embedders")
     op.execute(
         "DELETE FROM memory_vectors"
         " WHERE embedder NOT IN (SELECT min(embedder) FROM memory_vectors)"

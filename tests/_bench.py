@@ -1,0 +1,63 @@
+"""Running ``oblivio bench …`` commands in tests, and what a PostgreSQL run must leave."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from eventstore.backends.postgres import normalise_postgres_url
+from oblivio.cli import main
+
+RunBench = Callable[..., dict[str, Any]]  # (json_path, backend, *global_options) -> report
+
+
+def invoke_bench(
+    command: str, json_path: Path, options: Sequence[str], global_options: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Run ``oblivio [global options] bench COMMAND [options] --json JSON_PATH``; it must
+    succeed.  Its JSON document, with what it printed under ``"stdout"``."""
+    result = CliRunner().invoke(
+        main, [*global_options, "bench", command, *options, "--json", str(json_path)]
+    )
+    assert result.exit_code == 0, result.output
+    report: dict[str, Any] = json.loads(json_path.read_text())
+    report["stdout"] = result.stdout
+    return report
+
+
+def bench_databases(server_url: str) -> set[str]:
+    engine = sa.create_engine(normalise_postgres_url(server_url))
+    try:
+        with engine.connect() as conn:
+            query = sa.text("SELECT datname FROM pg_database WHERE datname LIKE :pattern")
+            return set(conn.execute(query, {"pattern": "oblivio_bench_%"}).scalars())
+    finally:
+        engine.dispose()
+
+
+@contextmanager
+def drops_its_databases(server_url: str) -> Iterator[None]:
+    """Around a benchmark run on PostgreSQL: its scratch databases are gone afterwards."""
+    before = bench_databases(server_url)
+    yield
+    assert bench_databases(server_url) <= before
+
+
+def assert_ran_on_postgres(report: dict[str, Any]) -> None:
+    assert report["backend"] == "postgres"
+    assert report["machine"]["postgres"]
+
+
+def run_on_postgres(run_bench: RunBench, tmp_path: Path, server_url: str) -> dict[str, Any]:
+    """``run_bench(json_path, "postgres", "--database-url", server_url)``, which must run on
+    PostgreSQL and leave none of its scratch databases behind; its report."""
+    with drops_its_databases(server_url):
+        report = run_bench(tmp_path / "b.json", "postgres", "--database-url", server_url)
+    assert_ran_on_postgres(report)
+    return report
