@@ -146,7 +146,7 @@ def _first_operator_key(memory: MemoryContext) -> None:
     from eventstore import apikeys
 
     with memory.store.transaction() as tx:
-        if apikeys.count_active(tx.connection, "operator"):
+        if apikeys.count_active(tx.connection, "operator", memory.clock()):
             return
         token = apikeys.create(tx.connection, "operator", None, None, memory.clock())
     click.echo("Created the first operator API key. It is shown only this once:", err=True)
@@ -467,7 +467,7 @@ def certificate_verify(certificate_file: Path, jwks_file: Path) -> None:
     "default_meta",
     default=None,
     metavar="JSON",
-    help='Metadata every stored memory starts from, a JSON object such as '
+    help="Metadata every stored memory starts from, a JSON object such as "
     '\'{"channel": "mcp"}\'; a tool call\'s own meta wins on each key.',
 )
 @embedder_option

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 from click.testing import CliRunner
 
+from eventstore import EventStore, apikeys
+from eventstore.store import utc_now
 from oblivio import MemoryClient
 from oblivio.cli import main
 
@@ -31,6 +34,24 @@ def test_keys_list_says_when_there_are_none(tmp_path: Path) -> None:
     assert token.split("_")[1] in listing
     assert "auditor" in listing
     assert "no API keys" not in listing
+
+
+def test_expired_and_revoked_keys_are_not_counted_as_active(store: EventStore) -> None:
+    """``oblivio serve`` prints a first operator key when none is active: an expired
+    one must not count, or a store whose operator keys all expired locks its operator out."""
+    now = utc_now()
+    with store.transaction() as tx:
+        apikeys.create(tx.connection, "operator", None, None, now, now - timedelta(seconds=1))
+        revoked, _ = apikeys.issue(tx.connection, "operator", None, None, now)
+        apikeys.revoke(tx.connection, revoked.key_id, now)
+        apikeys.create(tx.connection, "auditor", None, None, now)
+    with store.reading() as view:
+        assert apikeys.count_active(view.connection, "operator", now) == 0
+    with store.transaction() as tx:
+        apikeys.create(tx.connection, "operator", None, None, now, now + timedelta(hours=1))
+    with store.reading() as view:
+        assert apikeys.count_active(view.connection, "operator", now) == 1
+        assert apikeys.count_active(view.connection, "operator", now + timedelta(hours=2)) == 0
 
 
 def test_verify_export_checks_subject_and_audit_exports_offline(tmp_path: Path) -> None:
@@ -90,8 +111,12 @@ def imported_by(*args: str, data_dir: Path) -> set[str]:
         "sys.stderr.write('\\n'.join(sorted(sys.modules)))"
     )
     result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
-        check=False, cwd=data_dir,
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=data_dir,
     )
     assert result.returncode == 0, result.stdout
     names = result.stderr.splitlines()  # the command's own output is on stdout
