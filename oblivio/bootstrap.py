@@ -28,7 +28,7 @@ from eventstore import (
 from eventstore.backends.sqlite import sqlite_url
 from eventstore.migrate import upgrade
 from eventstore.store import utc_now
-from oblivio.keyrings import open_keyring
+from oblivio.keyrings import open_issuer_keys, open_keyring
 from oblivio.settings import Settings
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ def open_memory(
     runner = ProjectionRunner(store, vectors, partitions=settings.partitions, clock=clock)
     partitioning = [AsyncPartitioning(vectors.name, settings.partitions)]
     policy = ErasurePolicy(deadline=timedelta(hours=settings.erasure_deadline_hours))
-    issuer = open_issuer_keyring(settings)
+    issuer = open_issuer_keyring(settings, store.backend)
     certifier = Certifier(issuer, store.keys, key_policy(settings), clock)
     return MemoryContext(
         store=store,
@@ -181,15 +181,15 @@ def key_policy(settings: Settings) -> KeyPolicy:
     )
 
 
-def open_issuer_keyring(settings: Settings) -> IssuerKeyring:
-    """Certificate signing keys: from ``OBLIVIO_ISSUER_KEYS`` (JSON) or the keyring file."""
+def open_issuer_keyring(settings: Settings, backend: Backend) -> IssuerKeyring:
+    """Certificate signing keys: from ``OBLIVIO_ISSUER_KEYS`` (JSON), else the file kept
+    with the store's keyring (``oblivio.keyrings``)."""
     from certificates import IssuerKeyring
 
     from_env = os.environ.get("OBLIVIO_ISSUER_KEYS")
     if from_env:
         return IssuerKeyring.from_env(from_env)
-    settings.issuer_keys_file.parent.mkdir(parents=True, exist_ok=True)
-    return IssuerKeyring.open(settings.issuer_keys_file)
+    return open_issuer_keys(settings, backend)
 
 
 def open_event_store(settings: Settings) -> EventStore:

@@ -275,14 +275,15 @@ def keys_keyrings(ctx: click.Context, orphaned: bool, as_json: bool) -> None:
     directory = _settings(ctx).keyring_directory
     found = [k for k in list_keyrings(directory) if not orphaned or k.state == "orphaned"]
     if as_json:
-        click.echo(json.dumps([{**vars(k), "path": str(k.path)} for k in found], indent=2))
+        click.echo(json.dumps([vars(k) for k in found], default=str, indent=2))
         return
     if not found:
         what = "orphaned keyrings" if orphaned else "keyrings"
         click.echo(f"no {what} in {directory}")
         return
     for k in found:
-        click.echo(f"{k.store_id}  {k.state:<8}  {k.detail}  ({k.path})")
+        issuer = f", certificate keys {k.issuer_keys}" if k.issuer_keys else ""
+        click.echo(f"{k.store_id}  {k.state:<8}  {k.detail}  ({k.path}{issuer})")
 
 
 @keys.command("jwks")
@@ -292,7 +293,12 @@ def keys_jwks(ctx: click.Context) -> None:
     """Print the JWKS that verifies forget certificates and export manifests."""
     from oblivio.bootstrap import open_issuer_keyring
 
-    click.echo(json.dumps(open_issuer_keyring(_settings(ctx)).jwks(), indent=2))
+    memory = _open_store(ctx)
+    try:
+        jwks = open_issuer_keyring(_settings(ctx), memory.store.backend).jwks()
+    finally:
+        memory.store.close()
+    click.echo(json.dumps(jwks, indent=2))
 
 
 # -- erasure and exports ------------------------------------------------------------

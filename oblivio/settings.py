@@ -142,10 +142,6 @@ class Settings(BaseModel):
         """Where this store's keyring file is looked for (see ``oblivio.keyrings``)."""
         return self.keyring_dir or default_keyring_dir(os.environ)
 
-    @property
-    def issuer_keys_file(self) -> Path:
-        return self.issuer_keys_path or self.data_dir / "issuer-keys.json"
-
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
         env = os.environ if environ is None else environ
