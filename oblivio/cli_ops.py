@@ -15,7 +15,7 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import click
 
@@ -26,12 +26,15 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from eventstore import EventStore
+    from oblivio.http.server import HttpImplementation
     from oblivio.memory.context import MemoryContext
     from oblivio.settings import Settings
 
 #: ``eventstore.apikeys.PRINCIPALS``, spelled out so that building the command
 #: line imports no database code (tests/test_cli_ops.py keeps the two equal).
 PRINCIPALS = ("auditor", "operator", "user")
+#: ``oblivio.http.server.HTTP_IMPLEMENTATIONS``, spelled out for the same reason.
+HTTP_IMPLEMENTATIONS = ("auto", "httptools", "h11")
 
 
 def _settings(ctx: click.Context) -> Settings:
@@ -89,10 +92,21 @@ def _wait_for_signal() -> None:
     show_default=True,
     help="Run projection and rebuild workers in this process.",
 )
+@click.option(
+    "--http",
+    "http_implementation",
+    type=click.Choice(HTTP_IMPLEMENTATIONS),
+    default="auto",
+    show_default=True,
+    help="uvicorn's HTTP/1.1 implementation (auto: httptools when installed); request "
+    "heads are bounded by OBLIVIO_MAX_HEADER_BYTES under either.",
+)
 @embedder_option
 @click.pass_context
 @friendly_errors
-def serve(ctx: click.Context, host: str, port: int, run_workers: bool) -> None:
+def serve(
+    ctx: click.Context, host: str, port: int, run_workers: bool, http_implementation: str
+) -> None:
     """Run the HTTP API (plus in-process workers) on the configured store."""
     import uvicorn
 
@@ -108,7 +122,14 @@ def serve(ctx: click.Context, host: str, port: int, run_workers: bool) -> None:
         service.run()
     try:
         app = create_app(memory, settings)
-        config = uvicorn_config(app, settings, host=host, port=port, log_config=_log_config())
+        config = uvicorn_config(
+            app,
+            settings,
+            http=cast("HttpImplementation", http_implementation),
+            host=host,
+            port=port,
+            log_config=_log_config(),
+        )
         uvicorn.Server(config).run()
     finally:
         if service is not None:

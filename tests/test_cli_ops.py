@@ -148,3 +148,10 @@ def test_the_principal_choices_are_the_key_principals() -> None:
     from oblivio.cli_ops import PRINCIPALS
 
     assert set(PRINCIPALS) == set(KNOWN)
+
+
+def test_the_http_choices_are_the_servers_implementations() -> None:
+    from oblivio.cli_ops import HTTP_IMPLEMENTATIONS
+    from oblivio.http import server
+
+    assert HTTP_IMPLEMENTATIONS == server.HTTP_IMPLEMENTATIONS
