@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import projections
 from eventstore import (
     Backend,
     EnvKeyProvider,
@@ -26,7 +25,7 @@ from eventstore import (
     create_backend,
 )
 from eventstore.backends.sqlite import sqlite_url
-from eventstore.migrate import upgrade
+from eventstore.migrate import pending, upgrade
 from eventstore.store import utc_now
 from oblivio.keyrings import open_issuer_keys, open_keyring
 from oblivio.settings import Settings
@@ -57,8 +56,17 @@ def database_url(settings: Settings) -> str:
 
 
 def upgrade_schema(engine: Engine) -> None:
-    """Bring every package's migration branch to its head."""
-    upgrade(engine, [projections.MIGRATIONS], [projections.metadata])
+    """Bring every package's migration branch to its head.
+
+    Whether anything is pending is read from the scripts' revision ids; the
+    projections' tables (and Alembic) are imported only when something is.
+    """
+    from projections import MIGRATIONS
+
+    if pending(engine, [MIGRATIONS]):
+        from projections import metadata
+
+        upgrade(engine, [MIGRATIONS], [metadata])
 
 
 def migrate(settings: Settings) -> None:

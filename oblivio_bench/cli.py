@@ -286,3 +286,29 @@ def bench_erasure(
     )
     report = run_erasure_bench(config, progress=lambda line: click.echo(line, err=True))
     _emit_figures(report, json_path)
+
+
+@bench.command("startup")
+@click.option(
+    "--rounds",
+    type=click.IntRange(min=1),
+    default=11,
+    show_default=True,
+    help="Rounds; each starts every command once.",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write every run and the machine info to this file.",
+)
+@friendly_errors
+def bench_startup(rounds: int, json_path: Path | None) -> None:
+    """Time `oblivio --help` and `oblivio keys list` as whole processes (target 0.5 s)."""
+    from oblivio_bench.startup import StartupBenchConfig, run_startup_bench
+
+    report = run_startup_bench(
+        StartupBenchConfig(rounds=rounds), progress=lambda line: click.echo(line, err=True)
+    )
+    _emit_figures(report, json_path)

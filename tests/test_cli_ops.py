@@ -128,6 +128,12 @@ def test_help_imports_neither_the_store_nor_the_plugins(tmp_path: Path) -> None:
     assert not modules & {*HEAVY, *STORE, "oblivio_bench", "oblivio.client"}
 
 
+def test_a_commands_help_reads_the_settings_without_the_store(tmp_path: Path) -> None:
+    modules = imported_by("keys", "list", "--help", data_dir=tmp_path)
+    assert "oblivio.settings" in modules
+    assert not modules & {*HEAVY, "sqlalchemy", "eventstore", "projections", "cryptography"}
+
+
 def test_keys_list_opens_the_log_without_the_memory_stack(tmp_path: Path) -> None:
     run("--data-dir", str(tmp_path / "data"), "keys", "list")  # created and migrated
     modules = imported_by("--data-dir", str(tmp_path / "data"), "keys", "list", data_dir=tmp_path)
@@ -138,6 +144,8 @@ def test_keys_list_opens_the_log_without_the_memory_stack(tmp_path: Path) -> Non
         "workers",
         "oblivio.client",
         "oblivio.memory",
+        "projections.storage",  # the schema is current: no tables, no Alembic
+        "projections.embedders",
         "projections.graph",
         "projections.vectors",
     }
@@ -148,6 +156,15 @@ def test_the_principal_choices_are_the_key_principals() -> None:
     from oblivio.cli_ops import PRINCIPALS
 
     assert set(PRINCIPALS) == set(KNOWN)
+
+
+def test_the_settings_limits_are_the_logs() -> None:
+    from eventstore import DEFAULT_MAX_EVENT_BYTES
+    from eventstore.apikeys import MAX_CACHE_SECONDS
+    from oblivio import settings
+
+    assert settings.DEFAULT_MAX_EVENT_BYTES == DEFAULT_MAX_EVENT_BYTES
+    assert settings.MAX_API_KEY_CACHE_SECONDS == MAX_CACHE_SECONDS
 
 
 def test_the_http_choices_are_the_servers_implementations() -> None:
