@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 import anyio
+from click.testing import CliRunner
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from eventstore import apikeys
 from oblivio.bootstrap import open_memory
+from oblivio.cli import main
 from oblivio.memory import compliance
 from oblivio.settings import Settings
 
@@ -139,18 +140,12 @@ def test_an_operator_key_adds_the_compliance_tools(tmp_path: Path) -> None:
 
 def test_an_unknown_key_is_refused(tmp_path: Path) -> None:
     make_key(tmp_path, "operator")  # the store exists; this key does not
-    params = server(tmp_path, "obl_0000_nope")
-    done = subprocess.run(
-        [params.command, *params.args],
-        env=params.env,
-        input="",
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_SECONDS,
-        check=False,
+    # Refused before any stdio is served: the command in this process is enough.
+    done = CliRunner().invoke(
+        main, ["--data-dir", str(tmp_path), "mcp"], env={"OBLIVIO_API_KEY": "obl_0000_nope"}
     )
-    assert done.returncode == 1
-    assert "unknown, revoked or expired" in done.stderr
+    assert done.exit_code == 1
+    assert "unknown, revoked or expired" in done.output
 
 
 def error_text(result: Any) -> str:
