@@ -160,9 +160,12 @@ def revoke(conn: Connection, key_id: str, now: datetime) -> bool:
     return result.rowcount == 1
 
 
-def count_active(conn: Connection, kind: str) -> int:
+def count_active(conn: Connection, kind: str, now: datetime) -> int:
+    """Keys of ``kind`` that authenticate at ``now``: neither revoked nor expired."""
     query = sa.select(sa.func.count()).where(
-        api_keys.c.principal == kind, api_keys.c.revoked_at.is_(None)
+        api_keys.c.principal == kind,
+        api_keys.c.revoked_at.is_(None),
+        sa.or_(api_keys.c.expires_at.is_(None), api_keys.c.expires_at > now),
     )
     value: Any = conn.execute(query).scalar_one()
     return int(value)

@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import projections
 from eventstore import (
     Backend,
     EnvKeyProvider,
@@ -26,9 +25,9 @@ from eventstore import (
     create_backend,
 )
 from eventstore.backends.sqlite import sqlite_url
-from eventstore.migrate import upgrade
+from eventstore.migrate import pending, upgrade
 from eventstore.store import utc_now
-from oblivio.keyrings import open_keyring
+from oblivio.keyrings import open_issuer_keys, open_keyring
 from oblivio.settings import Settings
 
 if TYPE_CHECKING:
@@ -57,8 +56,17 @@ def database_url(settings: Settings) -> str:
 
 
 def upgrade_schema(engine: Engine) -> None:
-    """Bring every package's migration branch to its head."""
-    upgrade(engine, [projections.MIGRATIONS], [projections.metadata])
+    """Bring every package's migration branch to its head.
+
+    Whether anything is pending is read from the scripts' revision ids; the
+    projections' tables (and Alembic) are imported only when something is.
+    """
+    from projections import MIGRATIONS
+
+    if pending(engine, [MIGRATIONS]):
+        from projections import metadata
+
+        upgrade(engine, [MIGRATIONS], [metadata])
 
 
 def migrate(settings: Settings) -> None:
@@ -118,7 +126,7 @@ def open_memory(
     runner = ProjectionRunner(store, vectors, partitions=settings.partitions, clock=clock)
     partitioning = [AsyncPartitioning(vectors.name, settings.partitions)]
     policy = ErasurePolicy(deadline=timedelta(hours=settings.erasure_deadline_hours))
-    issuer = open_issuer_keyring(settings)
+    issuer = open_issuer_keyring(settings, store.backend)
     certifier = Certifier(issuer, store.keys, key_policy(settings), clock)
     return MemoryContext(
         store=store,
@@ -181,15 +189,15 @@ def key_policy(settings: Settings) -> KeyPolicy:
     )
 
 
-def open_issuer_keyring(settings: Settings) -> IssuerKeyring:
-    """Certificate signing keys: from ``OBLIVIO_ISSUER_KEYS`` (JSON) or the keyring file."""
+def open_issuer_keyring(settings: Settings, backend: Backend) -> IssuerKeyring:
+    """Certificate signing keys: from ``OBLIVIO_ISSUER_KEYS`` (JSON), else the file kept
+    with the store's keyring (``oblivio.keyrings``)."""
     from certificates import IssuerKeyring
 
     from_env = os.environ.get("OBLIVIO_ISSUER_KEYS")
     if from_env:
         return IssuerKeyring.from_env(from_env)
-    settings.issuer_keys_file.parent.mkdir(parents=True, exist_ok=True)
-    return IssuerKeyring.open(settings.issuer_keys_file)
+    return open_issuer_keys(settings, backend)
 
 
 def open_event_store(settings: Settings) -> EventStore:

@@ -15,7 +15,7 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import click
 
@@ -26,12 +26,15 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from eventstore import EventStore
+    from oblivio.http.server import HttpImplementation
     from oblivio.memory.context import MemoryContext
     from oblivio.settings import Settings
 
 #: ``eventstore.apikeys.PRINCIPALS``, spelled out so that building the command
 #: line imports no database code (tests/test_cli_ops.py keeps the two equal).
 PRINCIPALS = ("auditor", "operator", "user")
+#: ``oblivio.http.server.HTTP_IMPLEMENTATIONS``, spelled out for the same reason.
+HTTP_IMPLEMENTATIONS = ("auto", "httptools", "h11")
 
 
 def _settings(ctx: click.Context) -> Settings:
@@ -89,10 +92,21 @@ def _wait_for_signal() -> None:
     show_default=True,
     help="Run projection and rebuild workers in this process.",
 )
+@click.option(
+    "--http",
+    "http_implementation",
+    type=click.Choice(HTTP_IMPLEMENTATIONS),
+    default="auto",
+    show_default=True,
+    help="uvicorn's HTTP/1.1 implementation (auto: httptools when installed); request "
+    "heads are bounded by OBLIVIO_MAX_HEADER_BYTES under either.",
+)
 @embedder_option
 @click.pass_context
 @friendly_errors
-def serve(ctx: click.Context, host: str, port: int, run_workers: bool) -> None:
+def serve(
+    ctx: click.Context, host: str, port: int, run_workers: bool, http_implementation: str
+) -> None:
     """Run the HTTP API (plus in-process workers) on the configured store."""
     import uvicorn
 
@@ -108,7 +122,14 @@ def serve(ctx: click.Context, host: str, port: int, run_workers: bool) -> None:
         service.run()
     try:
         app = create_app(memory, settings)
-        config = uvicorn_config(app, settings, host=host, port=port, log_config=_log_config())
+        config = uvicorn_config(
+            app,
+            settings,
+            http=cast("HttpImplementation", http_implementation),
+            host=host,
+            port=port,
+            log_config=_log_config(),
+        )
         uvicorn.Server(config).run()
     finally:
         if service is not None:
@@ -146,7 +167,7 @@ def _first_operator_key(memory: MemoryContext) -> None:
     from eventstore import apikeys
 
     with memory.store.transaction() as tx:
-        if apikeys.count_active(tx.connection, "operator"):
+        if apikeys.count_active(tx.connection, "operator", memory.clock()):
             return
         token = apikeys.create(tx.connection, "operator", None, None, memory.clock())
     click.echo("Created the first operator API key. It is shown only this once:", err=True)
@@ -275,14 +296,15 @@ def keys_keyrings(ctx: click.Context, orphaned: bool, as_json: bool) -> None:
     directory = _settings(ctx).keyring_directory
     found = [k for k in list_keyrings(directory) if not orphaned or k.state == "orphaned"]
     if as_json:
-        click.echo(json.dumps([{**vars(k), "path": str(k.path)} for k in found], indent=2))
+        click.echo(json.dumps([vars(k) for k in found], default=str, indent=2))
         return
     if not found:
         what = "orphaned keyrings" if orphaned else "keyrings"
         click.echo(f"no {what} in {directory}")
         return
     for k in found:
-        click.echo(f"{k.store_id}  {k.state:<8}  {k.detail}  ({k.path})")
+        issuer = f", certificate keys {k.issuer_keys}" if k.issuer_keys else ""
+        click.echo(f"{k.store_id}  {k.state:<8}  {k.detail}  ({k.path}{issuer})")
 
 
 @keys.command("jwks")
@@ -292,7 +314,12 @@ def keys_jwks(ctx: click.Context) -> None:
     """Print the JWKS that verifies forget certificates and export manifests."""
     from oblivio.bootstrap import open_issuer_keyring
 
-    click.echo(json.dumps(open_issuer_keyring(_settings(ctx)).jwks(), indent=2))
+    memory = _open_store(ctx)
+    try:
+        jwks = open_issuer_keyring(_settings(ctx), memory.store.backend).jwks()
+    finally:
+        memory.store.close()
+    click.echo(json.dumps(jwks, indent=2))
 
 
 # -- erasure and exports ------------------------------------------------------------
@@ -467,7 +494,7 @@ def certificate_verify(certificate_file: Path, jwks_file: Path) -> None:
     "default_meta",
     default=None,
     metavar="JSON",
-    help='Metadata every stored memory starts from, a JSON object such as '
+    help="Metadata every stored memory starts from, a JSON object such as "
     '\'{"channel": "mcp"}\'; a tool call\'s own meta wins on each key.',
 )
 @embedder_option

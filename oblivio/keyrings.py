@@ -7,8 +7,12 @@ data directory therefore decrypts nothing on its own, which is what the
 residual-copies statement of every forget certificate relies on: once a KEK
 version is retired, no copy of the data can be unwrapped any more.
 
-Older versions kept ``keyring.json`` inside the data directory; opening such a
-store moves it here and says so once.
+The certificate signing keys (the issuer keyring) live beside it, in
+``<store id>.issuer.json``: a copy of the data directory must not carry the
+key that signs forget certificates either.
+
+Older versions kept ``keyring.json`` and ``issuer-keys.json`` inside the data
+directory; opening such a store moves them here and says so once.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ import json
 import logging
 import sqlite3
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import make_url
 
@@ -29,11 +34,17 @@ from eventstore.identity import holds_streams, store_id
 from eventstore.keys import KeyringFile, move_keyring
 from oblivio.settings import Settings
 
+if TYPE_CHECKING:
+    from certificates import IssuerKeyring
+
 log = logging.getLogger(__name__)
 
 #: Where oblivio 0.1 kept the keyring: inside the data directory.
 LEGACY_KEYRING = "keyring.json"
+#: Where oblivio 0.1 kept the certificate signing keys: inside the data directory too.
+LEGACY_ISSUER_KEYS = "issuer-keys.json"
 KEYRING_SUFFIX = ".json"
+ISSUER_KEYS_SUFFIX = ".issuer.json"
 
 
 def open_keyring(settings: Settings, backend: Backend) -> KeyringFile:
@@ -80,6 +91,68 @@ def keyring_file(directory: Path, identity: uuid.UUID) -> Path:
     return directory / f"{identity}{KEYRING_SUFFIX}"
 
 
+# -- the certificate signing keys ---------------------------------------------------
+
+
+def open_issuer_keys(settings: Settings, backend: Backend) -> IssuerKeyring:
+    """The store's issuer keyring, kept with its keyring (created on first use).
+
+    An explicit ``issuer_keys_path`` wins; beside an explicit ``keyring_path`` it is
+    ``<keyring name>.issuer.json``; else ``<keyring dir>/<store id>.issuer.json``.
+    A file left in the data directory by an older version is moved there first.
+    """
+    from certificates import IssuerKeyring
+
+    target = issuer_keys_file(settings, backend)
+    legacy = settings.data_dir / LEGACY_ISSUER_KEYS
+    if settings.issuer_keys_path is None and legacy.exists() and _move_issuer_keys(legacy, target):
+        log.warning(
+            "moved the certificate signing keys out of the data directory, from %s to %s: "
+            "a copy of the data directory no longer carries them. Back up this file with "
+            "the keyring (docs/operations.md, 'Issuer keys and the JWKS').",
+            legacy,
+            target,
+        )
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return IssuerKeyring.open(target)
+
+
+def issuer_keys_file(settings: Settings, backend: Backend) -> Path:
+    if settings.issuer_keys_path is not None:
+        return settings.issuer_keys_path
+    if settings.keyring_path is not None:
+        keyring = settings.keyring_path
+        return keyring.with_name(keyring.name.removesuffix(KEYRING_SUFFIX) + ISSUER_KEYS_SUFFIX)
+    return settings.keyring_directory / f"{store_id(backend)}{ISSUER_KEYS_SUFFIX}"
+
+
+def _move_issuer_keys(legacy: Path, target: Path) -> bool:
+    """Copy ``legacy`` to ``target`` (0600) unless the same keys are there, then remove it.
+
+    Never overwrites other keys: two different issuer keyrings for one store are
+    refused, both kept, for the operator to choose.  False when ``legacy`` had gone.
+    """
+    from certificates import IssuerKeyring, KeyringError
+
+    try:
+        moving = IssuerKeyring.load(legacy)
+    except KeyringError:
+        if not legacy.exists():  # another process moved it first
+            return False
+        raise
+    if target.exists():
+        if IssuerKeyring.load(target).jwks() != moving.jwks():
+            raise KeyringError(
+                f"two different issuer keyrings for one store: {legacy} and {target}; keep "
+                "the one whose keys your published JWKS lists and remove the other"
+            )
+    else:
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        moving.save(target)
+    legacy.unlink(missing_ok=True)
+    return True
+
+
 def database_location(backend: Backend) -> str:
     """Where the store's database is, for the keyring to remember (never a password)."""
     url = backend.engine.url
@@ -100,16 +173,29 @@ class KeyringEntry:
     database: str | None
     state: str  # "in use" | "orphaned" | "unknown"
     detail: str
+    #: The store's certificate signing keys beside it, if there are any.
+    issuer_keys: Path | None = None
 
 
 def list_keyrings(directory: Path) -> list[KeyringEntry]:
     """Every keyring file in ``directory``, each with the state of its store."""
     if not directory.is_dir():
         return []
-    return [_entry(path) for path in sorted(directory.glob(f"*{KEYRING_SUFFIX}"))]
+    keyrings = (
+        path
+        for path in sorted(directory.glob(f"*{KEYRING_SUFFIX}"))
+        if not path.name.endswith(ISSUER_KEYS_SUFFIX)
+    )
+    return [_entry(path) for path in keyrings]
 
 
 def _entry(path: Path) -> KeyringEntry:
+    issuer = path.with_name(path.name.removesuffix(KEYRING_SUFFIX) + ISSUER_KEYS_SUFFIX)
+    entry = _keyring_entry(path)
+    return entry if not issuer.exists() else replace(entry, issuer_keys=issuer)
+
+
+def _keyring_entry(path: Path) -> KeyringEntry:
     try:
         recorded = json.loads(path.read_text()).get("store", {})
     except (OSError, ValueError) as e:
@@ -139,9 +225,7 @@ def _store_state(database: str, identity: str) -> tuple[str, str]:
 def _sqlite_store_id(path: Path) -> str | None:
     # Read-only: listing keyrings must not touch a store, not even its WAL.
     with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as conn:
-        row = conn.execute(
-            "SELECT value FROM store_identity WHERE name = 'store_id'"
-        ).fetchone()
+        row = conn.execute("SELECT value FROM store_identity WHERE name = 'store_id'").fetchone()
     return None if row is None else str(row[0])
 
 

@@ -5,13 +5,20 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from eventstore import DEFAULT_MAX_EVENT_BYTES
-from eventstore.apikeys import MAX_CACHE_SECONDS as MAX_API_KEY_CACHE_SECONDS
-from projections.embedders import EmbedderOptions, EndpointOptions
+if TYPE_CHECKING:
+    from projections.embedders import EmbedderOptions
+
+# Every command line tool reads the settings, so this module imports neither the log
+# nor the projections (``oblivio keys --help`` would pay for them); the two limits
+# below are theirs, spelled out, and tests/test_cli_ops.py keeps them equal.
+#: ``eventstore.DEFAULT_MAX_EVENT_BYTES``.
+DEFAULT_MAX_EVENT_BYTES = 1024 * 1024
+#: ``eventstore.apikeys.MAX_CACHE_SECONDS``.
+MAX_API_KEY_CACHE_SECONDS = 2.0
 
 DEFAULT_DATA_DIR = Path("./oblivio-data")
 KEYRINGS_SUBDIR = Path("oblivio") / "keyrings"
@@ -118,6 +125,8 @@ class Settings(BaseModel):
 
     def embedder_options(self) -> EmbedderOptions:
         """What embedders built by name take from the settings."""
+        from projections.embedders import EmbedderOptions, EndpointOptions
+
         endpoint = EndpointOptions(
             base_url=self.openai_base_url,
             api_key=self.openai_api_key,
@@ -141,10 +150,6 @@ class Settings(BaseModel):
     def keyring_directory(self) -> Path:
         """Where this store's keyring file is looked for (see ``oblivio.keyrings``)."""
         return self.keyring_dir or default_keyring_dir(os.environ)
-
-    @property
-    def issuer_keys_file(self) -> Path:
-        return self.issuer_keys_path or self.data_dir / "issuer-keys.json"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:

@@ -262,3 +262,27 @@ def bench_erasure(run: BenchRun, subject_events: int) -> None:
     """Time forget to a verified certificate, and delete_event, as the store grows."""
     config = ErasureBenchConfig(**run.config(), subject_events=subject_events)
     run.emit(run_erasure_bench(config, progress=_progress))
+
+
+@bench.command("startup")
+@click.option(
+    "--rounds",
+    type=click.IntRange(min=1),
+    default=11,
+    show_default=True,
+    help="Rounds; each starts every command once.",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write every run and the machine info to this file.",
+)
+@friendly_errors
+def bench_startup(rounds: int, json_path: Path | None) -> None:
+    """Time `oblivio --help` and `oblivio keys list` as whole processes (target 0.5 s)."""
+    from oblivio_bench.startup import StartupBenchConfig, run_startup_bench
+
+    report = run_startup_bench(StartupBenchConfig(rounds=rounds), progress=_progress)
+    _emit(report, json_path)

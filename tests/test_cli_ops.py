@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 from click.testing import CliRunner
 
+from eventstore import EventStore, apikeys
+from eventstore.store import utc_now
 from oblivio import MemoryClient
 from oblivio.cli import main
 
@@ -31,6 +34,24 @@ def test_keys_list_says_when_there_are_none(tmp_path: Path) -> None:
     assert token.split("_")[1] in listing
     assert "auditor" in listing
     assert "no API keys" not in listing
+
+
+def test_expired_and_revoked_keys_are_not_counted_as_active(store: EventStore) -> None:
+    """``oblivio serve`` prints a first operator key when none is active: an expired
+    one must not count, or a store whose operator keys all expired locks its operator out."""
+    now = utc_now()
+    with store.transaction() as tx:
+        apikeys.create(tx.connection, "operator", None, None, now, now - timedelta(seconds=1))
+        revoked, _ = apikeys.issue(tx.connection, "operator", None, None, now)
+        apikeys.revoke(tx.connection, revoked.key_id, now)
+        apikeys.create(tx.connection, "auditor", None, None, now)
+    with store.reading() as view:
+        assert apikeys.count_active(view.connection, "operator", now) == 0
+    with store.transaction() as tx:
+        apikeys.create(tx.connection, "operator", None, None, now, now + timedelta(hours=1))
+    with store.reading() as view:
+        assert apikeys.count_active(view.connection, "operator", now) == 1
+        assert apikeys.count_active(view.connection, "operator", now + timedelta(hours=2)) == 0
 
 
 def test_verify_export_checks_subject_and_audit_exports_offline(tmp_path: Path) -> None:
@@ -90,8 +111,12 @@ def imported_by(*args: str, data_dir: Path) -> set[str]:
         "sys.stderr.write('\\n'.join(sorted(sys.modules)))"
     )
     result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
-        check=False, cwd=data_dir,
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=data_dir,
     )
     assert result.returncode == 0, result.stdout
     names = result.stderr.splitlines()  # the command's own output is on stdout
@@ -101,6 +126,12 @@ def imported_by(*args: str, data_dir: Path) -> set[str]:
 def test_help_imports_neither_the_store_nor_the_plugins(tmp_path: Path) -> None:
     modules = imported_by("--help", data_dir=tmp_path)
     assert not modules & {*HEAVY, *STORE, "oblivio_bench", "oblivio.client"}
+
+
+def test_a_commands_help_reads_the_settings_without_the_store(tmp_path: Path) -> None:
+    modules = imported_by("keys", "list", "--help", data_dir=tmp_path)
+    assert "oblivio.settings" in modules
+    assert not modules & {*HEAVY, "sqlalchemy", "eventstore", "projections", "cryptography"}
 
 
 def test_keys_list_opens_the_log_without_the_memory_stack(tmp_path: Path) -> None:
@@ -113,6 +144,8 @@ def test_keys_list_opens_the_log_without_the_memory_stack(tmp_path: Path) -> Non
         "workers",
         "oblivio.client",
         "oblivio.memory",
+        "projections.storage",  # the schema is current: no tables, no Alembic
+        "projections.embedders",
         "projections.graph",
         "projections.vectors",
     }
@@ -123,3 +156,19 @@ def test_the_principal_choices_are_the_key_principals() -> None:
     from oblivio.cli_ops import PRINCIPALS
 
     assert set(PRINCIPALS) == set(KNOWN)
+
+
+def test_the_settings_limits_are_the_logs() -> None:
+    from eventstore import DEFAULT_MAX_EVENT_BYTES
+    from eventstore.apikeys import MAX_CACHE_SECONDS
+    from oblivio import settings
+
+    assert settings.DEFAULT_MAX_EVENT_BYTES == DEFAULT_MAX_EVENT_BYTES
+    assert settings.MAX_API_KEY_CACHE_SECONDS == MAX_CACHE_SECONDS
+
+
+def test_the_http_choices_are_the_servers_implementations() -> None:
+    from oblivio.cli_ops import HTTP_IMPLEMENTATIONS
+    from oblivio.http import server
+
+    assert HTTP_IMPLEMENTATIONS == server.HTTP_IMPLEMENTATIONS

@@ -14,6 +14,7 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
+from certificates import IssuerKeyring, KeyringError
 from eventstore import KeyringFile, KeyUnavailableError
 from eventstore.backends.postgres import normalise_postgres_url
 from eventstore.identity import read_store_id
@@ -116,7 +117,12 @@ def test_a_copied_data_directory_holds_no_key_and_decrypts_nothing(
     tmp_path: Path, keyring_dir: Path
 ) -> None:
     data_dir = tmp_path / "data"
-    keyring = keyring_of_a_store(data_dir, "My locker code is 4711.")
+    with MemoryClient(data_dir) as client:
+        client.store("My locker code is 4711.", user_id="ana")
+        keyring = client.context.store.codec.keys
+        issuer_path = client.context.issuer.path
+    assert isinstance(keyring, KeyringFile)
+    assert issuer_path is not None
     copy = tmp_path / "stolen-copy"
     shutil.copytree(data_dir, copy)
 
@@ -127,6 +133,10 @@ def test_a_copied_data_directory_holds_no_key_and_decrypts_nothing(
     for secret in (kek, keyring.subject_hmac_key()):
         assert secret not in copied
         assert base64.b64encode(secret) not in copied
+    # Nor does it carry the key that signs forget certificates.
+    signing = json.loads(issuer_path.read_text())["keys"][0]["d"]
+    assert signing.encode() not in copied
+    assert not list(copy.glob("issuer*"))
 
     elsewhere = tmp_path / "another-machine-keyrings"
     with pytest.raises(KeyUnavailableError, match=r"keyring of store .* is missing"):
@@ -154,8 +164,11 @@ def test_a_keyring_in_the_data_directory_is_moved_out_with_a_message(
     tmp_path: Path, keyring_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     data_dir = tmp_path / "data"
-    legacy = data_dir / "keyring.json"  # where oblivio 0.1 kept it
-    with MemoryClient(settings=Settings(data_dir=data_dir, keyring_path=legacy)) as old:
+    legacy = data_dir / "keyring.json"  # where oblivio 0.1 kept it, with the issuer keys
+    layout = Settings(
+        data_dir=data_dir, keyring_path=legacy, issuer_keys_path=data_dir / "issuer-keys.json"
+    )
+    with MemoryClient(settings=layout) as old:
         old.store("I keep bees.", user_id="ana")
     legacy.with_name("keyring.json.lock").touch()
     material = json.loads(legacy.read_text())
@@ -172,10 +185,11 @@ def test_a_keyring_in_the_data_directory_is_moved_out_with_a_message(
     assert document["keks"] == material["keks"]
     assert document["store"]["id"] == str(identity)
     assert stat.S_IMODE(moved.stat().st_mode) == 0o600
-    [message] = [r.getMessage() for r in caplog.records if r.name == "oblivio.keyrings"]
-    assert str(legacy) in message
+    messages = [r.getMessage() for r in caplog.records if r.name == "oblivio.keyrings"]
+    [message] = [m for m in messages if str(legacy) in m]
     assert str(moved) in message
     assert "Back up" in message
+    assert sorted(p.name for p in data_dir.iterdir()) == ["oblivio.sqlite3"]  # issuer keys too
 
     # Opening again moves nothing and says nothing.
     caplog.clear()
@@ -194,6 +208,68 @@ def test_a_conflicting_legacy_keyring_is_refused_and_both_are_kept(
         MemoryClient(data_dir)
     assert stray.path.exists()
     assert current.exists()
+
+
+def test_the_certificate_signing_keys_are_kept_with_the_keyring(
+    tmp_path: Path, keyring_dir: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    with MemoryClient(data_dir) as client:
+        client.store("I keep bees.", user_id="ana")
+        identity = store_id_of(client)
+        certificate = client.forget("ana", wait=True).certificate
+        issuer = client.context.issuer
+    assert issuer.path == keyring_dir / f"{identity}.issuer.json"
+    assert stat.S_IMODE(issuer.path.stat().st_mode) == 0o600
+    assert sorted(p.name for p in data_dir.iterdir() if "issuer" in p.name) == []
+    assert certificate is not None
+    with MemoryClient(data_dir) as again:  # the same keys, found by the store id
+        assert again.context.issuer.active.kid == issuer.active.kid
+        again.verify_certificate(certificate)
+
+
+def test_issuer_keys_in_the_data_directory_are_moved_out_with_a_message(
+    tmp_path: Path, keyring_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data_dir = tmp_path / "data"
+    with MemoryClient(data_dir) as client:
+        identity = store_id_of(client)
+    client.context.issuer.path.unlink()  # type: ignore[union-attr]
+    legacy = data_dir / "issuer-keys.json"  # where oblivio 0.1 kept them
+    old_kid = IssuerKeyring.open(legacy).active.kid
+
+    with (
+        caplog.at_level(logging.WARNING, logger="oblivio.keyrings"),
+        MemoryClient(data_dir) as client,
+    ):
+        assert client.context.issuer.active.kid == old_kid
+    moved = keyring_dir / f"{identity}.issuer.json"
+    assert not legacy.exists()
+    assert IssuerKeyring.load(moved).active.kid == old_kid
+    assert stat.S_IMODE(moved.stat().st_mode) == 0o600
+    [message] = [r.getMessage() for r in caplog.records if r.name == "oblivio.keyrings"]
+    assert str(legacy) in message
+    assert str(moved) in message
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="oblivio.keyrings"), MemoryClient(data_dir):
+        pass
+    assert not [r for r in caplog.records if r.name == "oblivio.keyrings"]
+
+
+def test_conflicting_issuer_keys_are_refused_and_both_kept(
+    tmp_path: Path, keyring_dir: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    with MemoryClient(data_dir) as client:
+        current = client.context.issuer
+    stray = IssuerKeyring.open(data_dir / "issuer-keys.json")  # other keys
+    with pytest.raises(KeyringError, match="two different issuer keyrings"):
+        MemoryClient(data_dir)
+    assert stray.path is not None
+    assert stray.path.exists()
+    assert current.path is not None
+    assert IssuerKeyring.load(current.path).active.kid == current.active.kid
 
 
 def test_a_store_whose_keyring_is_missing_is_refused(tmp_path: Path) -> None:
@@ -221,6 +297,8 @@ def test_keys_keyrings_lists_the_keyrings_whose_store_is_gone(
     assert listing.exit_code == 0, listing.output
     states = {entry["store_id"]: entry["state"] for entry in json.loads(listing.output)}
     assert states == {ids["kept"]: "in use", ids["removed"]: "orphaned"}
+    issuer_files = {entry["store_id"]: entry["issuer_keys"] for entry in json.loads(listing.output)}
+    assert issuer_files == {i: str(keyring_dir / f"{i}.issuer.json") for i in ids.values()}
 
     only_orphans = runner.invoke(main, ["keys", "keyrings", "--orphaned"])
     assert only_orphans.exit_code == 0, only_orphans.output
@@ -229,8 +307,8 @@ def test_keys_keyrings_lists_the_keyrings_whose_store_is_gone(
     assert "no database at" in only_orphans.output
 
     shutil.rmtree(kept)
-    (keyring_dir / f"{ids['kept']}.json").unlink()
-    (keyring_dir / f"{ids['removed']}.json").unlink()
+    for leftover in keyring_dir.iterdir():
+        leftover.unlink()
     empty = runner.invoke(main, ["keys", "keyrings"])
     assert empty.output.startswith("no keyrings in ")
 
@@ -257,9 +335,7 @@ def test_a_keyring_directory_inside_the_data_directory_is_warned_about(
 ) -> None:
     data_dir = tmp_path / "data"
     inside = Settings(data_dir=data_dir, keyring_dir=data_dir / ".config" / "keyrings")
-    with caplog.at_level(logging.WARNING, logger="oblivio.keyrings"), MemoryClient(
-        settings=inside
-    ):
+    with caplog.at_level(logging.WARNING, logger="oblivio.keyrings"), MemoryClient(settings=inside):
         pass
     [message] = [r.getMessage() for r in caplog.records if r.name == "oblivio.keyrings"]
     assert "inside the data directory" in message
@@ -267,8 +343,9 @@ def test_a_keyring_directory_inside_the_data_directory_is_warned_about(
 
     caplog.clear()
     outside = Settings(data_dir=tmp_path / "other-data", keyring_dir=tmp_path / "keyrings")
-    with caplog.at_level(logging.WARNING, logger="oblivio.keyrings"), MemoryClient(
-        settings=outside
+    with (
+        caplog.at_level(logging.WARNING, logger="oblivio.keyrings"),
+        MemoryClient(settings=outside),
     ):
         pass
     assert not [r for r in caplog.records if r.name == "oblivio.keyrings"]

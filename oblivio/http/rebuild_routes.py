@@ -7,12 +7,13 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic.config import JsonDict
 
 from eventstore.apikeys import Principal
 from oblivio.http.auth import acting_actor, current_context, operators
 from oblivio.http.errors import problem_responses
-from oblivio.http.schemas import Strict
+from oblivio.http.schemas import Strict, UserId
 from oblivio.memory import vector_rebuilds
 from oblivio.memory.context import MemoryContext
 from projections.storage.vector_rebuilds import RebuildProgress
@@ -27,21 +28,50 @@ Ctx = Annotated[MemoryContext, Depends(current_context)]
 Operator = Annotated[Principal, Depends(operators)]
 
 
+#: A positive dimension of the hashing embedder, 1 to 65536, as ``resolve_embedder`` takes it.
+_HASHING_DIMENSION = (
+    r"(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-6])"
+)
+#: Every embedder name the server accepts, exactly: a name outside it answers 422, and a
+#: name inside it either starts a job or answers 409 ``EmbedderNotLoadableError`` (a
+#: model this host does not have, an endpoint that cannot be reached).  ``.`` and ``\S``
+#: match no line break, so the pattern means the same to every regex engine.
+EMBEDDER_NAME = (
+    rf"^(?:hashing(?::{_HASHING_DIMENSION})?|wordllama(?::(?:64|128|256))?"
+    r"|(?:sentence-transformers|openai):\S.*)$"
+)
+#: ``embedder`` moves every subject, ``user_id`` re-embeds one with the store's own: a
+#: request names at most one of them.
+_NOT_BOTH: JsonDict = {
+    "not": {
+        "required": ["embedder", "user_id"],
+        "properties": {"embedder": {"type": "string"}, "user_id": {"type": "string"}},
+    }
+}
+
+
 class RebuildRequestIn(BaseModel):
-    model_config = Strict
+    model_config = ConfigDict(**Strict, json_schema_extra=_NOT_BOTH)
     embedder: str | None = Field(
         default=None,
         min_length=1,
         max_length=300,
-        description="Embedder to move the store to (every subject); none: the store's own.",
+        pattern=EMBEDDER_NAME,
+        description="Embedder to move the store to (every subject): wordllama[:64|128|256], "
+        "hashing[:DIM], sentence-transformers:PATH or openai:MODEL; none: the store's own. "
+        "One this server cannot load answers 409 EmbedderNotLoadableError.",
     )
-    user_id: str | None = Field(
+    user_id: UserId | None = Field(
         default=None,
-        min_length=1,
-        max_length=256,
-        description="Re-embed only this user's memories (with the store's embedder); "
-        "none: every subject.",
+        description="Re-embed only this user's memories (with the store's embedder; not "
+        "with embedder); none: every subject.",
     )
+
+    @model_validator(mode="after")
+    def _one_scope(self) -> RebuildRequestIn:
+        if self.embedder is not None and self.user_id is not None:
+            raise ValueError("give embedder (every subject) or user_id, not both")
+        return self
 
 
 class RebuildOut(BaseModel):

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import uuid
 
-from eventstore.errors import NotFoundError
+from eventstore.errors import ConflictError, NotFoundError
 from eventstore.ids import parse_uuid
 from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
+from projections.embedders import EmbedderUnavailableError
 from projections.storage import vector_rebuilds as jobs
 from projections.storage.vector_rebuilds import RebuildProgress
 from workers.reembed import RebuildRequest
@@ -20,6 +21,11 @@ from workers.reembed import RebuildRequest
 
 class VectorRebuildUnavailableError(NotFoundError):
     """No such vector rebuild."""
+
+
+class EmbedderNotLoadableError(ConflictError):
+    """A well-formed embedder name this process cannot load: a model that is not on this
+    host, an extra that is not installed, an endpoint that cannot be reached."""
 
 
 def start_vector_rebuild(
@@ -44,7 +50,11 @@ def start_vector_rebuild(
         stream_id = head.stream.stream_id
     actor = None if actor_id is None else ctx.store.pseudonym("actor", actor_id)
     request = RebuildRequest(embedder=embedder, stream_id=stream_id, requested_by=actor)
-    return ctx.reembedder.progress(ctx.reembedder.start(request))
+    try:
+        started = ctx.reembedder.start(request)
+    except EmbedderUnavailableError as unloadable:
+        raise EmbedderNotLoadableError(str(unloadable)) from unloadable
+    return ctx.reembedder.progress(started)
 
 
 def vector_rebuild(ctx: MemoryContext, rebuild_id: uuid.UUID | str) -> RebuildProgress:

@@ -30,7 +30,7 @@ from fastapi.testclient import TestClient
 from eventstore import START, apikeys, schema
 from oblivio.bootstrap import build_worker_service, open_memory
 from oblivio.http import create_app
-from oblivio.http.server import uvicorn_config
+from oblivio.http.server import HttpImplementation, uvicorn_config
 from oblivio.memory import commands, compliance, queries
 from oblivio.memory.context import MemoryContext
 from oblivio.settings import Settings
@@ -235,14 +235,17 @@ def wait_until_healthy(base_url: str, timeout: float, alive: Any = None) -> None
 
 
 @contextlib.contextmanager
-def serve_in_thread(ctx: MemoryContext, settings: Settings) -> Iterator[str]:
-    """Run the app under uvicorn on a free loopback port, plus the worker loops."""
+def serve_in_thread(
+    ctx: MemoryContext, settings: Settings, http: HttpImplementation = "auto"
+) -> Iterator[str]:
+    """Run the app under uvicorn (``http``: its HTTP/1.1 implementation) on a free
+    loopback port, plus the worker loops."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
         config = uvicorn_config(
-            create_app(ctx, settings), settings, log_level="warning", lifespan="off"
+            create_app(ctx, settings), settings, http=http, log_level="warning", lifespan="off"
         )
         server = uvicorn.Server(config)
         thread = threading.Thread(

@@ -46,6 +46,7 @@ VALID_BODIES: dict[tuple[str, str], dict[str, Any]] = {
 OPERATOR_ONLY = {("POST", "/v1/admin/keys"), ("POST", "/v1/admin/rebuilds")}
 
 
+@functools.cache  # building the app and its schema takes a while: once per session
 def openapi_paths() -> dict[str, dict[str, Any]]:
     document: dict[str, Any] = create_app(None).openapi()  # type: ignore[arg-type]
     paths: dict[str, dict[str, Any]] = document["paths"]

@@ -7,6 +7,8 @@ status URL later shows the certificate.
 
 from __future__ import annotations
 
+import json
+import uuid
 from pathlib import Path
 
 import httpx
@@ -46,6 +48,17 @@ def test_main_flow_through_oblivio_serve(any_database_url: str, tmp_path: Path) 
             )
         finally:
             memory.store.close()
+        request_id = f"req-{uuid.uuid4().hex}"
         with httpx.Client(base_url=served.base_url, timeout=HTTP_TIMEOUT) as http:
             expect(http.get("/v1/events", params={"user_id": ALICE}, headers=auth(operator)), 200)
             run_main_flow(http, keys, backend_of(settings))
+            health = http.get("/v1/health", headers={"X-Request-ID": request_id})
+            assert health.headers["x-request-id"] == request_id
+        process = served.process
+    process.stop()
+    # Each access line of oblivio serve is one JSON document and nothing else, for log
+    # shippers (checked here, on the server this test starts anyway).
+    lines = [json.loads(text) for text in process.lines if request_id in text]
+    assert lines, "no JSON access line for the request:\n" + "".join(process.lines)
+    assert lines[0]["request_id"] == request_id
+    assert (lines[0]["route"], lines[0]["status"]) == ("/v1/health", 200)

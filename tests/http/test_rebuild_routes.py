@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 
 from oblivio.memory import queries
-from tests.http.conftest import ALICE, World, log_size
+from tests.http.conftest import ALICE, World, free_port, log_size, open_world, settings_for
 
 REBUILDS = "/v1/admin/rebuilds"
 
@@ -49,7 +50,11 @@ def test_an_operator_re_embeds_the_store_and_watches_the_job(world: World) -> No
     ("body", "status"),
     [
         ({"embedder": "word2vec"}, 422),
+        ({"embedder": "hashing:0"}, 422),  # outside the published pattern, as it says
+        ({"embedder": "wordllama:100"}, 422),
+        ({"embedder": "openai: "}, 422),
         ({"embedder": "hashing:64", "user_id": ALICE}, 422),  # changing it needs every subject
+        ({"embedder": "wordllama", "user_id": ALICE}, 422),  # not both, whatever the embedder
         ({"user_id": "nobody-here"}, 404),
         ({"everything": True}, 422),
     ],
@@ -93,3 +98,24 @@ def test_only_operators_start_or_read_rebuilds(sqlite_world: World, principal: s
     ]
     assert [c.status_code for c in calls] == [401 if principal == "none" else 403] * 2
     assert log_size(sqlite_world.ctx) == before
+
+
+@pytest.mark.parametrize(
+    "embedder", ["sentence-transformers:/no/such/model", "openai:text-embedding-3-small"]
+)
+def test_a_well_formed_embedder_this_host_cannot_load_answers_409(
+    sqlite_url: str, tmp_path: Path, embedder: str
+) -> None:
+    """Schema-valid names are never answered 422: one whose model is not here (or whose
+    endpoint does not answer: a loopback port nothing listens on) is a typed 409."""
+    offline = {"openai_base_url": f"http://127.0.0.1:{free_port()}/v1", "embedding_retries": 0}
+    settings = settings_for(sqlite_url, tmp_path / "data").model_copy(update=offline)
+    with open_world(settings) as world:
+        world.seed(ALICE)
+        before = log_size(world.ctx)
+        response = world.client.post(
+            REBUILDS, json={"embedder": embedder}, headers=world.headers("operator")
+        )
+        assert response.status_code == 409, response.text
+        assert response.json()["title"] == "EmbedderNotLoadableError"
+        assert log_size(world.ctx) == before

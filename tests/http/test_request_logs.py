@@ -13,18 +13,14 @@ import json
 import logging
 import re
 import uuid
-from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from starlette.types import Message, Receive, Scope, Send
 
 from oblivio.http.app import RequestLog
 from oblivio.memory import queries
-from oblivio.settings import Settings
-from tests.http._serve import oblivio_serve
-from tests.http.conftest import ALICE, HTTP_TIMEOUT, World
+from tests.http.conftest import ALICE, World
 
 ACCESS_LOGGER = "oblivio.access"
 
@@ -110,7 +106,7 @@ def test_the_log_line_holds_no_secret(
         "/v1/events", json={"content": "my secret diary"}, headers=sqlite_world.headers("user")
     )
     logged = "\n".join(r.getMessage() for r in caplog.records)
-    assert token.split("_")[-1] not in logged
+    assert token.split("_", 2)[2] not in logged  # the secret (it may hold "_")
     assert "my secret diary" not in logged
 
 
@@ -132,24 +128,6 @@ def test_a_failing_request_still_carries_its_request_id(
     assert "the database went away" not in response.text  # details stay in the logs
     assert response.headers.get("x-request-id") == request_id, "the 500 lost its request id"
     assert line_for(caplog, request_id)["status"] == 500
-
-
-def test_oblivio_serve_writes_json_access_lines(sqlite_url: str, tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path / "data", database_url=sqlite_url)
-    request_id = f"req-{uuid.uuid4().hex}"
-    with oblivio_serve(settings) as served:
-        with httpx.Client(base_url=served.base_url, timeout=HTTP_TIMEOUT) as http:
-            response = http.get("/v1/health", headers={"X-Request-ID": request_id})
-            assert response.headers["x-request-id"] == request_id
-        process = served.process
-    process.stop()
-    # Each access line is one JSON document and nothing else, for log shippers.
-    lines = [json.loads(text) for text in process.lines if request_id in text]
-    assert lines, "oblivio serve printed no JSON access line for the request:\n" + "".join(
-        process.lines
-    )
-    assert lines[0]["request_id"] == request_id
-    assert (lines[0]["route"], lines[0]["status"]) == ("/v1/health", 200)
 
 
 def test_a_failure_after_the_response_started_is_raised_not_answered_twice(

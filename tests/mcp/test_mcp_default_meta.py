@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import anyio
+from click.testing import CliRunner
 from mcp import ClientSession
 
 from oblivio import MemoryClient
+from oblivio.cli import main
 from oblivio.settings import Settings
-from tests.mcp.test_mcp_server import TIMEOUT_SECONDS, make_key, payload, server, session_run
+from tests.mcp.test_mcp_server import make_key, payload, server, session_run
 
 
 def test_stored_memories_carry_the_servers_default_meta(tmp_path: Path) -> None:
@@ -30,14 +31,19 @@ def test_stored_memories_carry_the_servers_default_meta(tmp_path: Path) -> None:
 
 
 def test_a_default_meta_that_is_not_a_json_object_is_refused(tmp_path: Path) -> None:
+    # Refused before the server starts: the command itself, in this process (a subprocess
+    # per value would cost its start-up three times for the same code).
     key = make_key(tmp_path, "user", "alice")
-    for bad, says in (("[1]", "must be a JSON object"), ("{nope", "not JSON"),
-                      ('{"confidence": 3}', "between 0 and 1")):
-        params = server(tmp_path, key)
-        done = subprocess.run(
-            [params.command, *params.args, "--default-meta", bad],
-            env=params.env, input="", capture_output=True, text=True,
-            timeout=TIMEOUT_SECONDS, check=False,
+    for bad, says in (
+        ("[1]", "must be a JSON object"),
+        ("{nope", "not JSON"),
+        ('{"confidence": 3}', "between 0 and 1"),
+    ):
+        done = CliRunner().invoke(
+            main,
+            ["--data-dir", str(tmp_path), "mcp", "--default-meta", bad],
+            env={"OBLIVIO_API_KEY": key},
+            input="",
         )
-        assert done.returncode != 0
-        assert says in done.stderr
+        assert done.exit_code != 0
+        assert says in done.output

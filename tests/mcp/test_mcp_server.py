@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
-import subprocess
 import sys
+import threading
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
+from click.testing import CliRunner
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from eventstore import apikeys
 from oblivio.bootstrap import open_memory
+from oblivio.cli import main
 from oblivio.memory import compliance
 from oblivio.settings import Settings
 
@@ -65,8 +72,96 @@ async def session_run(params: StdioServerParameters, scenario: Any) -> Any:
             return await scenario(session)
 
 
-def test_a_user_key_gets_memory_tools_bound_to_its_user(tmp_path: Path) -> None:
-    key = make_key(tmp_path, "user", "alice")
+class SharedServer:
+    """One ``oblivio mcp`` process and session that several tests send scenarios to.
+
+    Starting the server (interpreter, store, embedder) is most of an MCP test's time.
+    The session lives in one task of an event loop in a thread of its own, since
+    anyio's contexts must be left in the task that entered them; each scenario runs
+    in that task, and its result or failure comes back to the test.
+    """
+
+    def __init__(self, params: StdioServerParameters) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._work: asyncio.Queue[tuple[Any, asyncio.Future[Any]] | None] = self._call(
+            self._queue()
+        )
+        self._session = asyncio.run_coroutine_threadsafe(self._serve(params), self._loop)
+
+    async def _queue(self) -> asyncio.Queue[tuple[Any, asyncio.Future[Any]] | None]:
+        return asyncio.Queue()
+
+    async def _serve(self, params: StdioServerParameters) -> None:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            while (item := await self._work.get()) is not None:
+                scenario, done = item
+                try:
+                    done.set_result(await scenario(session))
+                except Exception as e:  # an assertion of the test: raised in the test
+                    done.set_exception(e)
+
+    async def _submit(self, scenario: Any) -> Any:
+        done: asyncio.Future[Any] = self._loop.create_future()
+        await self._work.put((scenario, done))
+        return await done
+
+    def _call(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(TIMEOUT_SECONDS)
+
+    def run(self, scenario: Any) -> Any:
+        return self._call(self._submit(scenario))
+
+    def close(self) -> None:
+        self._call(self._work.put(None))
+        self._session.result(TIMEOUT_SECONDS)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(TIMEOUT_SECONDS)
+
+
+@dataclass
+class Shared:
+    data_dir: Path
+    server: SharedServer
+
+
+@contextlib.contextmanager
+def shared_server(
+    data_dir: Path, config_home: Path, kind: str, user_id: str | None = None
+) -> Iterator[Shared]:
+    # A module's fixture runs outside the per-test keyring directory (tests/conftest.py):
+    # point the key and the server at the suite's own, never at the home directory.
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("XDG_CONFIG_HOME", str(config_home))
+        env.setenv("OBLIVIO_KEYRING_DIR", str(config_home / "oblivio" / "keyrings"))
+        server_ = SharedServer(server(data_dir, make_key(data_dir, kind, user_id)))
+        try:
+            yield Shared(data_dir, server_)
+        finally:
+            server_.close()
+
+
+@pytest.fixture(scope="module")
+def alice_server(tmp_path_factory: pytest.TempPathFactory, config_home: Path) -> Iterator[Shared]:
+    """A server for a user key of alice, shared by this module's tests of user keys."""
+    data_dir = tmp_path_factory.mktemp("mcp-user")
+    with shared_server(data_dir, config_home, "user", "alice") as shared:
+        yield shared
+
+
+@pytest.fixture(scope="module")
+def operator_server(
+    tmp_path_factory: pytest.TempPathFactory, config_home: Path
+) -> Iterator[Shared]:
+    """A server for an operator key, shared by this module's tests of operator keys."""
+    data_dir = tmp_path_factory.mktemp("mcp-operator")
+    with shared_server(data_dir, config_home, "operator") as shared:
+        yield shared
+
+
+def test_a_user_key_gets_memory_tools_bound_to_its_user(alice_server: Shared) -> None:
 
     async def scenario(session: ClientSession) -> None:
         tools = {t.name for t in (await session.list_tools()).tools}
@@ -87,8 +182,8 @@ def test_a_user_key_gets_memory_tools_bound_to_its_user(tmp_path: Path) -> None:
         )
         assert refused.is_error
 
-    anyio.run(session_run, server(tmp_path, key), scenario)
-    memory = open_memory(Settings(data_dir=tmp_path))
+    alice_server.server.run(scenario)
+    memory = open_memory(Settings(data_dir=alice_server.data_dir))
     try:
         assert memory.store.read_stream(memory.namespace, "bob") == []
     finally:
@@ -119,8 +214,7 @@ def test_memory_ingest_extracts_claims_and_retires_corrected_ones(tmp_path: Path
     anyio.run(session_run, server(tmp_path, key), scenario)
 
 
-def test_an_operator_key_adds_the_compliance_tools(tmp_path: Path) -> None:
-    key = make_key(tmp_path, "operator")
+def test_an_operator_key_adds_the_compliance_tools(operator_server: Shared) -> None:
 
     async def scenario(session: ClientSession) -> None:
         tools = {t.name for t in (await session.list_tools()).tools}
@@ -134,23 +228,17 @@ def test_an_operator_key_adds_the_compliance_tools(tmp_path: Path) -> None:
         )
         assert left == []
 
-    anyio.run(session_run, server(tmp_path, key), scenario)
+    operator_server.server.run(scenario)
 
 
 def test_an_unknown_key_is_refused(tmp_path: Path) -> None:
     make_key(tmp_path, "operator")  # the store exists; this key does not
-    params = server(tmp_path, "obl_0000_nope")
-    done = subprocess.run(
-        [params.command, *params.args],
-        env=params.env,
-        input="",
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_SECONDS,
-        check=False,
+    # Refused before any stdio is served: the command in this process is enough.
+    done = CliRunner().invoke(
+        main, ["--data-dir", str(tmp_path), "mcp"], env={"OBLIVIO_API_KEY": "obl_0000_nope"}
     )
-    assert done.returncode == 1
-    assert "unknown, revoked or expired" in done.stderr
+    assert done.exit_code == 1
+    assert "unknown, revoked or expired" in done.output
 
 
 def error_text(result: Any) -> str:
@@ -158,8 +246,7 @@ def error_text(result: Any) -> str:
     return "\n".join(c.text for c in result.content)
 
 
-def test_refusals_reach_the_agent_with_their_type_and_reason(tmp_path: Path) -> None:
-    key = make_key(tmp_path, "user", "dora")
+def test_refusals_reach_the_agent_with_their_type_and_reason(alice_server: Shared) -> None:
 
     async def scenario(session: ClientSession) -> None:
         tools = {t.name: t.input_schema for t in (await session.list_tools()).tools}
@@ -191,11 +278,10 @@ def test_refusals_reach_the_agent_with_their_type_and_reason(tmp_path: Path) -> 
         )
         assert "InvalidInputError: this key acts only for its own user" in text
 
-    anyio.run(session_run, server(tmp_path, key), scenario)
+    alice_server.server.run(scenario)
 
 
-def test_an_operator_names_the_actor_of_an_erasure(tmp_path: Path) -> None:
-    key = make_key(tmp_path, "operator")
+def test_an_operator_names_the_actor_of_an_erasure(operator_server: Shared) -> None:
 
     async def scenario(session: ClientSession) -> dict[str, Any]:
         tools = {t.name: t.input_schema for t in (await session.list_tools()).tools}
@@ -212,8 +298,8 @@ def test_an_operator_names_the_actor_of_an_erasure(tmp_path: Path) -> None:
         )
         return status
 
-    status = anyio.run(session_run, server(tmp_path, key), scenario)
-    memory = open_memory(Settings(data_dir=tmp_path))
+    status = operator_server.server.run(scenario)
+    memory = open_memory(Settings(data_dir=operator_server.data_dir))
     try:
         claims = compliance.verify_certificate(memory, status["certificate"])
         expected = memory.store.codec.pseudonym("actor", "ticket-4711")

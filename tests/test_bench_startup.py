@@ -1,0 +1,29 @@
+"""``oblivio bench startup`` runs the commands it times and reports every figure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.test_bench_memory_erasure import run_bench
+
+FIGURES = {
+    "help_wall_ms",
+    "help_cpu_ms",
+    "keys_list_wall_ms",
+    "keys_list_cpu_ms",
+    "python_wall_ms",
+    "keys_list_over_python",
+}
+
+
+def test_bench_startup_times_help_and_keys_list(tmp_path: Path) -> None:
+    report = run_bench("startup", tmp_path / "s.json", "--rounds", "1")
+    assert report["benchmark"] == "oblivio bench startup"
+    assert set(report["figures"]) == FIGURES
+    assert report["figures"]["keys_list_wall_ms"]["target"] == "≤ 500"
+    runs = report["details"]
+    assert set(runs) == {"help", "keys_list", "python"}
+    # Every figure is a real process's: longer than nothing, the command slower than
+    # the bare interpreter it runs on.
+    assert all(r["wall_s"] > 0 and r["cpu_s"] > 0 for found in runs.values() for r in found)
+    assert report["figures"]["keys_list_over_python"]["value"] > 1
