@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 
+from oblivio.cli_archive import archive
 from oblivio.cli_rebuild import rebuild
 from oblivio.cli_support import embedder_option, friendly_errors, settings_from
 
@@ -499,4 +500,15 @@ def _json_object(text: str | None, option: str) -> dict[str, Any] | None:
     return value
 
 
-COMMANDS = [serve, worker, keys, forget, export, verify_export, certificate, mcp, rebuild]
+COMMANDS = [
+    serve,
+    worker,
+    keys,
+    forget,
+    export,
+    verify_export,
+    certificate,
+    mcp,
+    rebuild,
+    archive,
+]

@@ -16,6 +16,7 @@ import pytest
 
 from oblivio import MemoryClient, NodeType, Scope, SourceType
 from oblivio.errors import NotCaughtUpError
+from oblivio.memory import queries
 from projections import events as ev
 from projections.lexical import tokenize
 from projections.model import REINFORCEMENT_CAP, LifecycleState, Node
@@ -95,6 +96,8 @@ def reference_ranking(
             key=lambda r: (r.created_at, r.event_id, r.ordinal),
         )
         nodes = [node_from_row(cipher, row) for row in rows]
+        # Every earlier retrieval's returned nodes: written, or pending in this process.
+        accesses = ctx.access.counts(view.connection, head.stream.stream_id)
         vectors = [unpack_vector(cipher.open("vector", r.node_id.bytes, r.embedding)) for r in rows]
     bm25 = _bm25([tokenize(n.content) for n in nodes], tokenize(query))
     admitted = [admits(n) for n in nodes]
@@ -120,6 +123,8 @@ def reference_ranking(
         )
         age = (now - (node.last_reinforced_at or node.created_at)).total_seconds() / 86_400
         stretch = (1 + node.salience_base) * (1 + math.log1p(node.reinforcement_count))
+        used = accesses.get(node.id, 0)
+        stretch *= 1 + c.access_weight * math.log1p(used)
         confidence = node.meta.get("confidence", 1.0)
         components = {
             "similarity": max(_cos(query_vector, vectors[i]), 0.0),
@@ -132,6 +137,7 @@ def reference_ranking(
             "source_confidence": min(max(float(confidence), 0.0), 1.0),
             "trigger_boost": _boost(c, node, vectors[i], triggers),
             "attractor_penalty": _penalty(c, vectors[i], attractors),
+            "accesses": used,
         }
         relevance = (
             c.similarity_weight * (fused[i] + context)
@@ -239,14 +245,15 @@ def test_the_index_ranks_by_the_documented_formula(reopen: Opener) -> None:
     # A later "now" gives every node a different, non-trivial recency.
     later = datetime.now().astimezone() + timedelta(days=45)
     memory.context.clock = lambda: later
+    queries.wait_for_vectors(memory.context, "alice")  # the reference reads the vectors
     checked = 0
     for query in QUERIES:
         for filters, admits in FILTERS:
-            full = memory.retrieve(query, user_id="alice", limit=1000, **filters)
+            # The reference first: each retrieval counts an access of what it returns.
             expected = reference_ranking(memory, "alice", query, admits)
-            _same(full, expected)
-            top = memory.retrieve(query, user_id="alice", limit=3, **filters)
-            _same(top, expected[:3])
+            _same(memory.retrieve(query, user_id="alice", limit=1000, **filters), expected)
+            expected = reference_ranking(memory, "alice", query, admits)
+            _same(memory.retrieve(query, user_id="alice", limit=3, **filters), expected[:3])
             checked += len(expected)
     assert checked > 200
     boosts = {

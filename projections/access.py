@@ -1,0 +1,116 @@
+"""Access counts: how often retrieval returned each node, batched in memory.
+
+Semvec's retention grows with how often a memory is used.  A read must stay
+a read, so a retrieval appends no event: each process counts the nodes it
+returned in memory and writes the counts in one transaction at most every
+``flush_seconds`` (:meth:`AccessLog.flush`, called by the retrieval that
+finds the batch due, and on close).  A process that dies loses at most that
+last batch: these are statistics, never an acknowledged write.  Another
+process sees the written counts when it next loads the subject's index.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+from sqlalchemy.engine import Connection
+
+from eventstore import EventStore
+from projections.model import Node
+from projections.storage.access_store import Access, AccessStore
+from projections.storage.tables import node_access
+
+log = logging.getLogger(__name__)
+
+#: How long counts wait in memory before a retrieval writes them.
+DEFAULT_FLUSH_SECONDS = 1.0
+
+#: stream id → node id → (its source event id, accesses not yet written, last access).
+_Pending = dict[int, dict[uuid.UUID, tuple[uuid.UUID, int, datetime]]]
+
+
+class AccessLog:
+    """This process's retrieval counts not yet written, and their writer. Thread-safe."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        flush_seconds: float = DEFAULT_FLUSH_SECONDS,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.flush_seconds = flush_seconds
+        self._monotonic = monotonic
+        self._pending: _Pending = {}
+        self._lock = threading.Lock()
+        self._written_at = monotonic()
+
+    def record(self, stream_id: int, returned: Iterable[Node], at: datetime) -> None:
+        """Count one access of each node in ``returned``."""
+        with self._lock:
+            counts = self._pending.setdefault(stream_id, {})
+            for node in returned:
+                _, before, _ = counts.get(node.id, (node.event_id, 0, at))
+                counts[node.id] = (node.event_id, before + 1, at)
+
+    def pending(self, stream_id: int) -> dict[uuid.UUID, int]:
+        """Node id → accesses of this process not yet written."""
+        with self._lock:
+            return {node: n for node, (_, n, _) in self._pending.get(stream_id, {}).items()}
+
+    def counts(self, conn: Connection, stream_id: int) -> dict[uuid.UUID, int]:
+        """Written counts (read on ``conn``) plus this process's pending ones."""
+        counts = AccessStore(conn).counts(stream_id)
+        for node, n in self.pending(stream_id).items():
+            counts[node] = counts.get(node, 0) + n
+        return counts
+
+    @property
+    def due(self) -> bool:
+        return bool(self._pending) and (self._monotonic() - self._written_at >= self.flush_seconds)
+
+    def flush(self) -> int:
+        """Write the pending counts; how many nodes' counts were written.
+
+        A failed write puts the batch back for the next flush and is logged,
+        not raised: the retrieval that triggered it has its answer already.
+        """
+        with self._lock:
+            batch, self._pending = self._pending, {}
+            self._written_at = self._monotonic()
+        if not batch:
+            return 0
+        try:
+            self._write(batch)
+        except Exception:
+            log.warning("access counts not written; kept for the next flush", exc_info=True)
+            self._restore(batch)
+            return 0
+        return sum(len(counts) for counts in batch.values())
+
+    def _write(self, batch: _Pending) -> None:
+        with self.store.transaction() as tx:
+            create = tx.insert_unless_present(node_access)
+            # Streams in id order: two flushing processes lock them alike.
+            for stream_id in sorted(batch):
+                stream = tx.lock_stream_id(stream_id)
+                if stream is None or stream.closed_at is not None:
+                    continue  # forgotten meanwhile: its counts go with it
+                accesses = [
+                    Access(event_id, node_id, delta, at)
+                    for node_id, (event_id, delta, at) in batch[stream_id].items()
+                ]
+                AccessStore(tx.connection).add(create, stream_id, accesses)
+
+    def _restore(self, batch: _Pending) -> None:
+        with self._lock:
+            for stream_id, counts in batch.items():
+                mine = self._pending.setdefault(stream_id, {})
+                for node_id, (event_id, delta, at) in counts.items():
+                    _, more, last = mine.get(node_id, (event_id, 0, at))
+                    mine[node_id] = (event_id, delta + more, max(at, last))
