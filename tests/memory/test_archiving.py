@@ -83,10 +83,14 @@ def test_archived_nodes_stay_readable_listed_on_request_and_exported(
     archiver(memory, 2).run()
 
     node = memory.get_node(car.id, user_id="alice")
-    assert node is not None and node.content == car.content
-    assert node.archived_at is not None and node.lifecycle == car.lifecycle
+    assert node is not None
+    assert node.content == car.content
+    assert node.archived_at is not None
+    assert node.lifecycle == car.lifecycle
     state = memory.get_assertion_state(car.id, user_id="alice")
-    assert state is not None and state.archived_at == node.archived_at and state.current
+    assert state is not None
+    assert state.archived_at == node.archived_at
+    assert state.current
     assert ids(memory.list_nodes(user_id="alice").nodes) == {tea.id, dog.id}
     listed = memory.list_nodes(user_id="alice", include_archived=True).nodes
     assert ids(listed) == {tea.id, dog.id, car.id, lyon.id}
@@ -117,7 +121,8 @@ def test_replay_equals_the_live_state_after_archiving(memory: MemoryClient) -> N
     four_memories(memory)
     archiver(memory, 1).run()
     comparison = memory.replay_comparison(user_id="alice")
-    assert comparison and all(live == replayed for live, replayed in comparison.values())
+    assert comparison
+    assert all(live == replayed for live, replayed in comparison.values())
 
 
 def test_archived_nodes_are_erased_like_any_other(memory: MemoryClient) -> None:
@@ -163,7 +168,8 @@ def test_the_cli_runs_one_pass_for_one_user(tmp_path: Path) -> None:
         assert len(memory.list_nodes(user_id="alice").nodes) == 1
         assert len(memory.list_nodes(user_id="bob").nodes) == 2
     off = runner.invoke(main, ["--data-dir", data, "archive", "run"])
-    assert off.exit_code != 0 and "archiving is off" in off.output
+    assert off.exit_code != 0
+    assert "archiving is off" in off.output
 
 
 @pytest.mark.parametrize("value", ["-1", "lots"])
