@@ -2,20 +2,20 @@
 
 Semvec's retention grows with how often a memory is used.  A read must stay
 a read, so a retrieval appends no event: each process counts the nodes it
-returned in memory and writes the counts in one transaction at most every
-``flush_seconds`` (:meth:`AccessLog.flush`, called by the retrieval that
-finds the batch due, and on close).  A process that dies loses at most that
-last batch: these are statistics, never an acknowledged write.  Another
-process sees the written counts when it next loads the subject's index.
+returned in memory, and a writer thread of its own writes them in one
+transaction every ``flush_seconds`` while there are any (and :meth:`AccessLog.close`
+writes the rest).  No retrieval waits for that write: its cost stays off the
+query path.  A process that dies loses at most that last batch: these are
+statistics, never an acknowledged write.  Another process sees the written
+counts when it next loads the subject's index.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import datetime
 
 from sqlalchemy.engine import Connection
@@ -27,8 +27,12 @@ from projections.storage.tables import node_access
 
 log = logging.getLogger(__name__)
 
-#: How long counts wait in memory before a retrieval writes them.
+#: How long counts wait in memory before the writer thread writes them.
 DEFAULT_FLUSH_SECONDS = 1.0
+#: Failed writes in a row after which the pending counts are dropped, not retried:
+#: statistics are not worth an unbounded backlog (or a warning a second forever
+#: once the database is gone).
+MAX_FAILED_WRITES = 3
 
 #: stream id → node id → (its source event id, accesses not yet written, last access).
 _Pending = dict[int, dict[uuid.UUID, tuple[uuid.UUID, int, datetime]]]
@@ -37,26 +41,41 @@ _Pending = dict[int, dict[uuid.UUID, tuple[uuid.UUID, int, datetime]]]
 class AccessLog:
     """This process's retrieval counts not yet written, and their writer. Thread-safe."""
 
-    def __init__(
-        self,
-        store: EventStore,
-        flush_seconds: float = DEFAULT_FLUSH_SECONDS,
-        monotonic: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, store: EventStore, flush_seconds: float = DEFAULT_FLUSH_SECONDS) -> None:
         self.store = store
         self.flush_seconds = flush_seconds
-        self._monotonic = monotonic
         self._pending: _Pending = {}
         self._lock = threading.Lock()
-        self._written_at = monotonic()
+        self._closed = threading.Event()
+        self._writer: threading.Thread | None = None
+        self._failed_writes = 0
 
     def record(self, stream_id: int, returned: Iterable[Node], at: datetime) -> None:
-        """Count one access of each node in ``returned``."""
+        """Count one access of each node in ``returned``; the writer thread writes it."""
         with self._lock:
             counts = self._pending.setdefault(stream_id, {})
             for node in returned:
                 _, before, _ = counts.get(node.id, (node.event_id, 0, at))
                 counts[node.id] = (node.event_id, before + 1, at)
+            if self._writer is None and not self._closed.is_set():
+                # Started on the first count: a process that never retrieves has none.
+                self._writer = threading.Thread(
+                    target=self._write_periodically, name="access-counts", daemon=True
+                )
+                self._writer.start()
+
+    def _write_periodically(self) -> None:
+        while not self._closed.wait(self.flush_seconds):
+            self.flush()
+
+    def close(self) -> None:
+        """Stop the writer thread and write what is pending (before the store closes)."""
+        self._closed.set()
+        with self._lock:
+            writer = self._writer
+        if writer is not None:
+            writer.join()
+        self.flush()
 
     def pending(self, stream_id: int) -> dict[uuid.UUID, int]:
         """Node id → accesses of this process not yet written."""
@@ -70,27 +89,28 @@ class AccessLog:
             counts[node] = counts.get(node, 0) + n
         return counts
 
-    @property
-    def due(self) -> bool:
-        return bool(self._pending) and (self._monotonic() - self._written_at >= self.flush_seconds)
-
     def flush(self) -> int:
         """Write the pending counts; how many nodes' counts were written.
 
         A failed write puts the batch back for the next flush and is logged,
-        not raised: the retrieval that triggered it has its answer already.
+        not raised: it runs on the writer thread, with no caller to tell.
+        After :data:`MAX_FAILED_WRITES` failures in a row the batch is dropped.
         """
         with self._lock:
             batch, self._pending = self._pending, {}
-            self._written_at = self._monotonic()
         if not batch:
             return 0
         try:
             self._write(batch)
         except Exception:
-            log.warning("access counts not written; kept for the next flush", exc_info=True)
-            self._restore(batch)
+            self._failed_writes += 1
+            if self._failed_writes < MAX_FAILED_WRITES:
+                log.warning("access counts not written; kept for the next flush", exc_info=True)
+                self._restore(batch)
+            else:
+                log.warning("access counts not written %d times; dropped", self._failed_writes)
             return 0
+        self._failed_writes = 0
         return sum(len(counts) for counts in batch.values())
 
     def _write(self, batch: _Pending) -> None:

@@ -398,13 +398,12 @@ def _count_accesses(
     ctx: MemoryContext, index: SubjectIndex, results: list[ScoredNode], now: datetime
 ) -> None:
     """Count the returned nodes: in the cached index at once (this process's next
-    query sees them), in the store with the next batch (projections.access)."""
+    query sees them), in the store with the writer thread's next batch
+    (projections.access)."""
     if not results:
         return
     index.count_accesses([scored.node.id for scored in results])
     ctx.access.record(index.stream_id, (scored.node for scored in results), now)
-    if ctx.access.due:
-        ctx.access.flush()
 
 
 def _token(ctx: MemoryContext, user: str) -> StateToken | None:

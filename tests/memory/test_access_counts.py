@@ -8,6 +8,7 @@ state digests, gone with the nodes they count when those are erased.
 from __future__ import annotations
 
 import math
+import time
 import uuid
 from datetime import timedelta
 
@@ -63,6 +64,18 @@ def test_counts_are_written_in_batches_not_per_retrieval(memory: MemoryClient) -
     assert memory.context.access.flush() == 1
     assert list(counts(memory).values()) == [5]
     assert memory.context.access.flush() == 0  # nothing pending: no write
+
+
+def test_the_writer_thread_writes_them_without_the_retrieval_waiting(
+    memory: MemoryClient,
+) -> None:
+    _, dog = remember(memory, "My dog is called Rex.")
+    memory.context.access.flush_seconds = 0.05
+    retrieve_ids(memory, "dog")
+    deadline = time.monotonic() + 10
+    while not counts(memory) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert counts(memory) == {dog.id: 1}
 
 
 def test_another_process_reads_the_written_counts_when_it_loads(reopen: Opener) -> None:

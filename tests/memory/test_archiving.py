@@ -128,9 +128,14 @@ def test_replay_equals_the_live_state_after_archiving(memory: MemoryClient) -> N
 def test_archived_nodes_are_erased_like_any_other(memory: MemoryClient) -> None:
     _, _, car, lyon = four_memories(memory)
     archiver(memory, 2).run()
-    memory.delete_event(car.event_id, user_id="alice", legal_ground="art17-1-b")
+    deleted = memory.delete_event(
+        car.event_id, user_id="alice", legal_ground="art17-1-b", wait=True
+    )
+    assert deleted.certificate is not None  # the replay left the same state as the live one
     assert memory.get_node(car.id, user_id="alice") is None
-    memory.forget(user_id="alice", legal_ground="art17-1-b")
+    assert memory.get_node(lyon.id, user_id="alice") is not None  # still archived, not erased
+    forgotten = memory.forget(user_id="alice", legal_ground="art17-1-b")
+    assert forgotten.certificate is not None
     assert memory.get_node(lyon.id) is None
     query = sa.select(sa.func.count()).where(nodes.c.node_id.in_([car.id, lyon.id]))
     with memory.context.store.backend.engine.connect() as conn:
