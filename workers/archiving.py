@@ -9,11 +9,12 @@ retrieval with ``include_archived``), exported, and erased and certified
 like any other node by ``delete_event`` and ``forget``.
 
 Each decision is one ``memory.archived`` event appended to the subject's
-stream under its lock, with the archived nodes' after-states and the
-retention each had: replay applies the recorded decision and never decides
-again, so replay equality holds however the scores move later.  A pass over
-a subject already within capacity appends nothing, so running the job twice
-archives nothing twice.  ``capacity`` 0 turns the job off.
+stream under its lock (with a content-free ``retrieval.archived`` audit
+entry), carrying the archived nodes' after-states and the retention each
+had: replay applies the recorded decision and never decides again, so
+replay equality holds however the scores move later.  A pass over a subject
+already within capacity appends nothing, so running the job twice archives
+nothing twice.  ``capacity`` 0 turns the job off.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from eventstore import EventStore, NewEvent, Transaction
+from eventstore import AuditEntry, EventStore, NewEvent, Transaction
 from projections import events as ev
 from projections import scoring
 from projections.graph import NodeGraphProjection, state_to_json
@@ -105,6 +106,14 @@ class Archiver:
             data = _decision(rows, [int(i) for i in chosen[:excess]], values, now, self.capacity)
             [recorded] = tx.append_locked(stream, [NewEvent(ev.ARCHIVED, data)])
             self.graph.apply(tx.connection, tx.locked_cipher(stream), recorded)
+            tx.append_audit(
+                AuditEntry(
+                    "retrieval.archived",
+                    subject_ref=stream.ref.subject_key.hex(),
+                    object_refs={"event_id": str(recorded.event_id)},
+                    counts={"nodes": excess, "capacity": self.capacity},
+                )
+            )
             return excess
 
     def _retention(

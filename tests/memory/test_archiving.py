@@ -22,6 +22,7 @@ from oblivio.cli import main
 from oblivio.settings import Settings
 from projections import events as ev
 from projections.storage.tables import nodes
+from tests.erasure._support import audit_entries
 from tests.memory._support import events_of_type, remember
 from workers import scheduler
 from workers.archiving import Archiver
@@ -67,6 +68,14 @@ def test_the_lowest_retention_nodes_leave_default_retrieval_by_one_event(
     [decision] = events_of_type(memory, "alice", ev.ARCHIVED)
     assert decision.data is not None
     assert decision.data["reason"] == "capacity"
+    [audit] = [
+        e["entry"]
+        for e in audit_entries(memory)
+        if e["entry"]["action"] == "retrieval.archived"
+        and e["entry"]["subject_ref"] == memory.subject_ref("alice")
+    ]
+    assert audit["object_refs"] == {"event_id": str(decision.event_id)}
+    assert audit["counts"] == {"nodes": 2, "capacity": 2}
     assert set(decision.data["retention"]) == {str(car.id), str(lyon.id)}
     assert max(decision.data["retention"].values()) < 1
 
