@@ -45,7 +45,11 @@ class AccessLog:
         self.store = store
         self.flush_seconds = flush_seconds
         self._pending: _Pending = {}
+        #: The batch being written: still counted by pending() until it commits, so a
+        #: subject loaded meanwhile in this process does not miss it.
+        self._writing: _Pending = {}
         self._lock = threading.Lock()
+        self._flushing = threading.Lock()
         self._closed = threading.Event()
         self._writer: threading.Thread | None = None
         self._failed_writes = 0
@@ -80,7 +84,11 @@ class AccessLog:
     def pending(self, stream_id: int) -> dict[uuid.UUID, int]:
         """Node id → accesses of this process not yet written."""
         with self._lock:
-            return {node: n for node, (_, n, _) in self._pending.get(stream_id, {}).items()}
+            found: dict[uuid.UUID, int] = {}
+            for batch in (self._writing, self._pending):
+                for node, (_, n, _) in batch.get(stream_id, {}).items():
+                    found[node] = found.get(node, 0) + n
+            return found
 
     def counts(self, conn: Connection, stream_id: int) -> dict[uuid.UUID, int]:
         """Written counts (read on ``conn``) plus this process's pending ones."""
@@ -96,22 +104,25 @@ class AccessLog:
         not raised: it runs on the writer thread, with no caller to tell.
         After :data:`MAX_FAILED_WRITES` failures in a row the batch is dropped.
         """
-        with self._lock:
-            batch, self._pending = self._pending, {}
-        if not batch:
-            return 0
-        try:
-            self._write(batch)
-        except Exception:
-            self._failed_writes += 1
-            if self._failed_writes < MAX_FAILED_WRITES:
-                log.warning("access counts not written; kept for the next flush", exc_info=True)
-                self._restore(batch)
-            else:
-                log.warning("access counts not written %d times; dropped", self._failed_writes)
-            return 0
-        self._failed_writes = 0
-        return sum(len(counts) for counts in batch.values())
+        with self._flushing:  # one batch in flight at a time (writer thread, close)
+            with self._lock:
+                batch, self._pending = self._pending, {}
+                self._writing = batch
+            if not batch:
+                return 0
+            try:
+                self._write(batch)
+            except Exception:
+                self._failed_writes += 1
+                keep = self._failed_writes < MAX_FAILED_WRITES
+                log.warning(
+                    "access counts not written (%s)", "kept" if keep else "dropped", exc_info=keep
+                )
+                self._put_back(batch if keep else {})
+                return 0
+            self._put_back({})
+            self._failed_writes = 0
+            return sum(len(counts) for counts in batch.values())
 
     def _write(self, batch: _Pending) -> None:
         with self.store.transaction() as tx:
@@ -127,8 +138,10 @@ class AccessLog:
                 ]
                 AccessStore(tx.connection).add(create, stream_id, accesses)
 
-    def _restore(self, batch: _Pending) -> None:
+    def _put_back(self, batch: _Pending) -> None:
+        """End the write in flight, returning ``batch`` to the pending counts."""
         with self._lock:
+            self._writing = {}
             for stream_id, counts in batch.items():
                 mine = self._pending.setdefault(stream_id, {})
                 for node_id, (event_id, delta, at) in counts.items():
