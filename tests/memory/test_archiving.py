@@ -9,6 +9,7 @@ erasable like any node.
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -23,10 +24,10 @@ from oblivio.settings import Settings
 from projections import events as ev
 from projections.storage.tables import nodes
 from tests.erasure._support import audit_entries
+from tests.erasure.test_scheduler import maintenance_for
 from tests.memory._support import events_of_type, remember
 from workers import scheduler
 from workers.archiving import Archiver
-from workers.policy import KeyPolicy
 
 CONTENTS = [
     "I drink green tea in the morning.",
@@ -153,16 +154,7 @@ def test_archived_nodes_are_erased_like_any_other(memory: MemoryClient) -> None:
 
 def test_the_scheduler_runs_the_job(memory: MemoryClient) -> None:
     four_memories(memory)
-    ctx = memory.context
-    maintenance = scheduler.Maintenance(
-        store=ctx.store,
-        eraser=ctx.eraser,
-        retention=[],
-        keyring=None,
-        key_policy=KeyPolicy(),
-        clock=ctx.clock,
-        archiver=archiver(memory, 3),
-    )
+    maintenance = replace(maintenance_for(memory, "proc-archiving"), archiver=archiver(memory, 3))
     assert scheduler.run_exclusively(maintenance, "archiving")
     assert len(memory.list_nodes(user_id="alice").nodes) == 3
 
