@@ -115,7 +115,7 @@ def serve(ctx: click.Context, host: str, port: int, run_workers: bool) -> None:
         if service is not None:
             service.stop()
             service.join()
-        memory.access.close()  # writes the last second's retrieval counts
+        memory.access.close()  # writes the last retrieval counts
         memory.store.close()
 
 
