@@ -13,9 +13,10 @@ score = relevance × (1 + trigger boost) × (1 − attractor penalty), where
 * dense is the cosine of the query and node embeddings (clamped at 0) and
   lexical the node's BM25 score divided by the best BM25 score among the
   candidates (so both lie in [0, 1]);
-* relevance mixes match with recency (retention), salience, reinforcement and
-  confidence (the node's own, times the caller-supplied source confidence
-  from ``meta["confidence"]``);
+* relevance mixes match with recency (retention: :func:`retention`, which
+  importance, confirmations and how often retrieval returned the node slow
+  down), salience, reinforcement and confidence (the node's own, times the
+  caller-supplied source confidence from ``meta["confidence"]``);
 * trigger boost = γ · max over triggers of (strength · weight), strength being
   1 for a keyword contained in the node text, or the cosine for a text
   trigger at or above its threshold;
