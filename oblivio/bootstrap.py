@@ -95,11 +95,13 @@ def open_memory(
     from eventstore.apikeys import VerifiedKeys
     from oblivio.memory import inputs
     from oblivio.memory.context import MemoryContext
+    from projections.access import AccessLog
     from projections.graph import NodeGraphProjection
     from projections.retrieval_index import RetrievalCache
     from projections.scoring import ScoringConfig
     from projections.store_embedders import open_store_embedders
     from projections.vectors import VectorProjection
+    from workers.archiving import Archiver
     from workers.certify import Certifier
     from workers.erasure import AsyncPartitioning, Eraser
     from workers.extraction import ExtractionWorker
@@ -126,6 +128,7 @@ def open_memory(
     runner = ProjectionRunner(store, vectors, partitions=settings.partitions, clock=clock)
     partitioning = [AsyncPartitioning(vectors.name, settings.partitions)]
     policy = ErasurePolicy(deadline=timedelta(hours=settings.erasure_deadline_hours))
+    scoring = scoring or ScoringConfig()
     issuer = open_issuer_keyring(settings, store.backend)
     certifier = Certifier(issuer, store.keys, key_policy(settings), clock)
     return MemoryContext(
@@ -134,7 +137,7 @@ def open_memory(
         vectors=vectors,
         runner=runner,
         embedder=embedders.first,
-        scoring=scoring or ScoringConfig(),
+        scoring=scoring,
         namespace=settings.namespace,
         clock=clock,
         eraser=Eraser(store, [graph, vectors], partitioning, policy, clock),
@@ -149,6 +152,8 @@ def open_memory(
             partitions=settings.partitions,
             clock=clock,
         ),
+        access=AccessLog(store),
+        archiver=Archiver(store, graph, scoring, settings.retrieval_capacity, clock),
         retrieval_cache=(
             RetrievalCache()
             if settings.retrieval_cache_nodes is None
@@ -235,6 +240,7 @@ def build_worker_service(ctx: MemoryContext, settings: Settings) -> WorkerServic
         key_policy=key_policy(settings),
         clock=ctx.clock,
         overdue_webhook=overdue_webhook(settings),
+        archiver=ctx.archiver,
     )
     return WorkerService(
         ctx.runner,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import click
 
+from oblivio.cli_archive import archive
 from oblivio.cli_rebuild import rebuild
 from oblivio.cli_support import embedder_option, friendly_errors, settings_from
 
@@ -135,6 +136,7 @@ def serve(
         if service is not None:
             service.stop()
             service.join()
+        memory.access.close()  # writes the last retrieval counts
         memory.store.close()
 
 
@@ -526,4 +528,15 @@ def _json_object(text: str | None, option: str) -> dict[str, Any] | None:
     return value
 
 
-COMMANDS = [serve, worker, keys, forget, export, verify_export, certificate, mcp, rebuild]
+COMMANDS = [
+    serve,
+    worker,
+    keys,
+    forget,
+    export,
+    verify_export,
+    certificate,
+    mcp,
+    rebuild,
+    archive,
+]

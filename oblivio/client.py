@@ -129,6 +129,7 @@ class _Base:
         )
 
     def close(self) -> None:
+        self.context.access.close()  # writes this process's last access counts
         self.context.store.close()
 
 

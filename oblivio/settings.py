@@ -61,7 +61,10 @@ class Settings(BaseModel):
     (comma-separated ``namespace/scope=days`` policies), ``OBLIVIO_KEK_ROTATE_DAYS`` and
     ``OBLIVIO_KEK_RETIRE_DAYS`` (KEK rotation schedule, default 30 and 30),
     ``OBLIVIO_RETRIEVAL_CACHE_NODES`` (nodes kept decrypted in memory for retrieval,
-    over all subjects; 0 turns the cache off), ``OBLIVIO_API_KEY_CACHE_SECONDS`` (how long
+    over all subjects; 0 turns the cache off), ``OBLIVIO_RETRIEVAL_CAPACITY`` (nodes per
+    subject in the retrieval tier before the archiving job moves the lowest-retention
+    ones out of default retrieval; 0, the default, turns archiving off),
+    ``OBLIVIO_API_KEY_CACHE_SECONDS`` (how long
     a verified API key is trusted without reading it again, at most 2; 0 turns the cache
     off; see ``eventstore.apikeys.VerifiedKeys`` for what that costs a revocation),
     ``OBLIVIO_EMBEDDER`` (the embedder by name, e.g. ``wordllama`` or ``hashing:384``;
@@ -100,6 +103,8 @@ class Settings(BaseModel):
     # None: the retrieval index's own default (100,000).  Not imported here: the
     # index brings numpy, and every CLI command reads the settings.
     retrieval_cache_nodes: int | None = Field(default=None, ge=0)
+    #: Per-subject capacity of the retrieval tier (workers.archiving); 0: archiving off.
+    retrieval_capacity: int = Field(default=0, ge=0)
     api_key_cache_seconds: float = Field(
         default=DEFAULT_API_KEY_CACHE_SECONDS, ge=0, le=MAX_API_KEY_CACHE_SECONDS
     )
@@ -167,6 +172,7 @@ class Settings(BaseModel):
             ("kek_rotate_days", "OBLIVIO_KEK_ROTATE_DAYS"),
             ("kek_retire_days", "OBLIVIO_KEK_RETIRE_DAYS"),
             ("retrieval_cache_nodes", "OBLIVIO_RETRIEVAL_CACHE_NODES"),
+            ("retrieval_capacity", "OBLIVIO_RETRIEVAL_CAPACITY"),
             ("api_key_cache_seconds", "OBLIVIO_API_KEY_CACHE_SECONDS"),
             ("embedder", "OBLIVIO_EMBEDDER"),
             ("allow_model_downloads", "OBLIVIO_ALLOW_MODEL_DOWNLOADS"),

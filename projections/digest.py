@@ -1,4 +1,14 @@
-"""State digests: SHA-256 over a canonical JSON rendering of projection state."""
+"""State digests: SHA-256 over a canonical JSON rendering of projection state.
+
+A digest covers what replaying the log rebuilds, so that a live projection can
+be compared with a fresh replay (and certificates can say they were equal).
+Retrieval's access counts (``memory_node_access``) are deliberately outside
+every digest: no event records a read, so a replay cannot rebuild them, and
+they are operational statistics like a cache (they only slow a memory's
+fading in the score).  Erasure deletes them with the nodes they count.
+What they did decide is inside: an archiving decision is a ``memory.archived``
+event, whose recorded after-states the node graph's digest covers.
+"""
 
 from __future__ import annotations
 

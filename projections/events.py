@@ -19,6 +19,9 @@ SUPERSEDED: Final = "memory.superseded"
 CONTRADICTED: Final = "memory.contradicted"
 CONTRADICTION_RESOLVED: Final = "memory.contradiction_resolved"
 REINFORCED: Final = "memory.reinforced"
+# The archiving job's decision: nodes leave default retrieval (not erasure;
+# see workers.archiving).  Its after-states carry each node's archived_at.
+ARCHIVED: Final = "memory.archived"
 TRIGGER_ADDED: Final = "retrieval.trigger_added"
 TRIGGER_REMOVED: Final = "retrieval.trigger_removed"
 ATTRACTOR_ADDED: Final = "retrieval.attractor_added"
@@ -37,6 +40,7 @@ MEMORY_EVENT_TYPES: Final = frozenset(
         CONTRADICTED,
         CONTRADICTION_RESOLVED,
         REINFORCED,
+        ARCHIVED,
         TRIGGER_ADDED,
         TRIGGER_REMOVED,
         ATTRACTOR_ADDED,

@@ -47,7 +47,7 @@ def state_to_json(state: Mapping[str, Any]) -> dict[str, Any]:
 
 def state_from_json(raw: Mapping[str, Any]) -> dict[str, Any]:
     state = dict(raw)
-    for key in ("last_reinforced_at", "updated_at"):
+    for key in ("last_reinforced_at", "updated_at", "archived_at"):
         if state.get(key) is not None:
             state[key] = datetime.fromisoformat(state[key])
     if state.get("superseded_by") is not None:
@@ -89,6 +89,7 @@ class NodeGraphProjection:
             ev.CONTRADICTED: self._contradicted,
             ev.CONTRADICTION_RESOLVED: self._resolved,
             ev.REINFORCED: self._reinforced,
+            ev.ARCHIVED: self._archived,
             ev.CLAIMS_EXTRACTED: self._claims_extracted,
             ev.ITEM_EXPIRY: self._item_expiry,
         }.get(event.type)
@@ -257,6 +258,12 @@ class NodeGraphProjection:
         self._apply_after_states(store, data)
         if data.get("request_id"):
             self._record_operation(store, cipher, event, data)
+
+    def _archived(
+        self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
+    ) -> None:
+        """The archiving job's decision, recorded as after-states: replay never re-decides."""
+        self._apply_after_states(store, data)
 
     def _claims_extracted(
         self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]

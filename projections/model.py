@@ -83,6 +83,9 @@ class Node:
     superseded_by: uuid.UUID | None = None
     session_id: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    #: When a memory.archived event took the node out of default retrieval
+    #: (the retrieval tier was over capacity); ``None`` while it is in it.
+    archived_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,8 @@ class AssertionState:
     reinforcement_boost: float
     #: Set for claim nodes: their structure, interval and correction outcome.
     claim: ClaimState | None = None
+    #: When the node left default retrieval (archived; it is neither retired nor erased).
+    archived_at: datetime | None = None
 
     @property
     def current(self) -> bool:
@@ -158,6 +163,8 @@ class ScoreComponents:
     source_confidence: float
     trigger_boost: float
     attractor_penalty: float
+    #: How often retrieval has returned the node (it slows the recency term's fading).
+    accesses: int = 0
 
 
 @dataclass(frozen=True)

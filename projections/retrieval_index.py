@@ -31,7 +31,7 @@ import dataclasses
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -84,6 +84,8 @@ class NodeFilter:
     """Which nodes a query considers: enum values as strings, ``None`` for any."""
 
     include_superseded: bool = False
+    #: Archived nodes (out of the retrieval tier, see workers.archiving) only on request.
+    include_archived: bool = False
     scopes: Collection[str] | None = None
     node_types: Collection[str] | None = None
     excluded_node_types: Collection[str] = ()
@@ -136,8 +138,12 @@ class SubjectIndex:
         self.nodes: list[Node] = []
         self.lexical = LexicalIndex()
         self._vectors: _Column | None = None  # its width is the first vector's
-        self._codes = _Column(np.int8, 4)  # superseded, scope, node type, source type
+        # superseded, scope, node type, source type, archived
+        self._codes = _Column(np.int8, 5)
         self._numbers = _Column(np.float64, 7)
+        #: How often retrieval returned each row (projections.access): it changes on
+        #: reads, not events, so it is kept apart from the node's own numbers.
+        self._accesses = _Column(np.float64)
         self._last_touch_us = _Column(np.int64)
         self._neighbours = _Column(np.intp, 2)
         self._session_tail: dict[str, int] = {}
@@ -146,6 +152,8 @@ class SubjectIndex:
         self.lock = threading.Lock()
         #: The stream version the index includes every event up to (set by its loader).
         self.version = 0
+        #: The subject's stream (set by its loader).
+        self.stream_id = 0
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -177,6 +185,7 @@ class SubjectIndex:
             [[*_numbers(n), b, p] for n, b, p in zip(nodes, boosts, penalties, strict=True)]
         )
         self._last_touch_us.extend([_micros(n.last_reinforced_at or n.created_at) for n in nodes])
+        self._accesses.extend(np.zeros(len(nodes)))
         self._neighbours.extend(np.full((len(nodes), 2), -1))
         neighbours = self._neighbours.values
         for row, node in enumerate(nodes, start=first):
@@ -190,6 +199,23 @@ class SubjectIndex:
 
     def row_of(self, node_id: uuid.UUID) -> int | None:
         return self._rows.get(node_id)
+
+    def set_accesses(self, counts: Mapping[uuid.UUID, int]) -> None:
+        """Each node's access count as read at load (nodes not named keep theirs)."""
+        values = self._accesses.values
+        for node_id, count in counts.items():
+            row = self._rows.get(node_id)
+            if row is not None:
+                values[row] = count
+
+    def count_accesses(self, node_ids: Collection[uuid.UUID]) -> None:
+        """One more access of each node (retrieval returned them)."""
+        with self.lock:
+            values = self._accesses.values
+            for node_id in node_ids:
+                row = self._rows.get(node_id)
+                if row is not None:
+                    values[row] += 1
 
     def replace(self, row: int, node: Node) -> None:
         """A node's new state (lifecycle, reinforcement, confidence …); its text,
@@ -215,6 +241,8 @@ class SubjectIndex:
         mask = np.ones(len(self), dtype=bool)
         if not wanted.include_superseded:
             mask &= codes[:, 0] == 0
+        if not wanted.include_archived:
+            mask &= codes[:, 4] == 0
         for column, table, values in (
             (1, _SCOPES, wanted.scopes),
             (2, _NODE_TYPES, wanted.node_types),
@@ -233,7 +261,7 @@ class SubjectIndex:
         age_days = (_micros(now) - self._last_touch_us.values) / 1e6 / 86_400
         return scoring.Terms(
             match=matched,
-            recency=scoring.retention(age_days, numbers[:, 4], self.config.recency_half_life_days),
+            recency=scoring.retention(self.config, age_days, numbers[:, 4], self._accesses.values),
             salience=numbers[:, 0],
             reinforcement=numbers[:, 1],
             confidence=numbers[:, 2],
@@ -241,6 +269,11 @@ class SubjectIndex:
             trigger_boost=numbers[:, 5],
             attractor_penalty=numbers[:, 6],
         )
+
+    @property
+    def accesses(self) -> Floats:
+        values: Floats = self._accesses.values
+        return values
 
     @property
     def neighbours(self) -> Rows:
@@ -254,6 +287,7 @@ def _codes(node: Node) -> list[int]:
         _SCOPES[node.scope.value],
         _NODE_TYPES[node.node_type.value],
         _SOURCE_TYPES[node.source_type.value],
+        node.archived_at is not None,
     ]
 
 
@@ -264,7 +298,7 @@ def _numbers(node: Node) -> list[float]:
         node.reinforcement_boost / REINFORCEMENT_CAP,
         node.confidence_base,
         scoring.source_confidence(node),
-        scoring.retention_stretch(node),
+        scoring.retention_stretch(node.salience_base, node.reinforcement_count),
     ]
 
 
@@ -284,6 +318,7 @@ def load_subject(
     triggers, attractors = stream_probes(store, cipher)
     index = SubjectIndex(config, triggers, attractors)
     index.add(nodes, vectors)
+    index.stream_id = cipher.stream_id
     return index
 
 
@@ -304,7 +339,7 @@ _PROBE_EVENTS = frozenset(
     {ev.TRIGGER_ADDED, ev.TRIGGER_REMOVED, ev.ATTRACTOR_ADDED, ev.ATTRACTORS_CLEARED}
 )
 _NODE_STATE_EVENTS = frozenset(
-    {ev.SUPERSEDED, ev.CONTRADICTED, ev.CONTRADICTION_RESOLVED, ev.REINFORCED}
+    {ev.SUPERSEDED, ev.CONTRADICTED, ev.CONTRADICTION_RESOLVED, ev.REINFORCED, ev.ARCHIVED}
 )
 #: What refresh() knows how to apply.  Any other event loads the subject again:
 #: an ingested message's claims (memory.claims_extracted), for one, are nodes of
@@ -446,6 +481,7 @@ def _scored(
         source_confidence=float(terms.source_confidence[row]),
         trigger_boost=float(terms.trigger_boost[row]),
         attractor_penalty=float(terms.attractor_penalty[row]),
+        accesses=int(index.accesses[row]),
     )
     # A copy: callers may change the meta dict, the cached node must not change.
     node = index.nodes[row]

@@ -13,9 +13,10 @@ score = relevance × (1 + trigger boost) × (1 − attractor penalty), where
 * dense is the cosine of the query and node embeddings (clamped at 0) and
   lexical the node's BM25 score divided by the best BM25 score among the
   candidates (so both lie in [0, 1]);
-* relevance mixes match with recency (retention), salience, reinforcement and
-  confidence (the node's own, times the caller-supplied source confidence
-  from ``meta["confidence"]``);
+* relevance mixes match with recency (retention: :func:`retention`, which
+  importance, confirmations and how often retrieval returned the node slow
+  down), salience, reinforcement and confidence (the node's own, times the
+  caller-supplied source confidence from ``meta["confidence"]``);
 * trigger boost = γ · max over triggers of (strength · weight), strength being
   1 for a keyword contained in the node text, or the cosine for a text
   trigger at or above its threshold;
@@ -55,6 +56,7 @@ _BOUNDS: dict[str, tuple[float, float | None]] = {
     "lexical_weight": (0.0, 1.0),
     "session_context_weight": (0.0, 1.0),
     "recency_half_life_days": (1e-6, None),
+    "access_weight": (0.0, 10.0),
     "trigger_retrieval_boost": (0.0, None),
     "negative_attractor_penalty": (0.0, 1.0),
     "negative_attractor_threshold": (-1.0, 1.0),
@@ -79,6 +81,8 @@ class ScoringConfig:
     #: κ: how much of the best session neighbour's match a node adds to its own; 0 is off.
     session_context_weight: float = 0.5
     recency_half_life_days: float = 30.0
+    #: α: how much each retrieval slows a memory's fading (see :func:`access_factor`); 0 is off.
+    access_weight: float = 0.5
     trigger_retrieval_boost: float = 0.5  # γ
     negative_attractor_penalty: float = 0.5  # δ, in [0, 1]
     negative_attractor_threshold: float = 0.3
@@ -114,10 +118,22 @@ class AttractorProbe:
 # -- per-node inputs that do not depend on the query --------------------------------------
 
 
-def retention_stretch(node: Node) -> float:
+def retention_stretch(salience: float, confirmations: int) -> float:
     """How much slower than the half-life a node fades: important and
-    often-confirmed memories outlive untouched newer ones."""
-    return (1 + node.salience_base) * (1 + math.log1p(node.reinforcement_count))
+    often-confirmed memories outlive untouched newer ones (how often it was
+    retrieved is :func:`access_factor`'s part, kept apart: it changes on reads)."""
+    return (1 + salience) * (1 + math.log1p(confirmations))
+
+
+def access_factor(config: ScoringConfig, accesses: Floats) -> Floats:
+    """1 + α · ln(1 + count): the stretch a node's retrievals add to its half-life.
+
+    Logarithmic, so the first few retrievals matter most and a memory returned
+    thousands of times cannot become immortal: at α = 0.5, 10 retrievals make
+    it fade 2.2 times slower, 1,000 retrievals 4.5 times.
+    """
+    result: Floats = 1.0 + config.access_weight * np.log1p(np.maximum(accesses, 0.0))
+    return result
 
 
 def source_confidence(node: Node) -> float:
@@ -187,9 +203,17 @@ def attractor_penalties(
 # -- the query-dependent terms --------------------------------------------------------------
 
 
-def retention(age_days: Floats, stretch: Floats, half_life_days: float) -> Floats:
-    """How alive each memory still is: halves every ``half_life_days × stretch``."""
-    result: Floats = np.exp(-math.log(2) * np.maximum(age_days, 0.0) / (half_life_days * stretch))
+def retention(config: ScoringConfig, age_days: Floats, stretch: Floats, accesses: Floats) -> Floats:
+    """How alive each memory still is: halves every half-life × stretch × access factor.
+
+    Importance and confirmations (``stretch``, :func:`retention_stretch`) and
+    how often retrieval returned the memory (``accesses``, :func:`access_factor`)
+    both slow the fading, so a frequently used old memory outlives an untouched
+    newer one.  Retrieval's recency term and the archiving job's choice of what
+    leaves the retrieval tier are both this function.
+    """
+    slowed = config.recency_half_life_days * stretch * access_factor(config, accesses)
+    result: Floats = np.exp(-math.log(2) * np.maximum(age_days, 0.0) / slowed)
     return result
 
 

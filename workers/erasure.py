@@ -2,8 +2,9 @@
 
 Each request commits in one transaction: payloads become tombstones, the
 subject's projection rows are purged (for a single event, the node graph is
-rebuilt from what remains), the data key is destroyed (forget), one rebuild
-job per projection is enqueued and a content-free audit entry is appended.
+rebuilt from what remains) with the erased nodes' access counts, the data key
+is destroyed (forget), one rebuild job per projection is enqueued and a
+content-free audit entry is appended.
 From the moment it returns, no read path can return the erased content.  The
 rebuild jobs then prove replay equals the live state, and the last one to
 finish issues the certificate.
@@ -34,6 +35,7 @@ from eventstore.ids import check_namespace, check_subject, parse_uuid
 from projections import events as ev
 from projections.base import Projection
 from projections.storage import checkpoints
+from projections.storage.access_store import AccessStore
 from projections.vectors import VectorProjection
 from workers.policy import ErasurePolicy, check_legal_ground, check_reason
 from workers.replay import rebuild
@@ -143,6 +145,7 @@ class Eraser:
             tx.close_stream(stream_id)
             for projection in self.projections:
                 projection.purge(tx.connection, stream_id)
+            AccessStore(tx.connection).purge_stream(stream_id)
             values |= _erased(stream, tombstones, now) | {
                 "dek_id": destruction.dek_id,
                 "kek_version": destruction.kek_version,
@@ -226,6 +229,9 @@ class Eraser:
                 projection.purge_event(tx.connection, stream_id, event_id)
             else:
                 rebuild(tx, [projection], stream_id)
+        # Access counts are no projection (no replay rebuilds them): they go here,
+        # with the nodes they count, and rebuilds leave the others alone.
+        AccessStore(tx.connection).purge_events(stream_id, erased)
         values = self._request_values(
             request_id,
             "delete_event",

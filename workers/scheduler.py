@@ -18,6 +18,7 @@ from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from eventstore import EventStore, KeyringFile, leases
+from workers.archiving import Archiver
 from workers.erasure import Eraser
 from workers.keys import rotate_keks
 from workers.maintenance import RetentionPolicy, flag_overdue, reap_leases, sweep_retention
@@ -44,6 +45,8 @@ class Maintenance:
     owner: str = field(default_factory=default_worker_id)
     #: Called for each request that passes its deadline (the overdue webhook).
     overdue_webhook: Webhook | None = None
+    #: Selective forgetting (off unless OBLIVIO_RETRIEVAL_CAPACITY is set).
+    archiver: Archiver | None = None
 
 
 TASKS: Mapping[str, Callable[[Maintenance], object]] = {
@@ -55,6 +58,7 @@ TASKS: Mapping[str, Callable[[Maintenance], object]] = {
     "overdue_watchdog": lambda m: flag_overdue(
         m.store, m.clock, None if m.overdue_webhook is None else m.overdue_webhook.deliver
     ),
+    "archiving": lambda m: None if m.archiver is None else m.archiver.run(),
 }
 
 DEFAULT_INTERVALS: Mapping[str, timedelta] = {
@@ -62,6 +66,7 @@ DEFAULT_INTERVALS: Mapping[str, timedelta] = {
     "retention_sweep": timedelta(hours=1),
     "kek_rotation": timedelta(hours=6),
     "overdue_watchdog": timedelta(minutes=5),
+    "archiving": timedelta(hours=1),
 }
 
 # Persistent job stores keep a reference to a module-level function and its

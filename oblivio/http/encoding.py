@@ -53,4 +53,5 @@ def node_dict(node: Node) -> dict[str, Any]:
         "superseded_by": node.superseded_by,
         "session_id": node.session_id,
         "meta": node.meta,
+        "archived_at": node.archived_at,
     }

@@ -113,13 +113,15 @@ def list_nodes(
     exclude_node_types: Annotated[list[NodeType] | None, Query()] = None,
     source_types: Annotated[list[SourceType] | None, Query()] = None,
     include_superseded: bool = False,
+    include_archived: bool = False,
     after: uuid.UUID | None = None,
     limit: Annotated[int, Query(ge=1, le=queries.MAX_PAGE)] = queries.DEFAULT_PAGE,
 ) -> s.NodePageOut:
     """A user's current nodes, oldest first, with retrieval's filters; page with ``after``
     (the ``next_after`` of the previous page: the id of its last node).
 
-    Superseded nodes appear only with ``include_superseded=true``; repeat a
+    Superseded nodes appear only with ``include_superseded=true``, nodes archived
+    out of the retrieval tier only with ``include_archived=true``; repeat a
     filter parameter to allow several values (``scopes=personal&scopes=work``).
     """
     page = queries.list_nodes(
@@ -130,6 +132,7 @@ def list_nodes(
         exclude_node_types=exclude_node_types,
         source_types=source_types,
         include_superseded=include_superseded,
+        include_archived=include_archived,
         after=after,
         limit=limit,
     )
@@ -268,6 +271,7 @@ def retrieve(body: s.RetrieveRequest, ctx: Ctx, who: Member) -> Response:
         exclude_node_types=body.exclude_node_types,
         source_types=body.source_types,
         include_superseded=body.include_superseded,
+        include_archived=body.include_archived,
         consistent=body.consistent,
     )
     # Encoded here rather than validated into s.RetrieveResponse: see encoding.py.

@@ -185,6 +185,8 @@ class NodeOut(BaseModel):
     superseded_by: uuid.UUID | None
     session_id: str | None
     meta: dict[str, Any]
+    #: Set once the node left default retrieval (archived: not erased; docs/retrieval.md).
+    archived_at: datetime | None = None
 
     @classmethod
     def of(cls, node: Node) -> NodeOut:
@@ -223,6 +225,7 @@ class AssertionStateOut(BaseModel):
     confidence_base: float
     reinforcement_boost: float
     claim: ClaimStateOut | None = None
+    archived_at: datetime | None = None
 
     @classmethod
     def of(cls, state: AssertionState) -> AssertionStateOut:
@@ -309,6 +312,9 @@ class RetrieveRequest(BaseModel):
     exclude_node_types: list[NodeType] | None = None
     source_types: list[SourceType] | None = None
     include_superseded: bool = False
+    include_archived: bool = Field(
+        default=False, description="Also rank nodes archived out of the retrieval tier."
+    )
     consistent: bool = True
 
 

@@ -10,11 +10,13 @@ from typing import Any
 from certificates import IssuerKeyring
 from eventstore import EventStore
 from eventstore.apikeys import VerifiedKeys
+from projections.access import AccessLog
 from projections.embedders import Embedder
 from projections.graph import NodeGraphProjection
 from projections.retrieval_index import RetrievalCache
 from projections.scoring import ScoringConfig
 from projections.vectors import VectorProjection
+from workers.archiving import Archiver
 from workers.certify import Certifier
 from workers.erasure import Eraser
 from workers.extraction import ExtractionWorker
@@ -42,6 +44,10 @@ class MemoryContext:
     certifier: Certifier
     issuer: IssuerKeyring
     extraction: ExtractionWorker
+    #: Retrieval's access counts not yet written (Semvec's access frequency).
+    access: AccessLog
+    #: Selective forgetting: archives what exceeds the retrieval tier's capacity.
+    archiver: Archiver
     consistency_timeout: float = DEFAULT_CONSISTENCY_TIMEOUT
     retrieval_cache: RetrievalCache = field(default_factory=RetrievalCache)
     #: Verified API keys of the HTTP API; off unless the settings give a time.

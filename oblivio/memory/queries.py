@@ -31,6 +31,7 @@ from projections.model import (
     NodeType,
     Role,
     Scope,
+    ScoredNode,
     SourceType,
 )
 from projections.retrieval_index import (
@@ -249,6 +250,7 @@ def get_assertion_state(
         confidence_base=row.confidence_base,
         reinforcement_boost=row.reinforcement_boost,
         claim=claim,
+        archived_at=row.archived_at,
     )
 
 
@@ -261,14 +263,16 @@ def list_nodes(
     exclude_node_types: Collection[NodeType | str] | None = None,
     source_types: Collection[SourceType | str] | None = None,
     include_superseded: bool = False,
+    include_archived: bool = False,
     after: uuid.UUID | str | None = None,
     limit: int = DEFAULT_PAGE,
 ) -> NodePage:
     """The caller's current nodes, oldest first, a page at a time.
 
     The filters are retrieval's: superseded nodes only with
-    ``include_superseded``; ``scopes``, ``node_types`` and ``source_types``
-    keep nodes with one of the values, ``exclude_node_types`` drops some.
+    ``include_superseded``, archived ones only with ``include_archived``;
+    ``scopes``, ``node_types`` and ``source_types`` keep nodes with one of the
+    values, ``exclude_node_types`` drops some.
     Pass the page's ``next_cursor`` (the id of its last node) as ``after`` for
     the next page; a node that is no longer available there raises
     ``NodeUnavailableError``.
@@ -278,6 +282,8 @@ def list_nodes(
         raise InvalidInputError(f"limit must be an integer between 1 and {MAX_PAGE}")
     if not isinstance(include_superseded, bool):
         raise InvalidInputError("include_superseded must be true or false")
+    if not isinstance(include_archived, bool):
+        raise InvalidInputError("include_archived must be true or false")
     start = None if after is None else parse_uuid(after, "after")
     filters = {
         "scopes": _members(Scope, scopes, "scopes"),
@@ -294,7 +300,12 @@ def list_nodes(
         if cipher is None:
             return NodePage([], None)
         rows = graph.stream_nodes(
-            cipher.stream_id, lifecycles=current, after=position, limit=limit + 1, **filters
+            cipher.stream_id,
+            lifecycles=current,
+            include_archived=include_archived,
+            after=position,
+            limit=limit + 1,
+            **filters,
         )
         page = [node_from_row(cipher, row) for row in rows[:limit]]
     more = len(rows) > limit
@@ -350,15 +361,23 @@ def retrieve(
     exclude_node_types: Collection[NodeType | str] | None = None,
     source_types: Collection[SourceType | str] | None = None,
     include_superseded: bool = False,
+    include_archived: bool = False,
     consistent: bool = True,
 ) -> Retrieval:
-    """The caller's nodes ranked for ``query``, with every score component."""
+    """The caller's nodes ranked for ``query``, with every score component.
+
+    Each node returned counts one access (Semvec's access frequency: it slows
+    the node's fading); archived nodes rank only with ``include_archived``.
+    """
     text = inputs.content(query)
     user = inputs.user(user_id)
     if not isinstance(limit, int) or not 1 <= limit <= 1000:
         raise InvalidInputError("limit must be between 1 and 1000")
+    if not isinstance(include_archived, bool):
+        raise InvalidInputError("include_archived must be true or false")
     wanted = NodeFilter(
         include_superseded=include_superseded,
+        include_archived=include_archived,
         scopes=_values(Scope, scopes, "scopes"),
         node_types=_values(NodeType, node_types, "node_types"),
         excluded_node_types=_values(NodeType, exclude_node_types, "exclude_node_types") or (),
@@ -369,7 +388,22 @@ def retrieve(
         return Retrieval(text, [])
     index, embedder = served
     [query_vector] = embedder.embed([text])
-    return Retrieval(text, rank(index, text, query_vector, ctx.clock(), wanted, limit))
+    now = ctx.clock()
+    results = rank(index, text, query_vector, now, wanted, limit)
+    _count_accesses(ctx, index, results, now)
+    return Retrieval(text, results)
+
+
+def _count_accesses(
+    ctx: MemoryContext, index: SubjectIndex, results: list[ScoredNode], now: datetime
+) -> None:
+    """Count the returned nodes: in the cached index at once (this process's next
+    query sees them), in the store with the writer thread's next batch
+    (projections.access)."""
+    if not results:
+        return
+    index.count_accesses([scored.node.id for scored in results])
+    ctx.access.record(index.stream_id, (scored.node for scored in results), now)
 
 
 def _token(ctx: MemoryContext, user: str) -> StateToken | None:
@@ -444,6 +478,7 @@ def _subject_index(
         else:
             index = load_subject(view.connection, cipher, ctx.scoring, token.embedder)
             index.version = token.version  # rows read after the token: at least this
+            index.set_accesses(ctx.access.counts(view.connection, token.stream_id))
     ctx.retrieval_cache.put(user, token, index)
     return index, embedder
 

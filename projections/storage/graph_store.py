@@ -25,6 +25,9 @@ from projections.storage.tables import (
 
 NodeRow = sa.Row[Any]
 
+#: The lifecycles retrieval returns by default: the retrieval tier (with archived_at unset).
+CURRENT_LIFECYCLES = (LifecycleState.ACTIVE, LifecycleState.CONTESTED)
+
 # The statements a stored event's rows are written with, built once, the same
 # on both backends.  Nodes and their source event are new rows (a plain INSERT:
 # a clash is a bug, and fails).  The node directory is the one exception, and
@@ -74,6 +77,7 @@ STATE_COLUMNS = (
     "reinforcement_count",
     "last_reinforced_at",
     "updated_at",
+    "archived_at",
 )
 
 
@@ -209,12 +213,15 @@ class GraphStore:
         node_types: Collection[NodeType] | None = None,
         exclude_node_types: Collection[NodeType] | None = None,
         source_types: Collection[SourceType] | None = None,
+        include_archived: bool = True,
         after: tuple[datetime, uuid.UUID] | None = None,
         limit: int | None = None,
     ) -> list[NodeRow]:
         """The stream's nodes matching the filters, by (created_at, node_id);
         ``after`` starts past that position, ``limit`` bounds the count."""
         query = sa.select(nodes).where(nodes.c.stream_id == stream_id)
+        if not include_archived:
+            query = query.where(nodes.c.archived_at.is_(None))
         if after is not None:
             created_at, node_id = after
             query = query.where(
@@ -237,6 +244,21 @@ class GraphStore:
         if limit is not None:
             query = query.limit(limit)
         return list(self.conn.execute(query))
+
+    def streams_over_capacity(self, capacity: int) -> list[int]:
+        """Streams with more than ``capacity`` nodes in the retrieval tier (current,
+        not archived): what the archiving job works on."""
+        query = (
+            sa.select(nodes.c.stream_id)
+            .where(
+                nodes.c.lifecycle.in_([s.value for s in CURRENT_LIFECYCLES]),
+                nodes.c.archived_at.is_(None),
+            )
+            .group_by(nodes.c.stream_id)
+            .having(sa.func.count() > capacity)
+            .order_by(nodes.c.stream_id)
+        )
+        return list(self.conn.execute(query).scalars())
 
     def update_state(self, row: NodeRow, state: Mapping[str, Any]) -> None:
         """Set the lifecycle columns of the node ``row`` (found by its key)."""
@@ -368,6 +390,7 @@ def state_of(node: Node) -> dict[str, Any]:
         "reinforcement_count": node.reinforcement_count,
         "last_reinforced_at": node.last_reinforced_at,
         "updated_at": node.updated_at,
+        "archived_at": node.archived_at,
     }
 
 
@@ -396,4 +419,5 @@ def node_from_row(cipher: SubjectCipher, row: NodeRow) -> Node:
         superseded_by=row.superseded_by,
         session_id=session,
         meta=open_json(cipher, "node.meta", row.node_id, row.meta),
+        archived_at=row.archived_at,
     )

@@ -63,6 +63,9 @@ nodes = sa.Table(
     sa.Column("updated_at", UTCDateTime(), nullable=False),
     sa.Column("last_reinforced_at", UTCDateTime(), nullable=True),
     sa.Column("superseded_by", sa.Uuid, nullable=True),
+    # Set by a memory.archived event: the node left default retrieval (the
+    # retrieval tier was over capacity); still readable, exported, erasable.
+    sa.Column("archived_at", UTCDateTime(), nullable=True),
     # A node is the ordinal-th node its event derives (its id is a function
     # of the two), so the subject's nodes sit in event order, each event's
     # nodes in extraction order.
@@ -209,6 +212,22 @@ attractors = sa.Table(
     sa.Column("event_id", sa.Uuid, nullable=False),
     sa.Column("body", sa.LargeBinary, nullable=False),  # text/description/source/embedding
     sa.Column("severity", sa.Float, nullable=False),
+)
+
+# How often retrieval returned each node: operational statistics, not state.
+# No event records a read, so replay cannot rebuild these rows and no digest
+# covers them (like a cache); erasure deletes them with the nodes they count
+# (workers.erasure), and rebuilds leave them alone.  Keyed subject first, then
+# source event, so forget and delete_event each delete one key range.
+node_access = sa.Table(
+    "memory_node_access",
+    metadata,
+    sa.Column("stream_id", StreamId, primary_key=True),
+    sa.Column("event_id", sa.Uuid, primary_key=True),
+    sa.Column("node_id", sa.Uuid, primary_key=True),
+    sa.Column("accesses", sa.BigInteger, nullable=False),
+    sa.Column("last_accessed_at", UTCDateTime(), nullable=False),
+    sqlite_with_rowid=False,
 )
 
 checkpoints = sa.Table(

@@ -191,6 +191,7 @@ def open_world(settings: Settings) -> Iterator[World]:
         with TestClient(create_app(ctx, settings), raise_server_exceptions=False) as client:
             yield World(ctx, settings, tokens, client)
     finally:
+        ctx.access.close()
         ctx.store.close()
 
 

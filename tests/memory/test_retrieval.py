@@ -162,7 +162,8 @@ def test_recency_decays_slower_for_confirmed_memories(memory: MemoryClient) -> N
     confirmed_recency = results["I water the tulips on Sundays."].components.recency
     node = stored[plain.content]
     age_days = (later - node.created_at).total_seconds() / 86_400
-    assert plain_recency == pytest.approx(2 ** (-age_days / (30.0 * retention_stretch(node))))
+    stretch = retention_stretch(node.salience_base, node.reinforcement_count)
+    assert plain_recency == pytest.approx(2 ** (-age_days / (30.0 * stretch)))
     assert plain_recency == pytest.approx(2 ** (-1 / 1.5), rel=1e-3)  # 30 days, salience 0.5
     assert confirmed_recency == pytest.approx(2 ** (-1 / (1.5 * (1 + math.log(2)))), rel=1e-3)
     assert confirmed_recency > plain_recency

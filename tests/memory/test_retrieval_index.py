@@ -16,6 +16,7 @@ import pytest
 
 from oblivio import MemoryClient, NodeType, Scope, SourceType
 from oblivio.errors import NotCaughtUpError
+from oblivio.memory import queries
 from projections import events as ev
 from projections.lexical import tokenize
 from projections.model import REINFORCEMENT_CAP, LifecycleState, Node
@@ -77,9 +78,14 @@ def _penalty(c: ScoringConfig, vector: list[float], attractors: list[AttractorPr
 
 
 def reference_ranking(
-    client: MemoryClient, user: str, query: str, admits: Callable[[Node], bool]
+    client: MemoryClient,
+    user: str,
+    query: str,
+    admits: Callable[[Node], bool],
+    accesses: Counter[uuid.UUID],
 ) -> Reference:
-    """Every admitted node scored by the documented formula, in plain Python."""
+    """Every admitted node scored by the documented formula, in plain Python;
+    ``accesses`` counts how often earlier retrievals returned each node."""
     ctx, c = client.context, client.context.scoring
     head = ctx.store.head(ctx.namespace, user)
     assert head is not None
@@ -120,6 +126,8 @@ def reference_ranking(
         )
         age = (now - (node.last_reinforced_at or node.created_at)).total_seconds() / 86_400
         stretch = (1 + node.salience_base) * (1 + math.log1p(node.reinforcement_count))
+        used = accesses.get(node.id, 0)
+        stretch *= 1 + c.access_weight * math.log1p(used)
         confidence = node.meta.get("confidence", 1.0)
         components = {
             "similarity": max(_cos(query_vector, vectors[i]), 0.0),
@@ -132,6 +140,7 @@ def reference_ranking(
             "source_confidence": min(max(float(confidence), 0.0), 1.0),
             "trigger_boost": _boost(c, node, vectors[i], triggers),
             "attractor_penalty": _penalty(c, vectors[i], attractors),
+            "accesses": used,
         }
         relevance = (
             c.similarity_weight * (fused[i] + context)
@@ -239,14 +248,17 @@ def test_the_index_ranks_by_the_documented_formula(reopen: Opener) -> None:
     # A later "now" gives every node a different, non-trivial recency.
     later = datetime.now().astimezone() + timedelta(days=45)
     memory.context.clock = lambda: later
+    queries.wait_for_vectors(memory.context, "alice")  # the reference reads the vectors
+    returned: Counter[uuid.UUID] = Counter()
     checked = 0
     for query in QUERIES:
         for filters, admits in FILTERS:
-            full = memory.retrieve(query, user_id="alice", limit=1000, **filters)
-            expected = reference_ranking(memory, "alice", query, admits)
-            _same(full, expected)
-            top = memory.retrieve(query, user_id="alice", limit=3, **filters)
-            _same(top, expected[:3])
+            # Each retrieval counts an access of every node it returns.
+            for limit in (1000, 3):
+                expected = reference_ranking(memory, "alice", query, admits, returned)
+                found = memory.retrieve(query, user_id="alice", limit=limit, **filters)
+                _same(found, expected[:limit])
+                returned.update(found_node.id for found_node in found.nodes)
             checked += len(expected)
     assert checked > 200
     boosts = {
