@@ -9,18 +9,16 @@ without ever applying an event twice, and every stream is applied in order.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
-from eventstore import EventStore, LogCursor, RecordedEvent, SubjectCipher, Transaction
+from eventstore import EventStore, RecordedEvent, SubjectCipher, Transaction
 from eventstore.ids import SYSTEM_NAMESPACE
 from eventstore.store import utc_now
 from projections import events as ev
 from projections.base import Projection
 from projections.storage import checkpoints
+from workers.follower import LogFollower
 
 DEFAULT_PARTITIONS = 8
 DEFAULT_BATCH_SIZE = 500
@@ -28,11 +26,10 @@ DEFAULT_BATCH_SIZE = 500
 #: one thread waits for the server (its page, its writes, its commit), another
 #: decodes and embeds.  SQLite has one writer, so there it drains them in turn.
 DEFAULT_SERVER_THREADS = 2
-IDLE_SLEEP_SECONDS = 0.01
 
 
-class ProjectionRunner:
-    """Applies one projection to the log from its checkpoints."""
+class ProjectionRunner(LogFollower):
+    """Applies one projection to the log from its checkpoints (named after it)."""
 
     def __init__(
         self,
@@ -44,21 +41,11 @@ class ProjectionRunner:
         threads: int = DEFAULT_SERVER_THREADS,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
-        self.store = store
         self.projection = projection
-        self.partitions = partitions
         self.batch_size = batch_size
-        self.threads = 1 if store.embedded else max(1, threads)
-        self.clock = clock
-        with store.transaction() as tx:
-            checkpoints.ensure_checkpoints(tx, projection.name, partitions, clock())
-
-    def partition_of(self, stream_id: int) -> int:
-        return stream_id % self.partitions
-
-    def checkpoint(self, partition: int) -> LogCursor:
-        with self.store.reading() as view:
-            return checkpoints.read(view.connection, self.projection.name, partition)
+        super().__init__(
+            store, projection.name, partitions=partitions, threads=threads, clock=clock
+        )
 
     def run_once(self, partition: int) -> int | None:
         """Apply one batch of a partition; ``None`` when another runner holds it."""
@@ -76,37 +63,6 @@ class ProjectionRunner:
                 tx.connection, self.projection.name, partition, page.next_cursor, self.clock()
             )
             return len(page.events)
-
-    def run_pending(self) -> int:
-        """Apply everything visible now in every free partition; the number of events."""
-        if self.threads == 1:
-            return sum(self._drain(p) for p in range(self.partitions))
-        with ThreadPoolExecutor(self.threads, thread_name_prefix="projector") as pool:
-            return sum(pool.map(self._drain, range(self.partitions)))
-
-    def _drain(self, partition: int) -> int:
-        """Apply batches of one partition until it has nothing visible left (or is held)."""
-        total = 0
-        while applied := self.run_once(partition):
-            total += applied
-        return total
-
-    def catch_up(self, cursor: LogCursor, stream_id: int, timeout: float) -> bool:
-        """Wait (helping along) until the stream's partition has applied ``cursor``."""
-        partition = self.partition_of(stream_id)
-        deadline = time.monotonic() + timeout
-        while self.checkpoint(partition) < cursor:
-            if time.monotonic() > deadline:
-                return False
-            if not self.run_once(partition):
-                time.sleep(IDLE_SLEEP_SECONDS)
-        return True
-
-    def run_forever(self, stop: threading.Event, poll_interval: float = 0.2) -> None:
-        """Keep applying until ``stop`` is set (the loop of a worker thread or process)."""
-        while not stop.is_set():
-            if not self.run_pending():
-                stop.wait(poll_interval)
 
     def _apply_page(self, tx: Transaction, page: list[RecordedEvent]) -> None:
         ciphers: dict[int, SubjectCipher | None] = {}

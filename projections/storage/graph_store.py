@@ -131,6 +131,23 @@ class GraphStore:
         self.conn.execute(_insert_directory, [_directory_entry(r) for r in rows])
         self.conn.execute(_insert_claim, list(claim_rows))
 
+    def add_entity_nodes(
+        self, cipher: SubjectCipher, new_nodes: Sequence[tuple[int, Node]]
+    ) -> None:
+        """Insert ENTITY nodes, each at its given ordinal among its event's nodes.
+
+        An entity's id is its identity's, not a function of event and ordinal:
+        when the event that carried it is erased, the next one that names the
+        identity carries it, so its directory entry is moved there.
+        """
+        rows = [_node_values(cipher, node, ordinal) for ordinal, node in new_nodes]
+        if not rows:
+            return
+        self.conn.execute(_insert_node, rows)
+        ids = [row["node_id"] for row in rows]
+        self.conn.execute(node_directory.delete().where(node_directory.c.node_id.in_(ids)))
+        self.conn.execute(node_directory.insert(), [_directory_entry(r) for r in rows])
+
     def events_recorded_before(
         self, namespace: str, scope: Scope, cutoff: datetime, limit: int
     ) -> list[uuid.UUID]:

@@ -274,7 +274,7 @@ def test_the_message_is_a_note_and_the_declaration_reserved_metadata(memory: Mem
     assert event.meta == {"k": 1, "oblivio_first_person_owner_v1": True}
     extract_all(memory)
     nodes = memory.get_event_nodes(message.event_id, user_id=USER)
-    assert [n.node_type for n in nodes] == [NodeType.NOTE, NodeType.FACT]
+    assert [n.node_type for n in nodes] == [NodeType.NOTE, NodeType.FACT, NodeType.ENTITY]
 
 
 def test_a_request_id_makes_ingest_idempotent(memory: MemoryClient) -> None:
