@@ -390,3 +390,14 @@ def test_rebuilds_use_the_saved_plan_not_a_newer_extractor(
             assert live == fresh, name
     finally:
         newer.close()
+
+
+def test_each_message_is_its_own_append(memory: MemoryClient) -> None:
+    """Messages the worker reads in one page still get one append each: every
+    claims event is recorded on its own (an append records one time for all it holds)."""
+    for text in ("I use Vim.", "I like tea.", "I don't use Vim anymore."):
+        memory.ingest(text, user_id=USER, first_person_owner=True)
+    extract_all(memory)
+    recorded = [e.recorded_at for e in events_of_type(memory, USER, ev.CLAIMS_EXTRACTED)]
+    assert len(recorded) == 3
+    assert len(set(recorded)) == 3
