@@ -244,7 +244,7 @@ class NodeGraphProjection:
         # later ones find it; after an erasure, replay re-creates it with the
         # first message that remains (older claims events name no entities).
         entities = data.get("entities") or []
-        present = {r.node_id for r in store.node_rows([uuid.UUID(e["node_id"]) for e in entities])}
+        present = store.present_nodes(cipher.stream_id, [uuid.UUID(e["node_id"]) for e in entities])
         store.add_entity_nodes(
             cipher,
             [

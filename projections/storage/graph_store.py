@@ -64,6 +64,22 @@ _nodes_by_id = (
     )
 )
 
+# Which of some node ids have a node in a known stream: the directory gives
+# each id's event and ordinal, memory_nodes is then read by its key.  Built
+# once: the node graph asks it for the entities of every claims event.
+_present_in_stream = (
+    sa.select(node_directory.c.node_id)
+    .join(
+        nodes,
+        sa.and_(
+            nodes.c.stream_id == sa.bindparam("stream_id"),
+            nodes.c.event_id == node_directory.c.event_id,
+            nodes.c.ordinal == node_directory.c.ordinal,
+        ),
+    )
+    .where(node_directory.c.node_id.in_(sa.bindparam("node_ids", expanding=True)))
+)
+
 # Columns a node's lifecycle changes may touch; content never changes.
 STATE_COLUMNS = (
     "lifecycle",
@@ -205,6 +221,13 @@ class GraphStore:
     def node_rows(self, node_ids: Collection[uuid.UUID]) -> list[NodeRow]:
         query = _nodes_by_id.where(node_directory.c.node_id.in_(list(node_ids)))
         return list(self.conn.execute(query))
+
+    def present_nodes(self, stream_id: int, node_ids: Collection[uuid.UUID]) -> set[uuid.UUID]:
+        """Which of ``node_ids`` are nodes of stream ``stream_id`` now."""
+        if not node_ids:
+            return set()
+        params = {"stream_id": stream_id, "node_ids": list(node_ids)}
+        return set(self.conn.execute(_present_in_stream, params).scalars())
 
     def nodes_of_event(self, event_id: uuid.UUID) -> list[NodeRow]:
         # The log knows the event's stream; with it the lookup is a range of

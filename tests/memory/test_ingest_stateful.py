@@ -3,16 +3,16 @@
 One owner ingests first-person messages (some of which correct earlier ones),
 stores plain memories, supersedes nodes by hand and deletes events.  After
 every step, rebuilding the owner's projections from the log must give the
-live digests, and no claim may outlive the message it came from.  SQLite
-only: the replay path is the same code on both backends, and the two-backend
-cases of ingest's erasure are in test_ingest_erasure.py.
+live digests, no claim may outlive the message it came from, and an entity
+node lives exactly while a live message names its identity.  SQLite only: the
+replay path is the same code on both backends, and the two-backend cases of
+ingest's erasure are in test_ingest_erasure.py.  The examples share one store
+(opening one costs more than a whole example), each with an owner of its own.
 """
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -30,8 +30,8 @@ from hypothesis.stateful import (
 from oblivio import MemoryClient
 from oblivio.errors import LifecycleConflictError
 from oblivio.settings import Settings
+from projections.model import NodeType
 
-USER = "kim"
 MESSAGES = (
     "I use an insulin pump.",
     "I don't use a pump anymore.",
@@ -47,17 +47,18 @@ COUNTS: Counter[str] = Counter()
 
 
 class IngestMachine(RuleBasedStateMachine):
+    client: MemoryClient  # the store every example shares (set by the test)
+
     def __init__(self) -> None:
         super().__init__()
-        self.directory = Path(tempfile.mkdtemp(prefix="oblivio-ingest-stateful-"))
-        self.client = MemoryClient(settings=Settings(data_dir=self.directory))
+        self.user = f"kim-{uuid.uuid4().hex[:12]}"
         self.events: list[uuid.UUID] = []  # live events, messages and stored memories
         self.claims: dict[uuid.UUID, uuid.UUID] = {}  # claim node -> its message
 
     @rule(text=st.sampled_from(MESSAGES), owner=st.booleans())
     def ingest(self, text: str, owner: bool) -> None:
         result = self.client.ingest(
-            text, user_id=USER, first_person_owner=owner, wait_for_extraction=True
+            text, user_id=self.user, first_person_owner=owner, wait_for_extraction=True
         )
         self.events.append(result.event_id)
         self.claims.update(dict.fromkeys(result.claim_node_ids or (), result.event_id))
@@ -65,14 +66,14 @@ class IngestMachine(RuleBasedStateMachine):
 
     @rule(text=st.sampled_from(MESSAGES))
     def store(self, text: str) -> None:
-        self.events.append(self.client.store(text, user_id=USER))
+        self.events.append(self.client.store(text, user_id=self.user))
 
     @precondition(lambda self: len(self.claims) >= 2)
     @rule(data=st.data())
     def supersede(self, data: st.DataObject) -> None:
         old, new = data.draw(st.permutations(sorted(self.claims)))[:2]
         try:
-            self.client.supersede(old, new, user_id=USER)
+            self.client.supersede(old, new, user_id=self.user)
             COUNTS["supersede"] += 1
         except LifecycleConflictError:
             pass  # one of them is retired already: refused, nothing written
@@ -81,48 +82,58 @@ class IngestMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def delete(self, data: st.DataObject) -> None:
         event_id = data.draw(st.sampled_from(self.events))
-        self.client.delete_event(event_id, user_id=USER)
+        self.client.delete_event(event_id, user_id=self.user)
         self.events.remove(event_id)
         self.claims = {c: m for c, m in self.claims.items() if m != event_id}
         COUNTS["delete"] += 1
 
     @invariant()
     def replay_equals_live(self) -> None:
-        for name, (live, replayed) in self.client.replay_comparison(user_id=USER).items():
+        for name, (live, replayed) in self.client.replay_comparison(user_id=self.user).items():
             assert live == replayed, f"{name}: replay differs from live"
 
     @invariant()
-    def claims_live_only_with_their_message(self) -> None:
-        for event_id in self.events:
-            for node in self.client.get_event_nodes(event_id, user_id=USER):
-                if "claim_source_event_id" in node.meta:
-                    assert node.meta["claim_source_event_id"] == str(event_id)
-        for claim in self.claims:
-            assert self.client.get_node(claim, user_id=USER, include_superseded=True)
+    def claims_and_entities_live_only_with_their_messages(self) -> None:
+        """The claims are exactly those of live messages, and the entities exactly
+        the identities those claims bind beyond their message, each carried by a
+        live message (one read of every node: the invariant runs after every step)."""
+        page = self.client.list_nodes(user_id=self.user, include_superseded=True, limit=500)
+        assert page.next_cursor is None
+        claims = {n.id: n for n in page.nodes if "claim_source_event_id" in n.meta}
+        assert set(claims) == set(self.claims)
+        for node in claims.values():
+            assert node.meta["claim_source_event_id"] == str(self.claims[node.id])
+            assert node.event_id == self.claims[node.id]
+        named = {
+            uuid.UUID(n.meta["claim_subject_id"])
+            for n in claims.values()
+            if n.meta["claim_subject_kind"] != "event_local"
+        }
+        entities = [n for n in page.nodes if n.node_type is NodeType.ENTITY]
+        assert {n.id for n in entities} == named
+        assert all(n.event_id in self.events for n in entities)
 
     def teardown(self) -> None:
-        try:
-            if sys.exc_info()[0] is None:
-                self.replay_equals_live()
-        finally:
-            self.client.close()
-            shutil.rmtree(self.directory, ignore_errors=True)
+        if sys.exc_info()[0] is None:
+            self.replay_equals_live()
 
 
-def test_random_ingest_sequences_replay_to_the_live_state() -> None:
+def test_random_ingest_sequences_replay_to_the_live_state(tmp_path: Path) -> None:
     COUNTS.clear()
-    run_state_machine_as_test(
-        IngestMachine,
-        settings=settings(
-            max_examples=8,
-            stateful_step_count=10,
-            deadline=None,
-            database=None,
-            derandomize=True,
-            phases=[Phase.explicit, Phase.reuse, Phase.generate],
-            suppress_health_check=[HealthCheck.too_slow],
-        ),
-    )
+    with MemoryClient(settings=Settings(data_dir=tmp_path)) as client:
+        IngestMachine.client = client
+        run_state_machine_as_test(
+            IngestMachine,
+            settings=settings(
+                max_examples=8,
+                stateful_step_count=10,
+                deadline=None,
+                database=None,
+                derandomize=True,
+                phases=[Phase.explicit, Phase.reuse, Phase.generate],
+                suppress_health_check=[HealthCheck.too_slow],
+            ),
+        )
     assert COUNTS["ingest"] > 0
     assert COUNTS["delete"] > 0
     assert COUNTS["supersede"] > 0
