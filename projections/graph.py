@@ -19,18 +19,16 @@ from sqlalchemy.engine import Connection
 
 from eventstore import RecordedEvent, SubjectCipher
 from projections import events as ev
-from projections.claims.records import claim_node, claim_row
+from projections.claims.records import claim_node, claim_row, entity_node
 from projections.digest import state_digest
 from projections.extraction import Extractor, OneNodePerEvent
 from projections.model import (
-    INITIAL_CONFIDENCE,
-    INITIAL_SALIENCE,
     EdgeKind,
-    LifecycleState,
     Node,
     NodeType,
     Scope,
     SourceType,
+    new_node,
 )
 from projections.storage.claim_store import ClaimStore
 from projections.storage.graph_store import GraphStore, node_from_row, state_of
@@ -178,20 +176,14 @@ class NodeGraphProjection:
         scope = Scope(data["scope"])
         drafts = self.extractor.extract(data["content"], NodeType(data["node_type"]))
         new_nodes = [
-            Node(
+            new_node(
                 id=ev.node_id(event_id, ordinal),
                 event_id=event_id,
                 content=draft.content,
                 node_type=draft.node_type,
                 scope=scope,
                 source_type=SourceType(data["source_type"]),
-                lifecycle=LifecycleState.ACTIVE,
-                confidence_base=INITIAL_CONFIDENCE,
-                salience_base=INITIAL_SALIENCE,
-                reinforcement_boost=0.0,
-                reinforcement_count=0,
                 created_at=recorded_at,
-                updated_at=recorded_at,
                 session_id=data.get("session_id"),
                 meta=data.get("meta") or {},
             )
@@ -206,6 +198,7 @@ class NodeGraphProjection:
         present = self._apply_after_states(store, data)
         # A retired node's contradictions are settled with it.
         store.resolve_edges_touching(EdgeKind.CONTRADICTS, old, event.recorded_at)
+        _close_interval(store, cipher, old, data)
         if {old, new} <= present:
             store.insert_edge(
                 ev.edge_id(EdgeKind.SUPERSEDES, new, old, event.event_id),
@@ -240,6 +233,7 @@ class NodeGraphProjection:
         winner, loser = uuid.UUID(data["winner_node_id"]), uuid.UUID(data["loser_node_id"])
         present = self._apply_after_states(store, data)
         store.resolve_edges_touching(EdgeKind.CONTRADICTS, loser, event.recorded_at)
+        _close_interval(store, cipher, loser, data)
         if {winner, loser} <= present:
             store.insert_edge(
                 ev.edge_id(EdgeKind.SUPERSEDES, winner, loser, event.event_id),
@@ -270,8 +264,8 @@ class NodeGraphProjection:
     ) -> None:
         """A message's saved plan: its claim nodes, then the retirements it decided.
 
-        Each retirement is applied exactly as an explicit supersede is, and
-        closes the retired claim's interval.  No check that the message still
+        Each retirement is applied exactly as an explicit supersede is (which
+        closes the retired claim's interval too).  No check that the message still
         stands: erasing a message erases its claims event in the same request
         (``projections.events.derived_event_ids``), and the worker appends one
         only under the stream's lock after checking the message.
@@ -282,11 +276,21 @@ class NodeGraphProjection:
             [(c["ordinal"], claim_node(data, c)) for c in records],
             [claim_row(cipher, event.event_id, data, c) for c in records],
         )
-        claims = ClaimStore(store.conn)
+        # An identity's ENTITY node comes with the first live message naming it:
+        # later ones find it; after an erasure, replay re-creates it with the
+        # first message that remains (older claims events name no entities).
+        entities = data.get("entities") or []
+        present = store.present_nodes(cipher.stream_id, [uuid.UUID(e["node_id"]) for e in entities])
+        store.add_entity_nodes(
+            cipher,
+            [
+                (e["ordinal"], entity_node(data, e))
+                for e in entities
+                if uuid.UUID(e["node_id"]) not in present
+            ],
+        )
         for retirement in data["retirements"]:
             self._superseded(store, cipher, event, retirement)
-            valid_to = datetime.fromisoformat(retirement["valid_to"])
-            claims.close_interval(cipher.stream_id, uuid.UUID(retirement["old_node_id"]), valid_to)
 
     # -- shared steps ------------------------------------------------------------
 
@@ -304,6 +308,19 @@ class NodeGraphProjection:
         key, request = data["operation_key"], data["request"]
         fingerprint = operation_fingerprint(cipher, key, request)
         store.record_operation(cipher.stream_id, key, fingerprint, event.event_id)
+
+
+def _close_interval(
+    store: GraphStore, cipher: SubjectCipher, retired: uuid.UUID, data: Mapping[str, Any]
+) -> None:
+    """Close a retired claim's validity interval where its record says.
+
+    Explicit and automatic retirements record ``valid_to`` alike when the
+    retired node is a claim; records of other nodes (and older records) have none.
+    """
+    if data.get("valid_to") is not None:
+        valid_to = datetime.fromisoformat(data["valid_to"])
+        ClaimStore(store.conn).close_interval(cipher.stream_id, retired, valid_to)
 
 
 def _node_state(node: Node) -> dict[str, Any]:

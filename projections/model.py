@@ -88,6 +88,38 @@ class Node:
     archived_at: datetime | None = None
 
 
+def new_node(
+    *,
+    id: uuid.UUID,
+    event_id: uuid.UUID,
+    content: str,
+    node_type: NodeType,
+    scope: Scope,
+    source_type: SourceType,
+    created_at: datetime,
+    session_id: str | None = None,
+    meta: dict[str, Any] | None = None,
+) -> Node:
+    """A node as it is first derived: active, with the starting scores, unreinforced."""
+    return Node(
+        id=id,
+        event_id=event_id,
+        content=content,
+        node_type=node_type,
+        scope=scope,
+        source_type=source_type,
+        lifecycle=LifecycleState.ACTIVE,
+        confidence_base=INITIAL_CONFIDENCE,
+        salience_base=INITIAL_SALIENCE,
+        reinforcement_boost=0.0,
+        reinforcement_count=0,
+        created_at=created_at,
+        updated_at=created_at,
+        session_id=session_id,
+        meta=meta or {},
+    )
+
+
 @dataclass(frozen=True)
 class Edge:
     kind: EdgeKind
@@ -102,8 +134,8 @@ class Edge:
 class ClaimState:
     """The structure and validity of a claim node (one extracted by ``ingest``).
 
-    ``valid_to`` is set once a correction retired the claim (its new
-    source-effective time); ``correction`` says what this claim did to
+    ``valid_to`` is set once a correction retired the claim, automatic or
+    explicit (the successor's source-effective time); ``correction`` says what this claim did to
     earlier ones: ``retired``, or why it retired nothing (``ambiguous``,
     ``conditional``, ``unsupported``, ``no_match``; ``none`` when it is no
     correction at all).
@@ -126,6 +158,9 @@ class ClaimState:
     valid_from: datetime
     valid_to: datetime | None
     correction: str
+    #: The event that closed the interval: an explicit supersede (or contradiction
+    #: resolution), or the claims event of the message whose claim retired it.
+    retired_by_event_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)

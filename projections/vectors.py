@@ -119,7 +119,10 @@ class VectorProjection:
                 _, nodes = by_embedder.setdefault(embedder.name, (embedder, []))
                 nodes += [(cipher, *node) for node in texts]
         result: list[NodeVector] = []
-        for embedder, nodes in by_embedder.values():
+        for embedder, named in by_embedder.values():
+            # An entity named by several events of the page is embedded once (its
+            # text is the same): one row per node, as put_vectors needs.
+            nodes = list({(n[0].stream_id, n[1]): n for n in named}.values())
             vectors = embedder.embed([content for *_, content in nodes]) if nodes else []
             result += [
                 NodeVector(cipher, node_id, event_id, embedder.name, vector)
@@ -136,7 +139,8 @@ class VectorProjection:
         data = event.data or {}
         if event.type == ev.CLAIMS_EXTRACTED:
             source = uuid.UUID(data["source_event_id"])
-            return [(uuid.UUID(c["node_id"]), source, c["content"]) for c in data["claims"]]
+            nodes = [*data["claims"], *(data.get("entities") or [])]
+            return [(uuid.UUID(n["node_id"]), source, _text(n)) for n in nodes]
         drafts = self.extractor.extract(data["content"], NodeType(data["node_type"]))
         return [
             (ev.node_id(event.event_id, ordinal), event.event_id, d.content)
@@ -177,3 +181,8 @@ class VectorProjection:
             ],
         }
         return state_digest(state)
+
+
+def _text(node: dict[str, Any]) -> str:
+    """A claims event's node text: a claim's content, an entity's name."""
+    return str(node["content"] if "content" in node else node["name"])

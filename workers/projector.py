@@ -9,10 +9,7 @@ without ever applying an event twice, and every stream is applied in order.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable, Collection
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 from sqlalchemy.engine import Connection
@@ -23,6 +20,7 @@ from eventstore.store import utc_now
 from projections import events as ev
 from projections.base import Projection
 from projections.storage import checkpoints
+from workers.follower import LogFollower
 
 DEFAULT_PARTITIONS = 8
 DEFAULT_BATCH_SIZE = 500
@@ -30,11 +28,10 @@ DEFAULT_BATCH_SIZE = 500
 #: one thread waits for the server (its page, its writes, its commit), another
 #: decodes and embeds.  SQLite has one writer, so there it drains them in turn.
 DEFAULT_SERVER_THREADS = 2
-IDLE_SLEEP_SECONDS = 0.01
 
 
-class ProjectionRunner:
-    """Applies one projection to the log from its checkpoints."""
+class ProjectionRunner(LogFollower):
+    """Applies one projection to the log from its checkpoints (named after it)."""
 
     def __init__(
         self,
@@ -46,30 +43,15 @@ class ProjectionRunner:
         threads: int = DEFAULT_SERVER_THREADS,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
-        self.store = store
         self.projection = projection
-        self.partitions = partitions
         self.batch_size = batch_size
-        self.threads = 1 if store.embedded else max(1, threads)
-        self.clock = clock
-        with store.transaction() as tx:
-            checkpoints.ensure_checkpoints(tx, projection.name, partitions, clock())
+        super().__init__(
+            store, projection.name, partitions=partitions, threads=threads, clock=clock
+        )
 
-    def partition_of(self, stream_id: int) -> int:
-        return stream_id % self.partitions
-
-    def checkpoint(self, partition: int) -> LogCursor:
-        with self.store.reading() as view:
-            return checkpoints.read(view.connection, self.projection.name, partition)
-
-    def run_once(self, partition: int) -> int | None:
-        """Apply one batch of a partition; ``None`` when another runner holds it."""
-        batch = self._apply_batch(partition)
-        return None if batch is None else batch[0]
-
-    def _apply_batch(self, partition: int) -> tuple[int, LogCursor] | None:
-        """Apply one batch: how many events, and the partition's checkpoint after it
-        (``None`` when another runner holds the partition)."""
+    def follow_page(self, partition: int) -> tuple[int, LogCursor] | None:
+        """Apply one batch of a partition: how many events, and the partition's
+        checkpoint after it (``None`` when another runner holds the partition)."""
         with self.store.transaction() as tx:
             cursor = checkpoints.claim(tx.connection, self.projection.name, partition)
             if cursor is None:
@@ -84,49 +66,6 @@ class ProjectionRunner:
                 tx.connection, self.projection.name, partition, page.next_cursor, self.clock()
             )
             return len(page.events), page.next_cursor
-
-    def run_pending(self) -> int:
-        """Apply everything visible now in every free partition; the number of events."""
-        if self.threads == 1:
-            return sum(self._drain(p) for p in range(self.partitions))
-        with ThreadPoolExecutor(self.threads, thread_name_prefix="projector") as pool:
-            return sum(pool.map(self._drain, range(self.partitions)))
-
-    def _drain(self, partition: int) -> int:
-        """Apply batches of one partition until it has nothing visible left (or is held)."""
-        total = 0
-        while applied := self.run_once(partition):
-            total += applied
-        return total
-
-    def catch_up(
-        self,
-        cursor: LogCursor,
-        stream_id: int,
-        timeout: float,
-        *,
-        checkpoint: LogCursor | None = None,
-    ) -> bool:
-        """Wait (helping along) until the stream's partition has applied ``cursor``.
-
-        ``checkpoint`` is the partition's checkpoint if the caller just read it (a
-        state token holds it).  A batch this call applies tells where it left the
-        checkpoint, so a consistent read right after a write costs one batch, not
-        a batch and more looks at the checkpoint.
-        """
-        partition = self.partition_of(stream_id)
-        deadline = time.monotonic() + timeout
-        reached = self.checkpoint(partition) if checkpoint is None else checkpoint
-        while reached < cursor:
-            if time.monotonic() > deadline:
-                return False
-            batch = self._apply_batch(partition)
-            if batch is not None and batch[0]:
-                reached = batch[1]
-                continue
-            time.sleep(IDLE_SLEEP_SECONDS)  # held elsewhere, or not visible yet
-            reached = self.checkpoint(partition)
-        return True
 
     def hold(self, conn: Connection, stream_ids: Collection[int] | None = None) -> None:
         """Wait for and lock, for the caller's transaction, the checkpoints of the
@@ -143,12 +82,6 @@ class ProjectionRunner:
         )
         for partition in sorted(held):
             checkpoints.hold(conn, self.projection.name, partition)
-
-    def run_forever(self, stop: threading.Event, poll_interval: float = 0.2) -> None:
-        """Keep applying until ``stop`` is set (the loop of a worker thread or process)."""
-        while not stop.is_set():
-            if not self.run_pending():
-                stop.wait(poll_interval)
 
     def _apply_page(self, tx: Transaction, page: list[RecordedEvent]) -> None:
         ciphers: dict[int, SubjectCipher | None] = {}

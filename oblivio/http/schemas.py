@@ -214,6 +214,7 @@ class ClaimStateOut(BaseModel):
     valid_from: datetime
     valid_to: datetime | None
     correction: str
+    retired_by_event_id: uuid.UUID | None = None
 
 
 class AssertionStateOut(BaseModel):

@@ -27,6 +27,7 @@ from oblivio.memory.context import MemoryContext
 from oblivio.memory.ownership import check_evidence, earlier_operation, lock_owner
 from oblivio.memory.records import Correction, StoredMemory
 from projections import events as ev
+from projections.claims.records import effective_at
 from projections.graph import state_to_json
 from projections.model import (
     CONFIDENCE_CAP,
@@ -41,6 +42,7 @@ from projections.model import (
     SourceType,
 )
 from projections.scoring import MAX_TRIGGER_WEIGHT
+from projections.storage.claim_store import ClaimStore
 from projections.storage.graph_store import GraphStore, NodeRow, node_from_row, state_of
 
 CorrectionEntry = Mapping[str, Any] | Sequence[Any]
@@ -287,6 +289,7 @@ def supersede_locked(
         new_node_id=str(new_id),
         evidence_id=_text(evidence_id),
         actor_id=actor_id,
+        **_interval_end(tx, stream, old, new),
     )
     recorded, _ = append_projected(
         ctx, tx, stream, NewEvent(ev.SUPERSEDED, data, event_id=operation)
@@ -391,6 +394,7 @@ def resolve_contradiction(
             loser_node_id=str(loser),
             evidence_id=_text(evidence),
             actor_id=actor,
+            **_interval_end(tx, stream, lost, won),
         )
         event = NewEvent(ev.CONTRADICTION_RESOLVED, data, event_id=operation)
         recorded, _ = append_projected(ctx, tx, stream, event)
@@ -421,6 +425,30 @@ def _retire(
                 node = _with_state(node, lifecycle=LifecycleState.ACTIVE, updated_at=now)
         after.append(node)
     return [retired, *touched.values()], after
+
+
+def _interval_end(
+    tx: Transaction, stream: LockedStream, retired: Node, successor: Node
+) -> dict[str, Any]:
+    """``valid_to`` of a retired claim, as an automatic retirement records it.
+
+    The interval closes at the successor's source-effective time (a claim's own
+    ``valid_from``; for another node, when its source message took effect), but
+    never before the claim began: an explicit decision may retire a claim with
+    an earlier-effective one, where the automatic rules would retire nothing.
+    Nodes that are not claims have no interval, and their records no ``valid_to``.
+    """
+    claims = ClaimStore(tx.connection)
+    row = claims.claim(stream.ref.stream_id, retired.id)
+    if row is None:
+        return {}
+    successor_row = claims.claim(stream.ref.stream_id, successor.id)
+    if successor_row is not None:
+        effective = successor_row.valid_from
+    else:
+        [source] = tx.get_events([successor.event_id])
+        effective = datetime.fromisoformat(effective_at(source))
+    return {"valid_to": max(effective, row.valid_from).isoformat()}
 
 
 def _open_contradictions(tx: Transaction, node_id: uuid.UUID) -> set[uuid.UUID]:

@@ -230,5 +230,7 @@ def _after_extraction(
     with ctx.store.reading() as view:
         rows = GraphStore(view.connection).nodes_of_event(event.event_id)
     notes = set(result.note_node_ids)
-    claims = tuple(r.node_id for r in rows if r.node_id not in notes)
+    claims = tuple(
+        r.node_id for r in rows if r.node_id not in notes and r.node_type != NodeType.ENTITY
+    )
     return IngestedMessage(result.event_id, result.note_node_ids, result.plan_event_id, claims)

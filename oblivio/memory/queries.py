@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -234,10 +235,12 @@ def get_assertion_state(
         claim_row = ClaimStore(view.connection).claim(row.stream_id, wanted)
         node = None if claim_row is None else _decrypt(view, row)
         claim = None if node is None else claim_state(node, claim_row)
-        supersedes, contradicted_by = [], []
+        supersedes, contradicted_by, retired_in = [], [], None
         for edge in graph.edges_touching(wanted):
             if edge.kind == EdgeKind.SUPERSEDES and edge.source_node == wanted:
                 supersedes.append(edge.target_node)
+            elif edge.kind == EdgeKind.SUPERSEDES:
+                retired_in = edge.event_id
             elif edge.kind == EdgeKind.CONTRADICTS and edge.resolved_at is None:
                 other = edge.target_node if edge.source_node == wanted else edge.source_node
                 contradicted_by.append(other)
@@ -249,7 +252,7 @@ def get_assertion_state(
         contradicted_by=contradicted_by,
         confidence_base=row.confidence_base,
         reinforcement_boost=row.reinforcement_boost,
-        claim=claim,
+        claim=None if claim is None else replace(claim, retired_by_event_id=retired_in),
         archived_at=row.archived_at,
     )
 

@@ -32,7 +32,7 @@ from eventstore import RecordedEvent, SubjectCipher
 from projections import events as ev
 from projections.claims.matching import distinct_objects, target_classes, target_matches
 from projections.claims.plan import ClaimDraft, IngestionPlan
-from projections.claims.records import KNOWN_MODALITIES, claim_node, match_key
+from projections.claims.records import KNOWN_MODALITIES, claim_node, effective_at, match_key
 from projections.graph import state_to_json
 from projections.model import LifecycleState, Node
 from projections.storage.claim_store import ClaimStore
@@ -80,19 +80,6 @@ def resolve_subject(
     return ev.identity_id("local", event_id, draft.subject), "event_local", None
 
 
-@dataclass
-class Unapplied:
-    """Claims decided for a stream but not yet in the graph.
-
-    The extraction worker appends the claims events of one stream's messages
-    together, then applies them; a later message of the same batch must still
-    see the claims of earlier ones (and which claims they retired).
-    """
-
-    claims: list[tuple[bytes, Node]] = field(default_factory=list)
-    retired: set[uuid.UUID] = field(default_factory=set)
-
-
 def claims_event(
     conn: Connection,
     cipher: SubjectCipher,
@@ -100,14 +87,15 @@ def claims_event(
     plan: IngestionPlan,
     first_ordinal: int,
     now: datetime,
-    unapplied: Unapplied | None = None,
 ) -> dict[str, Any]:
-    """The data of the claims event of ``message`` (see the module docstring)."""
-    batch = Unapplied() if unapplied is None else unapplied
+    """The data of the claims event of ``message`` (see the module docstring).
+
+    ``conn`` must see every earlier claims event of the stream applied: the
+    worker appends and applies one message's event before building the next.
+    """
     data = message.data or {}
-    ingest = data.get("ingest") or {}
     declaration = Declaration.of(data)
-    effective = ingest.get("occurred_at") or message.recorded_at.isoformat()
+    effective = effective_at(message)
     event: dict[str, Any] = {
         "source_event_id": str(message.event_id),
         "scope": data["scope"],
@@ -129,8 +117,12 @@ def claims_event(
         for i, draft in enumerate(plan.claims)
     ]
     event["claims"] = claims
+    event["entities"] = _entities(claims, data["user_id"], first_ordinal + len(claims))
     retirements: list[dict[str, Any]] = []
     unretired: list[dict[str, Any]] = []
+    # Claims of this message are written with it, so a later one of its claims
+    # sees the earlier ones (and what they retired) here, not in the graph.
+    batch = _Siblings()
     for claim, draft in zip(claims, plan.claims, strict=True):
         outcome, retired, candidates = _correction(conn, cipher, event, claim, draft, batch)
         claim["correction"] = outcome
@@ -146,6 +138,39 @@ def claims_event(
     event["retirements"] = retirements
     event["unretired"] = unretired
     return ev.with_checksum(event)
+
+
+@dataclass
+class _Siblings:
+    """The claims of the message being published, and the ones they retired."""
+
+    claims: list[tuple[bytes, Node]] = field(default_factory=list)
+    retired: set[uuid.UUID] = field(default_factory=set)
+
+
+def _entities(
+    claims: Sequence[Mapping[str, Any]], owner: str, first_ordinal: int
+) -> list[dict[str, Any]]:
+    """The ENTITY nodes of the identities the claims bind beyond the message.
+
+    One per owner identity (per owner and scope) and per named speaker (per
+    name and scope), with the identity's id as node id, so every message
+    naming it names the same node.  Event-local subjects have none.  The
+    graph creates an entity with the first live message naming it (see
+    ``NodeGraphProjection``), so erasing every such message erases it too.
+    """
+    entities: dict[str, dict[str, Any]] = {}
+    for claim in claims:
+        kind = claim["subject_kind"]
+        if kind == "event_local" or claim["subject_id"] in entities:
+            continue
+        entities[claim["subject_id"]] = {
+            "node_id": claim["subject_id"],
+            "ordinal": first_ordinal + len(entities),
+            "kind": kind,
+            "name": owner if kind == "owner" else claim["speaker"],
+        }
+    return list(entities.values())
 
 
 def _claim_record(
@@ -190,7 +215,7 @@ def _correction(
     event: Mapping[str, Any],
     claim: Mapping[str, Any],
     draft: ClaimDraft,
-    batch: Unapplied,
+    batch: _Siblings,
 ) -> tuple[str, list[Node], list[str]]:
     """What ``claim`` retires: the outcome, the nodes, and the candidates considered."""
     if draft.temporal_intent != "update":

@@ -12,17 +12,15 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from eventstore import SubjectCipher
+from eventstore import RecordedEvent, SubjectCipher
 from projections.claims.matching import predicate_class
 from projections.model import (
-    INITIAL_CONFIDENCE,
-    INITIAL_SALIENCE,
     ClaimState,
-    LifecycleState,
     Node,
     NodeType,
     Scope,
     SourceType,
+    new_node,
 )
 
 #: Modalities of claims that count as known observations.
@@ -47,6 +45,13 @@ CLAIM_FIELDS = (
 )
 
 
+def effective_at(message: RecordedEvent) -> str:
+    """When a stored message's statements took effect: its ``occurred_at`` if it
+    was ingested with one, else when it was recorded (the source-effective time)."""
+    ingest = (message.data or {}).get("ingest") or {}
+    return str(ingest.get("occurred_at") or message.recorded_at.isoformat())
+
+
 def claim_node(event: Mapping[str, Any], claim: Mapping[str, Any]) -> Node:
     """The node of one saved claim of a claims event."""
     at = datetime.fromisoformat(event["extracted_at"])
@@ -58,22 +63,36 @@ def claim_node(event: Mapping[str, Any], claim: Mapping[str, Any]) -> Node:
         "claim_extractor_version": event["plan"]["extractor_version"],
         "claim_plan_version": event["plan"]["plan_version"],
     }
-    return Node(
+    return new_node(
         id=uuid.UUID(claim["node_id"]),
         event_id=uuid.UUID(event["source_event_id"]),
         content=claim["content"],
         node_type=NodeType(claim["memory_type"]),
         scope=Scope(event["scope"]),
         source_type=SourceType(event["source_type"]),
-        lifecycle=LifecycleState.ACTIVE,
-        confidence_base=INITIAL_CONFIDENCE,
-        salience_base=INITIAL_SALIENCE,
-        reinforcement_boost=0.0,
-        reinforcement_count=0,
         created_at=at,
-        updated_at=at,
         session_id=event.get("session_id"),
         meta=meta,
+    )
+
+
+def entity_node(event: Mapping[str, Any], entity: Mapping[str, Any]) -> Node:
+    """The ENTITY node of an identity a claims event names (see ``publication``).
+
+    Its content is the name the identity goes by (the owner's user id, or the
+    speaker's name); it has the scope and source type of the message that
+    created it, and its own metadata only (``entity_kind``, ``entity_name``).
+    """
+    at = datetime.fromisoformat(event["extracted_at"])
+    return new_node(
+        id=uuid.UUID(entity["node_id"]),
+        event_id=uuid.UUID(event["source_event_id"]),
+        content=entity["name"],
+        node_type=NodeType.ENTITY,
+        scope=Scope(event["scope"]),
+        source_type=SourceType(event["source_type"]),
+        created_at=at,
+        meta={"entity_kind": entity["kind"], "entity_name": entity["name"]},
     )
 
 

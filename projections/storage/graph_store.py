@@ -67,6 +67,22 @@ _nodes_by_id = (
     )
 )
 
+# Which of some node ids have a node in a known stream: the directory gives
+# each id's event and ordinal, memory_nodes is then read by its key.  Built
+# once: the node graph asks it for the entities of every claims event.
+_present_in_stream = (
+    sa.select(node_directory.c.node_id)
+    .join(
+        nodes,
+        sa.and_(
+            nodes.c.stream_id == sa.bindparam("stream_id"),
+            nodes.c.event_id == node_directory.c.event_id,
+            nodes.c.ordinal == node_directory.c.ordinal,
+        ),
+    )
+    .where(node_directory.c.node_id.in_(sa.bindparam("node_ids", expanding=True)))
+)
+
 # Columns a node's lifecycle changes may touch; content never changes.
 STATE_COLUMNS = (
     "lifecycle",
@@ -135,6 +151,23 @@ class GraphStore:
         self.conn.execute(_insert_directory, [_directory_entry(r) for r in rows])
         self.conn.execute(_insert_claim, list(claim_rows))
 
+    def add_entity_nodes(
+        self, cipher: SubjectCipher, new_nodes: Sequence[tuple[int, Node]]
+    ) -> None:
+        """Insert ENTITY nodes, each at its given ordinal among its event's nodes.
+
+        An entity's id is its identity's, not a function of event and ordinal:
+        when the event that carried it is erased, the next one that names the
+        identity carries it, so its directory entry is moved there.
+        """
+        rows = [_node_values(cipher, node, ordinal) for ordinal, node in new_nodes]
+        if not rows:
+            return
+        self.conn.execute(_insert_node, rows)
+        ids = [row["node_id"] for row in rows]
+        self.conn.execute(node_directory.delete().where(node_directory.c.node_id.in_(ids)))
+        self.conn.execute(node_directory.insert(), [_directory_entry(r) for r in rows])
+
     def events_recorded_before(
         self, namespace: str, scope: Scope, cutoff: datetime, limit: int
     ) -> list[uuid.UUID]:
@@ -192,6 +225,13 @@ class GraphStore:
     def node_rows(self, node_ids: Collection[uuid.UUID]) -> list[NodeRow]:
         query = _nodes_by_id.where(node_directory.c.node_id.in_(list(node_ids)))
         return list(self.conn.execute(query))
+
+    def present_nodes(self, stream_id: int, node_ids: Collection[uuid.UUID]) -> set[uuid.UUID]:
+        """Which of ``node_ids`` are nodes of stream ``stream_id`` now."""
+        if not node_ids:
+            return set()
+        params = {"stream_id": stream_id, "node_ids": list(node_ids)}
+        return set(self.conn.execute(_present_in_stream, params).scalars())
 
     def nodes_of_event(self, event_id: uuid.UUID) -> list[NodeRow]:
         # The log knows the event's stream; with it the lookup is a range of

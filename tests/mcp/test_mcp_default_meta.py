@@ -1,4 +1,4 @@
-"""``oblivio mcp --default-meta``: every memory the agent stores starts from that metadata."""
+"""``oblivio mcp --default-meta``: every memory the agent stores or ingests starts from it."""
 
 from __future__ import annotations
 
@@ -19,15 +19,24 @@ def test_stored_memories_carry_the_servers_default_meta(tmp_path: Path) -> None:
     params = server(tmp_path, key)
     params.args.extend(["--default-meta", '{"channel": "mcp", "confidence": 0.8}'])
 
-    async def scenario(session: ClientSession) -> str:
+    async def scenario(session: ClientSession) -> tuple[str, str]:
         stored = payload(await session.call_tool("memory_store", {"content": "I live in Oslo"}))
-        return str(stored["event_id"])
+        message = {"message": "I use Vim.", "first_person_owner": True}
+        ingested = payload(await session.call_tool("memory_ingest", message))
+        return str(stored["event_id"]), str(ingested["event_id"])
 
-    event_id = anyio.run(session_run, params, scenario)
+    stored_id, ingested_id = anyio.run(session_run, params, scenario)
     with MemoryClient(settings=Settings(data_dir=tmp_path)) as client:
-        event = client.get_event(event_id, user_id="alice")
-    assert event is not None
-    assert event.meta == {"channel": "mcp", "confidence": 0.8}
+        stored = client.get_event(stored_id, user_id="alice")
+        ingested = client.get_event(ingested_id, user_id="alice")
+    assert stored is not None
+    assert stored.meta == {"channel": "mcp", "confidence": 0.8}
+    assert ingested is not None
+    assert ingested.meta == {
+        "channel": "mcp",
+        "confidence": 0.8,
+        "oblivio_first_person_owner_v1": True,
+    }
 
 
 def test_a_default_meta_that_is_not_a_json_object_is_refused(tmp_path: Path) -> None:

@@ -200,11 +200,13 @@ def test_memory_ingest_extracts_claims_and_retires_corrected_ones(tmp_path: Path
             assert len(result["claim_node_ids"]) == 1
         hits = payload(await session.call_tool("memory_retrieve", {"query": "insulin pump"}))
         contents = sorted(h["content"] for h in hits)
-        # The two raw notes and the current (negative) claim; the retired claim is out.
+        # The two raw notes, the current (negative) claim and the owner's entity node
+        # (its content the user id); the retired claim is out.
         assert contents == [
             "I don't use an insulin pump anymore",
             "I don't use an insulin pump anymore.",
             "I use an insulin pump.",
+            "sam",
         ]
         refused = await session.call_tool(
             "memory_ingest", {"message": "I use Vim.", "first_person_owner": "yes"}

@@ -78,3 +78,56 @@ def test_an_invalid_default_is_refused_before_anything_is_written(
         with pytest.raises(InvalidInputError):
             client.for_user("c42", default_meta=bad)
         assert client.get_events(user_id="c42") == []
+
+
+def test_ingest_applies_the_defaults_too(memory_settings: Settings) -> None:
+    defaults: dict[str, Any] = {"channel": "chat", "confidence": 0.5}
+    with MemoryClient(settings=memory_settings, default_meta=defaults) as client:
+        call: dict[str, Any] = {"confidence": 0.9}
+        one = client.ingest(
+            "I use Vim.",
+            user_id="c42",
+            meta=call,
+            first_person_owner=True,
+            wait_for_extraction=True,
+        )
+        call["confidence"] = 0.1  # after the call: nothing stored follows
+        defaults["channel"] = "changed"
+        reserved = {"oblivio_first_person_owner_v1": True}
+        assert meta_of(client, one.event_id, "c42") == {
+            "channel": "chat",
+            "confidence": 0.9,
+            **reserved,
+        }
+        [claim] = one.claim_node_ids or ()
+        node = client.get_node(claim, user_id="c42")
+        assert node is not None
+        assert node.meta["channel"] == "chat"
+        assert node.meta["confidence"] == 0.9
+        customer = client.for_user("c42", default_meta={"source": "user"})
+        batch = customer.ingest_batch(
+            [{"message": "Hello."}, {"message": "Bye.", "meta": {"channel": "voice"}}]
+        )
+        assert [meta_of(client, m.event_id, "c42") for m in batch] == [
+            {"channel": "chat", "confidence": 0.5, "source": "user"},
+            {"channel": "voice", "confidence": 0.5, "source": "user"},
+        ]
+
+
+def test_the_async_ingest_applies_the_defaults(memory_settings: Settings) -> None:
+    async def run() -> list[dict[str, Any]]:
+        async with MemoryEngine(settings=memory_settings, default_meta={"channel": "voice"}) as eng:
+            single = await eng.ingest("Call me after six.", user_id="c42", meta={"source": "user"})
+            handle = eng.for_user("c42", default_meta={"source": "handle"})
+            [batched] = await handle.ingest_batch([{"message": "I like tea."}])
+            metas = []
+            for message in (single, batched):
+                event = await eng.get_event(message.event_id, user_id="c42")
+                assert event is not None
+                metas.append(event.meta)
+            return metas
+
+    assert asyncio.run(run()) == [
+        {"channel": "voice", "source": "user"},
+        {"channel": "voice", "source": "handle"},
+    ]

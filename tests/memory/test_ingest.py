@@ -274,7 +274,7 @@ def test_the_message_is_a_note_and_the_declaration_reserved_metadata(memory: Mem
     assert event.meta == {"k": 1, "oblivio_first_person_owner_v1": True}
     extract_all(memory)
     nodes = memory.get_event_nodes(message.event_id, user_id=USER)
-    assert [n.node_type for n in nodes] == [NodeType.NOTE, NodeType.FACT]
+    assert [n.node_type for n in nodes] == [NodeType.NOTE, NodeType.FACT, NodeType.ENTITY]
 
 
 def test_a_request_id_makes_ingest_idempotent(memory: MemoryClient) -> None:
@@ -390,3 +390,14 @@ def test_rebuilds_use_the_saved_plan_not_a_newer_extractor(
             assert live == fresh, name
     finally:
         newer.close()
+
+
+def test_each_message_is_its_own_append(memory: MemoryClient) -> None:
+    """Messages the worker reads in one page still get one append each: every
+    claims event is recorded on its own (an append records one time for all it holds)."""
+    for text in ("I use Vim.", "I like tea.", "I don't use Vim anymore."):
+        memory.ingest(text, user_id=USER, first_person_owner=True)
+    extract_all(memory)
+    recorded = [e.recorded_at for e in events_of_type(memory, USER, ev.CLAIMS_EXTRACTED)]
+    assert len(recorded) == 3
+    assert len(set(recorded)) == 3

@@ -3,27 +3,34 @@
 One owner ingests first-person messages (some of which correct earlier ones),
 stores plain memories, supersedes nodes by hand and deletes events.  After
 every step, rebuilding the owner's projections from the log must give the
-live digests, and no claim may outlive the message it came from.  SQLite
-only: the replay path is the same code on both backends, and the two-backend
-cases of ingest's erasure are in test_ingest_erasure.py.
+live digests, no claim may outlive the message it came from, and an entity
+node lives exactly while a live message names its identity.  SQLite only: the
+replay path is the same code on both backends, and the two-backend cases of
+ingest's erasure are in test_ingest_erasure.py.  The examples share one store
+(opening one costs more than a whole example), each with an owner of its own.
 """
 
 from __future__ import annotations
 
+import sys
 import uuid
 from collections import Counter
+from pathlib import Path
 
 from hypothesis import strategies as st
 from hypothesis.stateful import (
+    RuleBasedStateMachine,
     invariant,
     precondition,
     rule,
 )
 
+from oblivio import MemoryClient
 from oblivio.errors import LifecycleConflictError
-from tests.memory._machines import StoreMachine, run_machine
+from oblivio.settings import Settings
+from projections.model import NodeType
+from tests.memory._machines import run_machine
 
-USER = "kim"
 MESSAGES = (
     "I use an insulin pump.",
     "I don't use a pump anymore.",
@@ -38,18 +45,19 @@ MESSAGES = (
 COUNTS: Counter[str] = Counter()
 
 
-class IngestMachine(StoreMachine):
-    prefix = "oblivio-ingest-stateful-"
+class IngestMachine(RuleBasedStateMachine):
+    client: MemoryClient  # the store every example shares (set by the test)
 
     def __init__(self) -> None:
         super().__init__()
+        self.user = f"kim-{uuid.uuid4().hex[:12]}"
         self.events: list[uuid.UUID] = []  # live events, messages and stored memories
         self.claims: dict[uuid.UUID, uuid.UUID] = {}  # claim node -> its message
 
     @rule(text=st.sampled_from(MESSAGES), owner=st.booleans())
     def ingest(self, text: str, owner: bool) -> None:
         result = self.client.ingest(
-            text, user_id=USER, first_person_owner=owner, wait_for_extraction=True
+            text, user_id=self.user, first_person_owner=owner, wait_for_extraction=True
         )
         self.events.append(result.event_id)
         self.claims.update(dict.fromkeys(result.claim_node_ids or (), result.event_id))
@@ -57,14 +65,14 @@ class IngestMachine(StoreMachine):
 
     @rule(text=st.sampled_from(MESSAGES))
     def store(self, text: str) -> None:
-        self.events.append(self.client.store(text, user_id=USER))
+        self.events.append(self.client.store(text, user_id=self.user))
 
     @precondition(lambda self: len(self.claims) >= 2)
     @rule(data=st.data())
     def supersede(self, data: st.DataObject) -> None:
         old, new = data.draw(st.permutations(sorted(self.claims)))[:2]
         try:
-            self.client.supersede(old, new, user_id=USER)
+            self.client.supersede(old, new, user_id=self.user)
             COUNTS["supersede"] += 1
         except LifecycleConflictError:
             pass  # one of them is retired already: refused, nothing written
@@ -73,32 +81,47 @@ class IngestMachine(StoreMachine):
     @rule(data=st.data())
     def delete(self, data: st.DataObject) -> None:
         event_id = data.draw(st.sampled_from(self.events))
-        self.client.delete_event(event_id, user_id=USER)
+        self.client.delete_event(event_id, user_id=self.user)
         self.events.remove(event_id)
         self.claims = {c: m for c, m in self.claims.items() if m != event_id}
         COUNTS["delete"] += 1
 
     @invariant()
     def replay_equals_live(self) -> None:
-        for name, (live, replayed) in self.client.replay_comparison(user_id=USER).items():
+        for name, (live, replayed) in self.client.replay_comparison(user_id=self.user).items():
             assert live == replayed, f"{name}: replay differs from live"
 
     @invariant()
-    def claims_live_only_with_their_message(self) -> None:
-        for event_id in self.events:
-            for node in self.client.get_event_nodes(event_id, user_id=USER):
-                if "claim_source_event_id" in node.meta:
-                    assert node.meta["claim_source_event_id"] == str(event_id)
-        for claim in self.claims:
-            assert self.client.get_node(claim, user_id=USER, include_superseded=True)
+    def claims_and_entities_live_only_with_their_messages(self) -> None:
+        """The claims are exactly those of live messages, and the entities exactly
+        the identities those claims bind beyond their message, each carried by a
+        live message (one read of every node: the invariant runs after every step)."""
+        page = self.client.list_nodes(user_id=self.user, include_superseded=True, limit=500)
+        assert page.next_cursor is None
+        claims = {n.id: n for n in page.nodes if "claim_source_event_id" in n.meta}
+        assert set(claims) == set(self.claims)
+        for node in claims.values():
+            assert node.meta["claim_source_event_id"] == str(self.claims[node.id])
+            assert node.event_id == self.claims[node.id]
+        named = {
+            uuid.UUID(n.meta["claim_subject_id"])
+            for n in claims.values()
+            if n.meta["claim_subject_kind"] != "event_local"
+        }
+        entities = [n for n in page.nodes if n.node_type is NodeType.ENTITY]
+        assert {n.id for n in entities} == named
+        assert all(n.event_id in self.events for n in entities)
 
-    def final_check(self) -> None:
-        self.replay_equals_live()
+    def teardown(self) -> None:
+        if sys.exc_info()[0] is None:
+            self.replay_equals_live()
 
 
-def test_random_ingest_sequences_replay_to_the_live_state() -> None:
+def test_random_ingest_sequences_replay_to_the_live_state(tmp_path: Path) -> None:
     COUNTS.clear()
-    run_machine(IngestMachine, examples=8, steps=10)
+    with MemoryClient(settings=Settings(data_dir=tmp_path)) as client:
+        IngestMachine.client = client
+        run_machine(IngestMachine, examples=8, steps=10)
     assert COUNTS["ingest"] > 0
     assert COUNTS["delete"] > 0
     assert COUNTS["supersede"] > 0

@@ -19,7 +19,7 @@ from oblivio.errors import EvidenceUnavailableError, IdempotencyConflictError, N
 from oblivio.memory import commands
 from oblivio.settings import Settings
 from projections import events as ev
-from projections import graph as graph_projection
+from projections import model as node_model
 from projections.model import CONFIDENCE_CAP, INITIAL_CONFIDENCE, REINFORCEMENT_CAP
 from tests._threads import race
 from tests.memory._support import (
@@ -88,13 +88,13 @@ def test_values_above_the_caps_survive_confirmation(
 ) -> None:
     """The same through the client: a node is built above the caps by changing
     the module constants for a while (a start value and a larger cap)."""
-    monkeypatch.setattr(graph_projection, "INITIAL_CONFIDENCE", 0.98)
+    monkeypatch.setattr(node_model, "INITIAL_CONFIDENCE", 0.98)
     _, node = remember(memory, "I am allergic to peanuts.")
     monkeypatch.setattr(commands, "REINFORCEMENT_CAP", 0.9)
     for _ in range(4):
         memory.reinforce(node.id, user_id="alice")
     monkeypatch.setattr(commands, "REINFORCEMENT_CAP", REINFORCEMENT_CAP)
-    monkeypatch.setattr(graph_projection, "INITIAL_CONFIDENCE", INITIAL_CONFIDENCE)
+    monkeypatch.setattr(node_model, "INITIAL_CONFIDENCE", INITIAL_CONFIDENCE)
     above = current(memory, node)
     assert (above.reinforcement_boost, above.confidence_base) == pytest.approx((0.6, 0.98))
 
