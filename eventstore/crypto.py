@@ -19,11 +19,15 @@ import struct
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from typing import TYPE_CHECKING
 
 from eventstore.errors import IntegrityViolationError
+
+# cryptography's bindings take longer to load than the rest of the log's modules
+# together: they are imported when a key is first used, so that commands which
+# never encrypt (``oblivio keys list``) start without them.
+if TYPE_CHECKING:
+    from cryptography.exceptions import InvalidTag
 
 KEY_BYTES = 32
 NONCE_BYTES = 12
@@ -56,6 +60,8 @@ class AeadKey:
     __slots__ = ("_aead",)
 
     def __init__(self, key: bytes) -> None:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         self._aead = AESGCM(key)
 
     def encrypt(self, plaintext: bytes, aad: bytes) -> bytes:
@@ -79,6 +85,8 @@ class AeadKey:
         return sealed
 
     def decrypt(self, blob: bytes, aad: bytes) -> bytes:
+        from cryptography.exceptions import InvalidTag
+
         try:
             return self._aead.decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], aad)
         except InvalidTag as e:
@@ -97,8 +105,18 @@ class AeadKey:
         return self._aead.decrypt
 
 
-#: What :attr:`AeadKey.decrypt_parts` raises on a ciphertext that fails authentication.
-AuthenticationFailed = InvalidTag
+if TYPE_CHECKING:
+    #: What :attr:`AeadKey.decrypt_parts` raises on a ciphertext that fails authentication.
+    AuthenticationFailed = InvalidTag
+else:
+
+    def __getattr__(name: str) -> type[Exception]:
+        if name == "AuthenticationFailed":  # loaded on first use, as above
+            from cryptography.exceptions import InvalidTag
+
+            return InvalidTag
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 EVENT_AAD_LABEL = b"oblivio/event/v2\0"
 #: ``pack_event_aad(EVENT_AAD_LABEL, event_id.int.to_bytes(16, "big"), stream_id, version)``

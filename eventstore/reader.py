@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection
 
 from eventstore import crypto
 from eventstore.codec import EventCodec, SubjectCipher, WrappedKey, parse_content
-from eventstore.crypto import EVENT_AAD_LABEL, NONCE_BYTES, AuthenticationFailed, pack_event_aad
+from eventstore.crypto import EVENT_AAD_LABEL, NONCE_BYTES, pack_event_aad
 from eventstore.errors import IntegrityViolationError, KekRetiredError
 from eventstore.model import Erasure, RecordedEvent, StreamRef
 from eventstore.schema import data_keys, events, streams
@@ -226,7 +226,7 @@ class EventDecoder:
                             EVENT_AAD_LABEL, event_id.int.to_bytes(16, "big"), stream_id, version
                         ),
                     )
-                except AuthenticationFailed as e:
+                except crypto.AuthenticationFailed as e:
                     raise IntegrityViolationError("ciphertext failed authentication") from e
                 data, metadata = parse(plaintext)
             event = new(_Unfrozen)  # recorded_event(...), the same stores
