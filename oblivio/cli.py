@@ -20,7 +20,7 @@ import click
 
 from oblivio import __version__
 from oblivio.cli_ops import COMMANDS
-from oblivio.cli_support import EMBEDDER_HELP, friendly_errors, settings_from
+from oblivio.cli_support import EMBEDDER_HELP, embedder_name, friendly_errors, settings_from
 
 #: Entry point group of commands other installed packages add to ``oblivio``
 #: (the benchmarks register ``bench`` there): loaded only when asked for.
@@ -114,15 +114,21 @@ class PluginGroup(click.Group):
 @click.option(
     "--database-url", default=None, help="PostgreSQL URL; overrides OBLIVIO_DATABASE_URL."
 )
-@click.option("--embedder", default=None, help=EMBEDDER_HELP)
+@click.option("--embedder", default=None, callback=embedder_name, help=EMBEDDER_HELP)
 @click.pass_context
 def main(
     ctx: click.Context, data_dir: Path | None, database_url: str | None, embedder: str | None
 ) -> None:
     """oblivio: a memory store for AI agents that can prove it forgot."""
+    from pydantic import ValidationError
+
     from oblivio.settings import Settings
 
-    ctx.obj = Settings.from_env(data_dir=data_dir, database_url=database_url, embedder=embedder)
+    try:
+        ctx.obj = Settings.from_env(data_dir=data_dir, database_url=database_url, embedder=embedder)
+    except ValidationError as e:  # an OBLIVIO_* variable: one line per refused setting
+        lines = [f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
+        raise click.ClickException("invalid settings:\n  " + "\n  ".join(lines)) from e
 
 
 @main.group()

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from oblivio.cli_support import friendly_errors, settings_from
+from oblivio.cli_support import embedder_name, friendly_errors, settings_from
 
 if TYPE_CHECKING:  # imported by the command itself: see oblivio.cli on start-up time
     from oblivio.memory.context import MemoryContext
@@ -29,6 +29,7 @@ def rebuild() -> None:
     "--embedder",
     "target",
     default=None,
+    callback=embedder_name,
     help="Embedder to move the store to (needs --all); default: the store's own.",
 )
 @click.option("--detach", is_flag=True, help="Start the job and return; the workers do it.")
@@ -45,7 +46,7 @@ def rebuild_vectors(
         raise click.UsageError("give exactly one of --user ID and --all")
     # This process works with the store's embedder whatever OBLIVIO_EMBEDDER says:
     # an operator who already set the new name must still be able to move the store.
-    settings = settings_from(ctx).model_copy(update={"embedder": None})
+    settings = settings_from(ctx).with_embedder(None)
     memory = open_memory(settings)
     try:
         started = start_vector_rebuild(memory, embedder=target, user_id=user_id, actor_id="cli")

@@ -47,18 +47,30 @@ def settings_from(ctx: click.Context) -> Settings:
 
 
 EMBEDDER_HELP = (
-    "Embedder by name: wordllama[:DIM], hashing[:DIM], sentence-transformers:PATH, "
-    "openai:MODEL (overrides OBLIVIO_EMBEDDER; default: the store's own)."
+    "Embedder by name: wordllama[:64|128|256], hashing[:DIM] (DIM 1 to 4096), "
+    "sentence-transformers:PATH, openai:MODEL (overrides OBLIVIO_EMBEDDER; default: the "
+    "store's own)."
 )
+
+
+def embedder_name(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """A ``--embedder`` value, refused as a usage error unless ``OBLIVIO_EMBEDDER``
+    would take it (``oblivio.settings.check_embedder_name``)."""
+    from oblivio.settings import check_embedder_name
+
+    try:
+        return None if value is None else check_embedder_name(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from e
 
 
 def embedder_option(func: F) -> F:
     """``--embedder NAME`` on a command (as on the ``oblivio`` group): overrides
     ``OBLIVIO_EMBEDDER`` for this command's store."""
 
-    def override(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
-        if value is not None:
-            ctx.obj = settings_from(ctx).model_copy(update={"embedder": value})
+    def override(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+        if embedder_name(ctx, param, value) is not None:
+            ctx.obj = settings_from(ctx).with_embedder(value)
 
     option = click.option(
         "--embedder",
@@ -69,4 +81,3 @@ def embedder_option(func: F) -> F:
         help=EMBEDDER_HELP,
     )
     return option(func)
-

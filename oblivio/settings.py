@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 if TYPE_CHECKING:
     from projections.embedders import EmbedderOptions
@@ -33,6 +34,31 @@ DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
 DEFAULT_MAX_HEADER_BYTES = 32 * 1024
 #: Failed API key checks one client address may make per minute before 429s.
 DEFAULT_AUTH_FAILURES_PER_MINUTE = 10
+
+#: A hashing dimension, 1 to ``projections.embedders.MAX_HASHING_DIMENSION`` (4096).
+_HASHING_DIMENSION = r"(?:[1-9][0-9]{0,2}|[1-3][0-9]{3}|40[0-8][0-9]|409[0-6])"
+#: Every embedder name ``projections.embedders.resolve_embedder`` takes, checked without
+#: loading anything: the one rule of ``OBLIVIO_EMBEDDER``, ``--embedder`` and
+#: ``POST /v1/admin/rebuilds`` (tests/test_cli_ops.py keeps it equal to the resolver).
+#: ``.`` and ``\S`` match no line break, so the pattern means the same to every regex
+#: engine (it is published in the OpenAPI document).
+EMBEDDER_NAME = (
+    rf"^(?:hashing(?::{_HASHING_DIMENSION})?|wordllama(?::(?:64|128|256))?"
+    r"|(?:sentence-transformers|openai):\S.*)$"
+)
+#: The longest embedder name (a model path or id).
+MAX_EMBEDDER_NAME_CHARS = 300
+EMBEDDER_NAMES = (
+    "wordllama[:64|128|256], hashing[:DIM] (DIM 1 to 4096), sentence-transformers:PATH, "
+    "openai:MODEL"
+)
+
+
+def check_embedder_name(name: str) -> str:
+    """``name`` if it matches ``EMBEDDER_NAME``; else ``ValueError`` saying what would."""
+    if len(name) > MAX_EMBEDDER_NAME_CHARS or re.match(EMBEDDER_NAME, name) is None:
+        raise ValueError(f"{name[:80]!r} is not an embedder name; names: {EMBEDDER_NAMES}")
+    return name
 
 
 def default_keyring_dir(environ: Mapping[str, str]) -> Path:
@@ -141,11 +167,20 @@ class Settings(BaseModel):
         )
         return EmbedderOptions(allow_downloads=self.allow_model_downloads, endpoint=endpoint)
 
+    @field_validator("embedder")
+    @classmethod
+    def _embedder_name(cls, name: str | None) -> str | None:
+        return None if name is None else check_embedder_name(name)
+
     @model_validator(mode="after")
     def _webhook_is_signed(self) -> Settings:
         if self.overdue_webhook_url is not None and self.overdue_webhook_secret is None:
             raise ValueError("OBLIVIO_OVERDUE_WEBHOOK_URL needs OBLIVIO_OVERDUE_WEBHOOK_SECRET")
         return self
+
+    def with_embedder(self, name: str | None) -> Settings:
+        """These settings with another embedder, checked as ``OBLIVIO_EMBEDDER`` is."""
+        return type(self).model_validate({**self.model_dump(), "embedder": name})
 
     @property
     def embedded(self) -> bool:

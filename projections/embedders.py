@@ -273,13 +273,19 @@ class EmbedderOptions:
     endpoint: EndpointOptions = EndpointOptions()
 
 
+#: The largest hashing dimension: beyond it buckets stay empty for memory-sized texts,
+#: yet each costs every stored vector 4 bytes and every search a multiply.
+#: ``oblivio.settings.EMBEDDER_NAME`` spells the same bound for the settings and HTTP.
+MAX_HASHING_DIMENSION = 4096
+
+
 def _hashing(argument: str | None, options: EmbedderOptions) -> Embedder:
-    return HashingEmbedder(_dimension_argument("hashing", argument, 256))
+    return HashingEmbedder(_dimension_argument("hashing", argument, 256, MAX_HASHING_DIMENSION))
 
 
 def _wordllama(argument: str | None, options: EmbedderOptions) -> Embedder:
     default = WordLlamaEmbedder.SHIPPED_DIMENSION
-    return WordLlamaEmbedder(_dimension_argument("wordllama", argument, default))
+    return WordLlamaEmbedder(_dimension_argument("wordllama", argument, default, default))
 
 
 def _sentence_transformers(argument: str | None, options: EmbedderOptions) -> Embedder:
@@ -319,11 +325,11 @@ def resolve_embedder(spec: str, options: EmbedderOptions | None = None) -> Embed
     return factory(argument.strip() or None, options or EmbedderOptions())
 
 
-def _dimension_argument(kind: str, argument: str | None, default: int) -> int:
+def _dimension_argument(kind: str, argument: str | None, default: int, largest: int) -> int:
     if argument is None:
         return default
-    if not argument.isdigit() or not 0 < int(argument) <= 65536:
+    if not argument.isdigit() or not 0 < int(argument) <= largest:
         raise UnknownEmbedderError(
-            f"{kind}: dimension must be a positive integer, not {argument!r}"
+            f"{kind}: dimension must be an integer from 1 to {largest}, not {argument!r}"
         )
     return int(argument)

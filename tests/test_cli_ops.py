@@ -173,3 +173,66 @@ def test_the_http_choices_are_the_servers_implementations() -> None:
     from oblivio.http import server
 
     assert HTTP_IMPLEMENTATIONS == server.HTTP_IMPLEMENTATIONS
+
+
+# -- embedder names: one rule for the settings, the CLI and HTTP --------------------------
+
+
+def test_the_embedder_name_rule_is_the_resolvers() -> None:
+    """``EMBEDDER_NAME`` (settings, ``--embedder``, the rebuild route) accepts exactly
+    the names ``resolve_embedder`` takes, checked here without loading any model."""
+    import re
+
+    from oblivio.settings import EMBEDDER_NAME
+    from projections.embedders import (
+        MAX_HASHING_DIMENSION,
+        UnknownEmbedderError,
+        WordLlamaEmbedder,
+        resolve_embedder,
+    )
+
+    def published(name: str) -> bool:
+        return re.match(EMBEDDER_NAME, name) is not None
+
+    def resolves(name: str) -> bool:
+        try:
+            resolve_embedder(name)
+        except UnknownEmbedderError:
+            return False
+        return True
+
+    for dimension in [*range(0, 1100), *range(3990, 4200), 9999, 65536, 10**6]:
+        name = f"hashing:{dimension}"
+        assert published(name) == resolves(name) == (0 < dimension <= MAX_HASHING_DIMENSION)
+    for dimension in range(0, 300):
+        assert published(f"wordllama:{dimension}") == (dimension in WordLlamaEmbedder.DIMENSIONS)
+    for name in (
+        "hashing",
+        "wordllama",
+        "openai:text-embedding-3-small",
+        "sentence-transformers:x",
+    ):
+        assert published(name)
+    for name in ("word2vec", "hashing:", "hashing:-1", "hashing:12a", "openai:", "openai: x"):
+        assert not published(name)
+
+
+def test_an_absurd_embedder_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    for args in (
+        ["--embedder", "hashing:65536", "keys", "list"],
+        ["serve", "--embedder", "hashing:0"],
+        ["rebuild", "vectors", "--all", "--embedder", "hashing:4097"],
+    ):
+        refused = CliRunner().invoke(main, ["--data-dir", str(data), *args])
+        assert refused.exit_code == 2, refused.output
+        assert "is not an embedder name" in refused.output
+    from_env = CliRunner().invoke(
+        main, ["--data-dir", str(data), "keys", "list"], env={"OBLIVIO_EMBEDDER": "hashing:65536"}
+    )
+    assert from_env.exit_code == 1, from_env.output
+    assert (
+        "invalid settings:\n  embedder: Value error, 'hashing:65536' is not an embedder name"
+        in (from_env.output)
+    )
+    assert not data.exists()

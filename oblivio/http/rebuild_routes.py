@@ -16,6 +16,7 @@ from oblivio.http.errors import problem_responses
 from oblivio.http.schemas import Strict, UserId
 from oblivio.memory import vector_rebuilds
 from oblivio.memory.context import MemoryContext
+from oblivio.settings import EMBEDDER_NAME, MAX_EMBEDDER_NAME_CHARS
 from projections.storage.vector_rebuilds import RebuildProgress
 
 router = APIRouter(
@@ -28,18 +29,6 @@ Ctx = Annotated[MemoryContext, Depends(current_context)]
 Operator = Annotated[Principal, Depends(operators)]
 
 
-#: A positive dimension of the hashing embedder, 1 to 65536, as ``resolve_embedder`` takes it.
-_HASHING_DIMENSION = (
-    r"(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-6])"
-)
-#: Every embedder name the server accepts, exactly: a name outside it answers 422, and a
-#: name inside it either starts a job or answers 409 ``EmbedderNotLoadableError`` (a
-#: model this host does not have, an endpoint that cannot be reached).  ``.`` and ``\S``
-#: match no line break, so the pattern means the same to every regex engine.
-EMBEDDER_NAME = (
-    rf"^(?:hashing(?::{_HASHING_DIMENSION})?|wordllama(?::(?:64|128|256))?"
-    r"|(?:sentence-transformers|openai):\S.*)$"
-)
 #: ``embedder`` moves every subject, ``user_id`` re-embeds one with the store's own: a
 #: request names at most one of them.
 _NOT_BOTH: JsonDict = {
@@ -55,7 +44,7 @@ class RebuildRequestIn(BaseModel):
     embedder: str | None = Field(
         default=None,
         min_length=1,
-        max_length=300,
+        max_length=MAX_EMBEDDER_NAME_CHARS,
         pattern=EMBEDDER_NAME,
         description="Embedder to move the store to (every subject): wordllama[:64|128|256], "
         "hashing[:DIM], sentence-transformers:PATH or openai:MODEL; none: the store's own. "

@@ -51,6 +51,8 @@ def test_an_operator_re_embeds_the_store_and_watches_the_job(world: World) -> No
     [
         ({"embedder": "word2vec"}, 422),
         ({"embedder": "hashing:0"}, 422),  # outside the published pattern, as it says
+        ({"embedder": "hashing:65536"}, 422),  # dimensions are bounded (4096)
+        ({"embedder": "hashing:4097"}, 422),
         ({"embedder": "wordllama:100"}, 422),
         ({"embedder": "openai: "}, 422),
         ({"embedder": "hashing:64", "user_id": ALICE}, 422),  # changing it needs every subject

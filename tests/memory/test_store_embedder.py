@@ -141,11 +141,11 @@ def test_the_cli_takes_the_embedder_from_the_environment_or_an_option(tmp_path: 
     runner = CliRunner()
     data = ["--data-dir", str(tmp_path / "data")]
     unknown = runner.invoke(main, [*data, "worker"], env={"OBLIVIO_EMBEDDER": "word2vec"})
-    assert unknown.exit_code == 1
-    assert "UnknownEmbedderError: unknown embedder 'word2vec'" in unknown.output
+    assert unknown.exit_code == 1  # refused with the settings, before the store is opened
+    assert "embedder: Value error, 'word2vec' is not an embedder name" in unknown.output
     bad_option = runner.invoke(main, [*data, "--embedder", "hashing:x", "worker"])
-    assert bad_option.exit_code == 1
-    assert "dimension must be a positive integer" in bad_option.output
+    assert bad_option.exit_code == 2  # a usage error
+    assert "'hashing:x' is not an embedder name" in bad_option.output
     with MemoryClient(str(tmp_path / "data"), embedder="hashing"):
         pass  # the store now records hashing
     refused = runner.invoke(main, [*data, "worker", "--embedder", "wordllama:64"])
