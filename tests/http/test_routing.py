@@ -45,8 +45,13 @@ REFUSED: list[tuple[str, str, bytes, dict[str, str], int]] = [
     ("user", "/v1/events", b"", JSON_TYPE, 422),
     ("user", "/v1/events", b"[1, 2]", JSON_TYPE, 422),
     ("user", "/v1/events", b'{"content": "tea"}', {"Content-Type": "text/plain"}, 422),
-    ("user", "/v1/events", b'{"content": "tea", "user_id": "' + BOB.encode() + b'"}', JSON_TYPE,
-     404),
+    (
+        "user",
+        "/v1/events",
+        b'{"content": "tea", "user_id": "' + BOB.encode() + b'"}',
+        JSON_TYPE,
+        404,
+    ),
     ("user", "/v1/retrieve", b'{"query": "tea", "limit": 0}', JSON_TYPE, 422),
     ("user", "/v1/triggers", b'{"keyword": "tea", "weight": 99}', JSON_TYPE, 422),
     ("user", "/v1/attractors", b'{"nope": 1}', JSON_TYPE, 422),
@@ -132,11 +137,13 @@ def test_writes_and_reads_of_the_hot_routes(world: World) -> None:
 def test_a_user_key_stays_bound_to_its_user(world: World) -> None:
     world.seed(BOB, "bob keeps bees")
     headers = world.headers("user")
-    foreign = world.client.post("/v1/retrieve", json={"query": "bees", "user_id": BOB},
-                                headers=headers)
+    foreign = world.client.post(
+        "/v1/retrieve", json={"query": "bees", "user_id": BOB}, headers=headers
+    )
     assert foreign.status_code == 404
-    own = world.client.post("/v1/retrieve", json={"query": "bees", "user_id": ALICE},
-                            headers=headers)
+    own = world.client.post(
+        "/v1/retrieve", json={"query": "bees", "user_id": ALICE}, headers=headers
+    )
     assert own.status_code == 200
     assert all("bees" not in r["node"]["content"] for r in own.json()["results"])
 
@@ -248,4 +255,3 @@ def test_stores_waiting_for_the_writer_lock_do_not_hold_up_a_retrieve(
             other_writer.execute("ROLLBACK")
             other_writer.close()
         assert [a.result().status_code for a in answers] == [201] * stuck
-
