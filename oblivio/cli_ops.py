@@ -24,10 +24,12 @@ from oblivio.cli_rebuild import rebuild
 from oblivio.cli_support import embedder_option, friendly_errors, settings_from
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from eventstore import EventStore
+    from eventstore.apikeys import KeyInfo
     from oblivio.http.server import HttpImplementation
+    from oblivio.keyrings import KeyringEntry
     from oblivio.memory.context import MemoryContext
     from oblivio.settings import Settings
 
@@ -230,18 +232,29 @@ def keys_list(ctx: click.Context, as_json: bool) -> None:
     from eventstore import apikeys
 
     memory = _open_store(ctx)
-    with memory.store.reading() as view:
-        found = apikeys.list_keys(view.connection)
+    try:
+        with memory.store.reading() as view:
+            found = apikeys.list_keys(view.connection)
+    finally:
+        memory.store.close()
+    none = "no API keys yet; create one with: oblivio keys create --principal operator"
+    _print_listing(found, as_json, none, _key_line)
+
+
+def _key_line(k: KeyInfo) -> str:
+    state = f"revoked {k.revoked_at:%Y-%m-%d}" if k.revoked_at else "active"
+    subject = f" subject {k.subject_ref[:12]}…" if k.subject_ref else ""
+    return f"{k.key_id}  {k.kind:<8} {state}{subject}"
+
+
+def _print_listing(
+    found: Sequence[Any], as_json: bool, none: str, line: Callable[[Any], str]
+) -> None:
+    """``found`` as JSON, or one ``line`` each, or ``none`` when there is nothing."""
     if as_json:
-        click.echo(json.dumps([vars(k) for k in found], default=str, indent=2))
-        return
-    if not found:
-        click.echo("no API keys yet; create one with: oblivio keys create --principal operator")
-        return
-    for k in found:
-        state = f"revoked {k.revoked_at:%Y-%m-%d}" if k.revoked_at else "active"
-        subject = f" subject {k.subject_ref[:12]}…" if k.subject_ref else ""
-        click.echo(f"{k.key_id}  {k.kind:<8} {state}{subject}")
+        click.echo(json.dumps([vars(item) for item in found], default=str, indent=2))
+    else:
+        click.echo("\n".join(map(line, found)) if found else none)
 
 
 @keys.command("revoke")
@@ -297,16 +310,13 @@ def keys_keyrings(ctx: click.Context, orphaned: bool, as_json: bool) -> None:
 
     directory = _settings(ctx).keyring_directory
     found = [k for k in list_keyrings(directory) if not orphaned or k.state == "orphaned"]
-    if as_json:
-        click.echo(json.dumps([vars(k) for k in found], default=str, indent=2))
-        return
-    if not found:
-        what = "orphaned keyrings" if orphaned else "keyrings"
-        click.echo(f"no {what} in {directory}")
-        return
-    for k in found:
-        issuer = f", certificate keys {k.issuer_keys}" if k.issuer_keys else ""
-        click.echo(f"{k.store_id}  {k.state:<8}  {k.detail}  ({k.path}{issuer})")
+    none = f"no {'orphaned keyrings' if orphaned else 'keyrings'} in {directory}"
+    _print_listing(found, as_json, none, _keyring_line)
+
+
+def _keyring_line(k: KeyringEntry) -> str:
+    issuer = f", certificate keys {k.issuer_keys}" if k.issuer_keys else ""
+    return f"{k.store_id}  {k.state:<8}  {k.detail}  ({k.path}{issuer})"
 
 
 @keys.command("jwks")

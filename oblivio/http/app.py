@@ -7,7 +7,7 @@ import logging
 import os
 import re
 import time
-from typing import Annotated, Any
+from typing import Any
 
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.responses import PlainTextResponse
@@ -16,7 +16,6 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from eventstore.apikeys import Principal
 from oblivio import __version__, console
 from oblivio.http import (
     compliance_routes,
@@ -26,7 +25,7 @@ from oblivio.http import (
     rebuild_routes,
     schemas,
 )
-from oblivio.http.auth import context, operators
+from oblivio.http.auth import Operator, context
 from oblivio.http.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from oblivio.http.metrics import Metrics
 from oblivio.http.throttle import FailedAuthThrottle
@@ -73,7 +72,7 @@ def create_app(ctx: MemoryContext, settings: Settings | None = None) -> FastAPI:
             **errors.problem_responses(401, 403, 429, 503),
         },
     )
-    def prometheus_metrics(who: Annotated[Principal, Depends(operators)]) -> Response:
+    def prometheus_metrics(who: Operator) -> Response:
         """Prometheus metrics of this process and the store (operator keys only)."""
         return Response(metrics.exposition(), media_type=METRICS_CONTENT_TYPE)
 

@@ -88,6 +88,13 @@ operators = allow("operator")
 readers_of_proofs = allow("user", "operator", "auditor")
 auditors = allow("operator", "auditor")
 
+#: Route parameters: the request's store, and its principal as each rule admits it.
+Ctx = Annotated[MemoryContext, Depends(current_context)]
+Member = Annotated[Principal, Depends(members)]
+Operator = Annotated[Principal, Depends(operators)]
+ProofReader = Annotated[Principal, Depends(readers_of_proofs)]
+Auditor = Annotated[Principal, Depends(auditors)]
+
 
 class ForeignUserError(HTTPException):
     def __init__(self) -> None:

@@ -6,23 +6,22 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Response
+from fastapi import APIRouter, HTTPException, Query, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from eventstore.apikeys import Principal
 from eventstore.errors import NotFoundError
 from oblivio.http import schemas as s
 from oblivio.http.auth import (
+    Auditor,
+    Ctx,
+    Member,
+    ProofReader,
     acting_actor,
     acting_user,
-    auditors,
-    current_context,
-    members,
-    readers_of_proofs,
 )
 from oblivio.http.errors import problem_responses
 from oblivio.memory import compliance
-from oblivio.memory.context import MemoryContext
 
 router = APIRouter(
     prefix="/v1/compliance",
@@ -30,10 +29,6 @@ router = APIRouter(
     responses=problem_responses(401, 403, 404, 409, 422, 429, 503),
 )
 
-Ctx = Annotated[MemoryContext, Depends(current_context)]
-Member = Annotated[Principal, Depends(members)]
-ProofReader = Annotated[Principal, Depends(readers_of_proofs)]
-Auditor = Annotated[Principal, Depends(auditors)]
 
 USER_REASONS = frozenset({"user_request"})
 #: What a forget over HTTP records as its reason, whoever calls and whatever the

@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from fastapi import APIRouter
 
-from fastapi import APIRouter, Depends
-
-from eventstore.apikeys import Principal
 from oblivio.http import schemas as s
-from oblivio.http.auth import acting_actor, current_context, operators
+from oblivio.http.auth import Ctx, Operator, acting_actor
 from oblivio.http.errors import problem_responses
 from oblivio.memory import api_keys
-from oblivio.memory.context import MemoryContext
 
 router = APIRouter(
     prefix="/v1/admin/keys",
     tags=["keys"],
     responses=problem_responses(401, 403, 404, 422, 429, 503),
 )
-
-Ctx = Annotated[MemoryContext, Depends(current_context)]
-Operator = Annotated[Principal, Depends(operators)]
 
 
 @router.post("", status_code=201, response_model=s.IssuedKeyOut)

@@ -3,24 +3,22 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
+from typing import Annotated, TypeVar
 
-from fastapi import APIRouter, Body, Depends, Header, HTTPException, Query, Response
+from fastapi import APIRouter, Body, Header, HTTPException, Query, Response
 
-from eventstore.apikeys import Principal
 from eventstore.errors import InvalidInputError
 from oblivio.http import schemas as s
 from oblivio.http.auth import (
     OPERATOR_NAMES_USER,
+    Ctx,
+    Member,
     acting_user,
-    current_context,
-    members,
     required_user,
 )
 from oblivio.http.encoding import JSON, retrieve_json
 from oblivio.http.errors import problem_responses
 from oblivio.memory import commands, ingest, queries
-from oblivio.memory.context import MemoryContext
 from oblivio.memory.records import Correction
 from projections.model import NodeType, Scope, SourceType
 
@@ -30,10 +28,15 @@ router = APIRouter(
     responses=problem_responses(401, 403, 404, 409, 422, 429, 503),
 )
 
-Ctx = Annotated[MemoryContext, Depends(current_context)]
-Member = Annotated[Principal, Depends(members)]
-NOT_FOUND = HTTPException(404, "not found")
+T = TypeVar("T")
 MAX_VERSION = 2**62 - 1  # the largest version the store reads (queries.get_events)
+
+
+def found(value: T | None) -> T:
+    """``value``; ``None`` (no such thing, or another user's) answers 404."""
+    if value is None:
+        raise HTTPException(404, "not found")
+    return value
 
 
 @router.post(
@@ -88,18 +91,14 @@ def list_events(
 @router.get("/events/{event_id}", response_model=s.EventOut)
 def get_event(event_id: uuid.UUID, ctx: Ctx, who: Member) -> s.EventOut:
     """One stored memory event."""
-    event = queries.get_event(ctx, event_id, user_id=acting_user(who, None))
-    if event is None:
-        raise NOT_FOUND
-    return s.EventOut.of(event)
+    return s.EventOut.of(found(queries.get_event(ctx, event_id, user_id=acting_user(who, None))))
 
 
 @router.get("/events/{event_id}/nodes", response_model=list[s.NodeOut])
 def get_event_nodes(event_id: uuid.UUID, ctx: Ctx, who: Member) -> list[s.NodeOut]:
     """The nodes derived from one event."""
     user = acting_user(who, None)
-    if queries.get_event(ctx, event_id, user_id=user) is None:
-        raise NOT_FOUND
+    found(queries.get_event(ctx, event_id, user_id=user))
     return [s.NodeOut.of(n) for n in queries.get_event_nodes(ctx, event_id, user_id=user)]
 
 
@@ -147,18 +146,14 @@ def get_node(
     node = queries.get_node(
         ctx, node_id, user_id=acting_user(who, None), include_superseded=include_superseded
     )
-    if node is None:
-        raise NOT_FOUND
-    return s.NodeOut.of(node)
+    return s.NodeOut.of(found(node))
 
 
 @router.get("/nodes/{node_id}/assertion-state", response_model=s.AssertionStateOut)
 def get_assertion_state(node_id: uuid.UUID, ctx: Ctx, who: Member) -> s.AssertionStateOut:
     """Whether a node is current, contested or superseded, and by which nodes."""
     state = queries.get_assertion_state(ctx, node_id, user_id=acting_user(who, None))
-    if state is None:
-        raise NOT_FOUND
-    return s.AssertionStateOut.of(state)
+    return s.AssertionStateOut.of(found(state))
 
 
 def _correction(result: Correction) -> s.CorrectionOut:

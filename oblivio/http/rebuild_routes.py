@@ -6,16 +6,14 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.config import JsonDict
 
-from eventstore.apikeys import Principal
-from oblivio.http.auth import acting_actor, current_context, operators
+from oblivio.http.auth import Ctx, Operator, acting_actor
 from oblivio.http.errors import problem_responses
 from oblivio.http.schemas import Strict, UserId
 from oblivio.memory import vector_rebuilds
-from oblivio.memory.context import MemoryContext
 from oblivio.settings import EMBEDDER_NAME, MAX_EMBEDDER_NAME_CHARS
 from projections.storage.vector_rebuilds import RebuildProgress
 
@@ -24,9 +22,6 @@ router = APIRouter(
     tags=["rebuilds"],
     responses=problem_responses(401, 403, 404, 409, 422, 503),
 )
-
-Ctx = Annotated[MemoryContext, Depends(current_context)]
-Operator = Annotated[Principal, Depends(operators)]
 
 
 #: ``embedder`` moves every subject, ``user_id`` re-embeds one with the store's own: a
