@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import click
 
-from oblivio.cli_support import F, friendly_errors, settings_from
+from oblivio.cli_support import F, embedder_name, friendly_errors, settings_from
 from oblivio_bench.erasure import ErasureBenchConfig, run_erasure_bench
 from oblivio_bench.eventstore import DEFAULT_SERVER_URL, BenchConfig, run_eventstore_bench
 from oblivio_bench.memory import SECTIONS as MEMORY_SECTIONS
@@ -198,7 +198,8 @@ def bench_memory(run: BenchRun, sections: tuple[str, ...]) -> None:
     "--embedder",
     default="wordllama",
     show_default=True,
-    help="The embedder to measure, by name (wordllama[:DIM], hashing[:DIM], ...).",
+    callback=embedder_name,
+    help="The embedder to measure, by name (as OBLIVIO_EMBEDDER takes it).",
 )
 @click.option(
     "--lexical-weight",
