@@ -22,6 +22,7 @@ from oblivio.http.auth import (
 )
 from oblivio.http.errors import problem_responses
 from oblivio.memory import compliance
+from oblivio.memory.context import MemoryContext
 
 router = APIRouter(
     prefix="/v1/compliance",
@@ -46,6 +47,12 @@ def _reason(who: Principal, reason: str) -> str:
     return reason
 
 
+#: The erasure routes answer 202 while the request is not finished within the wait.
+STILL_ERASING: dict[int | str, dict[str, Any]] = {
+    202: {"model": s.ErasureOut, "description": "erasure still rebuilding"}
+}
+
+
 def _erasure_response(status: s.ErasureOut) -> JSONResponse:
     done = status.status in ("completed", "failed")
     return JSONResponse(
@@ -58,7 +65,7 @@ def _erasure_response(status: s.ErasureOut) -> JSONResponse:
 @router.delete(
     "/users/{user_id}/memory/{event_id}",
     response_model=s.ErasureOut,
-    responses={202: {"model": s.ErasureOut, "description": "erasure still rebuilding"}},
+    responses=STILL_ERASING,
 )
 def delete_memory(
     user_id: s.UserId,
@@ -87,7 +94,7 @@ def delete_memory(
 @router.post(
     "/users/{user_id}/forget",
     response_model=s.ErasureOut,
-    responses={202: {"model": s.ErasureOut, "description": "erasure still rebuilding"}},
+    responses=STILL_ERASING,
 )
 def forget(
     user_id: s.UserId, ctx: Ctx, who: Member, body: s.ForgetRequest | None = None
@@ -111,13 +118,16 @@ def forget(
     return _erasure_response(s.ErasureOut.of(status))
 
 
+def _own_subject(ctx: MemoryContext, who: Principal) -> str:
+    """The pseudonymous reference of a user key's own subject."""
+    return ctx.store.subject_ref(ctx.namespace, who.user_id or "")
+
+
 @router.get("/requests/{request_id}", response_model=s.ErasureOut)
 def request_status(request_id: uuid.UUID, ctx: Ctx, who: ProofReader) -> s.ErasureOut:
     """Where an erasure request stands."""
     status = compliance.erasure_status(ctx, request_id)
-    if who.kind == "user" and status.subject_ref != ctx.store.subject_ref(
-        ctx.namespace, who.user_id or ""
-    ):
+    if who.kind == "user" and status.subject_ref != _own_subject(ctx, who):
         raise NotFoundError("erasure request is not available")  # exactly like a missing id
     return s.ErasureOut.of(status)
 
@@ -128,9 +138,7 @@ def get_certificate(certificate_id: uuid.UUID, ctx: Ctx, who: ProofReader) -> di
     certificate = compliance.get_certificate(ctx, certificate_id)
     if who.kind == "user":
         payload = compliance.verify_certificate(ctx, certificate)
-        if payload["subject"]["reference"] != ctx.store.subject_ref(
-            ctx.namespace, who.user_id or ""
-        ):
+        if payload["subject"]["reference"] != _own_subject(ctx, who):
             raise NotFoundError("certificate is not available")  # exactly like a missing id
     return certificate
 
