@@ -112,7 +112,9 @@ class Settings(BaseModel):
     request, default 30).
     """
 
-    model_config = ConfigDict(frozen=True)
+    # inf and NaN pass a bound such as ``gt=0`` (NaN compares false, inf is above
+    # every bound from below) and break the schedules and limits built from them.
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)
 
     data_dir: Path = DEFAULT_DATA_DIR
     database_url: str | None = None

@@ -236,3 +236,14 @@ def test_an_absurd_embedder_is_refused_before_anything_is_written(tmp_path: Path
         in (from_env.output)
     )
     assert not data.exists()
+
+
+def test_settings_refuse_infinite_and_nan_numbers(tmp_path: Path) -> None:
+    for variable in ("OBLIVIO_ERASURE_DEADLINE_HOURS", "OBLIVIO_KEK_RETIRE_DAYS"):
+        for value in ("inf", "nan", "-inf"):
+            refused = CliRunner().invoke(
+                main, ["--data-dir", str(tmp_path / "data"), "keys", "list"], env={variable: value}
+            )
+            assert refused.exit_code == 1, (variable, value, refused.output)
+            assert "invalid settings:" in refused.output
+    assert not (tmp_path / "data").exists()
