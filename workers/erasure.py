@@ -222,13 +222,14 @@ class Eraser:
         # claims event: its claims, plan and identities).
         erased = [event_id, *ev.derived_event_ids(event_id)]
         tombstones = tx.tombstone(stream_id, erased, request_id)
-        for projection in self.projections:
-            if isinstance(projection, VectorProjection):
-                # Embedding everything again would make the call slow; drop what the
-                # event contributed now, and let the rebuild job replay the rest.
-                projection.purge_event(tx.connection, stream_id, event_id)
-            else:
-                rebuild(tx, [projection], stream_id)
+        # The graph first: the vector state keeps the vectors of nodes the graph
+        # still holds.  Embedding everything again would make the call slow; the
+        # vector state drops what the event contributed now, and the rebuild job
+        # proves the rest.
+        vector_states = [p for p in self.projections if isinstance(p, VectorProjection)]
+        rebuild(tx, [p for p in self.projections if p not in vector_states], stream_id)
+        for projection in vector_states:
+            projection.purge_event(tx.connection, stream_id, event_id)
         # Access counts are no projection (no replay rebuilds them): they go here,
         # with the nodes they count, and rebuilds leave the others alone.
         AccessStore(tx.connection).purge_events(stream_id, erased)

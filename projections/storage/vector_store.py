@@ -15,6 +15,23 @@ from eventstore import SubjectCipher
 from projections.storage.graph_store import open_json, seal_json
 from projections.storage.tables import attractors, nodes, triggers, vectors
 
+# After a delete_event: the vectors of the erased event's nodes that the graph
+# still holds (rebuilt first) move to the event the graph now derives them from.
+_graph_node = sa.and_(
+    nodes.c.stream_id == vectors.c.stream_id,
+    nodes.c.node_id == vectors.c.node_id,
+    nodes.c.event_id != sa.bindparam("erased_event"),
+)
+_keep_graph_nodes = (
+    vectors.update()
+    .where(
+        vectors.c.stream_id == sa.bindparam("erased_stream"),
+        vectors.c.event_id == sa.bindparam("erased_event"),
+        sa.exists().where(_graph_node),
+    )
+    .values(event_id=sa.select(nodes.c.event_id).where(_graph_node).scalar_subquery())
+)
+
 
 @dataclass(frozen=True)
 class NodeVector:
@@ -130,7 +147,14 @@ class VectorStore:
         return list(self.conn.execute(query.order_by(vectors.c.node_id, vectors.c.embedder)))
 
     def purge_event(self, stream_id: int, event_id: uuid.UUID) -> None:
-        """Remove everything one erased event contributed to the vector state."""
+        """Remove everything one erased event contributed to the vector state.
+
+        Run it once the node graph has dropped the event's nodes: a node the
+        graph still holds (an identity's ENTITY node, named by messages that
+        remain) keeps its vector, which is what a replay would embed again (the
+        same text), now attributed to the event the graph derives the node from.
+        """
+        self.conn.execute(_keep_graph_nodes, {"erased_stream": stream_id, "erased_event": event_id})
         for table in (vectors, triggers, attractors):
             self.conn.execute(
                 table.delete().where(table.c.stream_id == stream_id, table.c.event_id == event_id)
