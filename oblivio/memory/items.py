@@ -107,23 +107,36 @@ def set_item_expiry(
 ) -> bool:
     """Move the current revision's retention time (a TTL refreshed on read); False
     when there is no such item."""
+    return bool(set_item_expiries(ctx, {key: expires_at}, user_id=user_id))
+
+
+def set_item_expiries(
+    ctx: MemoryContext, expiries: Mapping[str, datetime | None], *, user_id: str
+) -> set[str]:
+    """Move the retention times of several items in one transaction (a search that
+    refreshes the TTLs of its page); the keys that name an item."""
     user = inputs.user(user_id)
-    until = _expiry(expires_at)
-    wanted = item_key(key)
+    if not isinstance(expiries, Mapping):
+        raise InvalidInputError("expiries must map item keys to datetimes or None")
+    wanted = {item_key(key): _expiry(until) for key, until in expiries.items()}
+    found: set[str] = set()
     with ctx.store.transaction() as tx:
         stream = tx.lock_stream(ctx.namespace, user)
         if stream is None or stream.closed_at is not None:
-            return False
+            return found
         cipher = tx.locked_cipher(stream)
-        revisions = ItemStore(tx.connection).revisions(cipher.stream_id, item_hash(cipher, wanted))
-        if not revisions:
-            return False
-        data = {
-            "event_id": str(revisions[-1].event_id),
-            "expires_at": None if until is None else until.isoformat(),
-        }
-        commands.append_projected(ctx, tx, stream, NewEvent(ev.ITEM_EXPIRY, data))
-    return True
+        store = ItemStore(tx.connection)
+        for key, until in wanted.items():
+            revisions = store.revisions(cipher.stream_id, item_hash(cipher, key))
+            if not revisions:
+                continue
+            data = {
+                "event_id": str(revisions[-1].event_id),
+                "expires_at": None if until is None else until.isoformat(),
+            }
+            commands.append_projected(ctx, tx, stream, NewEvent(ev.ITEM_EXPIRY, data))
+            found.add(key)
+    return found
 
 
 def get_item(ctx: MemoryContext, key: str, *, user_id: str) -> StoredItem | None:

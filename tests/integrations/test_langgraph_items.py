@@ -193,6 +193,32 @@ def test_reads_with_refresh_ttl_extend_the_ttl_and_reads_without_do_not(
     _replay_equal(client, "foo")  # the refreshes are events, and replay
 
 
+def test_a_search_refreshes_its_page_in_one_transaction(
+    client: MemoryClient, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = OblivioStore(client, clock=clock)
+    for key in ("a", "b", "c"):
+        store.put(NS, key, {"v": key}, ttl=1)
+    store.put(NS, "forever", {"v": "no ttl"})
+    real = client.context.store.transaction
+    opened: list[object] = []
+
+    def counted() -> Any:
+        opened.append(None)
+        return real()
+
+    monkeypatch.setattr(client.context.store, "transaction", counted)
+    clock.advance(seconds=50)
+    assert sorted(i.key for i in store.search(NS, refresh_ttl=True)) == ["a", "b", "c", "forever"]
+    assert len(opened) == 1  # three refreshes, one transaction (the TTL-less item writes none)
+    monkeypatch.undo()
+    clock.advance(seconds=50)  # 100 s after the put, 50 s after the refresh
+    assert sorted(i.key for i in store.search(NS, refresh_ttl=False)) == ["a", "b", "c", "forever"]
+    clock.advance(seconds=11)
+    assert [i.key for i in store.search(NS, refresh_ttl=False)] == ["forever"]
+    _replay_equal(client, "alice")
+
+
 def test_refresh_on_read_follows_the_ttl_config_and_the_call(
     client: MemoryClient, clock: Clock
 ) -> None:
