@@ -151,17 +151,38 @@ class NodeGraphProjection:
     ) -> list[uuid.UUID]:
         scope, new_nodes = self._stored_nodes(event.event_id, event.recorded_at, data)
         store.add_stored(cipher, event.event_id, scope, event.recorded_at, new_nodes)
-        item = data.get("item")
+        self._item_revision(ItemStore(store.conn), cipher, event, data)
+        return [node.id for node in new_nodes]
+
+    def _item_revision(
+        self, items: ItemStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
+    ) -> None:
+        item = ev.item_of(data)
         if item is not None:
-            ItemStore(store.conn).add_revision(
+            key, expires_at = item
+            items.add_revision(
                 cipher.stream_id,
-                item_hash(cipher, item["key"]),
+                item_hash(cipher, key),
                 event.version,
                 event.event_id,
                 event.recorded_at,
-                _optional_time(item.get("expires_at")),
+                _optional_time(expires_at),
             )
-        return [node.id for node in new_nodes]
+
+    def reindex_items(
+        self, conn: Connection, cipher: SubjectCipher, events: Sequence[RecordedEvent]
+    ) -> None:
+        """Derive a stream's item rows again from its events, as a replay would (for
+        streams whose events predate the items index; see ``memory_item_backfills``)."""
+        items = ItemStore(conn)
+        items.purge_stream(cipher.stream_id)
+        for event in events:
+            if event.data is None:
+                continue
+            if event.type == ev.STORED:
+                self._item_revision(items, cipher, event, event.data)
+            elif event.type == ev.ITEM_EXPIRY:
+                self._item_expiry(GraphStore(conn), cipher, event, event.data)
 
     def _item_expiry(
         self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from eventstore import NewEvent, ReadView, RecordedEvent
+from eventstore import NewEvent, ReadView, RecordedEvent, SubjectCipher, Transaction
 from eventstore.errors import InvalidInputError
 from oblivio.errors import ItemScopeConflictError
 from oblivio.memory import commands, inputs
@@ -85,6 +85,7 @@ def put_item(
     with ctx.store.transaction() as tx:
         stream = tx.open_stream(ctx.namespace, user)
         cipher = tx.locked_cipher(stream)
+        _backfill_locked(ctx, tx, cipher)
         revisions = ItemStore(tx.connection).revisions(cipher.stream_id, item_hash(cipher, wanted))
         graph = GraphStore(tx.connection)
         current = graph.nodes_of_event(revisions[-1].event_id) if revisions else []
@@ -125,6 +126,7 @@ def set_item_expiries(
         if stream is None or stream.closed_at is not None:
             return found
         cipher = tx.locked_cipher(stream)
+        _backfill_locked(ctx, tx, cipher)
         store = ItemStore(tx.connection)
         for key, until in wanted.items():
             revisions = store.revisions(cipher.stream_id, item_hash(cipher, key))
@@ -168,9 +170,14 @@ Select = Callable[[ReadView, int], Iterable[list[ItemRow]]]
 
 def _items(ctx: MemoryContext, user_id: str, select: Select) -> list[StoredItem]:
     """The items ``select`` picks from the owner's rows, each with its current event."""
-    owner = owner_stream(ctx, inputs.user(user_id))
+    user = inputs.user(user_id)
+    owner = owner_stream(ctx, user)
     if owner is None or owner < 0:
         return []
+    with ctx.store.reading() as view:
+        pending = ItemStore(view.connection).needs_backfill(owner)
+    if pending:
+        _backfill(ctx, user)
     with ctx.store.reading() as view:
         groups: Sequence[list[ItemRow]] = list(select(view, owner))
     found: list[StoredItem] = []
@@ -184,9 +191,26 @@ def _items(ctx: MemoryContext, user_id: str, select: Select) -> list[StoredItem]
     return found
 
 
+def _backfill(ctx: MemoryContext, user: str) -> None:
+    """Derive the items of a stream that predates the items index, in a write transaction."""
+    with ctx.store.transaction() as tx:
+        stream = tx.lock_stream(ctx.namespace, user)
+        if stream is not None and stream.closed_at is None:
+            _backfill_locked(ctx, tx, tx.locked_cipher(stream))
+
+
+def _backfill_locked(ctx: MemoryContext, tx: Transaction, cipher: SubjectCipher) -> None:
+    """Once per stream marked by migration pj0008: its item rows, derived from the log
+    (under the stream's lock, so no put or erasure of the stream runs meanwhile)."""
+    if ItemStore(tx.connection).needs_backfill(cipher.stream_id):
+        ctx.graph.reindex_items(tx.connection, cipher, tx.read_stream_id(cipher.stream_id))
+
+
 def _stored_item(event: RecordedEvent, revisions: list[ItemRow]) -> StoredItem:
+    item = ev.item_of(event.data or {})
+    assert item is not None  # the rows name only events that revise an item
     return StoredItem(
-        key=(event.data or {})["item"]["key"],
+        key=item[0],
         current=memory_event(event),
         revision_ids=tuple(r.event_id for r in revisions),
         created_at=revisions[0].recorded_at,

@@ -286,3 +286,15 @@ items = sa.Table(
     sa.Index("ix_memory_items_stream_id_event_id", "stream_id", "event_id"),
     sqlite_with_rowid=False,
 )
+
+# Streams whose item rows may be incomplete: they had events before the items
+# index existed, so migration pj0008 marks every stream with nodes, and the
+# first item operation on a marked stream derives its rows from the log
+# (oblivio.memory.items) and drops the mark.  Purging a stream drops it too:
+# a rebuild derives complete rows.  Not state: no digest covers it.
+item_backfills = sa.Table(
+    "memory_item_backfills",
+    metadata,
+    sa.Column("stream_id", StreamId, primary_key=True),
+    sqlite_with_rowid=False,
+)
