@@ -34,6 +34,7 @@ from eventstore.errors import EventUnavailableError
 from eventstore.ids import check_namespace, check_subject, parse_uuid
 from projections import events as ev
 from projections.base import Projection
+from projections.graph import NodeGraphProjection
 from projections.storage import checkpoints
 from projections.storage.access_store import AccessStore
 from projections.vectors import VectorProjection
@@ -188,7 +189,7 @@ class Eraser:
             if stream is None or stream.closed_at is not None:
                 raise EventUnavailableError()
             request_id = uuid.uuid4()
-            self._delete_in_stream(tx, request_id, stream, wanted, reason, legal_ground, actor_id)
+            self._delete_in_stream(tx, request_id, stream, event, reason, legal_ground, actor_id)
         return request_id
 
     def _locked_event(self, tx: Transaction, event_id: uuid.UUID) -> RecordedEvent | None:
@@ -210,13 +211,13 @@ class Eraser:
         tx: Transaction,
         request_id: uuid.UUID,
         stream: LockedStream,
-        event_id: uuid.UUID,
+        event: RecordedEvent,
         reason: str,
         legal_ground: str,
         actor_id: str | None,
     ) -> None:
         now = self.clock()
-        stream_id = stream.ref.stream_id
+        stream_id, event_id = stream.ref.stream_id, event.event_id
         self._hold_async_partitions(tx, stream_id)
         # What was derived from the event goes with it (an ingested message's
         # claims event: its claims, plan and identities).
@@ -227,9 +228,13 @@ class Eraser:
         # vector state drops what the event contributed now, and the rebuild job
         # proves the rest.
         vector_states = [p for p in self.projections if isinstance(p, VectorProjection)]
-        rebuild(tx, [p for p in self.projections if p not in vector_states], stream_id)
+        for projection in self.projections:
+            if isinstance(projection, NodeGraphProjection):
+                self._remove_from_graph(tx, projection, stream_id, erased)
+            elif projection not in vector_states:
+                rebuild(tx, [projection], stream_id)
         for projection in vector_states:
-            projection.purge_event(tx.connection, stream_id, event_id)
+            projection.purge_event(tx.connection, stream_id, event)
         # Access counts are no projection (no replay rebuilds them): they go here,
         # with the nodes they count, and rebuilds leave the others alone.
         AccessStore(tx.connection).purge_events(stream_id, erased)
@@ -244,6 +249,21 @@ class Eraser:
             now,
         )
         self._record(tx, values | _erased(stream, tombstones, now), actor_id)
+
+    def _remove_from_graph(
+        self,
+        tx: Transaction,
+        graph: NodeGraphProjection,
+        stream_id: int,
+        erased: Sequence[uuid.UUID],
+    ) -> None:
+        """Re-derive only what the erased events reached, unless the stream's graph
+        predates the rows that say what that is (then rebuild it, once)."""
+        cipher = tx.cipher(stream_id)
+        if cipher is None or graph.needs_rebuild(tx.connection, stream_id):
+            rebuild(tx, [graph], stream_id)
+        else:
+            graph.remove_events(tx.connection, cipher, erased, tx.get_events)
 
     # -- shared steps -------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from projections.graph import item_hash
 from projections.model import LifecycleState, NodeType, Role, Scope, SourceType
 from projections.storage.graph_store import GraphStore
 from projections.storage.item_store import ItemRow, ItemStore
+from workers.replay import rebuild
 
 MAX_ITEM_KEY_CHARS = 256
 #: ``get_events`` reads at most this many events by id at once.
@@ -175,7 +176,7 @@ def _items(ctx: MemoryContext, user_id: str, select: Select) -> list[StoredItem]
     if owner is None or owner < 0:
         return []
     with ctx.store.reading() as view:
-        pending = ItemStore(view.connection).needs_backfill(owner)
+        pending = ctx.graph.needs_rebuild(view.connection, owner)
     if pending:
         _backfill(ctx, user)
     with ctx.store.reading() as view:
@@ -192,7 +193,7 @@ def _items(ctx: MemoryContext, user_id: str, select: Select) -> list[StoredItem]
 
 
 def _backfill(ctx: MemoryContext, user: str) -> None:
-    """Derive the items of a stream that predates the items index, in a write transaction."""
+    """Rebuild the graph of a stream marked by migration pj0008, in a write transaction."""
     with ctx.store.transaction() as tx:
         stream = tx.lock_stream(ctx.namespace, user)
         if stream is not None and stream.closed_at is None:
@@ -200,10 +201,10 @@ def _backfill(ctx: MemoryContext, user: str) -> None:
 
 
 def _backfill_locked(ctx: MemoryContext, tx: Transaction, cipher: SubjectCipher) -> None:
-    """Once per stream marked by migration pj0008: its item rows, derived from the log
-    (under the stream's lock, so no put or erasure of the stream runs meanwhile)."""
-    if ItemStore(tx.connection).needs_backfill(cipher.stream_id):
-        ctx.graph.reindex_items(tx.connection, cipher, tx.read_stream_id(cipher.stream_id))
+    """Once per stream whose graph predates its item rows (migration pj0008 marks them):
+    rebuild it from the log, under the stream's lock, as a replay would."""
+    if ctx.graph.needs_rebuild(tx.connection, cipher.stream_id):
+        rebuild(tx, [ctx.graph], cipher.stream_id)
 
 
 def _stored_item(event: RecordedEvent, revisions: list[ItemRow]) -> StoredItem:

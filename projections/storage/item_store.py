@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from datetime import datetime
 from itertools import groupby
 from typing import Any
@@ -11,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from projections.storage.tables import item_backfills, items
+from projections.storage.tables import items
 
 ItemRow = sa.Row[Any]
 
@@ -72,17 +72,13 @@ class ItemStore:
         )
 
     def purge_stream(self, stream_id: int) -> None:
-        """Every item row of the stream, and its backfill mark: what is applied after
-        a purge is complete."""
-        for table in (items, item_backfills):
-            self.conn.execute(table.delete().where(table.c.stream_id == stream_id))
+        self.conn.execute(items.delete().where(items.c.stream_id == stream_id))
 
-    def needs_backfill(self, stream_id: int) -> bool:
-        """Whether the stream's rows may miss items written before the index existed."""
-        query = sa.select(item_backfills.c.stream_id).where(
-            item_backfills.c.stream_id == stream_id
+    def purge_events(self, stream_id: int, event_ids: Collection[uuid.UUID]) -> None:
+        """The rows of these revisions (the events delete_event re-derives)."""
+        self.conn.execute(
+            items.delete().where(items.c.stream_id == stream_id, items.c.event_id.in_(event_ids))
         )
-        return self.conn.execute(query).first() is not None
 
     def stream_rows(self, stream_id: int) -> list[dict[str, Any]]:
         """A stream's rows as plain values, for its state digest."""

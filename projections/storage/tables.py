@@ -287,13 +287,27 @@ items = sa.Table(
     sqlite_with_rowid=False,
 )
 
-# Streams whose item rows may be incomplete: they had events before the items
-# index existed, so migration pj0008 marks every stream with nodes, and the
-# first item operation on a marked stream derives its rows from the log
-# (oblivio.memory.items) and drops the mark.  Purging a stream drops it too:
-# a rebuild derives complete rows.  Not state: no digest covers it.
-item_backfills = sa.Table(
-    "memory_item_backfills",
+# Which nodes each event other than memory.stored touched (set states of,
+# linked, retired, named, moved the expiry of): with the nodes' own event_id,
+# the dependencies delete_event follows to re-derive only what an erased
+# event reached (projections.graph.NodeGraphProjection.remove_events).
+node_refs = sa.Table(
+    "memory_node_refs",
+    metadata,
+    sa.Column("stream_id", StreamId, primary_key=True),
+    sa.Column("event_id", sa.Uuid, primary_key=True),
+    sa.Column("node_id", sa.Uuid, primary_key=True),
+    sa.Index("ix_memory_node_refs_stream_id_node_id", "stream_id", "node_id"),
+    sqlite_with_rowid=False,
+)
+
+# Streams whose node graph predates memory_node_refs (and perhaps memory_items):
+# migration pj0008 marks every stream with nodes; the stream's graph is rebuilt
+# from the log once, on its first item operation or its next delete_event, and
+# purging the stream (which every rebuild does) drops the mark.  Not state: no
+# digest covers it.
+graph_backfills = sa.Table(
+    "memory_graph_backfills",
     metadata,
     sa.Column("stream_id", StreamId, primary_key=True),
     sqlite_with_rowid=False,

@@ -81,13 +81,14 @@ def test_items_are_indexed_by_a_keyed_hash_and_erasure_leaves_no_entry(
 
 
 def _written_before_the_index(client: MemoryClient) -> None:
-    """The store as the index migrations leave one written before them: no item rows,
-    and every stream with nodes marked (the statement of migration pj0008)."""
+    """The store as the migrations leave one written before them: no item or
+    dependency rows, and every stream with nodes marked (the statement of pj0008)."""
     with client.context.store.backend.engine.begin() as conn:
         conn.execute(sa.text("DELETE FROM memory_items"))
+        conn.execute(sa.text("DELETE FROM memory_node_refs"))
         conn.execute(
             sa.text(
-                "INSERT INTO memory_item_backfills (stream_id) "
+                "INSERT INTO memory_graph_backfills (stream_id) "
                 "SELECT DISTINCT stream_id FROM memory_nodes"
             )
         )
