@@ -1,8 +1,9 @@
 """Erasure orchestration: ``forget`` a subject, ``delete_event`` one event.
 
 Each request commits in one transaction: payloads become tombstones, the
-subject's projection rows are purged (for a single event, the node graph is
-rebuilt from what remains) with the erased nodes' access counts, the data key
+subject's projection rows are purged (for a single event, the part of the node
+graph the event reached is derived again from what remains, and the vector
+state drops the event's vectors) with the erased nodes' access counts, the data key
 is destroyed (forget), one rebuild job per projection is enqueued and a
 content-free audit entry is appended.
 From the moment it returns, no read path can return the erased content.  The
