@@ -405,23 +405,24 @@ class GraphStore:
             self.conn.execute(node_refs.insert(), rows)
 
     def nodes_reached(self, stream_id: int, event_ids: Collection[uuid.UUID]) -> set[uuid.UUID]:
-        """The nodes these events derive or touched."""
-        return self._linked(stream_id, "event_id", event_ids, "node_id")
+        """The nodes these events derive or touched (two ranges of subject-first keys)."""
+        derived = sa.select(nodes.c.node_id).where(
+            nodes.c.stream_id == stream_id, nodes.c.event_id.in_(event_ids)
+        )
+        touched = sa.select(node_refs.c.node_id).where(
+            node_refs.c.stream_id == stream_id, node_refs.c.event_id.in_(event_ids)
+        )
+        return set(self.conn.execute(sa.union(derived, touched)).scalars())
 
     def events_reaching(self, stream_id: int, node_ids: Collection[uuid.UUID]) -> set[uuid.UUID]:
-        """The events that derive or touched these nodes."""
-        return self._linked(stream_id, "node_id", node_ids, "event_id")
-
-    def _linked(
-        self, stream_id: int, given: str, values: Collection[uuid.UUID], wanted: str
-    ) -> set[uuid.UUID]:
-        """Column ``wanted`` of the node and dependency rows whose ``given`` is in ``values``
-        (both tables name an event and a node by these columns)."""
-        selects = [
-            sa.select(t.c[wanted]).where(t.c.stream_id == stream_id, t.c[given].in_(values))
-            for t in (nodes, node_refs)
-        ]
-        return set(self.conn.execute(sa.union(*selects)).scalars())
+        """The events that derive or touched these nodes.  The deriving events come from
+        the node directory (memory_nodes has no index by node id); its entries outlive
+        erasure, so erased events may be among them: they apply as nothing."""
+        derived = sa.select(node_directory.c.event_id).where(node_directory.c.node_id.in_(node_ids))
+        touched = sa.select(node_refs.c.event_id).where(
+            node_refs.c.stream_id == stream_id, node_refs.c.node_id.in_(node_ids)
+        )
+        return set(self.conn.execute(sa.union(derived, touched)).scalars())
 
     def stream_refs(self, stream_id: int) -> list[tuple[str, str]]:
         """A stream's dependency rows as (event id, node id) text, for its state digest."""
@@ -436,8 +437,10 @@ class GraphStore:
         self, stream_id: int, node_ids: Collection[uuid.UUID], event_ids: Collection[uuid.UUID]
     ) -> None:
         """The rows of these nodes and events, which nothing else depends on."""
+        # Every node of the part is derived by one of its events (the part is closed),
+        # so its nodes are one key range per event.
         by_stream = (
-            (nodes, nodes.c.node_id.in_(node_ids)),
+            (nodes, nodes.c.event_id.in_(event_ids)),
             (edges, sa.or_(edges.c.source_node.in_(node_ids), edges.c.target_node.in_(node_ids))),
             (operations, operations.c.event_id.in_(event_ids)),
             (memory_events, memory_events.c.event_id.in_(event_ids)),

@@ -121,6 +121,8 @@ operations = sa.Table(
     sa.Column("operation_key", sa.String(100), primary_key=True),
     sa.Column("fingerprint", sa.LargeBinary(32), nullable=False),
     sa.Column("event_id", sa.Uuid, nullable=False),
+    # delete_event drops the rows of the events it re-derives (pj0008).
+    sa.Index("ix_memory_operations_stream_id_event_id", "stream_id", "event_id"),
 )
 
 # A node has one vector per embedder in play: during a re-embedding job the
