@@ -5,10 +5,12 @@
 
 For each size N it fills one person with N items and prints medians (ms) of put (a new
 key), put over an existing key (a supersede), get, search without and with a query,
-and delete (certified, waiting for the certificate); then the ratio of each figure at
-the largest N to the smallest, and list_namespaces over ``--subjects`` people.  get and
-put find the item by its keyed hash, so their ratios stay near 1; search lists the
-person's items and delete rebuilds the person's node graph, so those grow with N.
+delete (certified: it waits for the certificate) and the delete call alone (without
+waiting); then the ratio of each figure at the largest N to the smallest, and
+list_namespaces over ``--subjects`` people.  get and put find the item by its keyed
+hash, so their ratios stay near 1; search lists the person's items, so it grows with N;
+the delete call re-derives only what the item's revisions reached, so its ratio stays
+near 1 too, while the certificate's rebuild jobs replay the person, which grows with N.
 """
 
 from __future__ import annotations
@@ -26,8 +28,12 @@ from oblivio.settings import Settings
 
 
 def operations(store: OblivioStore, user: str) -> dict[str, tuple[Callable[[int], object], int]]:
-    """Each measured operation on one person's items, with its number of rounds."""
+    """Each measured operation on one person's items, with its number of rounds.
+
+    ``delete`` waits for the certificate, whose rebuild jobs replay the person;
+    ``delete_call`` is the call alone (what the caller waits for without ``wait``)."""
     ns = (user, "memories")
+    unwaited = OblivioStore(store.client, wait=False)
     return {
         "put": (lambda i: store.put(ns, f"new{i}", {"text": f"new fact {i}"}), 15),
         "put_over": (lambda i: store.put(ns, "k0", {"text": f"corrected {i}"}), 15),
@@ -35,6 +41,7 @@ def operations(store: OblivioStore, user: str) -> dict[str, tuple[Callable[[int]
         "search": (lambda i: store.search((user,), limit=10), 5),
         "search_query": (lambda i: store.search((user,), query=f"fact {i}"), 5),
         "delete": (lambda i: store.delete(ns, f"new{i}"), 3),
+        "delete_call": (lambda i: unwaited.delete(ns, f"new{i + 3}"), 7),
     }
 
 

@@ -33,6 +33,12 @@ CLAIMS_EXTRACTED: Final = "memory.claims_extracted"
 # revision itself is a memory.stored event whose payload names the item.
 ITEM_EXPIRY: Final = "memory.item_expiry"
 
+# Before the items index (pj0006), OblivioStore kept an item as a plain stored
+# memory whose metadata names it: the item key in "doc.locator", its expiry
+# (ISO text) in "doc.expires_at".  Such events are items too (item_of).
+LEGACY_ITEM_KEY: Final = "doc.locator"
+LEGACY_ITEM_EXPIRY: Final = "doc.expires_at"
+
 MEMORY_EVENT_TYPES: Final = frozenset(
     {
         STORED,
@@ -106,3 +112,15 @@ def with_checksum(record: dict[str, Any]) -> dict[str, Any]:
 
 def checksum_ok(record: dict[str, Any]) -> bool:
     return record.get("checksum") == checksum(record)
+
+
+def item_of(data: dict[str, Any]) -> tuple[str, str | None] | None:
+    """The item a memory.stored payload revises, as (key, expiry in ISO text), if any."""
+    item = data.get("item")
+    if item is not None:
+        return str(item["key"]), item.get("expires_at")
+    meta = data.get("meta") or {}
+    key, expires_at = meta.get(LEGACY_ITEM_KEY), meta.get(LEGACY_ITEM_EXPIRY)
+    if not isinstance(key, str):
+        return None
+    return key, expires_at if isinstance(expires_at, str) else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -93,6 +93,8 @@ class NodeGraphProjection:
         }.get(event.type)
         if handler is not None:
             handler(store, cipher, event, event.data)
+        if event.type != ev.STORED:  # a stored event's nodes name it already
+            store.add_refs(cipher.stream_id, event.event_id, _touched(store, cipher, event))
 
     def apply_page(
         self, conn: Connection, page: Sequence[tuple[SubjectCipher, RecordedEvent]]
@@ -104,6 +106,44 @@ class NodeGraphProjection:
         GraphStore(conn).purge_stream(stream_id)
         ClaimStore(conn).purge_stream(stream_id)
         ItemStore(conn).purge_stream(stream_id)
+
+    def needs_rebuild(self, conn: Connection, stream_id: int) -> bool:
+        """Whether the stream's graph predates the rows :meth:`remove_events` follows."""
+        return GraphStore(conn).needs_rebuild(stream_id)
+
+    def remove_events(
+        self,
+        conn: Connection,
+        cipher: SubjectCipher,
+        erased: Collection[uuid.UUID],
+        read: Callable[[list[uuid.UUID]], list[RecordedEvent]],
+    ) -> int:
+        """Make the graph what a replay of the stream without ``erased`` gives; the events
+        applied again.
+
+        The part of the graph the erased events reach (the nodes they derive or
+        touched, the events that derive or touched those nodes, their nodes, and
+        so on) is purged, and its remaining events, read with ``read``, are applied
+        again in stream order.  Handlers read and write only the nodes their event
+        names, so nothing outside that part depends on what is inside: its cost
+        grows with what the erased events reached, not with the stream.
+        """
+        store, stream_id = GraphStore(conn), cipher.stream_id
+        events, node_ids = set(erased), store.nodes_reached(stream_id, erased)
+        frontier = store.events_reaching(stream_id, node_ids) - events
+        while frontier:
+            events |= frontier
+            node_ids |= store.nodes_reached(stream_id, frontier)
+            frontier = store.events_reaching(stream_id, node_ids) - events
+        store.purge_part(stream_id, node_ids, events)
+        ClaimStore(conn).purge_nodes(stream_id, node_ids)
+        ItemStore(conn).purge_events(stream_id, events)
+        remaining = sorted(
+            (e for e in read(sorted(events)) if e.data is not None), key=lambda e: e.version
+        )
+        for event in remaining:
+            self.apply(conn, cipher, event)
+        return len(remaining)
 
     def digest(self, conn: Connection, cipher: SubjectCipher | None, stream_id: int) -> str:
         store = GraphStore(conn)
@@ -120,6 +160,7 @@ class NodeGraphProjection:
             "events": [_row_dict(r) for r in store.stream_memory_events(stream_id)],
             "claims": [_row_dict(r) for r in ClaimStore(conn).stream_claims(stream_id)],
             "items": ItemStore(conn).stream_rows(stream_id),
+            "refs": store.stream_refs(stream_id),
         }
         return state_digest(state)
 
@@ -151,17 +192,23 @@ class NodeGraphProjection:
     ) -> list[uuid.UUID]:
         scope, new_nodes = self._stored_nodes(event.event_id, event.recorded_at, data)
         store.add_stored(cipher, event.event_id, scope, event.recorded_at, new_nodes)
-        item = data.get("item")
+        self._item_revision(ItemStore(store.conn), cipher, event, data)
+        return [node.id for node in new_nodes]
+
+    def _item_revision(
+        self, items: ItemStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
+    ) -> None:
+        item = ev.item_of(data)
         if item is not None:
-            ItemStore(store.conn).add_revision(
+            key, expires_at = item
+            items.add_revision(
                 cipher.stream_id,
-                item_hash(cipher, item["key"]),
+                item_hash(cipher, key),
                 event.version,
                 event.event_id,
                 event.recorded_at,
-                _optional_time(item.get("expires_at")),
+                _optional_time(expires_at),
             )
-        return [node.id for node in new_nodes]
 
     def _item_expiry(
         self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
@@ -321,6 +368,28 @@ def _close_interval(
     if data.get("valid_to") is not None:
         valid_to = datetime.fromisoformat(data["valid_to"])
         ClaimStore(store.conn).close_interval(cipher.stream_id, retired, valid_to)
+
+
+def _touched(store: GraphStore, cipher: SubjectCipher, event: RecordedEvent) -> set[uuid.UUID]:
+    """The nodes an event other than memory.stored names (see ``memory_node_refs``)."""
+    data = event.data or {}
+    if event.type == ev.ITEM_EXPIRY:  # the revision's nodes
+        return store.nodes_reached(cipher.stream_id, [uuid.UUID(data["event_id"])])
+    if event.type == ev.CLAIMS_EXTRACTED:
+        named = [*data["claims"], *(data.get("entities") or [])]
+        ids = {uuid.UUID(n["node_id"]) for n in named}
+        for retirement in data["retirements"]:
+            ids |= _named_nodes(retirement)
+        return ids
+    return _named_nodes(data)
+
+
+def _named_nodes(data: Mapping[str, Any]) -> set[uuid.UUID]:
+    """The nodes a command's record names: its after-states and the nodes it links."""
+    ids = {uuid.UUID(k) for k in data.get("after") or {}}
+    single = ("old_node_id", "new_node_id", "winner_node_id", "loser_node_id")
+    ids |= {uuid.UUID(data[k]) for k in single if data.get(k)}
+    return ids | {uuid.UUID(n) for n in data.get("node_ids") or ()}
 
 
 def _node_state(node: Node) -> dict[str, Any]:

@@ -150,9 +150,14 @@ class VectorProjection:
     def purge(self, conn: Connection, stream_id: int) -> None:
         VectorStore(conn).purge_stream(stream_id)
 
-    def purge_event(self, conn: Connection, stream_id: int, event_id: uuid.UUID) -> None:
-        """Drop what one erased event contributed (the rebuild job later replays the rest)."""
-        VectorStore(conn).purge_event(stream_id, event_id)
+    def purge_event(self, conn: Connection, stream_id: int, event: RecordedEvent) -> None:
+        """Drop what one erased event (as it was read before erasure) contributed; the
+        rebuild job later proves the rest.  A claims event's nodes are attributed to its
+        message (see ``_node_texts``)."""
+        attributed = [event.event_id]
+        if event.type == ev.CLAIMS_EXTRACTED and event.data is not None:
+            attributed.append(uuid.UUID(event.data["source_event_id"]))
+        VectorStore(conn).purge_events(stream_id, attributed)
 
     def digest(self, conn: Connection, cipher: SubjectCipher | None, stream_id: int) -> str:
         store = VectorStore(conn)

@@ -1,8 +1,9 @@
 """Erasure orchestration: ``forget`` a subject, ``delete_event`` one event.
 
 Each request commits in one transaction: payloads become tombstones, the
-subject's projection rows are purged (for a single event, the node graph is
-rebuilt from what remains) with the erased nodes' access counts, the data key
+subject's projection rows are purged (for a single event, the part of the node
+graph the event reached is derived again from what remains, and the vector
+state drops the event's vectors) with the erased nodes' access counts, the data key
 is destroyed (forget), one rebuild job per projection is enqueued and a
 content-free audit entry is appended.
 From the moment it returns, no read path can return the erased content.  The
@@ -34,6 +35,7 @@ from eventstore.errors import EventUnavailableError
 from eventstore.ids import check_namespace, check_subject, parse_uuid
 from projections import events as ev
 from projections.base import Projection
+from projections.graph import NodeGraphProjection
 from projections.storage import checkpoints
 from projections.storage.access_store import AccessStore
 from projections.vectors import VectorProjection
@@ -188,7 +190,7 @@ class Eraser:
             if stream is None or stream.closed_at is not None:
                 raise EventUnavailableError()
             request_id = uuid.uuid4()
-            self._delete_in_stream(tx, request_id, stream, wanted, reason, legal_ground, actor_id)
+            self._delete_in_stream(tx, request_id, stream, event, reason, legal_ground, actor_id)
         return request_id
 
     def _locked_event(self, tx: Transaction, event_id: uuid.UUID) -> RecordedEvent | None:
@@ -210,25 +212,30 @@ class Eraser:
         tx: Transaction,
         request_id: uuid.UUID,
         stream: LockedStream,
-        event_id: uuid.UUID,
+        event: RecordedEvent,
         reason: str,
         legal_ground: str,
         actor_id: str | None,
     ) -> None:
         now = self.clock()
-        stream_id = stream.ref.stream_id
+        stream_id, event_id = stream.ref.stream_id, event.event_id
         self._hold_async_partitions(tx, stream_id)
         # What was derived from the event goes with it (an ingested message's
         # claims event: its claims, plan and identities).
         erased = [event_id, *ev.derived_event_ids(event_id)]
         tombstones = tx.tombstone(stream_id, erased, request_id)
+        # The graph first: the vector state keeps the vectors of nodes the graph
+        # still holds.  Embedding everything again would make the call slow; the
+        # vector state drops what the event contributed now, and the rebuild job
+        # proves the rest.
+        vector_states = [p for p in self.projections if isinstance(p, VectorProjection)]
         for projection in self.projections:
-            if isinstance(projection, VectorProjection):
-                # Embedding everything again would make the call slow; drop what the
-                # event contributed now, and let the rebuild job replay the rest.
-                projection.purge_event(tx.connection, stream_id, event_id)
-            else:
+            if isinstance(projection, NodeGraphProjection):
+                self._remove_from_graph(tx, projection, stream_id, erased)
+            elif projection not in vector_states:
                 rebuild(tx, [projection], stream_id)
+        for projection in vector_states:
+            projection.purge_event(tx.connection, stream_id, event)
         # Access counts are no projection (no replay rebuilds them): they go here,
         # with the nodes they count, and rebuilds leave the others alone.
         AccessStore(tx.connection).purge_events(stream_id, erased)
@@ -243,6 +250,21 @@ class Eraser:
             now,
         )
         self._record(tx, values | _erased(stream, tombstones, now), actor_id)
+
+    def _remove_from_graph(
+        self,
+        tx: Transaction,
+        graph: NodeGraphProjection,
+        stream_id: int,
+        erased: Sequence[uuid.UUID],
+    ) -> None:
+        """Re-derive only what the erased events reached, unless the stream's graph
+        predates the rows that say what that is (then rebuild it, once)."""
+        cipher = tx.cipher(stream_id)
+        if cipher is None or graph.needs_rebuild(tx.connection, stream_id):
+            rebuild(tx, [graph], stream_id)
+        else:
+            graph.remove_events(tx.connection, cipher, erased, tx.get_events)
 
     # -- shared steps -------------------------------------------------------------
 

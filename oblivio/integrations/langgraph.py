@@ -224,21 +224,29 @@ class OblivioStore(BaseStore):
         found = self._find(op.namespace, op.key)
         if found is None:
             return None
-        user, doc = found
+        _, doc = found
         if op.refresh_ttl:
-            doc = self._refreshed(snapshot, user, doc)
+            [doc] = self._refreshed(snapshot, [doc])
         return _item(doc)
 
-    def _refreshed(self, snapshot: _Snapshot, user: str, doc: Document) -> Document:
-        """Extend a live document's TTL from now, as LangGraph's stores do on read: an
-        event moves the item's retention time (so it replays); no TTL, no write."""
-        if doc.ttl is None:
-            return doc
-        expires_at = self.clock() + timedelta(minutes=doc.ttl)
-        locator = docs.locator(self.client.subject_ref(user), doc.namespace, doc.key)
-        self.client.set_item_expiry(locator, expires_at, user_id=user)
-        snapshot.changed(user)
-        return replace(doc, expires_at=expires_at)
+    def _refreshed(self, snapshot: _Snapshot, found: Sequence[Document]) -> list[Document]:
+        """Live documents with their TTLs extended from now, as LangGraph's stores do
+        on read: events move the items' retention times (so they replay), one
+        transaction per person; a document without a TTL writes nothing."""
+        now = self.clock()
+        by_user: dict[str, dict[str, datetime | None]] = {}
+        refreshed: list[Document] = []
+        for doc in found:
+            if doc.ttl is not None:
+                user = self.mapping.subject(doc.namespace)
+                doc = replace(doc, expires_at=now + timedelta(minutes=doc.ttl))
+                locator = docs.locator(self.client.subject_ref(user), doc.namespace, doc.key)
+                by_user.setdefault(user, {})[locator] = doc.expires_at
+            refreshed.append(doc)
+        for user, expiries in by_user.items():
+            self.client.set_item_expiries(expiries, user_id=user)
+            snapshot.changed(user)
+        return refreshed
 
     def _put(self, snapshot: _Snapshot, op: PutOp) -> None:
         namespace, key = tuple(op.namespace), str(op.key)
@@ -333,11 +341,9 @@ class OblivioStore(BaseStore):
         unscored.sort(key=lambda d: d.updated_at, reverse=True)
         page = [*scored, *((None, d) for d in unscored)][op.offset : op.offset + op.limit]
         if op.refresh_ttl:
-            page = [(score, self._refreshed_found(snapshot, d)) for score, d in page]
+            refreshed = self._refreshed(snapshot, [doc for _, doc in page])
+            page = [(score, doc) for (score, _), doc in zip(page, refreshed, strict=True)]
         return [_search_item(doc, score) for score, doc in page]
-
-    def _refreshed_found(self, snapshot: _Snapshot, doc: Document) -> Document:
-        return self._refreshed(snapshot, self.mapping.subject(doc.namespace), doc)
 
     def _ranked(
         self, user: str, query: str, matching: dict[str, Document]

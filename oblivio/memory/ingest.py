@@ -146,6 +146,10 @@ def _parse(
         raise InvalidInputError("first_person_owner requires the user role")
     if owner and speaker is not None:
         raise InvalidInputError("first_person_owner cannot be combined with a named speaker")
+    references = _flag(entry.get("enable_speaker_references", False), "enable_speaker_references")
+    if references and speaker is None:
+        # Silently storing the message unbound would lose the caller's intent.
+        raise InvalidInputError("enable_speaker_references requires a named speaker")
     # As store() does: the store's default metadata under the message's own; the
     # reserved key is refused in the latter (and cannot be in the former).
     meta = inputs.merged_meta(ctx.default_meta, entry.get("meta"))
@@ -166,9 +170,7 @@ def _parse(
         "meta": meta,
         "ingest": {
             "speaker": speaker,
-            "enable_speaker_references": _flag(
-                entry.get("enable_speaker_references", False), "enable_speaker_references"
-            ),
+            "enable_speaker_references": references,
             "occurred_at": _occurred_at(entry.get("occurred_at")),
         },
     }

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from eventstore import NewEvent, ReadView, RecordedEvent
+from eventstore import NewEvent, ReadView, RecordedEvent, SubjectCipher, Transaction
 from eventstore.errors import InvalidInputError
 from oblivio.errors import ItemScopeConflictError
 from oblivio.memory import commands, inputs
@@ -29,6 +29,7 @@ from projections.graph import item_hash
 from projections.model import LifecycleState, NodeType, Role, Scope, SourceType
 from projections.storage.graph_store import GraphStore
 from projections.storage.item_store import ItemRow, ItemStore
+from workers.replay import rebuild
 
 MAX_ITEM_KEY_CHARS = 256
 #: ``get_events`` reads at most this many events by id at once.
@@ -85,6 +86,7 @@ def put_item(
     with ctx.store.transaction() as tx:
         stream = tx.open_stream(ctx.namespace, user)
         cipher = tx.locked_cipher(stream)
+        _backfill_locked(ctx, tx, cipher)
         revisions = ItemStore(tx.connection).revisions(cipher.stream_id, item_hash(cipher, wanted))
         graph = GraphStore(tx.connection)
         current = graph.nodes_of_event(revisions[-1].event_id) if revisions else []
@@ -107,23 +109,37 @@ def set_item_expiry(
 ) -> bool:
     """Move the current revision's retention time (a TTL refreshed on read); False
     when there is no such item."""
+    return bool(set_item_expiries(ctx, {key: expires_at}, user_id=user_id))
+
+
+def set_item_expiries(
+    ctx: MemoryContext, expiries: Mapping[str, datetime | None], *, user_id: str
+) -> set[str]:
+    """Move the retention times of several items in one transaction (a search that
+    refreshes the TTLs of its page); the keys that name an item."""
     user = inputs.user(user_id)
-    until = _expiry(expires_at)
-    wanted = item_key(key)
+    if not isinstance(expiries, Mapping):
+        raise InvalidInputError("expiries must map item keys to datetimes or None")
+    wanted = {item_key(key): _expiry(until) for key, until in expiries.items()}
+    found: set[str] = set()
     with ctx.store.transaction() as tx:
         stream = tx.lock_stream(ctx.namespace, user)
         if stream is None or stream.closed_at is not None:
-            return False
+            return found
         cipher = tx.locked_cipher(stream)
-        revisions = ItemStore(tx.connection).revisions(cipher.stream_id, item_hash(cipher, wanted))
-        if not revisions:
-            return False
-        data = {
-            "event_id": str(revisions[-1].event_id),
-            "expires_at": None if until is None else until.isoformat(),
-        }
-        commands.append_projected(ctx, tx, stream, NewEvent(ev.ITEM_EXPIRY, data))
-    return True
+        _backfill_locked(ctx, tx, cipher)
+        store = ItemStore(tx.connection)
+        for key, until in wanted.items():
+            revisions = store.revisions(cipher.stream_id, item_hash(cipher, key))
+            if not revisions:
+                continue
+            data = {
+                "event_id": str(revisions[-1].event_id),
+                "expires_at": None if until is None else until.isoformat(),
+            }
+            commands.append_projected(ctx, tx, stream, NewEvent(ev.ITEM_EXPIRY, data))
+            found.add(key)
+    return found
 
 
 def get_item(ctx: MemoryContext, key: str, *, user_id: str) -> StoredItem | None:
@@ -155,9 +171,14 @@ Select = Callable[[ReadView, int], Iterable[list[ItemRow]]]
 
 def _items(ctx: MemoryContext, user_id: str, select: Select) -> list[StoredItem]:
     """The items ``select`` picks from the owner's rows, each with its current event."""
-    owner = owner_stream(ctx, inputs.user(user_id))
+    user = inputs.user(user_id)
+    owner = owner_stream(ctx, user)
     if owner is None or owner < 0:
         return []
+    with ctx.store.reading() as view:
+        pending = ctx.graph.needs_rebuild(view.connection, owner)
+    if pending:
+        _backfill(ctx, user)
     with ctx.store.reading() as view:
         groups: Sequence[list[ItemRow]] = list(select(view, owner))
     found: list[StoredItem] = []
@@ -171,9 +192,26 @@ def _items(ctx: MemoryContext, user_id: str, select: Select) -> list[StoredItem]
     return found
 
 
+def _backfill(ctx: MemoryContext, user: str) -> None:
+    """Rebuild the graph of a stream marked by migration pj0008, in a write transaction."""
+    with ctx.store.transaction() as tx:
+        stream = tx.lock_stream(ctx.namespace, user)
+        if stream is not None and stream.closed_at is None:
+            _backfill_locked(ctx, tx, tx.locked_cipher(stream))
+
+
+def _backfill_locked(ctx: MemoryContext, tx: Transaction, cipher: SubjectCipher) -> None:
+    """Once per stream whose graph predates its item rows (migration pj0008 marks them):
+    rebuild it from the log, under the stream's lock, as a replay would."""
+    if ctx.graph.needs_rebuild(tx.connection, cipher.stream_id):
+        rebuild(tx, [ctx.graph], cipher.stream_id)
+
+
 def _stored_item(event: RecordedEvent, revisions: list[ItemRow]) -> StoredItem:
+    item = ev.item_of(event.data or {})
+    assert item is not None  # the rows name only events that revise an item
     return StoredItem(
-        key=(event.data or {})["item"]["key"],
+        key=item[0],
         current=memory_event(event),
         revision_ids=tuple(r.event_id for r in revisions),
         created_at=revisions[0].recorded_at,

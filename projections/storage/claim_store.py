@@ -57,3 +57,9 @@ class ClaimStore:
 
     def purge_stream(self, stream_id: int) -> None:
         self.conn.execute(claims.delete().where(claims.c.stream_id == stream_id))
+
+    def purge_nodes(self, stream_id: int, node_ids: Collection[uuid.UUID]) -> None:
+        """The claim rows of these nodes (the nodes delete_event re-derives)."""
+        self.conn.execute(
+            claims.delete().where(claims.c.stream_id == stream_id, claims.c.node_id.in_(node_ids))
+        )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -17,8 +17,10 @@ from projections.model import LifecycleState, Node, NodeType, Scope, SourceType
 from projections.storage.tables import (
     claims,
     edges,
+    graph_backfills,
     memory_events,
     node_directory,
+    node_refs,
     nodes,
     operations,
 )
@@ -380,8 +382,72 @@ class GraphStore:
     # -- erasure -------------------------------------------------------------
 
     def purge_stream(self, stream_id: int) -> None:
-        for table in (nodes, edges, operations, memory_events):
+        """Every row of the stream; what is applied after a purge is complete, so the
+        stream's backfill mark goes too."""
+        for table in (nodes, edges, operations, memory_events, node_refs, graph_backfills):
             self.conn.execute(table.delete().where(table.c.stream_id == stream_id))
+
+    def needs_rebuild(self, stream_id: int) -> bool:
+        """Whether the stream's graph predates its dependency rows (migration pj0008)."""
+        query = sa.select(graph_backfills.c.stream_id).where(
+            graph_backfills.c.stream_id == stream_id
+        )
+        return self.conn.execute(query).first() is not None
+
+    # -- dependencies between events (what delete_event re-derives) --------------
+
+    def add_refs(self, stream_id: int, event_id: uuid.UUID, node_ids: Iterable[uuid.UUID]) -> None:
+        """Record that an event touched these nodes."""
+        rows = [
+            {"stream_id": stream_id, "event_id": event_id, "node_id": n} for n in set(node_ids)
+        ]
+        if rows:
+            self.conn.execute(node_refs.insert(), rows)
+
+    def nodes_reached(self, stream_id: int, event_ids: Collection[uuid.UUID]) -> set[uuid.UUID]:
+        """The nodes these events derive or touched (two ranges of subject-first keys)."""
+        derived = sa.select(nodes.c.node_id).where(
+            nodes.c.stream_id == stream_id, nodes.c.event_id.in_(event_ids)
+        )
+        touched = sa.select(node_refs.c.node_id).where(
+            node_refs.c.stream_id == stream_id, node_refs.c.event_id.in_(event_ids)
+        )
+        return set(self.conn.execute(sa.union(derived, touched)).scalars())
+
+    def events_reaching(self, stream_id: int, node_ids: Collection[uuid.UUID]) -> set[uuid.UUID]:
+        """The events that derive or touched these nodes.  The deriving events come from
+        the node directory (memory_nodes has no index by node id); its entries outlive
+        erasure, so erased events may be among them: they apply as nothing."""
+        derived = sa.select(node_directory.c.event_id).where(node_directory.c.node_id.in_(node_ids))
+        touched = sa.select(node_refs.c.event_id).where(
+            node_refs.c.stream_id == stream_id, node_refs.c.node_id.in_(node_ids)
+        )
+        return set(self.conn.execute(sa.union(derived, touched)).scalars())
+
+    def stream_refs(self, stream_id: int) -> list[tuple[str, str]]:
+        """A stream's dependency rows as (event id, node id) text, for its state digest."""
+        query = (
+            sa.select(node_refs.c.event_id, node_refs.c.node_id)
+            .where(node_refs.c.stream_id == stream_id)
+            .order_by(node_refs.c.event_id, node_refs.c.node_id)
+        )
+        return [(str(e), str(n)) for e, n in self.conn.execute(query)]
+
+    def purge_part(
+        self, stream_id: int, node_ids: Collection[uuid.UUID], event_ids: Collection[uuid.UUID]
+    ) -> None:
+        """The rows of these nodes and events, which nothing else depends on."""
+        # Every node of the part is derived by one of its events (the part is closed),
+        # so its nodes are one key range per event.
+        by_stream = (
+            (nodes, nodes.c.event_id.in_(event_ids)),
+            (edges, sa.or_(edges.c.source_node.in_(node_ids), edges.c.target_node.in_(node_ids))),
+            (operations, operations.c.event_id.in_(event_ids)),
+            (memory_events, memory_events.c.event_id.in_(event_ids)),
+            (node_refs, node_refs.c.event_id.in_(event_ids)),
+        )
+        for table, selected in by_stream:
+            self.conn.execute(table.delete().where(table.c.stream_id == stream_id, selected))
 
     def stream_memory_events(self, stream_id: int) -> list[sa.Row[Any]]:
         query = (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from datetime import datetime
 from itertools import groupby
 from typing import Any
@@ -73,6 +73,12 @@ class ItemStore:
 
     def purge_stream(self, stream_id: int) -> None:
         self.conn.execute(items.delete().where(items.c.stream_id == stream_id))
+
+    def purge_events(self, stream_id: int, event_ids: Collection[uuid.UUID]) -> None:
+        """The rows of these revisions (the events delete_event re-derives)."""
+        self.conn.execute(
+            items.delete().where(items.c.stream_id == stream_id, items.c.event_id.in_(event_ids))
+        )
 
     def stream_rows(self, stream_id: int) -> list[dict[str, Any]]:
         """A stream's rows as plain values, for its state digest."""

@@ -121,6 +121,8 @@ operations = sa.Table(
     sa.Column("operation_key", sa.String(100), primary_key=True),
     sa.Column("fingerprint", sa.LargeBinary(32), nullable=False),
     sa.Column("event_id", sa.Uuid, nullable=False),
+    # delete_event drops the rows of the events it re-derives (pj0008).
+    sa.Index("ix_memory_operations_stream_id_event_id", "stream_id", "event_id"),
 )
 
 # A node has one vector per embedder in play: during a re-embedding job the
@@ -284,5 +286,31 @@ items = sa.Table(
     sa.Column("expires_at", UTCDateTime(), nullable=True),
     # memory.item_expiry names the revision by event id; subject first, like the key.
     sa.Index("ix_memory_items_stream_id_event_id", "stream_id", "event_id"),
+    sqlite_with_rowid=False,
+)
+
+# Which nodes each event other than memory.stored touched (set states of,
+# linked, retired, named, moved the expiry of): with the nodes' own event_id,
+# the dependencies delete_event follows to re-derive only what an erased
+# event reached (projections.graph.NodeGraphProjection.remove_events).
+node_refs = sa.Table(
+    "memory_node_refs",
+    metadata,
+    sa.Column("stream_id", StreamId, primary_key=True),
+    sa.Column("event_id", sa.Uuid, primary_key=True),
+    sa.Column("node_id", sa.Uuid, primary_key=True),
+    sa.Index("ix_memory_node_refs_stream_id_node_id", "stream_id", "node_id"),
+    sqlite_with_rowid=False,
+)
+
+# Streams whose node graph predates memory_node_refs (and perhaps memory_items):
+# migration pj0008 marks every stream with nodes; the stream's graph is rebuilt
+# from the log once, on its first item operation or its next delete_event, and
+# purging the stream (which every rebuild does) drops the mark.  Not state: no
+# digest covers it.
+graph_backfills = sa.Table(
+    "memory_graph_backfills",
+    metadata,
+    sa.Column("stream_id", StreamId, primary_key=True),
     sqlite_with_rowid=False,
 )

@@ -15,6 +15,23 @@ from eventstore import SubjectCipher
 from projections.storage.graph_store import open_json, seal_json
 from projections.storage.tables import attractors, nodes, triggers, vectors
 
+# After a delete_event: the vectors of the erased events' nodes that the graph
+# still holds (it is updated first) move to the event the graph now derives
+# them from; the others go.
+_graph_node = sa.and_(
+    nodes.c.stream_id == vectors.c.stream_id, nodes.c.node_id == vectors.c.node_id
+)
+_erased_vectors = sa.and_(
+    vectors.c.stream_id == sa.bindparam("erased_stream"),
+    vectors.c.event_id.in_(sa.bindparam("erased_events", expanding=True)),
+)
+_keep_graph_nodes = (
+    vectors.update()
+    .where(_erased_vectors, sa.exists().where(_graph_node))
+    .values(event_id=sa.select(nodes.c.event_id).where(_graph_node).scalar_subquery())
+)
+_drop_other_nodes = vectors.delete().where(_erased_vectors, ~sa.exists().where(_graph_node))
+
 
 @dataclass(frozen=True)
 class NodeVector:
@@ -129,12 +146,22 @@ class VectorStore:
             query = query.where(vectors.c.embedder == embedder)
         return list(self.conn.execute(query.order_by(vectors.c.node_id, vectors.c.embedder)))
 
-    def purge_event(self, stream_id: int, event_id: uuid.UUID) -> None:
-        """Remove everything one erased event contributed to the vector state."""
-        for table in (vectors, triggers, attractors):
-            self.conn.execute(
-                table.delete().where(table.c.stream_id == stream_id, table.c.event_id == event_id)
-            )
+    def purge_events(self, stream_id: int, event_ids: Sequence[uuid.UUID]) -> None:
+        """Remove what erased events contributed to the vector state (the vectors
+        attributed to them, and their triggers and attractors).
+
+        Run it once the node graph has dropped the events' nodes: a node the graph
+        still holds (an identity's ENTITY node, named by messages that remain; a
+        message's note when only its claims event was erased) keeps its vector,
+        which is what a replay would embed again (the same text), now attributed to
+        the event the graph derives the node from.
+        """
+        erased = {"erased_stream": stream_id, "erased_events": list(event_ids)}
+        self.conn.execute(_keep_graph_nodes, erased)
+        self.conn.execute(_drop_other_nodes, erased)
+        for table in (triggers, attractors):
+            erased_rows = sa.and_(table.c.stream_id == stream_id, table.c.event_id.in_(event_ids))
+            self.conn.execute(table.delete().where(erased_rows))
 
     def add_trigger(
         self,

@@ -58,6 +58,7 @@ def test_a_batch_for_a_named_user(world: World) -> None:
         {"message": "I use Vim.", "first_person_owner": 1},
         {"message": "I use Vim.", "first_person_owner": True, "role": "assistant"},
         {"message": "I use Vim.", "first_person_owner": True, "speaker": "Dana"},
+        {"message": "I use Vim.", "enable_speaker_references": True},
         {"message": "I use Vim.", "meta": {"oblivio_first_person_owner_v1": True}},
         {"messages": [{"message": "I use Vim."}] * 101},
         {"messages": [{"message": "I use Vim."}], "message": "and this"},

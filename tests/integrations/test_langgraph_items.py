@@ -77,6 +77,80 @@ def test_items_are_indexed_by_a_keyed_hash_and_erasure_leaves_no_entry(
     assert _item_rows(client, "alice") == []
 
 
+# -- items written before the index (pj0006): derived on first use --------------------
+
+
+def _written_before_the_index(client: MemoryClient) -> None:
+    """The store as the migrations leave one written before them: no item or
+    dependency rows, and every stream with nodes marked (the statement of pj0008)."""
+    with client.context.store.backend.engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM memory_items"))
+        conn.execute(sa.text("DELETE FROM memory_node_refs"))
+        conn.execute(
+            sa.text(
+                "INSERT INTO memory_graph_backfills (stream_id) "
+                "SELECT DISTINCT stream_id FROM memory_nodes"
+            )
+        )
+
+
+def test_items_written_with_the_index_emptied_are_found_on_first_use(
+    client: MemoryClient,
+) -> None:
+    store = OblivioStore(client)
+    for key, text in (("city", "Boston"), ("city", "Chicago"), ("drink", "tea")):
+        store.put(NS, key, {"text": text}, ttl=10)
+    indexed = _item_rows(client, "alice")
+    _written_before_the_index(client)
+    assert _item_rows(client, "alice") == []
+    item = store.get(NS, "city", refresh_ttl=False)
+    assert item is not None
+    assert item.value == {"text": "Chicago"}
+    assert _item_rows(client, "alice") == indexed  # the rows a replay derives
+    _replay_equal(client, "alice")
+    store.put(NS, "city", {"text": "Denver"})  # supersedes the current revision
+    current = sorted(n.content for n in _current_nodes(client, "alice"))
+    assert current == ['{"text": "Denver"}', '{"text": "tea"}']
+    store.delete(NS, "drink")
+    assert [i.key for i in store.search(NS)] == ["city"]
+    _replay_equal(client, "alice")
+
+
+def test_items_of_the_first_oblivio_store_layout_are_items(client: MemoryClient) -> None:
+    # Before the index, OblivioStore stored a revision with store() and named the
+    # item in its metadata only (doc.locator, doc.expires_at); put over a key
+    # superseded the previous revision explicitly.
+    ref = client.subject_ref("alice")
+
+    def legacy_put(key: str, value: dict[str, Any], expires_at: str | None = None) -> str:
+        meta = docs.document_meta(ref, NS, key, value, indexed=True, ttl=None)
+        del meta[docs.TTL]
+        meta["doc.expires_at"] = expires_at
+        event_id = client.store(json.dumps(value), user_id="alice", meta=meta)
+        return str(event_id)
+
+    first = legacy_put("city", {"text": "Boston"})
+    second = legacy_put("city", {"text": "Chicago"})
+    [old] = client.get_event_nodes(first, user_id="alice")
+    [new] = client.get_event_nodes(second, user_id="alice")
+    client.supersede(old.id, new.id, user_id="alice")
+    legacy_put("drink", {"text": "tea"}, expires_at="2000-01-01T00:00:00+00:00")
+    _written_before_the_index(client)
+
+    store = OblivioStore(client)
+    item = store.get(NS, "city")
+    assert item is not None
+    assert item.value == {"text": "Chicago"}
+    assert store.get(NS, "drink") is None  # expired long ago
+    assert len(store.sweep_expired()) == 1
+    _replay_equal(client, "alice")  # a replay derives the same rows
+    store.put(NS, "city", {"text": "Denver"})
+    assert [n.content for n in _current_nodes(client, "alice")] == ['{"text": "Denver"}']
+    assert [s.events_erased for s in store.erase(NS, "city")] == [1, 1, 1]
+    assert store.search(NS) == []
+    _replay_equal(client, "alice")
+
+
 def test_deleting_the_current_revision_by_event_makes_the_previous_one_current(
     client: MemoryClient,
 ) -> None:
@@ -191,6 +265,32 @@ def test_reads_with_refresh_ttl_extend_the_ttl_and_reads_without_do_not(
     assert store.search(("foo",), query="bar", refresh_ttl=False) == []
     assert store.get(("foo",), "item1", refresh_ttl=True) is None  # expired stays expired
     _replay_equal(client, "foo")  # the refreshes are events, and replay
+
+
+def test_a_search_refreshes_its_page_in_one_transaction(
+    client: MemoryClient, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = OblivioStore(client, clock=clock)
+    for key in ("a", "b", "c"):
+        store.put(NS, key, {"v": key}, ttl=1)
+    store.put(NS, "forever", {"v": "no ttl"})
+    real = client.context.store.transaction
+    opened: list[object] = []
+
+    def counted() -> Any:
+        opened.append(None)
+        return real()
+
+    monkeypatch.setattr(client.context.store, "transaction", counted)
+    clock.advance(seconds=50)
+    assert sorted(i.key for i in store.search(NS, refresh_ttl=True)) == ["a", "b", "c", "forever"]
+    assert len(opened) == 1  # three refreshes, one transaction (the TTL-less item writes none)
+    monkeypatch.undo()
+    clock.advance(seconds=50)  # 100 s after the put, 50 s after the refresh
+    assert sorted(i.key for i in store.search(NS, refresh_ttl=False)) == ["a", "b", "c", "forever"]
+    clock.advance(seconds=11)
+    assert [i.key for i in store.search(NS, refresh_ttl=False)] == ["forever"]
+    _replay_equal(client, "alice")
 
 
 def test_refresh_on_read_follows_the_ttl_config_and_the_call(

@@ -208,10 +208,9 @@ def test_memory_ingest_extracts_claims_and_retires_corrected_ones(tmp_path: Path
             "I use an insulin pump.",
             "sam",
         ]
-        refused = await session.call_tool(
-            "memory_ingest", {"message": "I use Vim.", "first_person_owner": "yes"}
-        )
-        assert refused.is_error
+        for bad in ({"first_person_owner": "yes"}, {"enable_speaker_references": True}):
+            refused = await session.call_tool("memory_ingest", {"message": "I use Vim.", **bad})
+            assert refused.is_error
 
     anyio.run(session_run, server(tmp_path, key), scenario)
 

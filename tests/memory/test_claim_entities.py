@@ -92,3 +92,18 @@ def test_an_entity_outlives_its_first_message_and_goes_with_the_last(
     assert entities(memory) == []
     assert status.certificate is not None
     replay_equal(memory)
+
+
+def test_an_entity_keeps_its_vector_when_the_message_it_came_from_last_is_erased(
+    memory: MemoryClient,
+) -> None:
+    # Both messages name the owner; the vector state last embedded the entity
+    # with the second.  Right after that message is erased, before any rebuild
+    # job runs, the entity (still named by the first) keeps its vector.
+    kept, erased = (said(memory, text) for text in ("I use Vim.", "I like tea."))
+    subject = claim_of(memory, kept).subject_id
+    replay_equal(memory)
+    memory.delete_event(erased.event_id, user_id=USER)
+    replay_equal(memory)
+    found = memory.retrieve(USER, user_id=USER, node_types={NodeType.ENTITY})
+    assert [n.id for n in found.nodes] == [subject]

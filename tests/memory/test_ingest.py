@@ -320,6 +320,10 @@ def test_a_batch_takes_per_message_declarations(memory: MemoryClient) -> None:
             "meta must not set 'oblivio_first_person_owner_v1'; pass first_person_owner instead",
         ),
         ({"enable_speaker_references": "on"}, "enable_speaker_references must be a boolean"),
+        (
+            {"enable_speaker_references": True},
+            "enable_speaker_references requires a named speaker",
+        ),
         ({"occurred_at": "yesterday"}, "occurred_at must be an ISO 8601 date and time"),
         (
             {"occurred_at": datetime(2026, 1, 1)},

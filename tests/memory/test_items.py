@@ -43,6 +43,11 @@ def test_expiry_is_recorded_moved_and_replayed(memory: MemoryClient) -> None:
     assert memory.set_item_expiry("k", later, user_id="nobody") is False
     [listed] = memory.list_items(user_id="ann")
     assert listed.expires_at == later
+    memory.put_item("j", "also cached", user_id="ann")
+    moved = {"k": soon, "j": later, "missing": later}
+    assert memory.set_item_expiries(moved, user_id="ann") == {"k", "j"}
+    listed_expiries = {i.key: i.expires_at for i in memory.list_items(user_id="ann")}
+    assert listed_expiries == {"k": soon, "j": later}
     for name, (live, replayed) in memory.replay_comparison(user_id="ann").items():
         assert live == replayed, name
 
