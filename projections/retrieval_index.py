@@ -343,7 +343,14 @@ _PROBE_EVENTS = frozenset(
     {ev.TRIGGER_ADDED, ev.TRIGGER_REMOVED, ev.ATTRACTOR_ADDED, ev.ATTRACTORS_CLEARED}
 )
 _NODE_STATE_EVENTS = frozenset(
-    {ev.SUPERSEDED, ev.CONTRADICTED, ev.CONTRADICTION_RESOLVED, ev.REINFORCED, ev.ARCHIVED}
+    {
+        ev.SUPERSEDED,
+        ev.CONTRADICTED,
+        ev.CONTRADICTION_RESOLVED,
+        ev.REINFORCED,
+        ev.ARCHIVED,
+        ev.UNARCHIVED,
+    }
 )
 #: What refresh() knows how to apply.  Any other event loads the subject again:
 #: an ingested message's claims (memory.claims_extracted), for one, are nodes of
