@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from eventstore import AuditEntry, EventStore, NewEvent, Transaction
+from eventstore import AuditEntry, EventStore, LockedStream, NewEvent, Transaction
 from projections import events as ev
 from projections import scoring
 from projections.graph import NodeGraphProjection, state_to_json
@@ -123,30 +123,30 @@ class Archiver:
                 return 0, 0  # within capacity, nothing archived: no scores needed
             now = self.clock()
             values = self._tier_retention(tx, stream_id, every, rows, now)
-            # Lowest first, ties by node id: the last ``capacity`` are the tier.
-            order = sorted(range(len(rows)), key=lambda i: (values[i], str(rows[i].node_id)))
-            cut = max(0, len(rows) - self.capacity)
-            restore = [i for i in order[cut:] if rows[i].archived_at is not None]
-            archive = [i for i in order[:cut] if rows[i].archived_at is None]
-            cipher = tx.locked_cipher(stream)
+            restore, archive = _moves(rows, values, self.capacity)
             for kind, chosen, archived_at in (
                 (ev.UNARCHIVED, restore, None),
                 (ev.ARCHIVED, archive, now),
             ):
-                if not chosen:
-                    continue
-                data = _decision(rows, chosen, values, now, archived_at, self.capacity, in_tier)
-                [recorded] = tx.append_locked(stream, [NewEvent(kind, data)])
-                self.graph.apply(tx.connection, cipher, recorded)
-                tx.append_audit(
-                    AuditEntry(
-                        _AUDIT_ACTIONS[kind],
-                        subject_ref=stream.ref.subject_key.hex(),
-                        object_refs={"event_id": str(recorded.event_id)},
-                        counts={"nodes": len(chosen), "capacity": self.capacity},
-                    )
-                )
+                if chosen:
+                    data = _decision(rows, chosen, values, now, archived_at, self.capacity, in_tier)
+                    self._record(tx, stream, kind, data, len(chosen))
             return len(archive), len(restore)
+
+    def _record(
+        self, tx: Transaction, stream: LockedStream, kind: str, data: dict[str, Any], nodes: int
+    ) -> None:
+        """Append one decision to the locked stream, apply it, and audit it (content-free)."""
+        [recorded] = tx.append_locked(stream, [NewEvent(kind, data)])
+        self.graph.apply(tx.connection, tx.locked_cipher(stream), recorded)
+        tx.append_audit(
+            AuditEntry(
+                _AUDIT_ACTIONS[kind],
+                subject_ref=stream.ref.subject_key.hex(),
+                object_refs={"event_id": str(recorded.event_id)},
+                counts={"nodes": nodes, "capacity": self.capacity},
+            )
+        )
 
     def _tier_retention(
         self,
@@ -183,6 +183,18 @@ class Archiver:
 
 
 _AUDIT_ACTIONS = {ev.ARCHIVED: "retrieval.archived", ev.UNARCHIVED: "retrieval.unarchived"}
+
+
+def _moves(
+    rows: Sequence[NodeRow], values: scoring.Floats, capacity: int
+) -> tuple[list[int], list[int]]:
+    """Which rows to un-archive and which to archive so that the tier is the
+    ``capacity`` rows of highest retention (ties: the larger node id stays)."""
+    order = sorted(range(len(rows)), key=lambda i: (values[i], str(rows[i].node_id)))
+    cut = max(0, len(rows) - capacity)
+    restore = [i for i in order[cut:] if rows[i].archived_at is not None]
+    archive = [i for i in order[:cut] if rows[i].archived_at is None]
+    return restore, archive
 
 
 def _decision(
