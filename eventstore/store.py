@@ -126,9 +126,15 @@ class EventStore:
     # -- writing ---------------------------------------------------------------
 
     @contextmanager
-    def transaction(self) -> Iterator[Transaction]:
-        """A write transaction: commits when the block ends, rolls back on error."""
-        with self.backend.write_connection() as conn, conn.begin():
+    def transaction(self, *, durable: bool = True) -> Iterator[Transaction]:
+        """A write transaction: commits when the block ends, rolls back on error.
+
+        ``durable=False`` lets the commit return before it reaches stable storage
+        (a power loss may drop it; a killed process does not).  Only for writes of
+        projection state alone, which the log can always replay: never for an
+        append, an erasure or anything else the log does not hold.
+        """
+        with self.backend.write_connection(durable=durable) as conn, conn.begin():
             yield Transaction(conn, self.backend, self.codec, self.clock)
 
     def append(
@@ -230,6 +236,21 @@ class EventStore:
             keys = load_stream_keys(conn, {row.stream_id for row in rows})
         page = EventDecoder(self.codec, keys).decode_all(rows)
         return LogPage(page, page[-1].cursor if page else after)
+
+    def log_head(self, after: LogCursor = START) -> LogCursor:
+        """The cursor of the last event a reader may deliver now, or ``after`` when
+        nothing after it may be.
+
+        Every event up to it has committed, and none can commit before it
+        later: a partition read begun after this call that finds nothing of
+        its partition up to here proves there is nothing to find.
+        """
+        params = {"group": after.commit_group, "position": after.position}
+        query = self._log_query(sa.select(events.c.commit_group, events.c.position), None)
+        query = query.order_by(*(c.desc() for c in self.backend.log_order)).limit(1)
+        with self.backend.statement_reads() as conn:
+            row = conn.execute(query, params).first()
+        return after if row is None else LogCursor(row.commit_group, row.position)
 
     def count_after(self, after: LogCursor, *, partition: Partition | None = None) -> int:
         """How many visible events follow ``after`` (in one partition, if given)."""

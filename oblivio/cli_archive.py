@@ -23,7 +23,8 @@ def archive() -> None:
 @click.pass_context
 @friendly_errors
 def archive_run(ctx: click.Context, user_id: str | None, capacity: int | None) -> None:
-    """Archive the lowest-retention nodes of subjects over capacity (not erasure: archived
+    """Move each subject's retrieval tier to its CAPACITY best-retained nodes: archive the
+    rest, un-archive those that now rank among them (archiving is not erasure: archived
     nodes leave default retrieval but stay readable, exported and erasable)."""
     from oblivio.bootstrap import open_memory
     from oblivio.memory import inputs
@@ -42,7 +43,7 @@ def archive_run(ctx: click.Context, user_id: str | None, capacity: int | None) -
         report = memory.archiver.run(streams)
         click.echo(
             f"archived {report.nodes} nodes of {report.subjects} subjects "
-            f"(capacity {settings.retrieval_capacity})"
+            f"(capacity {settings.retrieval_capacity}); un-archived {report.restored}"
         )
     finally:
         memory.store.close()

@@ -158,11 +158,31 @@ def _memory_tools(server: MCPServer, ctx: MemoryContext, bind: _Binding) -> None
 
     @server.tool()
     @typed_errors
-    def memory_retrieve(query: str, user_id: str | None = None, limit: Limit = 5) -> list[Any]:
-        """The person's memories most relevant to the query, best first."""
-        found = queries.retrieve(ctx, query, user_id=bind.user(user_id), limit=limit)
+    def memory_retrieve(
+        query: str,
+        user_id: str | None = None,
+        limit: Limit = 5,
+        include_archived: StrictBool = False,
+    ) -> list[Any]:
+        """The person's memories most relevant to the query, best first.
+
+        include_archived also ranks memories archived out of default retrieval
+        (past the retrieval tier's capacity); archived_at says which those are.
+        """
+        found = queries.retrieve(
+            ctx,
+            query,
+            user_id=bind.user(user_id),
+            limit=limit,
+            include_archived=include_archived,
+        )
         return [
-            {"node_id": str(r.node.id), "content": r.node.content, "score": r.score}
+            {
+                "node_id": str(r.node.id),
+                "content": r.node.content,
+                "score": r.score,
+                "archived_at": _plain(r.node.archived_at),
+            }
             for r in found.results
         ]
 

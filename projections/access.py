@@ -127,7 +127,8 @@ class AccessLog:
             return sum(len(counts) for counts in batch.values())
 
     def _write(self, batch: _Pending) -> None:
-        with self.store.transaction() as tx:
+        # Not durable: statistics, which a process that dies loses anyway.
+        with self.store.transaction(durable=False) as tx:
             create = tx.insert_unless_present(node_access)
             # Streams in id order: two flushing processes lock them alike.
             for stream_id in sorted(batch):

@@ -22,6 +22,8 @@ REINFORCED: Final = "memory.reinforced"
 # The archiving job's decision: nodes leave default retrieval (not erasure;
 # see workers.archiving).  Its after-states carry each node's archived_at.
 ARCHIVED: Final = "memory.archived"
+# The same job's decision that archived nodes come back (their archived_at cleared).
+UNARCHIVED: Final = "memory.unarchived"
 TRIGGER_ADDED: Final = "retrieval.trigger_added"
 TRIGGER_REMOVED: Final = "retrieval.trigger_removed"
 ATTRACTOR_ADDED: Final = "retrieval.attractor_added"
@@ -47,6 +49,7 @@ MEMORY_EVENT_TYPES: Final = frozenset(
         CONTRADICTION_RESOLVED,
         REINFORCED,
         ARCHIVED,
+        UNARCHIVED,
         TRIGGER_ADDED,
         TRIGGER_REMOVED,
         ATTRACTOR_ADDED,

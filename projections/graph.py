@@ -88,6 +88,7 @@ class NodeGraphProjection:
             ev.CONTRADICTION_RESOLVED: self._resolved,
             ev.REINFORCED: self._reinforced,
             ev.ARCHIVED: self._archived,
+            ev.UNARCHIVED: self._archived,
             ev.CLAIMS_EXTRACTED: self._claims_extracted,
             ev.ITEM_EXPIRY: self._item_expiry,
         }.get(event.type)
@@ -303,7 +304,8 @@ class NodeGraphProjection:
     def _archived(
         self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
     ) -> None:
-        """The archiving job's decision, recorded as after-states: replay never re-decides."""
+        """The archiving job's decision (archived or un-archived), recorded as
+        after-states: replay never re-decides."""
         self._apply_after_states(store, data)
 
     def _claims_extracted(

@@ -93,7 +93,13 @@ class NodeFilter:
 
 
 class _Column:
-    """A numpy array that grows by appending, with amortised doubling."""
+    """A numpy array that grows by appending, with amortised doubling.
+
+    Growing makes room for twice what is needed: a subject loaded in one block
+    then takes as many stores again before its arrays are copied, instead of
+    copying them all (tens of ms at 10,000 nodes) on the first store after the
+    load.  ``np.zeros`` maps the room lazily, so it costs no memory until used.
+    """
 
     def __init__(self, dtype: Any, width: int | None = None) -> None:
         self._shape_tail = () if width is None else (width,)
@@ -104,9 +110,7 @@ class _Column:
         block = np.asarray(values, dtype=self._data.dtype).reshape(-1, *self._shape_tail)
         needed = self._size + len(block)
         if needed > len(self._data):
-            grown = np.zeros(
-                (max(needed, 2 * len(self._data)), *self._shape_tail), self._data.dtype
-            )
+            grown = np.zeros((2 * needed, *self._shape_tail), self._data.dtype)
             grown[: self._size] = self._data[: self._size]
             self._data = grown
         self._data[self._size : needed] = block
@@ -339,7 +343,14 @@ _PROBE_EVENTS = frozenset(
     {ev.TRIGGER_ADDED, ev.TRIGGER_REMOVED, ev.ATTRACTOR_ADDED, ev.ATTRACTORS_CLEARED}
 )
 _NODE_STATE_EVENTS = frozenset(
-    {ev.SUPERSEDED, ev.CONTRADICTED, ev.CONTRADICTION_RESOLVED, ev.REINFORCED, ev.ARCHIVED}
+    {
+        ev.SUPERSEDED,
+        ev.CONTRADICTED,
+        ev.CONTRADICTION_RESOLVED,
+        ev.REINFORCED,
+        ev.ARCHIVED,
+        ev.UNARCHIVED,
+    }
 )
 #: What refresh() knows how to apply.  Any other event loads the subject again:
 #: an ingested message's claims (memory.claims_extracted), for one, are nodes of

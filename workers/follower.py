@@ -19,7 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
-from eventstore import EventStore, LogCursor
+from eventstore import EventStore, LogCursor, LogPage
 from projections.storage import checkpoints
 
 IDLE_SLEEP_SECONDS = 0.01
@@ -56,6 +56,26 @@ class LogFollower(ABC):
         """One page of ``partition``: the events read, or ``None`` when it is held."""
         page = self.follow_page(partition)
         return None if page is None else page[0]
+
+    def read_page(self, partition: int, cursor: LogCursor, limit: int) -> LogPage:
+        """The partition's next page after ``cursor``.
+
+        A page that finds nothing ends at the head of the log it looked
+        through, not at ``cursor``: nothing of the partition lies up to there,
+        so moving the checkpoint to it keeps an idle partition's next scan
+        from starting behind everything other partitions wrote since.
+        """
+        where = (partition, self.partitions)
+        page = self.store.read_all(cursor, limit, partition=where)
+        if page.events:
+            return page
+        head = self.store.log_head(cursor)
+        if head == cursor:
+            return page
+        # The head is read before this second look: all up to it had committed,
+        # so a look that still finds nothing proves the partition has nothing there.
+        again = self.store.read_all(cursor, limit, partition=where)
+        return again if again.events else LogPage([], head)
 
     def partition_of(self, stream_id: int) -> int:
         return stream_id % self.partitions
@@ -100,7 +120,7 @@ class LogFollower(ABC):
             if time.monotonic() > deadline:
                 return False
             page = self.follow_page(partition)
-            if page is not None and page[0]:
+            if page is not None and page[1] > reached:
                 reached = page[1]
                 continue
             time.sleep(IDLE_SLEEP_SECONDS)  # held elsewhere, or not visible yet

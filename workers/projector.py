@@ -52,16 +52,17 @@ class ProjectionRunner(LogFollower):
     def follow_page(self, partition: int) -> tuple[int, LogCursor] | None:
         """Apply one batch of a partition: how many events, and the partition's
         checkpoint after it (``None`` when another runner holds the partition)."""
-        with self.store.transaction() as tx:
+        # Not durable: the batch writes projection rows and their checkpoint only,
+        # which the log replays if a power loss drops the commit.
+        with self.store.transaction(durable=False) as tx:
             cursor = checkpoints.claim(tx.connection, self.projection.name, partition)
             if cursor is None:
                 return None
-            page = self.store.read_all(
-                cursor, self.batch_size, partition=(partition, self.partitions)
-            )
-            if not page.events:
+            page = self.read_page(partition, cursor, self.batch_size)
+            if page.next_cursor == cursor:
                 return 0, cursor
-            self._apply_page(tx, page.events)
+            if page.events:
+                self._apply_page(tx, page.events)
             checkpoints.advance(
                 tx.connection, self.projection.name, partition, page.next_cursor, self.clock()
             )

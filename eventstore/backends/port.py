@@ -34,8 +34,12 @@ class Backend(abc.ABC):
         self.engine = engine
 
     @abc.abstractmethod
-    def write_connection(self) -> AbstractContextManager[Connection]:
-        """A connection whose transaction may write, begun so that writers serialise correctly."""
+    def write_connection(self, *, durable: bool = True) -> AbstractContextManager[Connection]:
+        """A connection whose transaction may write, begun so that writers serialise correctly.
+
+        ``durable=False``: its commit need not wait for stable storage (see
+        :meth:`eventstore.EventStore.transaction`).
+        """
 
     @abc.abstractmethod
     def read_connection(self) -> AbstractContextManager[Connection]:

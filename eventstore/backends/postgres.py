@@ -98,6 +98,17 @@ def _engine(url: str, **options: str) -> sa.Engine:
     )
 
 
+_DURABLE_OPTION = "oblivio_durable"
+
+
+def _begin(conn: Connection) -> None:
+    # A commit that need not be durable does not wait for the WAL flush; the
+    # server stays consistent after a crash (it may lose the last such commits,
+    # never a part of one), and the setting ends with the transaction.
+    if not conn.get_execution_options().get(_DURABLE_OPTION, True):
+        conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
+
+
 class PostgresBackend(Backend):
     name = "postgresql"
     embedded = False
@@ -105,6 +116,7 @@ class PostgresBackend(Backend):
 
     def __init__(self, url: str) -> None:
         super().__init__(_engine(url))
+        sa.event.listen(self.engine, "begin", _begin)
         # A pool of its own whose connections stay in autocommit: a statement
         # read sends no BEGIN or ROLLBACK.  Lending the main pool's connections
         # in autocommit instead (execution_options) switched them on every
@@ -113,11 +125,11 @@ class PostgresBackend(Backend):
         self._autocommit = _engine(url, isolation_level="AUTOCOMMIT")
 
     @contextmanager
-    def write_connection(self) -> Iterator[Connection]:
+    def write_connection(self, *, durable: bool = True) -> Iterator[Connection]:
         # READ COMMITTED is enough: appends lock their stream row FOR UPDATE,
         # and uniqueness constraints back up every invariant.
         with self.translate_errors(), self.engine.connect() as conn:
-            yield conn
+            yield conn if durable else conn.execution_options(**{_DURABLE_OPTION: False})
 
     @contextmanager
     def read_connection(self) -> Iterator[Connection]:

@@ -95,9 +95,23 @@ class SQLiteBackend(Backend):
         self._writer = threading.RLock()
 
     @contextmanager
-    def write_connection(self) -> Iterator[Connection]:
+    def write_connection(self, *, durable: bool = True) -> Iterator[Connection]:
         with self._writer, self.translate_errors(), self.engine.connect() as conn:
-            yield conn.execution_options(**{_WRITE_OPTION: True})
+            if durable:
+                yield conn.execution_options(**{_WRITE_OPTION: True})
+                return
+            # In WAL mode, NORMAL skips the fsync of the commit but keeps it atomic
+            # and ordered: a killed process loses nothing, a power loss at most the
+            # last such commits (the next FULL commit syncs them).  The pragma is
+            # refused inside a transaction, so it is set on the driver's connection
+            # before BEGIN and put back before the connection returns to the pool.
+            driver = conn.connection.driver_connection
+            assert driver is not None  # a live pooled connection
+            driver.execute("PRAGMA synchronous=NORMAL")
+            try:
+                yield conn.execution_options(**{_WRITE_OPTION: True})
+            finally:
+                driver.execute("PRAGMA synchronous=FULL")
 
     @contextmanager
     def read_connection(self) -> Iterator[Connection]:

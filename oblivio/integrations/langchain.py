@@ -32,8 +32,10 @@ class OblivioRetriever(BaseRetriever):
 
     ``invoke(query, k=…)`` overrides ``k`` for one call.  Each document's
     metadata carries ``node_id``, ``event_id``, ``score``, the score
-    ``components``, ``lifecycle``, ``scope``, ``node_type``, ``source_type``
-    and ``created_at``; its ``id`` is the node id.
+    ``components``, ``lifecycle``, ``scope``, ``node_type``, ``source_type``,
+    ``created_at`` and ``archived_at`` (set for a node archived out of default
+    retrieval, which ranks only with ``include_archived``); its ``id`` is the
+    node id.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -43,6 +45,7 @@ class OblivioRetriever(BaseRetriever):
     k: int = Field(default=4, ge=1, le=1000)
     scopes: list[str] | None = None
     include_superseded: bool = False
+    include_archived: bool = False
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
@@ -53,6 +56,7 @@ class OblivioRetriever(BaseRetriever):
             limit=kwargs.get("k", self.k),
             scopes=self.scopes,
             include_superseded=self.include_superseded,
+            include_archived=self.include_archived,
         )
         return [memory_document(result) for result in retrieval.results]
 
@@ -81,6 +85,7 @@ def memory_document(result: ScoredNode) -> Document:
             "node_type": node.node_type.value,
             "source_type": node.source_type.value,
             "created_at": node.created_at.isoformat(),
+            "archived_at": None if node.archived_at is None else node.archived_at.isoformat(),
         },
     )
 

@@ -287,17 +287,16 @@ class GraphStore:
             query = query.limit(limit)
         return list(self.conn.execute(query))
 
-    def streams_over_capacity(self, capacity: int) -> list[int]:
-        """Streams with more than ``capacity`` nodes in the retrieval tier (current,
-        not archived): what the archiving job works on."""
+    def streams_for_tier(self, capacity: int) -> list[int]:
+        """Streams whose retrieval tier the archiving job may change: more than
+        ``capacity`` current nodes not archived, or current nodes archived."""
+        current = nodes.c.lifecycle.in_([s.value for s in CURRENT_LIFECYCLES])
+        in_tier = sa.func.count() - sa.func.count(nodes.c.archived_at)
         query = (
             sa.select(nodes.c.stream_id)
-            .where(
-                nodes.c.lifecycle.in_([s.value for s in CURRENT_LIFECYCLES]),
-                nodes.c.archived_at.is_(None),
-            )
+            .where(current)
             .group_by(nodes.c.stream_id)
-            .having(sa.func.count() > capacity)
+            .having(sa.or_(in_tier > capacity, sa.func.count(nodes.c.archived_at) > 0))
             .order_by(nodes.c.stream_id)
         )
         return list(self.conn.execute(query).scalars())

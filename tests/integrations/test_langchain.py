@@ -11,6 +11,7 @@ from langchain_tests.integration_tests import RetrieversIntegrationTests
 
 from oblivio import LifecycleState, MemoryClient
 from oblivio.integrations.langchain import OblivioRetriever, memory_tools
+from workers.archiving import Archiver
 
 FACTS = [
     "Alice lives in Chicago.",
@@ -64,6 +65,29 @@ def test_documents_carry_provenance_and_corrections_apply(client: MemoryClient) 
     lifecycles = {d.page_content: d.metadata["lifecycle"] for d in history.invoke("live")}
     assert lifecycles["Alice lives in Boston."] == "superseded"
     assert OblivioRetriever(client=client, user_id="bob").invoke("live") == []
+
+
+def test_the_retriever_ranks_archived_memories_only_on_request(client: MemoryClient) -> None:
+    for text in ("Alice drinks green tea.", "Alice's dog is called Rex."):
+        client.store(text, user_id="alice")
+    ctx = client.context
+    stream = ctx.store.head(ctx.namespace, "alice")
+    assert stream is not None
+    job = Archiver(ctx.store, ctx.graph, ctx.scoring, 1, ctx.clock)
+    assert job.run([stream.stream.stream_id]).nodes == 1
+
+    query = "green tea and the dog Rex"
+    [kept] = OblivioRetriever(client=client, user_id="alice", k=5).invoke(query)
+    assert kept.metadata["archived_at"] is None
+    every = OblivioRetriever(client=client, user_id="alice", k=5, include_archived=True)
+    docs = every.invoke(query)
+    assert len(docs) == 2
+    [archived] = [d for d in docs if d.metadata["archived_at"] is not None]
+    assert archived.id != kept.id
+    node = client.get_node(archived.id, user_id="alice")
+    assert node is not None
+    assert node.archived_at is not None
+    assert archived.metadata["archived_at"] == node.archived_at.isoformat()
 
 
 def test_tools_store_supersede_and_forget(client: MemoryClient) -> None:

@@ -25,6 +25,7 @@ from oblivio.bootstrap import open_memory
 from oblivio.cli import main
 from oblivio.memory import compliance
 from oblivio.settings import Settings
+from workers.archiving import Archiver
 
 MEMORY_TOOLS = {
     "memory_store",
@@ -228,6 +229,39 @@ def test_an_operator_key_adds_the_compliance_tools(operator_server: Shared) -> N
             await session.call_tool("memory_retrieve", {"query": "tea", "user_id": "carol"})
         )
         assert left == []
+
+    operator_server.server.run(scenario)
+
+
+def archive_to(data_dir: Path, user_id: str, capacity: int) -> int:
+    """Run the archiving job on the server's store (another process), at ``capacity``."""
+    memory = open_memory(Settings(data_dir=data_dir))
+    try:
+        stream = memory.store.head(memory.namespace, user_id)
+        assert stream is not None
+        job = Archiver(memory.store, memory.graph, memory.scoring, capacity, memory.clock)
+        return job.run([stream.stream.stream_id]).nodes
+    finally:
+        memory.store.close()
+
+
+def test_memory_retrieve_ranks_archived_memories_only_on_request(operator_server: Shared) -> None:
+
+    async def scenario(session: ClientSession) -> None:
+        for text in ("Erin drinks green tea", "Erin's dog is called Rex"):
+            await session.call_tool("memory_store", {"content": text, "user_id": "erin"})
+        assert archive_to(operator_server.data_dir, "erin", capacity=1) == 1
+        query = {"query": "green tea and the dog Rex", "user_id": "erin"}
+        [kept] = payload(await session.call_tool("memory_retrieve", query))
+        assert kept["archived_at"] is None
+        every = payload(
+            await session.call_tool("memory_retrieve", query | {"include_archived": True})
+        )
+        assert len(every) == 2
+        [archived] = [hit for hit in every if hit["archived_at"] is not None]
+        assert archived["node_id"] != kept["node_id"]
+        refused = await session.call_tool("memory_retrieve", query | {"include_archived": "yes"})
+        assert refused.is_error
 
     operator_server.server.run(scenario)
 

@@ -27,7 +27,7 @@ from tests.erasure._support import audit_entries
 from tests.erasure.test_scheduler import maintenance_for
 from tests.memory._support import events_of_type, remember
 from workers import scheduler
-from workers.archiving import Archiver
+from workers.archiving import Archiver, ArchiveReport
 
 CONTENTS = [
     "I drink green tea in the morning.",
@@ -182,3 +182,108 @@ def test_the_cli_runs_one_pass_for_one_user(tmp_path: Path) -> None:
 def test_a_bad_capacity_setting_is_refused(value: str) -> None:
     with pytest.raises(ValidationError, match="retrieval_capacity"):
         Settings.from_env({"OBLIVIO_RETRIEVAL_CAPACITY": value})
+
+
+# -- coming back: the tier is the `capacity` current nodes of highest retention ----------
+
+
+def tier_pass(memory: MemoryClient, capacity: int) -> ArchiveReport:
+    """One pass over alice's stream only (on PostgreSQL the module's tests share a database)."""
+    head = memory.context.store.head(memory.context.namespace, "alice")
+    assert head is not None
+    return archiver(memory, capacity).run([head.stream.stream_id])
+
+
+def moved(memory: MemoryClient, event_type: str) -> list[set[str]]:
+    """The node ids each decision of ``event_type`` moved, in order."""
+    return [set((e.data or {})["after"]) for e in events_of_type(memory, "alice", event_type)]
+
+
+def assert_replay_equal(memory: MemoryClient) -> None:
+    comparison = memory.replay_comparison(user_id="alice")
+    assert comparison
+    assert all(live == replayed for live, replayed in comparison.values())
+
+
+def test_a_reinforced_archived_node_comes_back_by_an_event(memory: MemoryClient) -> None:
+    tea, dog, car, _ = four_memories(memory)
+    tier_pass(memory, 2)
+    memory.reinforce(car.id, user_id="alice")  # its age starts again: the best retained now
+
+    report = tier_pass(memory, 2)
+    assert (report.subjects, report.nodes, report.restored) == (1, 1, 1)
+    assert moved(memory, ev.UNARCHIVED) == [{str(car.id)}]
+    [_, second] = moved(memory, ev.ARCHIVED)
+    assert second <= {str(tea.id), str(dog.id)}  # the weaker of the two makes room
+    back = memory.get_node(car.id, user_id="alice")
+    assert back is not None
+    assert back.archived_at is None
+    found = ids(memory.retrieve("tea dog car Lyon", user_id="alice", limit=10).nodes)
+    assert car.id in found
+    assert len(found) == 2
+    [audit] = [
+        e["entry"]
+        for e in audit_entries(memory)
+        if e["entry"]["action"] == "retrieval.unarchived"
+        and e["entry"]["subject_ref"] == memory.subject_ref("alice")
+    ]
+    assert audit["counts"] == {"nodes": 1, "capacity": 2}
+    assert_replay_equal(memory)
+    assert not tier_pass(memory, 2)  # settled: a second pass moves nothing
+
+
+def test_a_grown_capacity_brings_archived_nodes_back(memory: MemoryClient) -> None:
+    tea, dog, car, lyon = four_memories(memory)
+    tier_pass(memory, 2)
+
+    report = tier_pass(memory, 3)
+    assert (report.nodes, report.restored) == (0, 1)
+    report = tier_pass(memory, 10)
+    assert (report.nodes, report.restored) == (0, 1)
+    assert set().union(*moved(memory, ev.UNARCHIVED)) == {str(car.id), str(lyon.id)}
+    everything = memory.retrieve("tea dog car Lyon", user_id="alice", limit=10).nodes
+    assert ids(everything) == {tea.id, dog.id, car.id, lyon.id}
+    assert_replay_equal(memory)
+    assert not tier_pass(memory, 10)
+
+
+def test_an_archived_node_retrieved_often_on_request_comes_back(memory: MemoryClient) -> None:
+    *_, lyon = four_memories(memory)
+    tier_pass(memory, 2)
+    for _ in range(20):
+        [hit] = memory.retrieve(
+            "I live in Lyon", user_id="alice", limit=1, include_archived=True
+        ).nodes
+        assert hit.id == lyon.id  # each counts one access of the archived node
+    memory.context.access.flush()
+
+    report = tier_pass(memory, 2)
+    assert (report.nodes, report.restored) == (1, 1)
+    assert moved(memory, ev.UNARCHIVED) == [{str(lyon.id)}]
+    assert lyon.id in ids(memory.retrieve("Lyon", user_id="alice", limit=10).nodes)
+    assert len(memory.list_nodes(user_id="alice").nodes) == 2
+    assert_replay_equal(memory)
+
+
+def test_the_successor_of_a_correction_keeps_the_retention_of_what_it_retired(
+    memory: MemoryClient,
+) -> None:
+    """Superseding a kept memory by an archived one brings that one back: it carries the
+    retired fact now.  Without that rule Lyon (retrieved more than the car) would take
+    the place the retired tea left."""
+    tea, dog, car, lyon = four_memories(memory)
+    for _ in range(5):
+        memory.retrieve("green tea", user_id="alice", limit=1)  # tea: the best retained
+    memory.context.access.flush()
+    tier_pass(memory, 2)  # car and Lyon leave
+    for _ in range(3):
+        memory.retrieve("I live in Lyon", user_id="alice", limit=1, include_archived=True)
+    memory.context.access.flush()
+    memory.supersede(tea.id, car.id, user_id="alice")
+
+    report = tier_pass(memory, 2)
+    assert (report.nodes, report.restored) == (0, 1)
+    assert moved(memory, ev.UNARCHIVED) == [{str(car.id)}]
+    assert ids(memory.list_nodes(user_id="alice").nodes) == {car.id, dog.id}
+    assert lyon.id not in ids(memory.retrieve("Lyon", user_id="alice", limit=10).nodes)
+    assert_replay_equal(memory)
