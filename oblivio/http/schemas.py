@@ -49,6 +49,15 @@ FIRST_PERSON_RULE: JsonDict = {
         {"properties": {"role": {"const": "user"}, "speaker": {"type": "null"}}},
     ]
 }
+#: enable_speaker_references resolves third-person references to a named speaker.
+SPEAKER_REFERENCE_RULE: JsonDict = {
+    "anyOf": [
+        {"properties": {"enable_speaker_references": {"const": False}}},
+        {"required": ["speaker"], "properties": {"speaker": {"type": "string"}}},
+    ]
+}
+#: Both rules on one message (two ``anyOf`` cannot share one schema object).
+MESSAGE_RULES: JsonDict = {"allOf": [FIRST_PERSON_RULE, SPEAKER_REFERENCE_RULE]}
 
 
 class StoreRequest(BaseModel):
@@ -69,7 +78,7 @@ class StoreRequest(BaseModel):
 class IngestMessage(BaseModel):
     """One message to ingest; its claims are extracted asynchronously (docs/ingest.md)."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra=FIRST_PERSON_RULE)
+    model_config = ConfigDict(extra="forbid", json_schema_extra=MESSAGE_RULES)
     message: str = Field(min_length=1, max_length=100_000, pattern=NOT_BLANK)
     role: Role = Role.USER
     scope: Scope = Scope.PERSONAL
@@ -95,7 +104,7 @@ class IngestRequest(IngestMessage):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
-            **FIRST_PERSON_RULE,
+            **MESSAGE_RULES,
             "oneOf": [
                 {"required": ["message"], "not": {"required": ["messages"]}},
                 {
