@@ -61,18 +61,6 @@ def _secret_hash(secret: str) -> bytes:
     return hashlib.sha256(b"oblivio/api-key/hash\0" + secret.encode()).digest()
 
 
-def create(
-    conn: Connection,
-    kind: str,
-    user_id: str | None,
-    subject_ref: str | None,
-    now: datetime,
-    expires_at: datetime | None = None,
-) -> str:
-    """Store a new key and return its token (shown once, never stored)."""
-    return issue(conn, kind, user_id, subject_ref, now, expires_at)[1]
-
-
 def issue(
     conn: Connection,
     kind: str,

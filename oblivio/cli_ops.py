@@ -173,7 +173,7 @@ def _first_operator_key(memory: MemoryContext) -> None:
     with memory.store.transaction() as tx:
         if apikeys.count_active(tx.connection, "operator", memory.clock()):
             return
-        token = apikeys.create(tx.connection, "operator", None, None, memory.clock())
+        token = apikeys.issue(tx.connection, "operator", None, None, memory.clock())[1]
     click.echo("Created the first operator API key. It is shown only this once:", err=True)
     click.echo(f"  {token}", err=True)
 
@@ -219,7 +219,7 @@ def keys_create(ctx: click.Context, principal: str, user_id: str | None) -> None
     memory = _open_store(ctx)
     ref = None if user_id is None else memory.store.subject_ref(memory.namespace, user_id)
     with memory.store.transaction() as tx:
-        token = apikeys.create(tx.connection, principal, user_id, ref, memory.clock())
+        token = apikeys.issue(tx.connection, principal, user_id, ref, memory.clock())[1]
     click.echo(token)
 
 

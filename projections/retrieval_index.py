@@ -437,28 +437,17 @@ def rank(
 ) -> list[ScoredNode]:
     """The ``limit`` best admitted nodes, best first, ties by node id text."""
     with index.lock:
-        return _rank(index, query, query_vector, now, wanted, limit)
-
-
-def _rank(
-    index: SubjectIndex,
-    query: str,
-    query_vector: Sequence[float],
-    now: datetime,
-    wanted: NodeFilter,
-    limit: int,
-) -> list[ScoredNode]:
-    admitted = index.admitted(wanted)
-    if not admitted.any():
-        return []
-    config = index.config
-    dense = scoring.cosines(index.vectors, query_vector)
-    lexical = scoring.lexical_share(np.where(admitted, index.lexical.scores(query), 0.0))
-    matched, context = scoring.match(config, dense, lexical, index.neighbours, admitted)
-    terms = index.terms(now, matched)
-    totals = np.where(admitted, scoring.totals(config, terms), -np.inf)
-    best = _best(index, np.flatnonzero(admitted), totals, limit)
-    return [_scored(index, row, totals, terms, dense, lexical, context) for row in best]
+        admitted = index.admitted(wanted)
+        if not admitted.any():
+            return []
+        config = index.config
+        dense = scoring.cosines(index.vectors, query_vector)
+        lexical = scoring.lexical_share(np.where(admitted, index.lexical.scores(query), 0.0))
+        matched, context = scoring.match(config, dense, lexical, index.neighbours, admitted)
+        terms = index.terms(now, matched)
+        totals = np.where(admitted, scoring.totals(config, terms), -np.inf)
+        best = _best(index, np.flatnonzero(admitted), totals, limit)
+        return [_scored(index, row, totals, terms, dense, lexical, context) for row in best]
 
 
 def _best(index: SubjectIndex, admitted: Rows, totals: Floats, limit: int) -> list[int]:

@@ -41,14 +41,14 @@ def test_expired_and_revoked_keys_are_not_counted_as_active(store: EventStore) -
     one must not count, or a store whose operator keys all expired locks its operator out."""
     now = utc_now()
     with store.transaction() as tx:
-        apikeys.create(tx.connection, "operator", None, None, now, now - timedelta(seconds=1))
+        apikeys.issue(tx.connection, "operator", None, None, now, now - timedelta(seconds=1))
         revoked, _ = apikeys.issue(tx.connection, "operator", None, None, now)
         apikeys.revoke(tx.connection, revoked.key_id, now)
-        apikeys.create(tx.connection, "auditor", None, None, now)
+        apikeys.issue(tx.connection, "auditor", None, None, now)
     with store.reading() as view:
         assert apikeys.count_active(view.connection, "operator", now) == 0
     with store.transaction() as tx:
-        apikeys.create(tx.connection, "operator", None, None, now, now + timedelta(hours=1))
+        apikeys.issue(tx.connection, "operator", None, None, now, now + timedelta(hours=1))
     with store.reading() as view:
         assert apikeys.count_active(view.connection, "operator", now) == 1
         assert apikeys.count_active(view.connection, "operator", now + timedelta(hours=2)) == 0

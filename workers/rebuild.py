@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import socket
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -31,21 +29,14 @@ from projections.base import Projection
 from projections.storage import checkpoints
 from workers.certify import Certifier
 from workers.erasure import AsyncPartitioning
+from workers.job_worker import JobWorker, LeaseLostError, default_worker_id
 from workers.policy import ErasurePolicy
 from workers.replay import live_digests, rebuild, replay_digests
 
 log = logging.getLogger(__name__)
 
 
-class LeaseLostError(RuntimeError):
-    """Another worker took this job over after our lease expired."""
-
-
-def default_worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-
-
-class RebuildWorker:
+class RebuildWorker(JobWorker):
     """Processes rebuild jobs until none are runnable."""
 
     def __init__(
@@ -105,17 +96,6 @@ class RebuildWorker:
                 continue
             if not held:  # finished meanwhile, or taken over: nothing left to keep
                 return
-
-    def run_pending(self) -> int:
-        done = 0
-        while self.run_once():
-            done += 1
-        return done
-
-    def run_forever(self, stop: threading.Event, poll_interval: float = 0.5) -> None:
-        while not stop.is_set():
-            if not self.run_pending():
-                stop.wait(poll_interval)
 
     def _process(self, job: Any) -> None:
         projection = self.projections[job.projection]

@@ -24,7 +24,6 @@ rebuild job replays what remains with both embedders.
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -45,8 +44,8 @@ from projections.storage.tables import nodes
 from projections.storage.vector_rebuilds import RebuildProgress
 from projections.storage.vector_store import NodeVector, VectorStore
 from projections.store_embedders import StoreEmbedders, describe
+from workers.job_worker import JobWorker, LeaseLostError, default_worker_id
 from workers.projector import ProjectionRunner
-from workers.rebuild import LeaseLostError, default_worker_id
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +66,7 @@ class RebuildRequest:
     requested_by: str | None = None  # pseudonymous actor reference (hex)
 
 
-class VectorRebuilder:
+class VectorRebuilder(JobWorker):
     """Starts re-embedding jobs and works on their units."""
 
     def __init__(
@@ -171,17 +170,6 @@ class VectorRebuilder:
                 if not retry:  # surfaces in the job's status; rerunning the job resumes it
                     jobs.finish(tx.connection, unit.rebuild_id, "failed", self.clock(), error)
         return True
-
-    def run_pending(self) -> int:
-        done = 0
-        while self.run_once():
-            done += 1
-        return done
-
-    def run_forever(self, stop: threading.Event, poll_interval: float = 0.5) -> None:
-        while not stop.is_set():
-            if not self.run_once():
-                stop.wait(poll_interval)
 
     def _work(
         self, rebuild_id: uuid.UUID, stream_id: int, embedder: Embedder, spec: str | None

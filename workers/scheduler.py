@@ -20,10 +20,10 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from eventstore import EventStore, KeyringFile, leases
 from workers.archiving import Archiver
 from workers.erasure import Eraser
+from workers.job_worker import default_worker_id
 from workers.keys import rotate_keks
 from workers.maintenance import RetentionPolicy, flag_overdue, reap_leases, sweep_retention
 from workers.policy import KeyPolicy
-from workers.rebuild import default_worker_id
 from workers.webhooks import Webhook
 
 log = logging.getLogger(__name__)

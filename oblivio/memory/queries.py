@@ -522,9 +522,8 @@ def _values(
     values: Collection[object] | None,
     what: str,
 ) -> set[str] | None:
-    if values is None:
-        return None
-    return {inputs.choice(enum_type, v, what).value for v in values}
+    members = _members(enum_type, values, what)
+    return None if members is None else {member.value for member in members}
 
 
 def trigger_ids(ctx: MemoryContext, *, user_id: str) -> set[uuid.UUID]:

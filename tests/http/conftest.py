@@ -152,7 +152,7 @@ def log_size(ctx: MemoryContext) -> tuple[int | None, int, int, int]:
 def create_key(ctx: MemoryContext, kind: str, user_id: str | None = None) -> str:
     ref = None if user_id is None else ctx.store.subject_ref(ctx.namespace, user_id)
     with ctx.store.transaction() as tx:
-        return apikeys.create(tx.connection, kind, user_id, ref, ctx.clock())
+        return apikeys.issue(tx.connection, kind, user_id, ref, ctx.clock())[1]
 
 
 def revoke_key(ctx: MemoryContext, token: str) -> None:
