@@ -1,8 +1,11 @@
 """``oblivio bench startup``: how long the light commands take, whole process, from outside.
 
 Each round starts ``oblivio --help``, ``oblivio keys list`` on an up-to-date
-embedded store, and a bare ``python -c pass`` (the interpreter's own floor), in
-turn, so that a machine whose speed drifts slows all three alike.  Wall time is
+embedded store, a bare ``python -c pass`` (the interpreter's own floor) and a
+``python`` that only imports the libraries ``keys list`` cannot do without
+(SQLAlchemy with its SQLite dialect, click, and pydantic building one model:
+the floor of any implementation on this stack), in turn, so that a machine whose speed drifts
+slows all of them alike.  Wall time is
 read around each child; CPU time is the operating system's account of it
 (``RUSAGE_CHILDREN``).  The children write their bytecode to a cache of their
 own (``PYTHONPYCACHEPREFIX``), warmed before the first timed round: an installed
@@ -30,6 +33,11 @@ from oblivio_bench.report import load_average, machine_info
 #: The bound for both commands, wall time.
 TARGET_MS = 500.0
 WARMUP_ROUNDS = 1
+#: What ``keys list`` needs on this stack whatever oblivio does: its floor.
+LIBRARIES = (
+    "import sqlalchemy, sqlalchemy.dialects.sqlite, click, pydantic; "
+    "pydantic.create_model('Settings', url=(str, ''))"  # pydantic imports its schema code lazily
+)
 
 
 @dataclass(frozen=True)
@@ -81,6 +89,7 @@ def commands(scratch: Path) -> dict[str, list[str]]:
         "help": [script, "--help"],
         "keys_list": [script, "--data-dir", str(scratch / "data"), "keys", "list"],
         "python": [sys.executable, "-c", "pass"],
+        "libraries": [sys.executable, "-c", LIBRARIES],
     }
 
 
@@ -127,23 +136,19 @@ def startup_section(samples: Mapping[str, Sequence[Sample]]) -> Section:
             Figure(f"{name}_wall_ms", f"{title}: wall", wall, "ms", at_most(TARGET_MS)),
             Figure(f"{name}_cpu_ms", f"{title}: CPU", median_ms(name, lambda s: s.cpu), "ms"),
         ]
-    pairs = zip(samples["keys_list"], samples["python"], strict=True)
-    figures += [
-        Figure(
-            "python_wall_ms",
-            "python -c pass: wall (the floor)",
-            median_ms("python", lambda s: s.wall),
-            "ms",
-        ),
-        Figure(
-            "keys_list_over_python",
-            "oblivio keys list / python -c pass, wall",
-            statistics.median(k.wall / p.wall for k, p in pairs),
-            "×",
-        ),
-    ]
+    for name, title in (
+        ("python", "python -c pass: wall (the interpreter's floor)"),
+        ("libraries", "importing SQLAlchemy, pydantic, click: wall (the stack's floor)"),
+    ):
+        keys_over = statistics.median(
+            k.wall / f.wall for k, f in zip(samples["keys_list"], samples[name], strict=True)
+        )
+        figures += [
+            Figure(f"{name}_wall_ms", title, median_ms(name, lambda s: s.wall), "ms"),
+            Figure(f"keys_list_over_{name}", f"oblivio keys list / {name}, wall", keys_over, "×"),
+        ]
     notes = [
-        "medians over rounds; each round runs the three commands in turn (whole process)",
+        "medians over rounds; each round runs the four commands in turn (whole process)",
         "keys list: an up-to-date embedded store with one keyring; bytecode cached",
     ]
     return Section("start-up (median of rounds)", figures, notes)
