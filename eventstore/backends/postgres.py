@@ -209,7 +209,12 @@ class PostgresBackend(Backend):
             "digests": batch.digests,
             "chain_hashes": batch.chain_hashes,
         }
-        rows = conn.exec_driver_sql(_APPEND, params).all()
+        # psycopg's cursor in binary mode: the arrays of ids, ciphertexts and
+        # hashes go over as they are, without text escaping on either side.
+        driver = conn.connection.driver_connection
+        assert driver is not None  # a live pooled connection
+        with driver.cursor(binary=True) as cursor:
+            rows = cursor.execute(_APPEND, params).fetchall()
         if not rows:
             return None
         return [(position, group) for position, group, _ in sorted(rows, key=lambda r: r[2])]
