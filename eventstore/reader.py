@@ -1,9 +1,9 @@
 """Reading stored events back: one column list, one decoder.
 
-Every read selects :data:`EVENT_READ_COLUMNS` through SQLAlchemy Core and
-hands the rows to :class:`EventDecoder`: per event that is one AES-GCM
-decryption, one JSON parse and one value object.  The stream and data key of
-the events are read once per call, not once per row.
+Every read selects :data:`select_event_columns` (the events joined with their
+streams and data keys) and hands the rows to :class:`EventDecoder`: per event
+that is one AES-GCM decryption, one JSON parse and one value object; each
+stream's data key is unwrapped once per call, not once per row.
 
 Decoding never leaks crypto failures of erased data: a tombstoned row or a
 row whose data key was destroyed comes back as an event with ``erasure`` set
@@ -13,8 +13,7 @@ and no content.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -43,18 +42,25 @@ EVENT_READ_COLUMNS = (
     "chain_hash",
     "erasure_request_id",
 )
-select_event_columns = sa.select(*(events.c[name] for name in EVENT_READ_COLUMNS))
 
-#: Streams and their data keys; columns as :func:`stream_key_from_row` reads them.
-streams_with_keys = sa.select(
-    streams.c.stream_id,
+#: Every read's columns: the event's, then its stream's and data key's (the
+#: key NULL once destroyed).  Joined into the same statement, so a read is one
+#: round trip and the key comes from the events' own snapshot: a key destroyed
+#: after the events were read cannot decrypt them, one destroyed before reads
+#: back as erased.
+select_event_columns = sa.select(
+    *(events.c[name] for name in EVENT_READ_COLUMNS),
     streams.c.namespace,
     streams.c.subject_key,
     streams.c.generation,
     data_keys.c.dek_id,
     data_keys.c.kek_version,
     data_keys.c.wrapped_key,
-).select_from(streams.outerjoin(data_keys, data_keys.c.stream_id == streams.c.stream_id))
+).select_from(
+    events.join(streams, streams.c.stream_id == events.c.stream_id).outerjoin(
+        data_keys, data_keys.c.stream_id == events.c.stream_id
+    )
+)
 
 #: A stream row with all its columns and its data key (NULLs once destroyed).
 STREAM_WITH_KEY = sa.select(
@@ -72,11 +78,6 @@ LATEST_STREAM = (
     .order_by(streams.c.generation.desc())
     .limit(1)
 )
-
-_streams_by_ids = streams_with_keys.where(
-    streams.c.stream_id.in_(sa.bindparam("stream_ids", expanding=True))
-)
-
 
 #: AES-GCM's ``decrypt(nonce, ciphertext, aad)`` under one stream's data key.
 Decrypt = Callable[[bytes, bytes, bytes], bytes]
@@ -136,31 +137,6 @@ def recorded_event(
     return event  # type: ignore[no-any-return]
 
 
-@dataclass(frozen=True)
-class StreamKey:
-    """A stream and its wrapped data key (``None`` once destroyed)."""
-
-    ref: StreamRef
-    wrapped: WrappedKey | None
-
-
-def stream_key_from_row(row: Sequence[Any]) -> StreamKey:
-    """A row of :data:`streams_with_keys` (or its driver's tuple) as a :class:`StreamKey`."""
-    stream_id, namespace, subject_key, generation, dek_id, kek_version, wrapped_key = row
-    ref = StreamRef(stream_id, namespace, subject_key, generation)
-    wrapped = None if wrapped_key is None else WrappedKey(dek_id, kek_version, wrapped_key)
-    return StreamKey(ref, wrapped)
-
-
-def load_stream_keys(conn: Connection, stream_ids: Iterable[int]) -> dict[int, StreamKey]:
-    """The streams (and their data keys) of ``stream_ids``, in one statement."""
-    ids = sorted(set(stream_ids))
-    if not ids:
-        return {}
-    rows = conn.execute(_streams_by_ids, {"stream_ids": ids})
-    return {row.stream_id: stream_key_from_row(row) for row in rows}
-
-
 class StreamState(NamedTuple):
     """What decoding needs of one stream: its reference and its decrypt, or why it has none."""
 
@@ -177,9 +153,8 @@ class EventDecoder:
     process must stop decrypting at once.
     """
 
-    def __init__(self, codec: EventCodec, stream_keys: Mapping[int, StreamKey]) -> None:
+    def __init__(self, codec: EventCodec) -> None:
         self.codec = codec
-        self._stream_keys = stream_keys
         self._streams: dict[int, StreamState] = {}
 
     def decode_all(self, rows: Iterable[Sequence[Any]]) -> list[RecordedEvent]:
@@ -208,9 +183,18 @@ class EventDecoder:
             digest,
             chain_hash,
             request_id,
+            namespace,
+            subject_key,
+            generation,
+            dek_id,
+            kek_version,
+            wrapped_key,
         ) in rows:
             if stream_id != last_stream_id:  # pages hold runs of one stream's events
-                ref, decrypt, gone = self._stream(stream_id)
+                ref, decrypt, gone = self._streams.get(stream_id) or self._stream(
+                    StreamRef(stream_id, namespace, subject_key, generation),
+                    None if wrapped_key is None else WrappedKey(dek_id, kek_version, wrapped_key),
+                )
                 last_stream_id = stream_id
             data = metadata = erasure = None
             if payload is None:
@@ -248,16 +232,13 @@ class EventDecoder:
             append(event)
         return decoded
 
-    def _stream(self, stream_id: int) -> StreamState:
-        found = self._streams.get(stream_id)
-        if found is None:
-            stream = self._stream_keys[stream_id]
-            key = self._key(stream.wrapped)
-            if isinstance(key, Erasure):
-                found = StreamState(stream.ref, None, key)
-            else:
-                found = StreamState(stream.ref, key.decrypt_parts, None)
-            self._streams[stream_id] = found
+    def _stream(self, ref: StreamRef, wrapped: WrappedKey | None) -> StreamState:
+        key = self._key(wrapped)
+        if isinstance(key, Erasure):
+            found = StreamState(ref, None, key)
+        else:
+            found = StreamState(ref, key.decrypt_parts, None)
+        self._streams[ref.stream_id] = found
         return found
 
     def _key(self, wrapped: WrappedKey | None) -> crypto.AeadKey | Erasure:
@@ -273,16 +254,9 @@ class EventDecoder:
             return Erasure.KEY_RETIRED
 
 
-def decode_rows(
-    conn: Connection, codec: EventCodec, rows: Sequence[Sequence[Any]]
-) -> list[RecordedEvent]:
-    """Decode rows SQLAlchemy converted, loading their streams and keys in one statement.
-
-    Keys are read after the events: a key destroyed in between reads back as
-    erased, never the other way round.
-    """
-    stream_keys = load_stream_keys(conn, {row[3] for row in rows})
-    return EventDecoder(codec, stream_keys).decode_all(rows)
+def decode(codec: EventCodec, rows: Iterable[Sequence[Any]]) -> list[RecordedEvent]:
+    """Decode rows of :data:`select_event_columns` (one decoder per read call)."""
+    return EventDecoder(codec).decode_all(rows)
 
 
 def read_by_ids(
@@ -292,13 +266,13 @@ def read_by_ids(
     if not event_ids:
         return []
     stmt = select_event_columns.where(events.c.event_id.in_(event_ids)).order_by(events.c.position)
-    return decode_rows(conn, codec, conn.execute(stmt).all())
+    return decode(codec, conn.execute(stmt).all())
 
 
 def read_stream_rows(conn: Connection, codec: EventCodec, stream_id: int) -> list[RecordedEvent]:
     """Every event of one stream generation, by version."""
     stmt = select_event_columns.where(events.c.stream_id == stream_id).order_by(events.c.version)
-    return decode_rows(conn, codec, conn.execute(stmt).all())
+    return decode(codec, conn.execute(stmt).all())
 
 
 def load_data_key(conn: Connection, codec: EventCodec, stream_id: int) -> bytes | None:

@@ -16,7 +16,7 @@ from eventstore.apikeys import Principal
 from eventstore.audit import AUDIT_NAMESPACE, AUDIT_SUBJECT, AuditEntry
 from eventstore.backends.port import Backend
 from eventstore.batch import encode_batch
-from eventstore.codec import DEFAULT_MAX_EVENT_BYTES, EventCodec, SubjectCipher, WrappedKey
+from eventstore.codec import DEFAULT_MAX_EVENT_BYTES, EventCodec, SubjectCipher
 from eventstore.ids import check_namespace, check_subject
 from eventstore.integrity import select_streams, verify_streams
 from eventstore.keys import KeyProvider
@@ -36,9 +36,7 @@ from eventstore.model import (
 )
 from eventstore.reader import (
     LATEST_STREAM,
-    EventDecoder,
-    StreamKey,
-    load_stream_keys,
+    decode,
     read_by_ids,
     select_event_columns,
     subject_cipher,
@@ -51,6 +49,36 @@ _NO_LIMIT = 2**62  # "no bound" as a number both databases take for a version an
 
 #: ``(index, count)``: the streams whose id modulo ``count`` equals ``index``.
 Partition = tuple[int, int]
+
+# Stream pages of the subject's latest generation (parameters ``namespace``,
+# ``subject_key``, ``version``, ``limit``): the generation is found inside the
+# page's statement, so a read is one round trip.
+_latest_stream_id = (
+    sa.select(streams.c.stream_id)
+    .where(
+        streams.c.namespace == sa.bindparam("namespace"),
+        streams.c.subject_key == sa.bindparam("subject_key"),
+    )
+    .order_by(streams.c.generation.desc())
+    .limit(1)
+    .scalar_subquery()
+)
+_limit = sa.bindparam("limit", type_=sa.BigInteger())
+_version = sa.bindparam("version", type_=sa.BigInteger())
+_STREAM_FORWARDS = (
+    select_event_columns.where(
+        events.c.stream_id == _latest_stream_id, events.c.version >= _version
+    )
+    .order_by(events.c.version)
+    .limit(_limit)
+)
+_STREAM_BACKWARDS = (
+    select_event_columns.where(
+        events.c.stream_id == _latest_stream_id, events.c.version <= _version
+    )
+    .order_by(events.c.version.desc())
+    .limit(_limit)
+)
 
 
 class ReadView:
@@ -83,6 +111,17 @@ class EventStore:
         self.backend = backend
         self.codec = EventCodec(keys, max_event_bytes)
         self.clock = clock
+        # The two log pages, built once with bound parameters (``group``,
+        # ``position``, ``limit`` and for a partition ``index``, ``count``).
+        page = select_event_columns.where(backend.after_cursor())
+        partitioned = page.where(
+            events.c.stream_id % sa.bindparam("count", type_=sa.BigInteger())
+            == sa.bindparam("index", type_=sa.BigInteger())
+        )
+        self._log_pages = {
+            False: page.order_by(*backend.log_order).limit(_limit),
+            True: partitioned.order_by(*backend.log_order).limit(_limit),
+        }
 
     def close(self) -> None:
         self.backend.dispose()
@@ -182,32 +221,26 @@ class EventStore:
         """
         key = self.codec.subject_key(check_namespace(namespace), check_subject(subject))
         if backwards:
-            version = _NO_LIMIT if from_version is None else from_version
-            query = select_event_columns.where(events.c.version <= version)
-            query = query.order_by(events.c.version.desc())
+            query, version = _STREAM_BACKWARDS, _NO_LIMIT if from_version is None else from_version
         else:
-            query = select_event_columns.where(events.c.version >= (from_version or 1))
-            query = query.order_by(events.c.version)
-        query = query.limit(_NO_LIMIT if limit is None else limit)
-        return self._read_latest_stream(namespace, key, query)
+            query, version = _STREAM_FORWARDS, from_version or 1
+        return self._read_latest_stream(namespace, key, query, version, limit)
 
     def read_audit(self) -> list[RecordedEvent]:
         """The whole audit stream, by version."""
         key = self.codec.subject_key(AUDIT_NAMESPACE, AUDIT_SUBJECT)
-        query = select_event_columns.order_by(events.c.version)
-        return self._read_latest_stream(AUDIT_NAMESPACE, key, query)
+        return self._read_latest_stream(AUDIT_NAMESPACE, key, _STREAM_FORWARDS, 1, None)
 
     def _read_latest_stream(
-        self, namespace: str, subject_key: bytes, query: sa.Select[Any]
+        self, namespace: str, key: bytes, query: sa.Select[Any], version: int, limit: int | None
     ) -> list[RecordedEvent]:
-        """Events of the subject's latest stream generation that ``query`` selects."""
+        """A page of the subject's latest stream generation (a stream query above)."""
+        params = _subject(namespace, key) | {
+            "version": version,
+            "limit": _NO_LIMIT if limit is None else limit,
+        }
         with self.backend.statement_reads() as conn:
-            stream = conn.execute(LATEST_STREAM, _subject(namespace, subject_key)).first()
-            if stream is None:
-                return []
-            rows = conn.execute(query.where(events.c.stream_id == stream.stream_id)).all()
-            keys = {stream.stream_id: _stream_key(stream)}
-            return EventDecoder(self.codec, keys).decode_all(rows)
+            return decode(self.codec, self.backend.fetch(conn, query, params))
 
     def get_events(self, event_ids: Sequence[uuid.UUID]) -> list[RecordedEvent]:
         """The stored events among ``event_ids`` (any stream), in log order."""
@@ -227,14 +260,13 @@ class EventStore:
         partition are read: projection workers split the log this way so that
         each stream is handled by one worker at a time, in order.
         """
-        params = {"group": after.commit_group, "position": after.position}
-        query = self._log_query(select_event_columns, partition)
-        query = query.order_by(*self.backend.log_order).limit(limit)
-        with self.backend.statement_reads(log_partition=partition is not None) as conn:
-            rows = conn.execute(query, params).all()
-            # The keys second: a key destroyed in between reads back as erased.
-            keys = load_stream_keys(conn, {row.stream_id for row in rows})
-        page = EventDecoder(self.codec, keys).decode_all(rows)
+        params = {"group": after.commit_group, "position": after.position, "limit": limit}
+        if partition is not None:
+            params["index"], params["count"] = partition
+        query = self._log_pages[partition is not None]
+        with self.backend.statement_reads() as conn:
+            rows = self.backend.fetch(conn, query, params)
+        page = decode(self.codec, rows)
         return LogPage(page, page[-1].cursor if page else after)
 
     def log_head(self, after: LogCursor = START) -> LogCursor:
@@ -360,11 +392,3 @@ class EventStore:
 
 def _subject(namespace: str, subject_key: bytes) -> dict[str, Any]:
     return {"namespace": namespace, "subject_key": subject_key}
-
-
-def _stream_key(row: Any) -> StreamKey:
-    """A row of ``LATEST_STREAM`` as the decoder's :class:`StreamKey`."""
-    ref = StreamRef(row.stream_id, row.namespace, row.subject_key, row.generation)
-    wrapped = None if row.wrapped_key is None else WrappedKey(row.dek_id, row.kek_version,
-                                                              row.wrapped_key)
-    return StreamKey(ref, wrapped)

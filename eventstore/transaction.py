@@ -73,14 +73,13 @@ class LockedStream:
     wrapped_key: WrappedKey | None = None  # None once the data key is destroyed
 
 
-def _stream_from_row(row: sa.Row[Any]) -> LockedStream:
-    ref = StreamRef(row.stream_id, row.namespace, row.subject_key, row.generation)
-    key = (
-        None
-        if row.wrapped_key is None
-        else WrappedKey(row.dek_id, row.kek_version, row.wrapped_key)
-    )
-    return LockedStream(ref, row.version, row.chain_hash, row.closed_at, key)
+def _stream_from_row(row: Sequence[Any]) -> LockedStream:
+    """A row of ``STREAM_WITH_KEY`` (the stream's columns, then its key's)."""
+    stream_id, namespace, subject_key, generation, version, chain_hash = row[:6]
+    closed_at, dek_id, kek_version, wrapped_key = row[7], row[9], row[10], row[11]
+    ref = StreamRef(stream_id, namespace, subject_key, generation)
+    key = None if wrapped_key is None else WrappedKey(dek_id, kek_version, wrapped_key)
+    return LockedStream(ref, version, chain_hash, closed_at, key)
 
 
 def _subject(namespace: str, subject_key: bytes) -> dict[str, Any]:
@@ -131,8 +130,8 @@ class Transaction:
         return self._open(namespace, subject_key)
 
     def _lock(self, query: sa.Select[Any], params: dict[str, Any]) -> LockedStream | None:
-        row = self.connection.execute(query, params).first()
-        return None if row is None else _stream_from_row(row)
+        rows = self.backend.fetch(self.connection, query, params)
+        return _stream_from_row(rows[0]) if rows else None
 
     def _open(self, namespace: str, subject_key: bytes) -> LockedStream:
         for _ in range(_MAX_STREAM_ATTEMPTS):
@@ -389,4 +388,3 @@ class Transaction:
             .where(streams.c.stream_id == stream_id, streams.c.closed_at.is_(None))
             .values(closed_at=now)
         )
-

@@ -46,11 +46,18 @@ class Backend(abc.ABC):
         """A connection for reads that share one snapshot and never block writers."""
 
     @abc.abstractmethod
-    def statement_reads(self, *, log_partition: bool = False) -> AbstractContextManager[Connection]:
-        """A connection for reads whose statements need no common snapshot.
+    def statement_reads(self) -> AbstractContextManager[Connection]:
+        """A connection for reads whose statements need no common snapshot."""
 
-        ``log_partition``: it reads pages of one partition of the log.
+    def fetch(
+        self, conn: Connection, query: sa.Select[Any], params: dict[str, Any]
+    ) -> Sequence[Sequence[Any]]:
+        """The rows of a hot read, as tuples in the query's column order.
+
+        ``query`` is built once and takes its values only from ``params``
+        (bound parameters, no expanding ones); datetimes come back UTC-aware.
         """
+        return conn.execute(query, params).all()
 
     @abc.abstractmethod
     def insert_unless_present(self, table: sa.Table) -> Insert:

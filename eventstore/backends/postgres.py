@@ -19,13 +19,15 @@ back until it ends.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC
+from typing import Any
 
 import psycopg
 import psycopg.errors
 import sqlalchemy as sa
+from psycopg.types.datetime import TimestamptzBinaryLoader
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.dml import Insert
@@ -85,7 +87,14 @@ def normalise_postgres_url(url: str) -> str:
     raise ValueError(f"not a PostgreSQL URL: {url.split('://')[0]}://…")
 
 
-def _engine(url: str, **options: str) -> sa.Engine:
+# ``timestamp`` (naive UTC, see eventstore.schema.UTCDateTime) and
+# ``timestamptz`` share one binary form, microseconds since 2000 UTC: loading
+# the former as the latter gives UTC-aware datetimes in C, with no per-row
+# conversion in Python.  The session's TimeZone=UTC makes them carry UTC.
+_TIMESTAMP_OID = 1114
+
+
+def _engine(url: str, *, session: str = "-c TimeZone=UTC", **options: Any) -> sa.Engine:
     # No pre-ping: it would cost a round trip per checkout.  A connection
     # that died with the server fails its statement with OperationalError
     # (retryable) and SQLAlchemy discards the stale pool.
@@ -94,6 +103,7 @@ def _engine(url: str, **options: str) -> sa.Engine:
         pool_size=POOL_SIZE,
         max_overflow=MAX_OVERFLOW,
         pool_recycle=_RECYCLE_SECONDS,
+        connect_args={"options": session},
         **options,
     )
 
@@ -122,7 +132,19 @@ class PostgresBackend(Backend):
         # in autocommit instead (execution_options) switched them on every
         # checkout and return, and made a 200-event stream read about twice as
         # slow as this.
-        self._autocommit = _engine(url, isolation_level="AUTOCOMMIT")
+        #
+        # Its sessions never sort.  The planner has no statistics for the log
+        # page's conditions (a row-value comparison, the snapshot horizon,
+        # ``stream_id % count``) and guesses that a few hundred rows match, so
+        # it prefers fetching the whole rest of the log through a bitmap scan
+        # and sorting it over walking the (commit_group, position) index until
+        # the page is full: every page then costs as much as the whole
+        # remaining log.  Every statement read is served by an index in the
+        # order it asks for, so ruling sorts out costs the others nothing.
+        self._autocommit = _engine(
+            url, session="-c TimeZone=UTC -c enable_sort=off", isolation_level="AUTOCOMMIT"
+        )
+        self._driver_sql: dict[sa.Select[Any], tuple[str, dict[str, Any]]] = {}
 
     @contextmanager
     def write_connection(self, *, durable: bool = True) -> Iterator[Connection]:
@@ -137,21 +159,27 @@ class PostgresBackend(Backend):
             yield conn
 
     @contextmanager
-    def statement_reads(self, *, log_partition: bool = False) -> Iterator[Connection]:
-        if not log_partition:
-            with self.translate_errors(), self._autocommit.connect() as conn:
-                yield conn
-            return
-        # The planner has no statistics for ``stream_id % count`` and guesses
-        # that 0.5% of the rows match, so it prefers fetching the whole rest of
-        # the log through a bitmap scan and sorting it over walking the
-        # (commit_group, position) index until the page is full: every page
-        # then costs as much as the whole remaining log.  Walking the index in
-        # order is always right for a page, so sorting is ruled out for this
-        # transaction only.
-        with self.read_connection() as conn, conn.begin():
-            conn.exec_driver_sql("SET LOCAL enable_sort = off")
+    def statement_reads(self) -> Iterator[Connection]:
+        with self.translate_errors(), self._autocommit.connect() as conn:
             yield conn
+
+    def fetch(
+        self, conn: Connection, query: sa.Select[Any], params: dict[str, Any]
+    ) -> Sequence[Sequence[Any]]:
+        # psycopg's own cursor in binary mode: SQLAlchemy's per-row result
+        # processing (Row objects, a type processor per datetime) cost more
+        # than decrypting the events, and the SQL is compiled once per query.
+        compiled = self._driver_sql.get(query)
+        if compiled is None:
+            compiled = self._driver_sql[query] = _compile(query, self.engine.dialect)
+        sql, constants = compiled
+        driver = conn.connection.driver_connection
+        assert driver is not None  # a live pooled connection
+        with driver.cursor(binary=True) as cursor:
+            cursor.adapters.register_loader(_TIMESTAMP_OID, TimestamptzBinaryLoader)
+            cursor.execute(sql, constants | params)
+            rows: list[tuple[Any, ...]] = cursor.fetchall()
+            return rows
 
     def insert_unless_present(self, table: sa.Table) -> Insert:
         return pg_insert(table).on_conflict_do_nothing()
@@ -181,7 +209,12 @@ class PostgresBackend(Backend):
             "digests": batch.digests,
             "chain_hashes": batch.chain_hashes,
         }
-        rows = conn.exec_driver_sql(_APPEND, params).all()
+        # psycopg's cursor in binary mode: the arrays of ids, ciphertexts and
+        # hashes go over as they are, without text escaping on either side.
+        driver = conn.connection.driver_connection
+        assert driver is not None  # a live pooled connection
+        with driver.cursor(binary=True) as cursor:
+            rows = cursor.execute(_APPEND, params).fetchall()
         if not rows:
             return None
         return [(position, group) for position, group, _ in sorted(rows, key=lambda r: r[2])]
@@ -197,6 +230,15 @@ class PostgresBackend(Backend):
         except sa.exc.DBAPIError as e:
             _raise_translated(e.orig, e)
             raise
+        except psycopg.Error as e:  # from fetch, which uses the driver's cursor
+            _raise_translated(e, e)
+            raise
+
+
+def _compile(query: sa.Select[Any], dialect: sa.Dialect) -> tuple[str, dict[str, Any]]:
+    """The driver's SQL of ``query`` and the values of its constant parameters (a LIMIT 1)."""
+    compiled = query.compile(dialect=dialect)
+    return str(compiled), {k: v for k, v in compiled.params.items() if v is not None}
 
 
 def _raise_translated(orig: BaseException | None, e: Exception) -> None:

@@ -118,7 +118,7 @@ class SQLiteBackend(Backend):
         with self.translate_errors(), self.engine.connect() as conn:
             yield conn
 
-    def statement_reads(self, *, log_partition: bool = False) -> AbstractContextManager[Connection]:
+    def statement_reads(self) -> AbstractContextManager[Connection]:
         # A read transaction costs no round trip on a local file.
         return self.read_connection()
 

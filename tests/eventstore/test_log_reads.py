@@ -16,7 +16,6 @@ from eventstore import (
     RecordedEvent,
     create_backend,
 )
-from eventstore.reader import select_event_columns
 
 HORIZON_WAIT_SECONDS = 30
 
@@ -70,14 +69,15 @@ def test_a_partition_page_walks_the_index_instead_of_sorting_the_rest_of_the_log
     # Without statistics for ``stream_id % n`` PostgreSQL would sort a bitmap
     # scan of everything after the cursor; the page must come from the index.
     write_log(pg_store, subjects=20, per_subject=20)
-    # The statement read_all runs for a page of partition 1 of 4.
-    query = pg_store._log_query(select_event_columns, (1, 4))
-    query = query.order_by(*pg_store.backend.log_order).limit(10)
-    with pg_store.backend.statement_reads(log_partition=True) as conn:
-        compiled = query.compile(dialect=conn.dialect)
-        params = {**compiled.params, "group": 0, "position": 0}
-        plan = "\n".join(row[0] for row in conn.exec_driver_sql("EXPLAIN " + str(compiled), params))
-    assert "Index Scan using ix_events_commit_group_position" in plan, plan
-    assert "Sort" not in plan, plan
+    # The statements read_all runs for a page of partition 1 of 4 and of the whole log.
+    for partitioned in (True, False):
+        query = pg_store._log_pages[partitioned]
+        with pg_store.backend.statement_reads() as conn:
+            compiled = query.compile(dialect=conn.dialect)
+            params = {**compiled.params, "group": 0, "position": 0, "limit": 10}
+            params |= {"index": 1, "count": 4}
+            plan = "\n".join(r[0] for r in conn.exec_driver_sql("EXPLAIN " + str(compiled), params))
+        assert "Index Scan using ix_events_commit_group_position" in plan, plan
+        assert "Sort" not in plan, plan
     page = pg_store.read_all(LogCursor(0, 0), 10, partition=(1, 4))
     assert len(page.events) == 10

@@ -47,6 +47,11 @@ class Commits:
     backend: str
     seen: list[tuple[frozenset[str], str]] = field(default_factory=list)
     _writes: dict[int, set[str]] = field(default_factory=dict)
+    _counts_at_begin: dict[int, dict[str, int]] = field(default_factory=dict)
+
+    def begin(self, conn: sa.Connection) -> None:
+        if self.backend == "postgresql":
+            self._counts_at_begin[id(conn)] = _write_counts(conn)
 
     def statement(self, conn: sa.Connection, _c: Any, sql: str, *_args: Any) -> None:
         # PostgreSQL's append is one statement: WITH head AS (UPDATE …) INSERT INTO events.
@@ -58,10 +63,25 @@ class Commits:
         driver = conn.connection.driver_connection
         assert driver is not None
         [setting] = driver.execute(_SETTING[self.backend]).fetchone()
-        self.seen.append((frozenset(self._writes.pop(id(conn), ())), str(setting)))
+        written = self._writes.pop(id(conn), set())
+        if self.backend == "postgresql":
+            # The server's count of the transaction's writes, whichever way they
+            # were sent (the append goes through the driver's own cursor).
+            before = self._counts_at_begin.pop(id(conn))
+            now = _write_counts(conn)
+            written.update(t for t, n in now.items() if n > before.get(t, 0))
+        self.seen.append((frozenset(written), str(setting)))
 
     def settings_of(self, table: str) -> set[str]:
         return {setting for tables, setting in self.seen if table in tables}
+
+
+def _write_counts(conn: sa.Connection) -> dict[str, int]:
+    """Rows inserted or updated per table, as the session's pending statistics count them."""
+    driver = conn.connection.driver_connection
+    assert driver is not None
+    query = "SELECT relname, n_tup_ins + n_tup_upd FROM pg_stat_xact_user_tables"
+    return dict(driver.execute(query).fetchall())
 
 
 @pytest.fixture
@@ -70,7 +90,9 @@ def commits(fresh_memory: MemoryClient) -> Iterator[Commits]:
     watched = Commits(fresh_memory.context.store.backend_name)
     sa.event.listen(engine, "before_cursor_execute", watched.statement)
     sa.event.listen(engine, "commit", watched.commit)
+    sa.event.listen(engine, "begin", watched.begin)
     yield watched
+    sa.event.remove(engine, "begin", watched.begin)
     sa.event.remove(engine, "before_cursor_execute", watched.statement)
     sa.event.remove(engine, "commit", watched.commit)
 
