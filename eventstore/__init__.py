@@ -43,6 +43,7 @@ from eventstore.model import (
     RecordedEvent,
     StreamHead,
     StreamRef,
+    Subject,
     Tombstone,
     VerifyReport,
 )
@@ -86,6 +87,7 @@ __all__ = [
     "RecordedEvent",
     "StreamHead",
     "StreamRef",
+    "Subject",
     "SubjectCipher",
     "Tombstone",
     "Transaction",

@@ -39,6 +39,14 @@ class NewEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class Subject:
+    """A data subject as callers name it: the raw id, hashed before it reaches the log."""
+
+    namespace: str
+    subject: str
+
+
+@dataclass(frozen=True, slots=True)
 class StreamRef:
     """Where an event lives. The raw subject id is never stored, only its keyed hash."""
 

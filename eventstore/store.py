@@ -31,6 +31,7 @@ from eventstore.model import (
     RecordedEvent,
     StreamHead,
     StreamRef,
+    Subject,
     Tombstone,
     VerifyReport,
 )
@@ -370,7 +371,7 @@ class EventStore:
     ) -> list[Tombstone]:
         """Erase the payload of some (or all) events of the subject's latest stream."""
         with self.transaction() as tx:
-            stream = tx.lock_stream(namespace, subject)
+            stream = tx.lock_stream(Subject(namespace, subject))
             if stream is None:
                 return []
             return tx.tombstone(stream.ref.stream_id, event_ids, erasure_request_id)
@@ -378,7 +379,7 @@ class EventStore:
     def destroy_data_key(self, namespace: str, subject: str) -> KeyDestruction | None:
         """Destroy the data key of the subject's latest stream, if it still exists."""
         with self.transaction() as tx:
-            stream = tx.lock_stream(namespace, subject)
+            stream = tx.lock_stream(Subject(namespace, subject))
             if stream is None:
                 return None
             return tx.destroy_data_key(stream.ref.stream_id)

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, overload
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -26,6 +26,7 @@ from eventstore.codec import EncodedEvent, EventCodec, SubjectCipher, WrappedKey
 from eventstore.errors import (
     DuplicateEventError,
     EventErasedError,
+    InvalidInputError,
     KeyUnavailableError,
     OperationalError,
     WrongExpectedVersionError,
@@ -38,6 +39,7 @@ from eventstore.model import (
     NewEvent,
     RecordedEvent,
     StreamRef,
+    Subject,
     Tombstone,
 )
 from eventstore.reader import (
@@ -109,25 +111,30 @@ class Transaction:
     # A stream is locked by locking its row (FOR UPDATE; SQLite's single writer
     # holds every row): found by subject (its latest generation) or by id.
 
-    def lock_stream(self, namespace: str, subject: str) -> LockedStream | None:
-        """Lock the subject's latest stream generation (open or closed), if it has one."""
-        check_namespace(namespace)
-        subject_key = self.codec.subject_key(namespace, check_subject(subject))
-        return self._lock(_LATEST_LOCKED, _subject(namespace, subject_key))
+    @overload
+    def lock_stream(self, target: int | Subject) -> LockedStream | None: ...
 
-    def lock_stream_id(self, stream_id: int) -> LockedStream | None:
-        """Lock a stream generation by id (open or closed), if it exists."""
-        return self._lock(_BY_ID_LOCKED, {"stream_id": stream_id})
+    @overload
+    def lock_stream(self, target: Subject, *, create: Literal[True]) -> LockedStream: ...
 
-    def open_stream(self, namespace: str, subject: str) -> LockedStream:
-        """Lock the subject's open stream generation, creating it when needed.
+    def lock_stream(self, target: int | Subject, *, create: bool = False) -> LockedStream | None:
+        """Lock a stream generation (open or closed) until the transaction ends.
 
-        Commands that validate against current state lock first, so no other
-        writer can change the stream between their checks and their append.
+        ``target`` is a stream id, or a ``Subject`` whose latest generation is
+        locked; ``None`` when there is none.  With ``create=True`` the subject's
+        *open* generation is locked, created when it has none (or only closed
+        ones): commands that validate against current state lock first, so no
+        other writer can change the stream between their checks and their append.
         """
-        check_namespace(namespace)
-        subject_key = self.codec.subject_key(namespace, check_subject(subject))
-        return self._open(namespace, subject_key)
+        if isinstance(target, int):
+            if create:
+                raise InvalidInputError("create=True needs a Subject, not a stream id")
+            return self._lock(_BY_ID_LOCKED, {"stream_id": target})
+        check_namespace(target.namespace)
+        subject_key = self.codec.subject_key(target.namespace, check_subject(target.subject))
+        if create:
+            return self._open(target.namespace, subject_key)
+        return self._lock(_LATEST_LOCKED, _subject(target.namespace, subject_key))
 
     def _lock(self, query: sa.Select[Any], params: dict[str, Any]) -> LockedStream | None:
         rows = self.backend.fetch(self.connection, query, params)
@@ -195,7 +202,7 @@ class Transaction:
         new_events: Sequence[NewEvent],
         expected_version: ExpectedVersion = ANY,
     ) -> list[RecordedEvent]:
-        """Append to a stream this transaction has locked (see :meth:`open_stream`)."""
+        """Append to a stream this transaction has locked (see :meth:`lock_stream`)."""
         if stream.closed_at is not None:
             raise EventErasedError("this stream generation was erased; nothing can be appended")
         encoded = encode_batch(self.codec, new_events, expected_version)

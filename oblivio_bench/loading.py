@@ -19,7 +19,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from eventstore import NewEvent, RecordedEvent
+from eventstore import NewEvent, RecordedEvent, Subject
 from oblivio.bootstrap import migrate, open_event_store
 from oblivio.client import MemoryClient
 from oblivio.memory import inputs
@@ -90,7 +90,7 @@ def append_memories(ctx: MemoryContext, user_id: str, contents: Sequence[str]) -
     """Store ``contents`` for one subject in one transaction, as ``store()`` does one."""
     new_events = [stored_event(user_id, content) for content in contents]
     with ctx.store.transaction() as tx:
-        stream = tx.open_stream(ctx.namespace, user_id)
+        stream = tx.lock_stream(Subject(ctx.namespace, user_id), create=True)
         recorded = tx.append_locked(stream, new_events)
         cipher = tx.cipher(stream.ref.stream_id)
         if cipher is None:

@@ -132,7 +132,7 @@ class AccessLog:
             create = tx.insert_unless_present(node_access)
             # Streams in id order: two flushing processes lock them alike.
             for stream_id in sorted(batch):
-                stream = tx.lock_stream_id(stream_id)
+                stream = tx.lock_stream(stream_id)
                 if stream is None or stream.closed_at is not None:
                     continue  # forgotten meanwhile: its counts go with it
                 accesses = [

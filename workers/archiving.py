@@ -112,7 +112,7 @@ class Archiver:
     def archive_stream(self, stream_id: int) -> tuple[int, int]:
         """Move the stream to its tier: how many nodes archived and un-archived."""
         with self.store.transaction() as tx:
-            stream = tx.lock_stream_id(stream_id)
+            stream = tx.lock_stream(stream_id)
             if stream is None or stream.closed_at is not None:
                 return 0, 0
             # Read under the lock: what a concurrent pass moved is seen here.

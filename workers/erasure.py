@@ -26,6 +26,7 @@ from eventstore import (
     EventStore,
     LockedStream,
     RecordedEvent,
+    Subject,
     Tombstone,
     Transaction,
 )
@@ -112,7 +113,7 @@ class Eraser:
         check_reason(reason)
         check_legal_ground(legal_ground)
         with self.store.transaction() as tx:
-            stream = tx.lock_stream(namespace, user)
+            stream = tx.lock_stream(Subject(namespace, user))
             subject_key = self.store.subject_key(namespace, user)
             if stream is None or stream.closed_at is not None:
                 earlier = requests.latest_request(tx.connection, namespace, subject_key, "forget")
@@ -171,11 +172,7 @@ class Eraser:
         wanted = parse_uuid(event_id, "event id")
         check_reason(reason)
         check_legal_ground(legal_ground)
-        owner = (
-            None
-            if user_id is None
-            else self.store.subject_key(namespace, user_id)
-        )
+        owner = None if user_id is None else self.store.subject_key(namespace, user_id)
         with self.store.transaction() as tx:
             event = self._locked_event(tx, wanted)
             if (
@@ -186,7 +183,7 @@ class Eraser:
                 raise EventUnavailableError()
             if event.erasure_request_id is not None:
                 return event.erasure_request_id  # already erased: the same request answers
-            stream = tx.lock_stream_id(event.stream.stream_id)
+            stream = tx.lock_stream(event.stream.stream_id)
             if stream is None or stream.closed_at is not None:
                 raise EventUnavailableError()
             request_id = uuid.uuid4()
@@ -203,7 +200,7 @@ class Eraser:
         found = tx.get_events([event_id])
         if not found:
             return None
-        tx.lock_stream_id(found[0].stream.stream_id)
+        tx.lock_stream(found[0].stream.stream_id)
         again = tx.get_events([event_id])
         return again[0] if again else None
 

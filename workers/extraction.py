@@ -133,7 +133,7 @@ class ExtractionWorker(LogFollower):
         plans: dict[uuid.UUID, IngestionPlan],
     ) -> None:
         """Publish each message's claims event, if the message still stands."""
-        stream = tx.lock_stream_id(stream_id)
+        stream = tx.lock_stream(stream_id)
         if stream is None or stream.closed_at is not None:
             return  # forgotten since the page was read
         live = GraphStore(tx.connection).live_memory_events(

@@ -112,7 +112,7 @@ class RebuildWorker(JobWorker):
     ) -> dict[str, str]:
         if stream_id is None:  # a subject that never wrote anything
             return {"position": "0:0", "state_digest": "", "replay_digest": ""}
-        tx.lock_stream_id(stream_id)
+        tx.lock_stream(stream_id)
         position = job_queue.stream_cursor(tx.connection, stream_id)
         if self._holds_complete_state(tx, projection.name, stream_id, position):
             live, fresh = _digests_around_rebuild(tx, projection, stream_id)

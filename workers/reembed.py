@@ -217,7 +217,7 @@ class VectorRebuilder(JobWorker):
         texts = [cipher.open("node.content", r.node_id.bytes, r.content).decode() for r in rows]
         embedded = embedder.embed(texts)
         with self.store.transaction() as tx:
-            if tx.lock_stream_id(stream_id) is None:  # forgotten meanwhile
+            if tx.lock_stream(stream_id) is None:  # forgotten meanwhile
                 return
             alive = _existing(tx.connection, stream_id, rows)
             VectorStore(tx.connection).put_vectors(
@@ -258,7 +258,7 @@ class VectorRebuilder(JobWorker):
         meanwhile, embed it first) and, after the job's last unit, the store."""
         with self.store.transaction() as tx:
             conn = tx.connection
-            locked = tx.lock_stream_id(stream_id)
+            locked = tx.lock_stream(stream_id)
             # A projection batch that chose its embedders before the switch must not
             # commit after it (old vectors, a trigger embedded by the old embedder).
             self.runner.hold(conn, [stream_id])

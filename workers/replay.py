@@ -55,7 +55,7 @@ def compare(
 ) -> dict[str, tuple[str, str]]:
     """Live and replayed digest per projection, read in one transaction."""
     with store.transaction() as tx:
-        tx.lock_stream_id(stream_id)
+        tx.lock_stream(stream_id)
         live = live_digests(tx, projections, stream_id)
         fresh = replay_digests(tx, projections, stream_id)
     return {name: (live[name], fresh[name]) for name in live}

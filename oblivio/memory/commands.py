@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from eventstore import LockedStream, NewEvent, RecordedEvent, SubjectCipher, Transaction
+from eventstore import LockedStream, NewEvent, RecordedEvent, Subject, SubjectCipher, Transaction
 from eventstore.errors import (
     DuplicateEventError,
     InvalidInputError,
@@ -148,7 +148,7 @@ def store_memory(
     )
     request = inputs.request_id(request_id)
     with ctx.store.transaction() as tx:
-        stream = tx.open_stream(ctx.namespace, user)
+        stream = tx.lock_stream(Subject(ctx.namespace, user), create=True)
         event_id = (
             # Without a request id the log draws a fresh id, and skips the lookup
             # of an earlier append that only a caller-chosen id can need.
@@ -588,7 +588,7 @@ def clear_negative_attractors(ctx: MemoryContext, *, user_id: str) -> None:
 def _append_for_user(ctx: MemoryContext, user_id: str, event: NewEvent) -> RecordedEvent:
     user = inputs.user(user_id)
     with ctx.store.transaction() as tx:
-        stream = tx.open_stream(ctx.namespace, user)
+        stream = tx.lock_stream(Subject(ctx.namespace, user), create=True)
         recorded, _ = append_projected(ctx, tx, stream, event)
     return recorded
 

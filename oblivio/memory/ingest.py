@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from eventstore import LockedStream, NewEvent, RecordedEvent, Transaction
+from eventstore import LockedStream, NewEvent, RecordedEvent, Subject, Transaction
 from eventstore.errors import DuplicateEventError, InvalidInputError
 from oblivio.errors import IdempotencyConflictError, NotCaughtUpError
 from oblivio.memory import inputs
@@ -119,7 +119,7 @@ def ingest_batch(
         raise InvalidInputError(f"a batch holds 1 to {MAX_BATCH_MESSAGES} messages")
     parsed = [_parse(ctx, user, entry) for entry in messages]
     with ctx.store.transaction() as tx:
-        stream = tx.open_stream(ctx.namespace, user)
+        stream = tx.lock_stream(Subject(ctx.namespace, user), create=True)
         recorded = [_append(ctx, tx, stream, data, request) for data, request in parsed]
     results = [_result(ctx, event) for event in recorded]
     if not wait_for_extraction:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from eventstore import NewEvent, ReadView, RecordedEvent, SubjectCipher, Transaction
+from eventstore import NewEvent, ReadView, RecordedEvent, Subject, SubjectCipher, Transaction
 from eventstore.errors import InvalidInputError
 from oblivio.errors import ItemScopeConflictError
 from oblivio.memory import commands, inputs
@@ -84,7 +84,7 @@ def put_item(
     wanted, until = item_key(key), _expiry(expires_at)
     data["item"] = {"key": wanted, "expires_at": None if until is None else until.isoformat()}
     with ctx.store.transaction() as tx:
-        stream = tx.open_stream(ctx.namespace, user)
+        stream = tx.lock_stream(Subject(ctx.namespace, user), create=True)
         cipher = tx.locked_cipher(stream)
         _backfill_locked(ctx, tx, cipher)
         revisions = ItemStore(tx.connection).revisions(cipher.stream_id, item_hash(cipher, wanted))
@@ -123,7 +123,7 @@ def set_item_expiries(
     wanted = {item_key(key): _expiry(until) for key, until in expiries.items()}
     found: set[str] = set()
     with ctx.store.transaction() as tx:
-        stream = tx.lock_stream(ctx.namespace, user)
+        stream = tx.lock_stream(Subject(ctx.namespace, user))
         if stream is None or stream.closed_at is not None:
             return found
         cipher = tx.locked_cipher(stream)
@@ -195,7 +195,7 @@ def _items(ctx: MemoryContext, user_id: str, select: Select) -> list[StoredItem]
 def _backfill(ctx: MemoryContext, user: str) -> None:
     """Rebuild the graph of a stream marked by migration pj0008, in a write transaction."""
     with ctx.store.transaction() as tx:
-        stream = tx.lock_stream(ctx.namespace, user)
+        stream = tx.lock_stream(Subject(ctx.namespace, user))
         if stream is not None and stream.closed_at is None:
             _backfill_locked(ctx, tx, tx.locked_cipher(stream))
 

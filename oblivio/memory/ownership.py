@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from eventstore import LockedStream, SubjectCipher, Transaction
+from eventstore import LockedStream, Subject, SubjectCipher, Transaction
 from oblivio.errors import (
     EvidenceUnavailableError,
     IdempotencyConflictError,
@@ -55,10 +55,10 @@ def _lock_stream_for(
     user_id: str | None,
 ) -> LockedStream:
     if user_id is not None:
-        stream = tx.lock_stream(ctx.namespace, user_id)
+        stream = tx.lock_stream(Subject(ctx.namespace, user_id))
     else:
         row = graph.node_row(node_id)
-        stream = None if row is None else tx.lock_stream_id(row.stream_id)
+        stream = None if row is None else tx.lock_stream(row.stream_id)
     if stream is None or stream.ref.namespace != ctx.namespace or stream.closed_at is not None:
         raise NodeUnavailableError()
     return stream

@@ -49,6 +49,7 @@ from eventstore import (
     KeyUnavailableError,
     NewEvent,
     RecordedEvent,
+    Subject,
     create_backend,
 )
 from eventstore.model import ExpectedVersion
@@ -249,7 +250,7 @@ class LogMachine(RuleBasedStateMachine):
     def close_generation(self, subject: str) -> None:
         latest = self.latest(subject)
         with self.store.transaction() as tx:
-            stream = tx.lock_stream(self.namespace, subject)
+            stream = tx.lock_stream(Subject(self.namespace, subject))
             ref = None if stream is None else stream.ref
             if ref is not None:
                 tx.close_stream(ref.stream_id)

@@ -8,7 +8,7 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from eventstore import START, EventStore, IntegrityViolationError, NewEvent, crypto
+from eventstore import START, EventStore, IntegrityViolationError, NewEvent, Subject, crypto
 from eventstore.codec import EncodedEvent, parse_content, small_numbers
 from eventstore.schema import events
 
@@ -139,7 +139,7 @@ def test_a_stored_row_of_the_older_form_reads_back(store: EventStore) -> None:
     """Reader tolerance on a real row: its ciphertext re-sealed as older releases sealed it."""
     [event] = store.append("default", "old", [NewEvent("memory.stored", {"n": 5}, {"m": 1})])
     with store.transaction() as tx:
-        stream = tx.lock_stream("default", "old")
+        stream = tx.lock_stream(Subject("default", "old"))
         assert stream is not None
         cipher = crypto.AeadKey(store.codec.unwrap(stream.wrapped_key))  # type: ignore[arg-type]
         aad = crypto.event_aad(event.event_id, event.stream.stream_id, event.version)

@@ -27,6 +27,7 @@ from eventstore import (
     NewEvent,
     RecordedEvent,
     StreamRef,
+    Subject,
     WrongExpectedVersionError,
     create_backend,
 )
@@ -62,7 +63,9 @@ def test_a_head_moved_by_another_process_is_caught_and_the_append_lands_after_it
     [third] = store.append("default", "alice", [stored("3")])
     assert third.version == 3
     assert [e.data for e in other.read_stream("default", "alice")] == [
-        {"content": "1"}, {"content": "2"}, {"content": "3"},
+        {"content": "1"},
+        {"content": "2"},
+        {"content": "3"},
     ]
     assert store.verify().ok
 
@@ -116,8 +119,9 @@ def test_racing_first_appends_to_a_new_subject_both_land_once(
             ready.wait(timeout=30)
             results[name] += target.append("default", subject, [stored(name)], ANY)
 
-    threads = [threading.Thread(target=write, args=(n, s)) for n, s in
-               (("store", store), ("other", other))]
+    threads = [
+        threading.Thread(target=write, args=(n, s)) for n, s in (("store", store), ("other", other))
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -188,7 +192,7 @@ def test_the_head_read_sees_the_stream_as_the_log_does(store: EventStore) -> Non
     assert destroyed.key_destroyed_at is not None
 
     with store.transaction() as tx:
-        locked = tx.lock_stream("default", "alice")
+        locked = tx.lock_stream(Subject("default", "alice"))
         assert locked is not None
         tx.close_stream(locked.ref.stream_id)
     closed = store.head("default", "alice")

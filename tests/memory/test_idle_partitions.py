@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from eventstore import LogCursor
+from eventstore import LogCursor, Subject
 from oblivio import MemoryClient
 from oblivio.settings import Settings
 from oblivio_bench.loading import stored_event
@@ -82,7 +82,7 @@ def test_an_idle_partition_never_moves_past_an_event_that_commits_late(
         alice, other = users_in_two_partitions(memory)
         idle = partition_of(memory, alice)
         with ctx.store.transaction() as tx:
-            stream = tx.open_stream(ctx.namespace, alice)
+            stream = tx.lock_stream(Subject(ctx.namespace, alice), create=True)
             [late] = tx.append_locked(stream, [stored_event(alice, "Alice sells honey.")])
             ctx.graph.apply(tx.connection, tx.locked_cipher(stream), late)
             for n in range(5):
