@@ -65,9 +65,9 @@ INSERT INTO events (commit_group, event_id, stream_id, version, type, schema_ver
                     recorded_at, payload, digest, chain_hash)
 SELECT pg_current_xact_id()::text::bigint, e.event_id, head.stream_id, e.version, e.type,
        e.schema_version, %(recorded_at)s, e.payload, e.digest, e.chain_hash
-FROM head, unnest(%(event_ids)s::uuid[], %(versions)s::bigint[], %(types)s::text[],
-                  %(schema_versions)s::int[], %(payloads)s::bytea[], %(digests)s::bytea[],
-                  %(chain_hashes)s::bytea[])
+FROM head, unnest(%(event_ids)b::uuid[], %(versions)b::bigint[], %(types)b::text[],
+                  %(schema_versions)b::int[], %(payloads)b::bytea[], %(digests)b::bytea[],
+                  %(chain_hashes)b::bytea[])
      AS e(event_id, version, type, schema_version, payload, digest, chain_hash)
 ORDER BY e.version
 RETURNING position, commit_group, version
