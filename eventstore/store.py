@@ -53,17 +53,8 @@ Partition = tuple[int, int]
 
 # Stream pages of the subject's latest generation (parameters ``namespace``,
 # ``subject_key``, ``version``, ``limit``): the generation is found inside the
-# page's statement, so a read is one round trip.
-_latest_stream_id = (
-    sa.select(streams.c.stream_id)
-    .where(
-        streams.c.namespace == sa.bindparam("namespace"),
-        streams.c.subject_key == sa.bindparam("subject_key"),
-    )
-    .order_by(streams.c.generation.desc())
-    .limit(1)
-    .scalar_subquery()
-)
+# page's statement, so a read is one round trip, by the one latest-generation query.
+_latest_stream_id = LATEST_STREAM.with_only_columns(streams.c.stream_id).scalar_subquery()
 _limit = sa.bindparam("limit", type_=sa.BigInteger())
 _version = sa.bindparam("version", type_=sa.BigInteger())
 _STREAM_FORWARDS = (

@@ -6,6 +6,7 @@ import os
 import socket
 import threading
 import uuid
+from abc import ABC, abstractmethod
 
 
 class LeaseLostError(RuntimeError):
@@ -16,12 +17,12 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
-class JobWorker:
+class JobWorker(ABC):
     """A worker that takes one leased unit of work at a time (``run_once``)."""
 
+    @abstractmethod
     def run_once(self) -> bool:
         """Claim and process one unit; False when there was nothing to do."""
-        raise NotImplementedError
 
     def run_pending(self) -> int:
         done = 0
