@@ -37,8 +37,7 @@ from eventstore.model import (
 )
 from eventstore.reader import (
     LATEST_STREAM,
-    decode,
-    read_by_ids,
+    EventReads,
     select_event_columns,
     subject_cipher,
 )
@@ -103,6 +102,7 @@ class EventStore:
         self.backend = backend
         self.codec = EventCodec(keys, max_event_bytes)
         self.clock = clock
+        self.reads = EventReads(backend)
         # The two log pages, built once with bound parameters (``group``,
         # ``position``, ``limit`` and for a partition ``index``, ``count``).
         page = select_event_columns.where(backend.after_cursor())
@@ -166,7 +166,7 @@ class EventStore:
         append, an erasure or anything else the log does not hold.
         """
         with self.backend.write_connection(durable=durable) as conn, conn.begin():
-            yield Transaction(conn, self.backend, self.codec, self.clock)
+            yield Transaction(conn, self.backend, self.reads, self.codec, self.clock)
 
     def append(
         self,
@@ -232,12 +232,12 @@ class EventStore:
             "limit": _NO_LIMIT if limit is None else limit,
         }
         with self.backend.statement_reads() as conn:
-            return decode(self.codec, self.backend.fetch(conn, query, params))
+            return self.reads.read(conn, self.codec, query, params)
 
     def get_events(self, event_ids: Sequence[uuid.UUID]) -> list[RecordedEvent]:
         """The stored events among ``event_ids`` (any stream), in log order."""
         with self.backend.read_connection() as conn:
-            return read_by_ids(conn, self.codec, event_ids)
+            return self.reads.by_ids(conn, self.codec, event_ids)
 
     def read_all(
         self,
@@ -257,8 +257,7 @@ class EventStore:
             params["index"], params["count"] = partition
         query = self._log_pages[partition is not None]
         with self.backend.statement_reads() as conn:
-            rows = self.backend.fetch(conn, query, params)
-        page = decode(self.codec, rows)
+            page = self.reads.read(conn, self.codec, query, params)
         return LogPage(page, page[-1].cursor if page else after)
 
     def log_head(self, after: LogCursor = START) -> LogCursor:

@@ -45,8 +45,7 @@ from eventstore.model import (
 from eventstore.reader import (
     LATEST_STREAM,
     STREAM_WITH_KEY,
-    read_by_ids,
-    read_stream_rows,
+    EventReads,
     subject_cipher,
 )
 from eventstore.rewrap import rewrap_batch
@@ -98,9 +97,12 @@ _BY_ID_LOCKED = STREAM_WITH_KEY.where(
 class Transaction:
     """A unit of work on the log; obtained from :meth:`EventStore.transaction`."""
 
-    def __init__(self, conn: Connection, backend: Backend, codec: EventCodec, clock: Clock):
+    def __init__(
+        self, conn: Connection, backend: Backend, reads: EventReads, codec: EventCodec, clock: Clock
+    ):
         self.connection = conn
         self.backend = backend
+        self.reads = reads
         self.codec = codec
         self.clock = clock
         # Data keys unwrapped in this transaction, by wrapped key: an append and
@@ -245,7 +247,7 @@ class Transaction:
 
     def get_events(self, event_ids: Sequence[uuid.UUID]) -> list[RecordedEvent]:
         """The stored events among ``event_ids``, in log order, as this transaction sees them."""
-        return read_by_ids(self.connection, self.codec, event_ids)
+        return self.reads.by_ids(self.connection, self.codec, event_ids)
 
     def _append(
         self,
@@ -325,7 +327,7 @@ class Transaction:
 
     def read_stream_id(self, stream_id: int) -> list[RecordedEvent]:
         """Every event of one stream generation, by version, as this transaction sees it."""
-        return read_stream_rows(self.connection, self.codec, stream_id)
+        return self.reads.of_stream(self.connection, self.codec, stream_id)
 
     def tombstone(
         self, stream_id: int, event_ids: Sequence[uuid.UUID] | None, erasure_request_id: uuid.UUID

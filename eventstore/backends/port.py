@@ -79,6 +79,11 @@ class Backend(abc.ABC):
         may deliver now, without risking a later commit landing before them."""
 
     @abc.abstractmethod
+    def one_of(self, column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:
+        """``column`` equals a value of the list parameter ``name``, in a form
+        :meth:`fetch` takes (a statement built once, whatever the list's length)."""
+
+    @abc.abstractmethod
     def translate_errors(self) -> AbstractContextManager[None]:
         """Re-raise driver errors as the log's error tree (``raise … from e``)."""
 

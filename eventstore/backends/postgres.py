@@ -28,6 +28,7 @@ import psycopg
 import psycopg.errors
 import sqlalchemy as sa
 from psycopg.types.datetime import TimestamptzBinaryLoader
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.dml import Insert
@@ -173,9 +174,7 @@ class PostgresBackend(Backend):
         if compiled is None:
             compiled = self._driver_sql[query] = _compile(query, self.engine.dialect)
         sql, constants = compiled
-        driver = conn.connection.driver_connection
-        assert driver is not None  # a live pooled connection
-        with driver.cursor(binary=True) as cursor:
+        with _binary_cursor(conn) as cursor:
             cursor.adapters.register_loader(_TIMESTAMP_OID, TimestamptzBinaryLoader)
             cursor.execute(sql, constants | params)
             rows: list[tuple[Any, ...]] = cursor.fetchall()
@@ -197,6 +196,10 @@ class PostgresBackend(Backend):
         )
         return sa.and_(after, events.c.commit_group < horizon)
 
+    def one_of(self, column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:
+        # One array parameter: the SQL stays the same for any number of values.
+        return column == sa.any_(sa.bindparam(name, type_=ARRAY(column.type)))
+
     def append(self, conn: Connection, batch: SealedBatch) -> list[Placement] | None:
         params = head_params(batch) | {
             # The column holds naive UTC, as SQLAlchemy's UTCDateTime writes it.
@@ -211,9 +214,7 @@ class PostgresBackend(Backend):
         }
         # psycopg's cursor in binary mode: the arrays of ids, ciphertexts and
         # hashes go over as they are, without text escaping on either side.
-        driver = conn.connection.driver_connection
-        assert driver is not None  # a live pooled connection
-        with driver.cursor(binary=True) as cursor:
+        with _binary_cursor(conn) as cursor:
             rows = cursor.execute(_APPEND, params).fetchall()
         if not rows:
             return None
@@ -233,6 +234,27 @@ class PostgresBackend(Backend):
         except psycopg.Error as e:  # from fetch, which uses the driver's cursor
             _raise_translated(e, e)
             raise
+
+
+@contextmanager
+def _binary_cursor(conn: Connection) -> Iterator[psycopg.Cursor[Any]]:
+    """psycopg's own cursor, in binary mode, on the connection ``conn`` holds.
+
+    SQLAlchemy never sees this cursor's errors, so it would not learn that the
+    server dropped the connection: then, as SQLAlchemy does on a disconnect,
+    the connection is invalidated and the pool's other connections (likely
+    dropped with it, as in a server restart) are replaced on their next checkout.
+    """
+    driver = conn.connection.driver_connection
+    assert driver is not None  # a live pooled connection
+    try:
+        with driver.cursor(binary=True) as cursor:
+            yield cursor
+    except psycopg.Error as e:
+        if driver.broken:
+            conn.invalidate(e)
+            conn.engine.dispose(close=False)
+        raise
 
 
 def _compile(query: sa.Select[Any], dialect: sa.Dialect) -> tuple[str, dict[str, Any]]:

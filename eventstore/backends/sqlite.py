@@ -132,6 +132,10 @@ class SQLiteBackend(Backend):
         # receive a smaller position, so everything visible may be delivered.
         return events.c.position > sa.bindparam("position", type_=sa.BigInteger())
 
+    def one_of(self, column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:
+        # SQLAlchemy expands the list into one placeholder per value when it runs.
+        return column.in_(sa.bindparam(name, expanding=True))
+
     def append(self, conn: Connection, batch: SealedBatch) -> list[Placement] | None:
         if conn.execute(_MOVE_HEAD, head_params(batch)).rowcount != 1:
             return None

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
-from eventstore import START, EventStore, IntegrityViolationError, NewEvent, Subject, crypto
+from eventstore import (
+    START,
+    Erasure,
+    EventStore,
+    IntegrityViolationError,
+    NewEvent,
+    Subject,
+    crypto,
+)
 from eventstore.codec import EncodedEvent, parse_content, small_numbers
 from eventstore.schema import events
 
@@ -151,3 +160,37 @@ def test_a_stored_row_of_the_older_form_reads_back(store: EventStore) -> None:
     assert (read.data, read.metadata) == ({"n": 5}, {"m": 1})
     [by_id] = store.get_events([event.event_id])
     assert by_id.data == {"n": 5}
+
+
+def test_a_key_destroyed_between_the_events_and_their_keys_reads_back_as_erased(
+    store: EventStore,
+) -> None:
+    # A read fetches the events, then their streams' keys.  On PostgreSQL the
+    # two statements see two snapshots: a key destroyed in that gap must leave
+    # the events unreadable, as if it had gone before the read.  SQLite reads
+    # both in one snapshot, taken before the key went: the events as they were.
+    write_long_stream(store, "racing")
+    fetch = store.backend.fetch
+    destroyed: list[bool] = []
+
+    def fetch_then_destroy(
+        conn: sa.Connection, query: sa.Select[Any], params: dict[str, Any]
+    ) -> Any:
+        rows = fetch(conn, query, params)
+        if not destroyed:  # right after the read's first statement
+            destroyed.append(True)
+            assert store.destroy_data_key("default", "racing") is not None
+        return rows
+
+    store.backend.fetch = fetch_then_destroy  # type: ignore[method-assign]
+    try:
+        found = store.read_stream("default", "racing")
+    finally:
+        del store.backend.fetch
+    assert len(found) == LONG
+    if store.backend_name == "postgresql":
+        assert {e.erasure for e in found} == {Erasure.KEY_DESTROYED}
+        assert {e.data is None and e.metadata is None for e in found} == {True}
+    else:
+        assert [e.data for e in found] == [{"n": n} for n in range(LONG)]
+    assert {e.erasure for e in store.read_stream("default", "racing")} == {Erasure.KEY_DESTROYED}

@@ -13,6 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from eventstore import RecordedEvent
+from eventstore.backends.postgres import PostgresBackend
 from eventstore.schema import events
 from oblivio import LifecycleState, MemoryClient, Node, NodeType, Scope, SourceType
 
@@ -43,19 +44,31 @@ def a_fact(**fields: Any) -> Node:
 @contextmanager
 def statements(client: MemoryClient) -> Iterator[list[str]]:
     """Every SQL statement sent inside the block, by any engine of the process (on
-    PostgreSQL the store reads through a second, autocommit pool)."""
-    del client  # every engine: the store's two, whichever the statement takes
+    PostgreSQL the store reads through a second, autocommit pool).
+
+    PostgreSQL's hot reads go through psycopg's own cursor, which SQLAlchemy's
+    events do not see: those are recorded where the backend compiles them.
+    """
     seen: list[str] = []
     engine = sa.engine.Engine
+    backend = client.context.store.backend
+    driver_fetch = backend.fetch
 
     def record(*args: Any) -> None:
         seen.append(args[2])
 
+    def fetch(conn: sa.Connection, query: sa.Select[Any], params: dict[str, Any]) -> Any:
+        seen.append(str(query.compile(dialect=backend.engine.dialect)))
+        return driver_fetch(conn, query, params)
+
     sa.event.listen(engine, "before_cursor_execute", record)
+    if isinstance(backend, PostgresBackend):
+        backend.fetch = fetch  # type: ignore[method-assign]
     try:
         yield seen
     finally:
         sa.event.remove(engine, "before_cursor_execute", record)
+        vars(backend).pop("fetch", None)
 
 
 def log_ids(client: MemoryClient) -> list[uuid.UUID]:

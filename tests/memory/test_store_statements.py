@@ -19,7 +19,7 @@ from tests.memory._support import statements
 from tests.memory.conftest import Opener
 
 # The idempotency lookup reads events by id; a second key read selects data_keys alone.
-EVENT_LOOKUP = re.compile(r"^\s*SELECT\b.*\bFROM events\b.*\bevent_id IN\b", re.S | re.I)
+EVENT_LOOKUP = re.compile(r"^\s*SELECT\b.*\bFROM events\b.*\bevent_id (IN\b|= ANY\b)", re.S | re.I)
 KEY_READ = re.compile(r"^\s*SELECT\b.*\bFROM data_keys\s+WHERE\b", re.S | re.I)
 
 
