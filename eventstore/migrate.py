@@ -37,8 +37,6 @@ _VERSIONS = sa.table("alembic_version", sa.column("version_num", sa.String))
 #: Where a script's first top-level definition starts.  Alembic's scripts declare
 #: their ids above it, so only that header needs parsing.
 _FIRST_DEFINITION = re.compile(r"^(?:(?:async\s+)?def\s|class\s|@)", re.MULTILINE)
-#: An assignment to an id (or something that may be one) below the header.
-_ID_ASSIGNMENT = re.compile(r"\b(?:down_)?revision\s*=")
 
 
 def _config(
@@ -97,13 +95,13 @@ def _declared(script: Path) -> dict[str, Any]:
 
     Parsing a whole script, migration code and all, was most of the time an
     up-to-date store takes to open; so only the header above its first top-level
-    definition is parsed.  A script that may assign an id below the header, or
+    definition is parsed.  A script that names an id below the header, or
     whose header does not parse alone (the cut fell inside a string), is parsed
     whole, so the answer is the same either way.
     """
     text = script.read_text()
     cut = _FIRST_DEFINITION.search(text)
-    if cut is not None and not _ID_ASSIGNMENT.search(text, cut.start()):
+    if cut is not None and text.find("revision", cut.start()) == -1:
         try:
             return _assigned_ids(text[: cut.start()])
         except SyntaxError:
