@@ -17,6 +17,7 @@ Alembic's own view of the heads.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 # Alembic's bookkeeping table, as Alembic creates it (one row per applied head).
 _VERSIONS = sa.table("alembic_version", sa.column("version_num", sa.String))
+#: Where a script's first top-level definition starts.  Alembic's scripts declare
+#: their ids above it, so only that header needs parsing.
+_FIRST_DEFINITION = re.compile(r"^(?:(?:async\s+)?def\s|class\s|@)", re.MULTILINE)
 
 
 def _config(
@@ -87,9 +91,27 @@ def script_heads(locations: Iterable[Path]) -> set[str]:
 
 
 def _declared(script: Path) -> dict[str, Any]:
-    """The literal ``revision`` and ``down_revision`` a script assigns at module level."""
+    """The literal ``revision`` and ``down_revision`` a script assigns at module level.
+
+    Parsing a whole script, migration code and all, was most of the time an
+    up-to-date store takes to open; so only the header above its first top-level
+    definition is parsed.  A script that names an id below the header, or
+    whose header does not parse alone (the cut fell inside a string), is parsed
+    whole, so the answer is the same either way.
+    """
+    text = script.read_text()
+    cut = _FIRST_DEFINITION.search(text)
+    if cut is not None and text.find("revision", cut.start()) == -1:
+        try:
+            return _assigned_ids(text[: cut.start()])
+        except SyntaxError:
+            pass
+    return _assigned_ids(text)
+
+
+def _assigned_ids(source: str) -> dict[str, Any]:
     found: dict[str, Any] = {}
-    for node in ast.parse(script.read_text()).body:
+    for node in ast.parse(source).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
             if isinstance(target, ast.Name) and target.id in ("revision", "down_revision"):

@@ -10,6 +10,8 @@ commands and options follow the same rule; ``tests/test_cli_ops.py`` checks it.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import importlib.util
 import json
 import sys
@@ -28,6 +30,14 @@ PLUGIN_GROUP = "oblivio.commands"
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoints
+
+# At exit the interpreter runs the cyclic collector over every object still alive:
+# for a command that is tens of thousands of objects (the modules, classes and
+# tables it imported), whose memory goes back to the operating system anyway.
+# Frozen (``gc.freeze``), they are skipped: those passes were a fifth of ``oblivio
+# keys list``'s wall time.  Other exit handlers run as before; a cycle left at exit
+# is not finalized, which Python never promised (the data model's ``__del__``).
+atexit.register(gc.freeze)
 
 
 def entry_points(*, group: str, name: str | None = None) -> EntryPoints:

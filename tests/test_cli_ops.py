@@ -247,3 +247,17 @@ def test_settings_refuse_infinite_and_nan_numbers(tmp_path: Path) -> None:
             assert refused.exit_code == 1, (variable, value, refused.output)
             assert "invalid settings:" in refused.output
     assert not (tmp_path / "data").exists()
+
+
+def test_the_command_line_freezes_its_objects_at_exit() -> None:
+    # The interpreter's collector passes at exit are skipped for frozen objects
+    # (oblivio.cli); an exit handler registered before the import runs after its own.
+    probe = (
+        "import atexit, gc, sys\n"
+        "atexit.register(lambda: sys.stdout.write(str(gc.get_freeze_count() > 0)))\n"
+        "import oblivio.cli\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout == "True"

@@ -100,3 +100,21 @@ def test_a_script_with_two_parents_revises_both(tmp_path: Path) -> None:
     ):
         (tmp_path / name).write_text(body)
     assert script_heads([tmp_path]) == {"m"}
+
+
+def test_the_ids_are_read_from_a_scripts_header_or_else_from_all_of_it(tmp_path: Path) -> None:
+    # eventstore.migrate parses only what comes before the first definition unless
+    # that could give another answer than parsing the whole script.
+    for name, body in (
+        ("a.py", 'revision = "a"\ndown_revision = None\n\n\ndef upgrade() -> None:\n    pass\n'),
+        # A docstring with a line that looks like a definition: the cut falls inside it.
+        ("b.py", '"""Text\ndef not_code\n"""\nrevision = "b"\ndown_revision = "a"\n'),
+        # An id assigned again below a definition: the last assignment counts.
+        ("c.py", 'revision = "old"\n\n\ndef upgrade() -> None:\n    pass\n\n\nrevision = "c"\n'),
+        ("d.py", '@decorated\ndef f() -> None:\n    pass\n\n\nrevision = "d"\ndown_revision = "c"'),
+        # The cut falls inside a string below the ids: the header alone does not parse.
+        ("e.py", 'revision = "e"\ndown_revision = "d"\nX = """\ndef not_code\n"""\n'),
+        ("__init__.py", ""),
+    ):
+        (tmp_path / name).write_text(body)
+    assert script_heads([tmp_path]) == {"b", "e"}
