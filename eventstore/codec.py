@@ -143,13 +143,10 @@ def _orjson_writes_the_same(value: Any, depth: int = 0) -> bool:
     return False
 
 
-def to_json_bytes(value: Mapping[str, Any], what: str) -> bytes:
-    """Deterministic JSON (sorted keys, no spaces); refuses NaN and lone surrogates."""
-    return encode_json(value, what)
-
-
 def encode_json(value: Mapping[str, Any], what: str) -> bytes:
-    """:func:`to_json_bytes`: orjson when it writes what the standard encoder would."""
+    """Deterministic JSON (sorted keys, no spaces); refuses NaN and lone surrogates.
+
+    orjson when it writes what the standard encoder would, else the standard encoder."""
     if type(value) is dict:
         if not value:
             return b"{}"  # most events carry no metadata

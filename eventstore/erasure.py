@@ -50,13 +50,6 @@ def latest_request(
     return conn.execute(query).first()
 
 
-def requests_for_stream(conn: Connection, stream_id: int, kind: str) -> list[RequestRow]:
-    query = sa.select(erasure_requests).where(
-        erasure_requests.c.stream_id == stream_id, erasure_requests.c.kind == kind
-    )
-    return list(conn.execute(query))
-
-
 def open_requests_past(conn: Connection, now: datetime) -> list[RequestRow]:
     """Requests still open after their legal deadline and not yet flagged overdue."""
     query = sa.select(erasure_requests).where(

@@ -70,6 +70,12 @@ LATEST_STREAM = (
     .limit(1)
 )
 
+
+def latest_stream_params(namespace: str, subject_key: bytes) -> dict[str, Any]:
+    """The parameters of :data:`LATEST_STREAM` (and of every query built on it)."""
+    return {"namespace": namespace, "subject_key": subject_key}
+
+
 #: AES-GCM's ``decrypt(nonce, ciphertext, aad)`` under one stream's data key.
 Decrypt = Callable[[bytes, bytes, bytes], bytes]
 
@@ -257,8 +263,9 @@ class EventReads:
     :meth:`Backend.fetch` asks.
     """
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, codec: EventCodec) -> None:
         self.backend = backend
+        self.codec = codec
         self._streams_of = STREAM_WITH_KEY.with_only_columns(
             streams.c.stream_id,
             streams.c.namespace,
@@ -276,27 +283,25 @@ class EventReads:
         ).order_by(events.c.version)
 
     def read(
-        self, conn: Connection, codec: EventCodec, query: sa.Select[Any], params: dict[str, Any]
+        self, conn: Connection, query: sa.Select[Any], params: dict[str, Any]
     ) -> list[RecordedEvent]:
         """The events of ``query`` (built on :data:`select_event_columns`), decoded."""
         rows = self.backend.fetch(conn, query, params)
         if not rows:
             return []
-        stream_ids = sorted({row[_STREAM_ID] for row in rows})
+        stream_ids = list({row[_STREAM_ID] for row in rows})
         stream_rows = self.backend.fetch(conn, self._streams_of, {"stream_ids": stream_ids})
-        return EventDecoder(codec, stream_rows).decode_all(rows)
+        return EventDecoder(self.codec, stream_rows).decode_all(rows)
 
-    def by_ids(
-        self, conn: Connection, codec: EventCodec, event_ids: Sequence[uuid.UUID]
-    ) -> list[RecordedEvent]:
+    def by_ids(self, conn: Connection, event_ids: Sequence[uuid.UUID]) -> list[RecordedEvent]:
         """The stored events among ``event_ids``, in log order."""
         if not event_ids:
             return []
-        return self.read(conn, codec, self._by_ids, {"event_ids": list(event_ids)})
+        return self.read(conn, self._by_ids, {"event_ids": list(event_ids)})
 
-    def of_stream(self, conn: Connection, codec: EventCodec, stream_id: int) -> list[RecordedEvent]:
+    def of_stream(self, conn: Connection, stream_id: int) -> list[RecordedEvent]:
         """Every event of one stream generation, by version."""
-        return self.read(conn, codec, self._of_stream, {"stream_id": stream_id})
+        return self.read(conn, self._of_stream, {"stream_id": stream_id})
 
 
 def load_data_key(conn: Connection, codec: EventCodec, stream_id: int) -> bytes | None:

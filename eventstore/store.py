@@ -38,6 +38,7 @@ from eventstore.model import (
 from eventstore.reader import (
     LATEST_STREAM,
     EventReads,
+    latest_stream_params,
     select_event_columns,
     subject_cipher,
 )
@@ -102,7 +103,7 @@ class EventStore:
         self.backend = backend
         self.codec = EventCodec(keys, max_event_bytes)
         self.clock = clock
-        self.reads = EventReads(backend)
+        self.reads = EventReads(backend, self.codec)
         # The two log pages, built once with bound parameters (``group``,
         # ``position``, ``limit`` and for a partition ``index``, ``count``).
         page = select_event_columns.where(backend.after_cursor())
@@ -227,17 +228,17 @@ class EventStore:
         self, namespace: str, key: bytes, query: sa.Select[Any], version: int, limit: int | None
     ) -> list[RecordedEvent]:
         """A page of the subject's latest stream generation (a stream query above)."""
-        params = _subject(namespace, key) | {
+        params = latest_stream_params(namespace, key) | {
             "version": version,
             "limit": _NO_LIMIT if limit is None else limit,
         }
         with self.backend.statement_reads() as conn:
-            return self.reads.read(conn, self.codec, query, params)
+            return self.reads.read(conn, query, params)
 
     def get_events(self, event_ids: Sequence[uuid.UUID]) -> list[RecordedEvent]:
         """The stored events among ``event_ids`` (any stream), in log order."""
         with self.backend.read_connection() as conn:
-            return self.reads.by_ids(conn, self.codec, event_ids)
+            return self.reads.by_ids(conn, event_ids)
 
     def read_all(
         self,
@@ -257,7 +258,7 @@ class EventStore:
             params["index"], params["count"] = partition
         query = self._log_pages[partition is not None]
         with self.backend.statement_reads() as conn:
-            page = self.reads.read(conn, self.codec, query, params)
+            page = self.reads.read(conn, query, params)
         return LogPage(page, page[-1].cursor if page else after)
 
     def log_head(self, after: LogCursor = START) -> LogCursor:
@@ -378,8 +379,4 @@ class EventStore:
 
     def _current_stream(self, conn: sa.Connection, namespace: str, subject: str) -> Any:
         key = self.codec.subject_key(check_namespace(namespace), check_subject(subject))
-        return conn.execute(LATEST_STREAM, _subject(namespace, key)).first()
-
-
-def _subject(namespace: str, subject_key: bytes) -> dict[str, Any]:
-    return {"namespace": namespace, "subject_key": subject_key}
+        return conn.execute(LATEST_STREAM, latest_stream_params(namespace, key)).first()

@@ -46,6 +46,7 @@ from eventstore.reader import (
     LATEST_STREAM,
     STREAM_WITH_KEY,
     EventReads,
+    latest_stream_params,
     subject_cipher,
 )
 from eventstore.rewrap import rewrap_batch
@@ -81,10 +82,6 @@ def _stream_from_row(row: Sequence[Any]) -> LockedStream:
     ref = StreamRef(stream_id, namespace, subject_key, generation)
     key = None if wrapped_key is None else WrappedKey(dek_id, kek_version, wrapped_key)
     return LockedStream(ref, version, chain_hash, closed_at, key)
-
-
-def _subject(namespace: str, subject_key: bytes) -> dict[str, Any]:
-    return {"namespace": namespace, "subject_key": subject_key}
 
 
 # Only the stream row is locked (the key row is on the nullable side of the join).
@@ -136,7 +133,7 @@ class Transaction:
         subject_key = self.codec.subject_key(target.namespace, check_subject(target.subject))
         if create:
             return self._open(target.namespace, subject_key)
-        return self._lock(_LATEST_LOCKED, _subject(target.namespace, subject_key))
+        return self._lock(_LATEST_LOCKED, latest_stream_params(target.namespace, subject_key))
 
     def _lock(self, query: sa.Select[Any], params: dict[str, Any]) -> LockedStream | None:
         rows = self.backend.fetch(self.connection, query, params)
@@ -144,7 +141,7 @@ class Transaction:
 
     def _open(self, namespace: str, subject_key: bytes) -> LockedStream:
         for _ in range(_MAX_STREAM_ATTEMPTS):
-            stream = self._lock(_LATEST_LOCKED, _subject(namespace, subject_key))
+            stream = self._lock(_LATEST_LOCKED, latest_stream_params(namespace, subject_key))
             if stream is not None and stream.closed_at is None:
                 return stream
             generation = 1 if stream is None else stream.ref.generation + 1
@@ -247,7 +244,7 @@ class Transaction:
 
     def get_events(self, event_ids: Sequence[uuid.UUID]) -> list[RecordedEvent]:
         """The stored events among ``event_ids``, in log order, as this transaction sees them."""
-        return self.reads.by_ids(self.connection, self.codec, event_ids)
+        return self.reads.by_ids(self.connection, event_ids)
 
     def _append(
         self,
@@ -327,7 +324,7 @@ class Transaction:
 
     def read_stream_id(self, stream_id: int) -> list[RecordedEvent]:
         """Every event of one stream generation, by version, as this transaction sees it."""
-        return self.reads.of_stream(self.connection, self.codec, stream_id)
+        return self.reads.of_stream(self.connection, stream_id)
 
     def tombstone(
         self, stream_id: int, event_ids: Sequence[uuid.UUID] | None, erasure_request_id: uuid.UUID

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eventstore import InvalidEncodingError, InvalidInputError
-from eventstore.codec import to_json_bytes
+from eventstore.codec import encode_json
 
 _REFERENCE = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
@@ -41,7 +41,7 @@ def reference(value: Mapping[str, Any]) -> bytes | type[Exception]:
 
 def encoded(value: Mapping[str, Any]) -> bytes | type[Exception]:
     try:
-        return to_json_bytes(value, "event data")
+        return encode_json(value, "event data")
     except InvalidInputError as e:
         return type(e)
 
