@@ -18,7 +18,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from oblivio.client import MemoryClient
 from oblivio_bench.figures import Figure, Section, at_least
@@ -56,13 +56,7 @@ class ReembedRound:
         return self.nodes / self.cpu_seconds
 
     def to_json(self) -> dict[str, float | str]:
-        return {
-            "embedder": self.embedder,
-            "nodes": self.nodes,
-            "seconds": self.seconds,
-            "cpu_seconds": self.cpu_seconds,
-            "nodes_per_s": self.nodes_per_s,
-        }
+        return {**asdict(self), "nodes_per_s": self.nodes_per_s}
 
 
 def load_store(client: MemoryClient, nodes: int, subjects: int) -> None:

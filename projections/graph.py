@@ -83,9 +83,9 @@ class NodeGraphProjection:
         store = GraphStore(conn)
         handler = {
             ev.STORED: self._stored,
-            ev.SUPERSEDED: self._superseded,
+            ev.SUPERSEDED: self._retired,
             ev.CONTRADICTED: self._contradicted,
-            ev.CONTRADICTION_RESOLVED: self._resolved,
+            ev.CONTRADICTION_RESOLVED: self._retired,
             ev.REINFORCED: self._reinforced,
             ev.ARCHIVED: self._archived,
             ev.UNARCHIVED: self._archived,
@@ -239,59 +239,12 @@ class NodeGraphProjection:
         ]
         return scope, new_nodes
 
-    def _superseded(
-        self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
-    ) -> None:
-        old, new = uuid.UUID(data["old_node_id"]), uuid.UUID(data["new_node_id"])
-        present = self._apply_after_states(store, data)
-        # A retired node's contradictions are settled with it.
-        store.resolve_edges_touching(EdgeKind.CONTRADICTS, old, event.recorded_at)
-        _close_interval(store, cipher, old, data)
-        if {old, new} <= present:
-            store.insert_edge(
-                ev.edge_id(EdgeKind.SUPERSEDES, new, old, event.event_id),
-                cipher.stream_id,
-                EdgeKind.SUPERSEDES,
-                new,
-                old,
-                event.event_id,
-                event.recorded_at,
-            )
-        self._record_operation(store, cipher, event, data)
-
     def _contradicted(
         self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
     ) -> None:
         a, b = (uuid.UUID(i) for i in data["node_ids"])
         if {a, b} <= self._apply_after_states(store, data):
-            store.insert_edge(
-                ev.edge_id(EdgeKind.CONTRADICTS, a, b, event.event_id),
-                cipher.stream_id,
-                EdgeKind.CONTRADICTS,
-                a,
-                b,
-                event.event_id,
-                event.recorded_at,
-            )
-        self._record_operation(store, cipher, event, data)
-
-    def _resolved(
-        self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
-    ) -> None:
-        winner, loser = uuid.UUID(data["winner_node_id"]), uuid.UUID(data["loser_node_id"])
-        present = self._apply_after_states(store, data)
-        store.resolve_edges_touching(EdgeKind.CONTRADICTS, loser, event.recorded_at)
-        _close_interval(store, cipher, loser, data)
-        if {winner, loser} <= present:
-            store.insert_edge(
-                ev.edge_id(EdgeKind.SUPERSEDES, winner, loser, event.event_id),
-                cipher.stream_id,
-                EdgeKind.SUPERSEDES,
-                winner,
-                loser,
-                event.event_id,
-                event.recorded_at,
-            )
+            _link(store, cipher, event, EdgeKind.CONTRADICTS, a, b)
         self._record_operation(store, cipher, event, data)
 
     def _reinforced(
@@ -339,9 +292,23 @@ class NodeGraphProjection:
             ],
         )
         for retirement in data["retirements"]:
-            self._superseded(store, cipher, event, retirement)
+            self._retired(store, cipher, event, retirement)
 
     # -- shared steps ------------------------------------------------------------
+
+    def _retired(
+        self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
+    ) -> None:
+        """One node retires another: a supersession (explicit, or a claim's automatic
+        one), or the resolution of a contradiction."""
+        retired, successor = _retirement(data)
+        present = self._apply_after_states(store, data)
+        # A retired node's contradictions are settled with it.
+        store.resolve_edges_touching(EdgeKind.CONTRADICTS, retired, event.recorded_at)
+        _close_interval(store, cipher, retired, data)
+        if {retired, successor} <= present:
+            _link(store, cipher, event, EdgeKind.SUPERSEDES, successor, retired)
+        self._record_operation(store, cipher, event, data)
 
     def _apply_after_states(self, store: GraphStore, data: dict[str, Any]) -> set[uuid.UUID]:
         """Set each recorded after-state on nodes that still exist; return those nodes."""
@@ -357,6 +324,33 @@ class NodeGraphProjection:
         key, request = data["operation_key"], data["request"]
         fingerprint = operation_fingerprint(cipher, key, request)
         store.record_operation(cipher.stream_id, key, fingerprint, event.event_id)
+
+
+def _retirement(data: Mapping[str, Any]) -> tuple[uuid.UUID, uuid.UUID]:
+    """The retired node and its successor, as a supersession or a resolution names them."""
+    if "loser_node_id" in data:
+        return uuid.UUID(data["loser_node_id"]), uuid.UUID(data["winner_node_id"])
+    return uuid.UUID(data["old_node_id"]), uuid.UUID(data["new_node_id"])
+
+
+def _link(
+    store: GraphStore,
+    cipher: SubjectCipher,
+    event: RecordedEvent,
+    kind: EdgeKind,
+    source: uuid.UUID,
+    target: uuid.UUID,
+) -> None:
+    """The edge ``event`` draws from ``source`` to ``target`` (its id a function of all four)."""
+    store.insert_edge(
+        ev.edge_id(kind, source, target, event.event_id),
+        cipher.stream_id,
+        kind,
+        source,
+        target,
+        event.event_id,
+        event.recorded_at,
+    )
 
 
 def _close_interval(

@@ -46,6 +46,23 @@ def store_id_of(client: MemoryClient) -> uuid.UUID:
     return found
 
 
+def keyring_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "oblivio.keyrings"]
+
+
+def keyring_warnings_on_opening(
+    caplog: pytest.LogCaptureFixture, store: Path | Settings
+) -> list[str]:
+    """What opening (and closing) a client on ``store`` warns about keyrings, alone."""
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="oblivio.keyrings"):
+        client = (
+            MemoryClient(settings=store) if isinstance(store, Settings) else MemoryClient(store)
+        )
+        client.close()
+    return keyring_warnings(caplog)
+
+
 def files_bytes(directory: Path) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file())
 
@@ -185,17 +202,11 @@ def test_a_keyring_in_the_data_directory_is_moved_out_with_a_message(
     assert document["keks"] == material["keks"]
     assert document["store"]["id"] == str(identity)
     assert stat.S_IMODE(moved.stat().st_mode) == 0o600
-    messages = [r.getMessage() for r in caplog.records if r.name == "oblivio.keyrings"]
-    [message] = [m for m in messages if str(legacy) in m]
+    [message] = [m for m in keyring_warnings(caplog) if str(legacy) in m]
     assert str(moved) in message
     assert "Back up" in message
     assert sorted(p.name for p in data_dir.iterdir()) == ["oblivio.sqlite3"]  # issuer keys too
-
-    # Opening again moves nothing and says nothing.
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="oblivio.keyrings"), MemoryClient(data_dir):
-        pass
-    assert not [r for r in caplog.records if r.name == "oblivio.keyrings"]
+    assert keyring_warnings_on_opening(caplog, data_dir) == []  # again: moves nothing
 
 
 def test_a_conflicting_legacy_keyring_is_refused_and_both_are_kept(
@@ -247,14 +258,10 @@ def test_issuer_keys_in_the_data_directory_are_moved_out_with_a_message(
     assert not legacy.exists()
     assert IssuerKeyring.load(moved).active.kid == old_kid
     assert stat.S_IMODE(moved.stat().st_mode) == 0o600
-    [message] = [r.getMessage() for r in caplog.records if r.name == "oblivio.keyrings"]
+    [message] = keyring_warnings(caplog)
     assert str(legacy) in message
     assert str(moved) in message
-
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="oblivio.keyrings"), MemoryClient(data_dir):
-        pass
-    assert not [r for r in caplog.records if r.name == "oblivio.keyrings"]
+    assert keyring_warnings_on_opening(caplog, data_dir) == []  # again: moves nothing
 
 
 def test_conflicting_issuer_keys_are_refused_and_both_kept(
@@ -335,17 +342,9 @@ def test_a_keyring_directory_inside_the_data_directory_is_warned_about(
 ) -> None:
     data_dir = tmp_path / "data"
     inside = Settings(data_dir=data_dir, keyring_dir=data_dir / ".config" / "keyrings")
-    with caplog.at_level(logging.WARNING, logger="oblivio.keyrings"), MemoryClient(settings=inside):
-        pass
-    [message] = [r.getMessage() for r in caplog.records if r.name == "oblivio.keyrings"]
+    [message] = keyring_warnings_on_opening(caplog, inside)
     assert "inside the data directory" in message
     assert "OBLIVIO_KEYRING_DIR" in message
 
-    caplog.clear()
     outside = Settings(data_dir=tmp_path / "other-data", keyring_dir=tmp_path / "keyrings")
-    with (
-        caplog.at_level(logging.WARNING, logger="oblivio.keyrings"),
-        MemoryClient(settings=outside),
-    ):
-        pass
-    assert not [r for r in caplog.records if r.name == "oblivio.keyrings"]
+    assert keyring_warnings_on_opening(caplog, outside) == []

@@ -70,22 +70,15 @@ class ArchiveReport:
         return self.nodes > 0 or self.restored > 0
 
 
+@dataclass(frozen=True)
 class Archiver:
     """Finds subjects over the retrieval tier's capacity and archives their excess."""
 
-    def __init__(
-        self,
-        store: EventStore,
-        graph: NodeGraphProjection,
-        config: ScoringConfig,
-        capacity: int,
-        clock: Callable[[], datetime],
-    ) -> None:
-        self.store = store
-        self.graph = graph
-        self.config = config
-        self.capacity = capacity
-        self.clock = clock
+    store: EventStore
+    graph: NodeGraphProjection
+    config: ScoringConfig
+    capacity: int
+    clock: Callable[[], datetime]
 
     def run(self, stream_ids: Collection[int] | None = None) -> ArchiveReport:
         """One pass over every subject whose tier may change (or over ``stream_ids`` only)."""

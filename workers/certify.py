@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -35,20 +36,14 @@ def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat().replace("+00:00", "Z")
 
 
+@dataclass(frozen=True)
 class Certifier:
     """Builds, signs and stores certificates."""
 
-    def __init__(
-        self,
-        keyring: IssuerKeyring,
-        keys: KeyProvider,
-        key_policy: KeyPolicy,
-        clock: Callable[[], datetime],
-    ) -> None:
-        self.keyring = keyring
-        self.keys = keys
-        self.key_policy = key_policy
-        self.clock = clock
+    keyring: IssuerKeyring
+    keys: KeyProvider
+    key_policy: KeyPolicy
+    clock: Callable[[], datetime]
 
     def issue_if_complete(self, tx: Transaction, request_id: uuid.UUID) -> uuid.UUID | None:
         """Issue the request's certificate if all its jobs are done and none exists yet."""

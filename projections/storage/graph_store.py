@@ -350,8 +350,7 @@ class GraphStore:
         return list(self.conn.execute(query.order_by(edges.c.created_at, edges.c.edge_id)))
 
     def stream_edges(self, stream_id: int) -> list[sa.Row[Any]]:
-        query = sa.select(edges).where(edges.c.stream_id == stream_id).order_by(edges.c.edge_id)
-        return list(self.conn.execute(query))
+        return self._stream_rows(edges, stream_id, edges.c.edge_id)
 
     # -- idempotency keys ----------------------------------------------------
 
@@ -371,12 +370,7 @@ class GraphStore:
         )
 
     def stream_operations(self, stream_id: int) -> list[sa.Row[Any]]:
-        query = (
-            sa.select(operations)
-            .where(operations.c.stream_id == stream_id)
-            .order_by(operations.c.operation_key)
-        )
-        return list(self.conn.execute(query))
+        return self._stream_rows(operations, stream_id, operations.c.operation_key)
 
     # -- erasure -------------------------------------------------------------
 
@@ -397,9 +391,7 @@ class GraphStore:
 
     def add_refs(self, stream_id: int, event_id: uuid.UUID, node_ids: Iterable[uuid.UUID]) -> None:
         """Record that an event touched these nodes."""
-        rows = [
-            {"stream_id": stream_id, "event_id": event_id, "node_id": n} for n in set(node_ids)
-        ]
+        rows = [{"stream_id": stream_id, "event_id": event_id, "node_id": n} for n in set(node_ids)]
         if rows:
             self.conn.execute(node_refs.insert(), rows)
 
@@ -449,11 +441,13 @@ class GraphStore:
             self.conn.execute(table.delete().where(table.c.stream_id == stream_id, selected))
 
     def stream_memory_events(self, stream_id: int) -> list[sa.Row[Any]]:
-        query = (
-            sa.select(memory_events)
-            .where(memory_events.c.stream_id == stream_id)
-            .order_by(memory_events.c.event_id)
-        )
+        return self._stream_rows(memory_events, stream_id, memory_events.c.event_id)
+
+    def _stream_rows(
+        self, table: sa.Table, stream_id: int, key: sa.Column[Any]
+    ) -> list[sa.Row[Any]]:
+        """A stream's rows in ``table``, in the order of a unique ``key`` (digests compare them)."""
+        query = sa.select(table).where(table.c.stream_id == stream_id).order_by(key)
         return list(self.conn.execute(query))
 
 

@@ -172,16 +172,9 @@ class VectorStore:
         weight: float,
         threshold: float,
     ) -> None:
-        self.conn.execute(triggers.delete().where(triggers.c.trigger_id == trigger_id))
-        self.conn.execute(
-            triggers.insert().values(
-                trigger_id=trigger_id,
-                stream_id=cipher.stream_id,
-                event_id=event_id,
-                body=seal_json(cipher, "trigger", trigger_id, body),
-                weight=weight,
-                threshold=threshold,
-            )
+        scores = {"weight": weight, "threshold": threshold}
+        self._replace_sealed(
+            triggers.c.trigger_id, "trigger", cipher, trigger_id, event_id, body, scores
         )
 
     def remove_trigger(self, stream_id: int, trigger_id: uuid.UUID) -> None:
@@ -192,15 +185,7 @@ class VectorStore:
         )
 
     def stream_triggers(self, cipher: SubjectCipher) -> list[tuple[sa.Row[Any], Any]]:
-        query = (
-            sa.select(triggers)
-            .where(triggers.c.stream_id == cipher.stream_id)
-            .order_by(triggers.c.trigger_id)
-        )
-        return [
-            (row, open_json(cipher, "trigger", row.trigger_id, row.body))
-            for row in self.conn.execute(query)
-        ]
+        return self._opened(triggers.c.trigger_id, "trigger", cipher)
 
     def add_attractor(
         self,
@@ -210,34 +195,50 @@ class VectorStore:
         body: dict[str, Any],
         severity: float,
     ) -> None:
-        self.conn.execute(attractors.delete().where(attractors.c.attractor_id == attractor_id))
-        self.conn.execute(
-            attractors.insert().values(
-                attractor_id=attractor_id,
-                stream_id=cipher.stream_id,
-                event_id=event_id,
-                body=seal_json(cipher, "attractor", attractor_id, body),
-                severity=severity,
-            )
+        scores = {"severity": severity}
+        self._replace_sealed(
+            attractors.c.attractor_id, "attractor", cipher, attractor_id, event_id, body, scores
         )
 
     def clear_attractors(self, stream_id: int) -> None:
         self.conn.execute(attractors.delete().where(attractors.c.stream_id == stream_id))
 
     def stream_attractors(self, cipher: SubjectCipher) -> list[tuple[sa.Row[Any], Any]]:
-        query = (
-            sa.select(attractors)
-            .where(attractors.c.stream_id == cipher.stream_id)
-            .order_by(attractors.c.attractor_id)
-        )
-        return [
-            (row, open_json(cipher, "attractor", row.attractor_id, row.body))
-            for row in self.conn.execute(query)
-        ]
+        return self._opened(attractors.c.attractor_id, "attractor", cipher)
 
     def count_attractors(self, stream_id: int) -> int:
         query = sa.select(sa.func.count()).where(attractors.c.stream_id == stream_id)
         return int(self.conn.execute(query).scalar_one())
+
+    # Triggers and attractors are kept alike: a row by id, its body sealed under the
+    # subject's key and bound to the row's kind and id (the associated data: the kind
+    # names must stay what the rows were sealed with).
+
+    def _replace_sealed(
+        self,
+        id_column: sa.Column[uuid.UUID],
+        kind: str,
+        cipher: SubjectCipher,
+        row_id: uuid.UUID,
+        event_id: uuid.UUID,
+        body: dict[str, Any],
+        scores: dict[str, float],
+    ) -> None:
+        table = id_column.table
+        self.conn.execute(table.delete().where(id_column == row_id))
+        keys = {id_column.name: row_id, "stream_id": cipher.stream_id, "event_id": event_id}
+        sealed = seal_json(cipher, kind, row_id, body)
+        self.conn.execute(table.insert().values({**keys, "body": sealed, **scores}))
+
+    def _opened(
+        self, id_column: sa.Column[uuid.UUID], kind: str, cipher: SubjectCipher
+    ) -> list[tuple[sa.Row[Any], Any]]:
+        table = id_column.table
+        query = sa.select(table).where(table.c.stream_id == cipher.stream_id).order_by(id_column)
+        return [
+            (row, open_json(cipher, kind, row._mapping[id_column], row.body))
+            for row in self.conn.execute(query)
+        ]
 
     def purge_stream(self, stream_id: int) -> None:
         # subject_embedders stays: a rebuild that purges and replays a switched
