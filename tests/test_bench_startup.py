@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
+from oblivio_bench.startup import LIBRARIES
 from tests.test_bench_memory_erasure import run_bench
 
 FIGURES = {
@@ -32,3 +35,20 @@ def test_bench_startup_times_help_and_keys_list(tmp_path: Path) -> None:
     # keys list imports at least those libraries, so it is not faster than importing them
     # (a small margin for a noisy machine).
     assert report["figures"]["keys_list_over_libraries"]["value"] > 0.8
+
+
+def test_the_floor_sets_the_collector_up_as_the_command_line_does() -> None:
+    # The ratio keys list / libraries is like for like only if both processes
+    # collect alike: same thresholds, both frozen at exit (oblivio.cli).
+    def probe(setup: str) -> str:
+        code = (
+            "import atexit, gc, sys\n"
+            "atexit.register(lambda: sys.stdout.write(str(gc.get_freeze_count() > 0)))\n"
+            f"{setup}\n"
+            "sys.stdout.write(repr(gc.get_threshold()))\n"
+        )
+        return subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+        ).stdout
+
+    assert probe(LIBRARIES) == probe("import oblivio.cli") == "(2000, 10, 10)True"

@@ -249,15 +249,19 @@ def test_settings_refuse_infinite_and_nan_numbers(tmp_path: Path) -> None:
     assert not (tmp_path / "data").exists()
 
 
-def test_the_command_line_freezes_its_objects_at_exit() -> None:
-    # The interpreter's collector passes at exit are skipped for frozen objects
-    # (oblivio.cli); an exit handler registered before the import runs after its own.
+def test_the_command_line_sets_the_collector_up_for_start_up_and_exit() -> None:
+    # oblivio.cli raises the young threshold to 2000 (CPython 3.13's default),
+    # keeping the older generations' thresholds, and freezes its objects at exit so
+    # the interpreter's collector passes skip them; an exit handler registered
+    # before the import runs after its own.
     probe = (
         "import atexit, gc, sys\n"
         "atexit.register(lambda: sys.stdout.write(str(gc.get_freeze_count() > 0)))\n"
+        "gc.set_threshold(700, 9, 8)\n"
         "import oblivio.cli\n"
+        "sys.stdout.write(repr(gc.get_threshold()))\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
-    assert result.stdout == "True"
+    assert result.stdout == "(2000, 9, 8)True"
