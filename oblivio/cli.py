@@ -42,10 +42,9 @@ atexit.register(gc.freeze)
 # classes, SQLAlchemy tables): collecting them finds nothing.  At Python 3.11's young
 # threshold of 700, ``oblivio keys list`` ran about 110 young passes, ten middle ones
 # and then a full pass over everything it had imported (20-30 ms, a twentieth of its
-# wall time).  At 2000, the default since CPython 3.13, it stays far below the
-# allocations that bring the first full pass.  The older generations keep their
-# thresholds; long-running commands collect as they would on 3.13, where this
-# line changes nothing.
+# wall time).  At 2000 it stays far below the allocations that bring the first
+# full pass.  The older generations keep their thresholds; long-running commands
+# (serve, worker) collect their young generation a little less often.
 gc.set_threshold(2000, *gc.get_threshold()[1:])
 
 

@@ -250,7 +250,7 @@ def test_settings_refuse_infinite_and_nan_numbers(tmp_path: Path) -> None:
 
 
 def test_the_command_line_sets_the_collector_up_for_start_up_and_exit() -> None:
-    # oblivio.cli raises the young threshold to 2000 (CPython 3.13's default),
+    # oblivio.cli raises the young threshold to 2000 (from 3.11's 700),
     # keeping the older generations' thresholds, and freezes its objects at exit so
     # the interpreter's collector passes skip them; an exit handler registered
     # before the import runs after its own.
