@@ -93,6 +93,22 @@ def test_the_floor_script_runs_the_workloads_beside_both_systems(tmp_path: Path)
 
 
 @pytest.mark.postgres
+def test_the_single_append_floor_script_times_three_systems(postgres_server_url: str) -> None:
+    script = Path(__file__).parents[1] / "benchmarks" / "single_append_floor.py"
+    arguments = ["--appends", "4", "--database-url", postgres_server_url]
+    result = subprocess.run(
+        [sys.executable, script, *arguments], capture_output=True, text=True, check=False
+    )
+
+    assert result.returncode == 0, result.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in result.stdout.splitlines()[2:5]}
+    assert set(rows) == {"oblivio", "eventsourcing", "statements"}
+    for wall, cpu, ratio in rows.values():
+        assert min(float(wall), float(cpu), float(ratio)) > 0
+    assert rows["eventsourcing"][2] == "1.00"
+
+
+@pytest.mark.postgres
 @pytest.mark.slow
 def test_bench_eventstore_on_postgres_drops_its_databases(
     tmp_path: Path, postgres_server_url: str
