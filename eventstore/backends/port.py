@@ -51,13 +51,14 @@ class Backend(abc.ABC):
 
     def fetch(
         self, conn: Connection, query: sa.Select[Any], params: dict[str, Any]
-    ) -> Sequence[Sequence[Any]]:
-        """The rows of a hot read, as tuples in the query's column order.
+    ) -> list[Sequence[Any]]:
+        """The rows of a hot read, as tuples in the query's column order, in a new
+        list the caller owns (decoding consumes it).
 
         ``query`` is built once and takes its values only from ``params``
         (bound parameters, no expanding ones); datetimes come back UTC-aware.
         """
-        return conn.execute(query, params).all()
+        return list(conn.execute(query, params))
 
     @abc.abstractmethod
     def insert_unless_present(self, table: sa.Table) -> Insert:

@@ -166,7 +166,7 @@ class PostgresBackend(Backend):
 
     def fetch(
         self, conn: Connection, query: sa.Select[Any], params: dict[str, Any]
-    ) -> Sequence[Sequence[Any]]:
+    ) -> list[Sequence[Any]]:
         # psycopg's own cursor in binary mode: SQLAlchemy's per-row result
         # processing (Row objects, a type processor per datetime) cost more
         # than decrypting the events, and the SQL is compiled once per query.
@@ -177,7 +177,7 @@ class PostgresBackend(Backend):
         with _binary_cursor(conn) as cursor:
             cursor.adapters.register_loader(_TIMESTAMP_OID, TimestamptzBinaryLoader)
             cursor.execute(sql, constants | params)
-            rows: list[tuple[Any, ...]] = cursor.fetchall()
+            rows: list[Sequence[Any]] = cursor.fetchall()
             return rows
 
     def insert_unless_present(self, table: sa.Table) -> Insert:

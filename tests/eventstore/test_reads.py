@@ -194,3 +194,27 @@ def test_a_key_destroyed_between_the_events_and_their_keys_reads_back_as_erased(
     else:
         assert [e.data for e in found] == [{"n": n} for n in range(LONG)]
     assert {e.erasure for e in store.read_stream("default", "racing")} == {Erasure.KEY_DESTROYED}
+
+
+def test_a_read_lets_each_row_go_once_its_event_is_built(store: EventStore) -> None:
+    # A large read must not hold its rows (ciphertexts and all) beside its events:
+    # the decoder consumes the list the statement returned, and the events keep
+    # the statement's order.
+    write_long_stream(store, "consumed")
+    fetch = store.backend.fetch
+    returned: list[list[Any]] = []
+
+    def keep(conn: sa.Connection, query: sa.Select[Any], params: dict[str, Any]) -> Any:
+        rows = fetch(conn, query, params)
+        returned.append(rows)
+        return rows
+
+    store.backend.fetch = keep  # type: ignore[method-assign]
+    try:
+        found = store.read_stream("default", "consumed")
+    finally:
+        del store.backend.fetch
+    event_rows, stream_rows = returned
+    assert event_rows == []
+    assert len(stream_rows) == 1
+    assert [e.version for e in found] == list(range(1, LONG + 1))
