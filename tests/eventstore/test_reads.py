@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from eventstore import (
     EventStore,
     IntegrityViolationError,
     NewEvent,
+    RecordedEvent,
     Subject,
     crypto,
 )
@@ -29,6 +31,29 @@ def write_long_stream(store: EventStore, subject: str) -> None:
     for start in range(0, LONG, 100):
         batch = [NewEvent("memory.stored", {"n": n}) for n in range(start, min(start + 100, LONG))]
         store.append("default", subject, batch, expected_version=start)
+
+
+def read_watching_fetches(
+    store: EventStore,
+    subject: str,
+    after_each: Callable[[list[list[Any]]], None] = lambda returned: None,
+) -> tuple[list[RecordedEvent], list[list[Any]]]:
+    """Read the subject's stream, keeping every row list the backend's fetch returned
+    (``after_each`` sees them as each statement returns)."""
+    fetch = store.backend.fetch
+    returned: list[list[Any]] = []
+
+    def watched(conn: sa.Connection, query: sa.Select[Any], params: dict[str, Any]) -> Any:
+        rows = fetch(conn, query, params)
+        returned.append(rows)
+        after_each(returned)
+        return rows
+
+    store.backend.fetch = watched  # type: ignore[method-assign]
+    try:
+        return store.read_stream("default", subject), returned
+    finally:
+        del store.backend.fetch
 
 
 def numbers(
@@ -170,23 +195,12 @@ def test_a_key_destroyed_between_the_events_and_their_keys_reads_back_as_erased(
     # the events unreadable, as if it had gone before the read.  SQLite reads
     # both in one snapshot, taken before the key went: the events as they were.
     write_long_stream(store, "racing")
-    fetch = store.backend.fetch
-    destroyed: list[bool] = []
 
-    def fetch_then_destroy(
-        conn: sa.Connection, query: sa.Select[Any], params: dict[str, Any]
-    ) -> Any:
-        rows = fetch(conn, query, params)
-        if not destroyed:  # right after the read's first statement
-            destroyed.append(True)
+    def destroy_after_the_first(returned: list[list[Any]]) -> None:
+        if len(returned) == 1:  # right after the read's first statement
             assert store.destroy_data_key("default", "racing") is not None
-        return rows
 
-    store.backend.fetch = fetch_then_destroy  # type: ignore[method-assign]
-    try:
-        found = store.read_stream("default", "racing")
-    finally:
-        del store.backend.fetch
+    found, _ = read_watching_fetches(store, "racing", destroy_after_the_first)
     assert len(found) == LONG
     if store.backend_name == "postgresql":
         assert {e.erasure for e in found} == {Erasure.KEY_DESTROYED}
@@ -201,20 +215,7 @@ def test_a_read_lets_each_row_go_once_its_event_is_built(store: EventStore) -> N
     # the decoder consumes the list the statement returned, and the events keep
     # the statement's order.
     write_long_stream(store, "consumed")
-    fetch = store.backend.fetch
-    returned: list[list[Any]] = []
-
-    def keep(conn: sa.Connection, query: sa.Select[Any], params: dict[str, Any]) -> Any:
-        rows = fetch(conn, query, params)
-        returned.append(rows)
-        return rows
-
-    store.backend.fetch = keep  # type: ignore[method-assign]
-    try:
-        found = store.read_stream("default", "consumed")
-    finally:
-        del store.backend.fetch
-    event_rows, stream_rows = returned
+    found, (event_rows, stream_rows) = read_watching_fetches(store, "consumed")
     assert event_rows == []
     assert len(stream_rows) == 1
     assert [e.version for e in found] == list(range(1, LONG + 1))
