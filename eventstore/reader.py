@@ -171,10 +171,10 @@ class EventDecoder:
         Each row is let go as soon as its event is built, so a read never holds
         all its rows (with their ciphertexts) and all its events at once.  That
         halves what a large read keeps alive at its peak, and with it what
-        survives the collector's young passes into the old generation: after an
-        hour of appends, 40 log pages with the rows kept set off a full
-        collection (70-85 ms in a process holding 110,000 objects) in three
-        runs of four, and none with the rows let go.
+        survives the collector's young passes into the old generation: after the
+        event-log benchmark's append workloads, reading 40 log pages with the
+        rows kept set off a full collection (70-85 ms in a process holding
+        110,000 objects) in three runs of four, and in none with the rows let go.
 
         The work per event is written out here, not called: in CPython a
         Python-level call (to open the ciphertext, to parse it, to build the
