@@ -2,7 +2,7 @@
 
     python benchmarks/single_append_floor.py [--appends 600] [--database-url URL]
 
-Three systems append one event per transaction to 50 streams each, interleaved
+Four systems append one event per transaction to 50 streams each, interleaved
 append by append on scratch databases of one server:
 
 - **oblivio**: ``EventStore.append``, the product's one path;
@@ -11,13 +11,19 @@ append by append on scratch databases of one server:
 - **statements**: oblivio's own four round trips (BEGIN, the stream's row lock as the
   product writes it, the append statement, COMMIT) sent through the same SQLAlchemy
   pool and binary psycopg cursor with ready-made bytes: what is left when oblivio's encoding,
-  key unwrapping, encryption, hash chain and returned events cost nothing.
+  key unwrapping, encryption, hash chain and returned events cost nothing;
+- **design**: the same statements plus the work DESIGN.md asks of every append, done by
+  oblivio's own functions (the keyed subject HMAC, canonical JSON, unwrapping the data
+  key read with the lock, AES-256-GCM, the digest and hash chain) and the backend's one
+  append: what any implementation of this design on this stack could reach, with no
+  ``Transaction``, no returned events and no glue between the steps.
 
 It prints each system's median wall time and mean CPU time (this process's, so
 the server's work is not in it) per append, and eventsourcing's wall time over
 each system's.  The ratio of *statements* bounds what the locked append could
 reach with any amount of client-side work removed; what oblivio spends above it
-is its own Python.  ``benchmarks/eventstore_floor.py`` gives a lower floor, one
+is its own Python; *design* bounds it once the work the design requires is counted.
+``benchmarks/eventstore_floor.py`` gives a lower floor, one
 that takes no lock and keeps no chain.
 """
 
@@ -35,12 +41,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from eventstore.backends.postgres import _APPEND, _binary_cursor, _compile
+from eventstore.batch import seal_batch
+from eventstore.codec import WrappedKey
+from eventstore.model import NewEvent, StreamRef
 from eventstore.transaction import _LATEST_LOCKED
 from oblivio_bench.eventsourcing_system import EventsourcingSession, EventsourcingSystem
 from oblivio_bench.eventstore import DEFAULT_SERVER_URL
 from oblivio_bench.report import load_average
 from oblivio_bench.scratch import postgres_databases
-from oblivio_bench.systems import NAMESPACE, OblivioSession, OblivioSystem
+from oblivio_bench.systems import EVENT_TYPE, NAMESPACE, OblivioSession, OblivioSystem
 from oblivio_bench.workloads import payload_pool
 
 STREAMS = 50
@@ -54,8 +63,9 @@ class OwnStatements:
         self.engine = store.backend.engine
         self.lock_sql, self.lock_constants = _compile(_LATEST_LOCKED, self.engine.dialect)
         self.subjects = [store.codec.subject_key(NAMESPACE, name) for name in names]
-        columns = [column.name for column in _LATEST_LOCKED.selected_columns]
-        self.stream_id_at, self.version_at = columns.index("stream_id"), columns.index("version")
+        self.columns = [column.name for column in _LATEST_LOCKED.selected_columns]
+        self.stream_id_at = self.columns.index("stream_id")
+        self.version_at = self.columns.index("version")
 
     def append(self, i: int) -> None:
         params = {"namespace": NAMESPACE, "subject_key": self.subjects[i % len(self.subjects)]}
@@ -71,6 +81,38 @@ class OwnStatements:
             stream_id, version = head[self.stream_id_at], head[self.version_at]
             cursor.execute(_APPEND, _append_params(stream_id, version))
             if not cursor.fetchall():
+                raise RuntimeError("the head moved under the lock")
+
+
+class DesignWork(OwnStatements):
+    """:class:`OwnStatements` plus the per-append work the design requires."""
+
+    def __init__(self, oblivio: OblivioSession, names: list[str]) -> None:
+        super().__init__(oblivio, names)
+        self.names, self.store = names, oblivio.store
+        self.at = {name: self.columns.index(name) for name in self.columns}
+        self.payloads = payload_pool()
+
+    def append(self, i: int) -> None:
+        codec, at = self.store.codec, self.at
+        name = self.names[i % len(self.names)]
+        params = {"namespace": NAMESPACE, "subject_key": codec.subject_key(NAMESPACE, name)}
+        encoded = codec.encode_all([NewEvent(EVENT_TYPE, self.payloads[i % len(self.payloads)])])
+        with (
+            self.engine.connect() as conn,
+            conn.begin(),
+            _binary_cursor(conn) as cursor,
+        ):
+            cursor.execute(self.lock_sql, self.lock_constants | params)
+            row = cursor.fetchone()
+            if row is None:
+                raise RuntimeError("a design stream is missing")
+            key = WrappedKey(row[at["dek_id"]], row[at["kek_version"]], row[at["wrapped_key"]])
+            stream_id, generation = row[at["stream_id"]], row[at["generation"]]
+            ref = StreamRef(stream_id, NAMESPACE, params["subject_key"], generation)
+            head = (row[at["version"]], row[at["chain_hash"]])
+            batch = seal_batch(codec, codec.unwrap(key), ref, head, encoded, datetime.now(UTC))
+            if self.store.backend.append(conn, batch) is None:
                 raise RuntimeError("the head moved under the lock")
 
 
@@ -101,12 +143,14 @@ def measure(appends: int, server_url: str) -> dict[str, tuple[list[float], list[
         stack.callback(library.close)
         names = [f"timed-{n}" for n in range(STREAMS)]
         floor_names = [f"floor-{n}" for n in range(STREAMS)]
+        design_names = [f"design-{n}" for n in range(STREAMS)]
         for name in names:
             oblivio.append(name, 0, pool[:1])
             library.append(name, 0, pool[:1])
-        for name in floor_names:
+        for name in floor_names + design_names:
             oblivio.append(name, 0, pool[:1])
         own = OwnStatements(oblivio, floor_names)
+        design = DesignWork(oblivio, design_names)
 
         def appending(session: OblivioSession | EventsourcingSession) -> Callable[[int], None]:
             # The i-th append goes to stream i mod 50, which then holds i // 50 + 1 events.
@@ -118,6 +162,7 @@ def measure(appends: int, server_url: str) -> dict[str, tuple[list[float], list[
             "oblivio": appending(oblivio),
             "eventsourcing": appending(library),
             "statements": own.append,
+            "design": design.append,
         }
         times: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in systems}
         for i in range(appends):

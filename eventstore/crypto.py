@@ -148,7 +148,9 @@ def dek_aad(dek_id: uuid.UUID, kek_version: int) -> bytes:
 def subject_key(hmac_key: bytes, namespace: str, subject: str) -> bytes:
     """The pseudonymous on-disk identity of a subject within a namespace."""
     message = b"subject\0" + namespace.encode() + b"\0" + subject.encode()
-    return hmac.new(hmac_key, message, hashlib.sha256).digest()
+    # hmac.digest is the one-shot form (OpenSSL's, in C): same bytes as
+    # hmac.new(...).digest() without building an HMAC object per call.
+    return hmac.digest(hmac_key, message, "sha256")
 
 
 _sha256 = hashlib.sha256

@@ -276,15 +276,26 @@ class EventReads:
     def __init__(self, backend: Backend, codec: EventCodec) -> None:
         self.backend = backend
         self.codec = codec
-        self._streams_of = STREAM_WITH_KEY.with_only_columns(
-            streams.c.stream_id,
-            streams.c.namespace,
-            streams.c.subject_key,
-            streams.c.generation,
-            data_keys.c.dek_id,
-            data_keys.c.kek_version,
-            data_keys.c.wrapped_key,
-        ).where(backend.one_of(streams.c.stream_id, "stream_ids"))
+        # The list restricts both tables, so that each is read through its own
+        # index on ``stream_id``: with it on ``streams`` alone, PostgreSQL joined
+        # by hashing the whole ``data_keys`` table, on every page of the log.
+        keys_of_streams = sa.and_(
+            data_keys.c.stream_id == streams.c.stream_id,
+            backend.one_of(data_keys.c.stream_id, "stream_ids"),
+        )
+        self._streams_of = (
+            sa.select(
+                streams.c.stream_id,
+                streams.c.namespace,
+                streams.c.subject_key,
+                streams.c.generation,
+                data_keys.c.dek_id,
+                data_keys.c.kek_version,
+                data_keys.c.wrapped_key,
+            )
+            .select_from(streams.outerjoin(data_keys, keys_of_streams))
+            .where(backend.one_of(streams.c.stream_id, "stream_ids"))
+        )
         self._by_ids = select_event_columns.where(
             backend.one_of(events.c.event_id, "event_ids")
         ).order_by(events.c.position)

@@ -93,7 +93,7 @@ def test_the_floor_script_runs_the_workloads_beside_both_systems(tmp_path: Path)
 
 
 @pytest.mark.postgres
-def test_the_single_append_floor_script_times_three_systems(postgres_server_url: str) -> None:
+def test_the_single_append_floor_script_times_four_systems(postgres_server_url: str) -> None:
     script = Path(__file__).parents[1] / "benchmarks" / "single_append_floor.py"
     arguments = ["--appends", "4", "--database-url", postgres_server_url]
     result = subprocess.run(
@@ -101,8 +101,8 @@ def test_the_single_append_floor_script_times_three_systems(postgres_server_url:
     )
 
     assert result.returncode == 0, result.stderr
-    rows = {line.split()[0]: line.split()[1:] for line in result.stdout.splitlines()[2:5]}
-    assert set(rows) == {"oblivio", "eventsourcing", "statements"}
+    rows = {line.split()[0]: line.split()[1:] for line in result.stdout.splitlines()[2:6]}
+    assert set(rows) == {"oblivio", "eventsourcing", "statements", "design"}
     for wall, cpu, ratio in rows.values():
         assert min(float(wall), float(cpu), float(ratio)) > 0
     assert rows["eventsourcing"][2] == "1.00"

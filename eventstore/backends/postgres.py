@@ -99,7 +99,7 @@ def _engine(url: str, *, session: str = "-c TimeZone=UTC", **options: Any) -> sa
     # No pre-ping: it would cost a round trip per checkout.  A connection
     # that died with the server fails its statement with OperationalError
     # (retryable) and SQLAlchemy discards the stale pool.
-    return sa.create_engine(
+    engine = sa.create_engine(
         normalise_postgres_url(url),
         pool_size=POOL_SIZE,
         max_overflow=MAX_OVERFLOW,
@@ -107,6 +107,15 @@ def _engine(url: str, *, session: str = "-c TimeZone=UTC", **options: Any) -> sa
         connect_args={"options": session},
         **options,
     )
+    sa.event.listen(engine, "connect", _load_timestamps_aware)
+    return engine
+
+
+def _load_timestamps_aware(driver: psycopg.Connection[Any], _record: object) -> None:
+    # Once per connection, so that its binary cursors (fetch's) inherit it:
+    # registering it on each cursor copied the cursor's loader map every read.
+    # SQLAlchemy's own statements use text cursors and keep the text loader.
+    driver.adapters.register_loader(_TIMESTAMP_OID, TimestamptzBinaryLoader)
 
 
 _DURABLE_OPTION = "oblivio_durable"
@@ -175,7 +184,6 @@ class PostgresBackend(Backend):
             compiled = self._driver_sql[query] = _compile(query, self.engine.dialect)
         sql, constants = compiled
         with _binary_cursor(conn) as cursor:
-            cursor.adapters.register_loader(_TIMESTAMP_OID, TimestamptzBinaryLoader)
             cursor.execute(sql, constants | params)
             rows: list[Sequence[Any]] = cursor.fetchall()
             return rows

@@ -32,6 +32,13 @@ def test_the_chain_hash_keeps_its_known_answer() -> None:
     assert chain == crypto.chain_link(b"p" * 32, EVENT_ID, 7, "memory.stored", 2, micros, b"d" * 32)
 
 
+def test_the_subject_key_keeps_its_known_answer() -> None:
+    # Every stored stream is found by this value: a new way to compute it must
+    # give the same bytes, or each subject would lose its stream.
+    key = crypto.subject_key(b"k" * 32, "agents", "user-42")
+    assert key.hex() == "87ab42ff796cb8ad15c91b12e3f619b8afa2aa34ceb031ad1ead33fbdb3e1cb8"
+
+
 def test_encrypting_a_batch_uses_a_fresh_nonce_per_message_and_binds_each_to_its_aad() -> None:
     key = crypto.AeadKey(crypto.random_key())
     messages = [(f"event {n}".encode(), f"aad {n}".encode()) for n in range(50)]
