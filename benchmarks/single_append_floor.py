@@ -35,10 +35,13 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import Connection
 
 from eventstore.backends.postgres import _APPEND, _binary_cursor, _compile
 from eventstore.batch import seal_batch
@@ -63,22 +66,27 @@ class OwnStatements:
         self.engine = store.backend.engine
         self.lock_sql, self.lock_constants = _compile(_LATEST_LOCKED, self.engine.dialect)
         self.subjects = [store.codec.subject_key(NAMESPACE, name) for name in names]
-        self.columns = [column.name for column in _LATEST_LOCKED.selected_columns]
-        self.stream_id_at = self.columns.index("stream_id")
-        self.version_at = self.columns.index("version")
+        columns = [column.name for column in _LATEST_LOCKED.selected_columns]
+        self.at = {name: columns.index(name) for name in columns}
 
-    def append(self, i: int) -> None:
-        params = {"namespace": NAMESPACE, "subject_key": self.subjects[i % len(self.subjects)]}
+    @contextmanager
+    def locked(self, subject_key: bytes) -> Iterator[tuple[Connection, Any, Sequence[Any]]]:
+        """A transaction holding the stream's row lock: its connection, cursor and row."""
+        params = {"namespace": NAMESPACE, "subject_key": subject_key}
         with (
             self.engine.connect() as conn,
             conn.begin(),
             _binary_cursor(conn) as cursor,
         ):
             cursor.execute(self.lock_sql, self.lock_constants | params)
-            head = cursor.fetchone()
-            if head is None:
+            row = cursor.fetchone()
+            if row is None:
                 raise RuntimeError("a floor stream is missing")
-            stream_id, version = head[self.stream_id_at], head[self.version_at]
+            yield conn, cursor, row
+
+    def append(self, i: int) -> None:
+        with self.locked(self.subjects[i % len(self.subjects)]) as (_, cursor, row):
+            stream_id, version = row[self.at["stream_id"]], row[self.at["version"]]
             cursor.execute(_APPEND, _append_params(stream_id, version))
             if not cursor.fetchall():
                 raise RuntimeError("the head moved under the lock")
@@ -90,26 +98,16 @@ class DesignWork(OwnStatements):
     def __init__(self, oblivio: OblivioSession, names: list[str]) -> None:
         super().__init__(oblivio, names)
         self.names, self.store = names, oblivio.store
-        self.at = {name: self.columns.index(name) for name in self.columns}
         self.payloads = payload_pool()
 
     def append(self, i: int) -> None:
         codec, at = self.store.codec, self.at
-        name = self.names[i % len(self.names)]
-        params = {"namespace": NAMESPACE, "subject_key": codec.subject_key(NAMESPACE, name)}
+        subject_key = codec.subject_key(NAMESPACE, self.names[i % len(self.names)])
         encoded = codec.encode_all([NewEvent(EVENT_TYPE, self.payloads[i % len(self.payloads)])])
-        with (
-            self.engine.connect() as conn,
-            conn.begin(),
-            _binary_cursor(conn) as cursor,
-        ):
-            cursor.execute(self.lock_sql, self.lock_constants | params)
-            row = cursor.fetchone()
-            if row is None:
-                raise RuntimeError("a design stream is missing")
+        with self.locked(subject_key) as (conn, _, row):
             key = WrappedKey(row[at["dek_id"]], row[at["kek_version"]], row[at["wrapped_key"]])
             stream_id, generation = row[at["stream_id"]], row[at["generation"]]
-            ref = StreamRef(stream_id, NAMESPACE, params["subject_key"], generation)
+            ref = StreamRef(stream_id, NAMESPACE, subject_key, generation)
             head = (row[at["version"]], row[at["chain_hash"]])
             batch = seal_batch(codec, codec.unwrap(key), ref, head, encoded, datetime.now(UTC))
             if self.store.backend.append(conn, batch) is None:
