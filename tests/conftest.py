@@ -167,6 +167,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     # CI sets OBLIVIO_REQUIRE_POSTGRES=1: a skipped PostgreSQL test there means
     # the backend that production runs on went untested, so the run fails.
+    # Under pytest-xdist (-n) the workers' reports reach this process's
+    # pytest_runtest_logreport, so the controller sees every skip.
     if not _require_postgres():
         return
     skipped = _postgres_outcomes["skipped"]
