@@ -123,6 +123,25 @@ class World:
         return status.certificate_id
 
 
+def settled(world: World, user: str) -> None:
+    """Return once the log shows ``user``'s last event to every reader.  PostgreSQL
+    shows an event only below the oldest transaction running on the whole server
+    (eventstore/backends/postgres.py), so another database's open transaction can
+    hold a fresh commit back for a while; this world commits one at a time, so
+    everything before that event shows too."""
+    if world.ctx.store.backend_name != "postgresql":
+        return
+    group = world.ctx.store.read_stream(world.ctx.namespace, user)[-1].commit_group
+    horizon = sa.text("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
+    deadline = time.monotonic() + 30
+    while True:
+        with world.ctx.store.reading() as view:
+            if view.connection.execute(horizon).scalar_one() > group:
+                return
+        assert time.monotonic() < deadline, "the seeded event never became visible"
+        time.sleep(0.05)
+
+
 def log_size(ctx: MemoryContext) -> tuple[int | None, int, int, int]:
     """What the store holds: the events ``read_all`` delivers, and the rows of
     events, streams and erasure requests.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -10,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from oblivio.memory.health import LagReport, projection_lag
-from tests.http.conftest import World
+from tests.http.conftest import World, settled
 
 
 class Clock:
@@ -36,25 +35,6 @@ def statements(world: World) -> Iterator[list[str]]:
         yield seen
     finally:
         sa.event.remove(engine, "before_cursor_execute", record)
-
-
-def settled(world: World, user: str) -> None:
-    """Return once the log shows ``user``'s last event to every reader.  PostgreSQL
-    shows an event only below the oldest transaction running on the whole server
-    (eventstore/backends/postgres.py), so another database's open transaction can
-    hold a fresh commit back for a while; this world commits one at a time, so
-    everything before that event shows too."""
-    if world.ctx.store.backend_name != "postgresql":
-        return
-    group = world.ctx.store.read_stream(world.ctx.namespace, user)[-1].commit_group
-    horizon = sa.text("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
-    deadline = time.monotonic() + 30
-    while True:
-        with world.ctx.store.reading() as view:
-            if view.connection.execute(horizon).scalar_one() > group:
-                return
-        assert time.monotonic() < deadline, "the seeded event never became visible"
-        time.sleep(0.05)
 
 
 def test_a_second_probe_within_the_second_reads_nothing(world: World) -> None:
