@@ -406,12 +406,10 @@ def _ranking_tools(ctx: MemoryContext, bind: _Binding) -> list[ToolFunction]:
         )
         return {"attractor_id": str(attractor_id)}
 
-    def memory_clear_negative_attractors(user_id: str | None = None) -> dict[str, int]:
-        """Remove every negative attractor of the person; returns how many applied."""
-        user = bind.user(user_id)
-        count = queries.negative_attractor_count(ctx, user_id=user)
-        commands.clear_negative_attractors(ctx, user_id=user)
-        return {"cleared": count}
+    def memory_clear_negative_attractors(user_id: str | None = None) -> dict[str, bool]:
+        """Remove every negative attractor of the person."""
+        commands.clear_negative_attractors(ctx, user_id=bind.user(user_id))
+        return {"cleared": True}
 
     def memory_negative_attractor_count(user_id: str | None = None) -> dict[str, int]:
         """How many negative attractors apply to the person's retrieval."""

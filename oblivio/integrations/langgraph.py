@@ -88,12 +88,11 @@ def _mapping(
 ) -> DocumentMapping:
     """The subject mapping the caller stated; no default, since a wrong guess would
     file every person under one subject that no ``forget`` of theirs reaches."""
-    if (user_segment is None) == (template is None):
-        raise TypeError(MAPPING_REQUIRED)
-    if template is not None:
+    if template is not None and user_segment is None:
         return DocumentMapping.from_template(template, scope, scope_segment)
-    assert user_segment is not None
-    return DocumentMapping(user_segment, scope, scope_segment)
+    if user_segment is not None and template is None:
+        return DocumentMapping(user_segment, scope, scope_segment)
+    raise TypeError(MAPPING_REQUIRED)
 
 
 def _check_embedder(client: Client, index: IndexConfig) -> None:

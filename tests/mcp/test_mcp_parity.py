@@ -147,7 +147,7 @@ def test_triggers_and_attractors_move_the_ranking(alice_server: Shared) -> None:
         assert await call(session, "memory_negative_attractor_count") == {"count": 1}
         demoted = await scores()
         assert demoted["My cat is called Tom"] < before["My cat is called Tom"]
-        assert await call(session, "memory_clear_negative_attractors") == {"cleared": 1}
+        assert await call(session, "memory_clear_negative_attractors") == {"cleared": True}
         assert await call(session, "memory_negative_attractor_count") == {"count": 0}
 
         trigger = await call(session, "memory_add_resonance_trigger", keyword="Rex", weight=5.0)
