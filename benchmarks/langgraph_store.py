@@ -33,7 +33,7 @@ def operations(store: OblivioStore, user: str) -> dict[str, tuple[Callable[[int]
     ``delete`` waits for the certificate, whose rebuild jobs replay the person;
     ``delete_call`` is the call alone (what the caller waits for without ``wait``)."""
     ns = (user, "memories")
-    unwaited = OblivioStore(store.client, wait=False)
+    unwaited = OblivioStore(store.client, user_segment=0, wait=False)
     return {
         "put": (lambda i: store.put(ns, f"new{i}", {"text": f"new fact {i}"}), 15),
         "put_over": (lambda i: store.put(ns, "k0", {"text": f"corrected {i}"}), 15),
@@ -74,7 +74,7 @@ def main() -> None:
         root = Path(tmp)
         settings = Settings(data_dir=root / "data", keyring_dir=root / "keys")
         with MemoryClient(settings=settings, embedder=args.embedder) as client:
-            store = OblivioStore(client)
+            store = OblivioStore(client, user_segment=0)
             sizes = [int(n) for n in args.items.split(",")]
             for n in sizes:
                 fill(store, f"user-{n}", n)

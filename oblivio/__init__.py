@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from oblivio.client import MemoryClient, MemoryEngine
+    from oblivio.memory.records import EmbedderInfo, StoredItem
     from projections.model import (
         AssertionState,
         LifecycleState,
@@ -22,12 +23,16 @@ if TYPE_CHECKING:
         ScoredNode,
         SourceType,
     )
+    from workers.erasure import ErasureStatus
 
 __version__ = "0.1.0"
 
 _LAZY = {
     "MemoryClient": "oblivio.client",
     "MemoryEngine": "oblivio.client",
+    "EmbedderInfo": "oblivio.memory.records",
+    "StoredItem": "oblivio.memory.records",
+    "ErasureStatus": "workers.erasure",
     "AssertionState": "projections.model",
     "LifecycleState": "projections.model",
     "Node": "projections.model",
@@ -40,6 +45,8 @@ _LAZY = {
 
 __all__ = [
     "AssertionState",
+    "EmbedderInfo",
+    "ErasureStatus",
     "LifecycleState",
     "MemoryClient",
     "MemoryEngine",
@@ -49,6 +56,7 @@ __all__ = [
     "Scope",
     "ScoredNode",
     "SourceType",
+    "StoredItem",
     "__version__",
 ]
 

@@ -6,8 +6,9 @@ written against those contracts catch it unchanged.
 
 from __future__ import annotations
 
-from eventstore.errors import ConflictError, InvalidInputError, NotFoundError, OperationalError
+from eventstore.errors import ConflictError, NotFoundError, OperationalError
 from eventstore.errors import EventUnavailableError as EventUnavailableError
+from eventstore.errors import InvalidInputError as InvalidInputError
 
 
 class NodeUnavailableError(NotFoundError, ValueError):

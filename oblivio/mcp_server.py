@@ -7,7 +7,8 @@ and adds the compliance tools (forget, delete an event).  Auditors get none.
 A refused call (bad id, invalid scope, unknown node, empty query, …) comes
 back to the agent as the tool's error content, ``<ErrorType>: <message>``
 with the error type of ``oblivio.errors``, so the agent can read why; tool
-parameters carry their enumerations and formats in the tool schema.
+parameters carry their enumerations and formats in the tool schema, and an
+argument a tool does not take is refused before anything runs.
 """
 
 from __future__ import annotations
@@ -17,17 +18,29 @@ import functools
 import json
 import uuid
 from collections.abc import Callable
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import Annotated, Any, ParamSpec, TypeVar, cast
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import AwareDatetime, Field, StrictBool
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    create_model,
+    model_validator,
+)
 
 from certificates import CertificateVerificationError
 from eventstore.apikeys import Principal
 from eventstore.errors import InvalidInputError, OblivioError
+from oblivio import __version__
 from oblivio.memory import commands, compliance, ingest, queries
 from oblivio.memory.context import MemoryContext
+from oblivio.memory.records import Correction
 from projections.model import NodeType, Role, Scope, SourceType
 from workers.policy import LegalGroundName, ReasonName
 
@@ -37,6 +50,7 @@ R = TypeVar("R")
 DEFAULT_ACTOR = "mcp"
 Actor = Annotated[str, Field(min_length=1, max_length=256)]
 Limit = Annotated[int, Field(ge=1, le=1000)]
+ToolFunction = Callable[..., Any]
 
 INSTRUCTIONS = (
     "Long-term memory about people, with explicit corrections and provable erasure. "
@@ -70,6 +84,43 @@ def typed_errors(tool: Callable[P, R]) -> Callable[P, R]:
     return call
 
 
+class _KnownArguments(BaseModel):
+    """Tool arguments that refuse names the tool does not take.
+
+    The SDK's argument models ignore unknown names, so a misspelt optional
+    argument (``first_persn_owner``) would run the call without it, where the
+    HTTP API answers 422; here the call is refused, naming what the tool takes.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_unknown(cls, arguments: Any) -> Any:
+        if isinstance(arguments, dict):
+            known = {field.alias or name for name, field in cls.model_fields.items()}
+            unknown = sorted(set(arguments) - known)
+            if unknown:
+                raise ValueError(
+                    f"unknown argument {', '.join(unknown)}; this tool takes "
+                    f"{', '.join(sorted(known))}"
+                )
+        return arguments
+
+
+def strict_tool(function: ToolFunction) -> Tool:
+    """``function`` as an MCP tool whose arguments are exactly its parameters (the
+    published schema says so too: ``additionalProperties: false``)."""
+    tool = Tool.from_function(function)
+    loose = tool.fn_metadata.arg_model
+    strict = cast(
+        type[ArgModelBase], create_model(loose.__name__, __base__=(loose, _KnownArguments))
+    )
+    tool.fn_metadata.arg_model = strict
+    tool.parameters = strict.model_json_schema(by_alias=True)
+    return tool
+
+
 class _Binding:
     def __init__(self, who: Principal) -> None:
         self.who = who
@@ -92,17 +143,47 @@ def build_mcp_server(ctx: MemoryContext, who: Principal) -> MCPServer:
     """The MCP server for one principal (see the module docstring)."""
     if who.kind == "auditor":
         raise InvalidInputError("auditor keys have no memory tools")
-    server: MCPServer = MCPServer("oblivio", instructions=INSTRUCTIONS)
     bind = _Binding(who)
-    _memory_tools(server, ctx, bind)
-    if who.kind == "operator":
-        _compliance_tools(server, ctx, bind)
-    return server
+    tools = [
+        *_memory_tools(ctx, bind),
+        *_correction_tools(ctx, bind),
+        *_ranking_tools(ctx, bind),
+        *(_compliance_tools(ctx, bind) if who.kind == "operator" else []),
+    ]
+    return MCPServer(
+        "oblivio",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        tools=[strict_tool(typed_errors(tool)) for tool in tools],
+    )
 
 
-def _memory_tools(server: MCPServer, ctx: MemoryContext, bind: _Binding) -> None:
-    @server.tool()
-    @typed_errors
+def _corrector(ctx: MemoryContext, bind: _Binding) -> Callable[..., Any]:
+    """Runs a correction between two nodes (supersede, contradict, resolve) for the key."""
+
+    def correct(
+        command: Callable[..., Correction],
+        first: uuid.UUID,
+        second: uuid.UUID,
+        evidence_id: uuid.UUID | None,
+        actor_id: str,
+    ) -> Any:
+        done = command(
+            ctx,
+            first,
+            second,
+            evidence_id=evidence_id,
+            user_id=bind.optional_user(),
+            actor_id=actor_id,
+        )
+        return _plain(done)
+
+    return correct
+
+
+def _memory_tools(ctx: MemoryContext, bind: _Binding) -> list[ToolFunction]:
+    correct = _corrector(ctx, bind)
+
     def memory_store(
         content: str,
         user_id: str | None = None,
@@ -117,8 +198,6 @@ def _memory_tools(server: MCPServer, ctx: MemoryContext, bind: _Binding) -> None
         )
         return {"event_id": str(stored.event_id), "node_ids": [str(n) for n in stored.node_ids]}
 
-    @server.tool()
-    @typed_errors
     def memory_ingest(
         message: str,
         user_id: str | None = None,
@@ -156,38 +235,53 @@ def _memory_tools(server: MCPServer, ctx: MemoryContext, bind: _Binding) -> None
             )
         )
 
-    @server.tool()
-    @typed_errors
     def memory_retrieve(
         query: str,
         user_id: str | None = None,
         limit: Limit = 5,
+        scopes: list[Scope] | None = None,
+        node_types: list[NodeType] | None = None,
+        exclude_node_types: list[NodeType] | None = None,
+        source_types: list[SourceType] | None = None,
+        include_superseded: StrictBool = False,
         include_archived: StrictBool = False,
+        consistent: StrictBool = True,
     ) -> list[Any]:
         """The person's memories most relevant to the query, best first.
 
-        include_archived also ranks memories archived out of default retrieval
-        (past the retrieval tier's capacity); archived_at says which those are.
+        scopes, node_types and source_types keep only memories of those;
+        exclude_node_types drops some (e.g. ["entity"]). include_superseded also
+        ranks retired memories (lifecycle says which); include_archived also ranks
+        memories archived out of default retrieval (archived_at says which).
+        consistent=false answers without waiting for the last write to be indexed.
         """
         found = queries.retrieve(
             ctx,
             query,
             user_id=bind.user(user_id),
             limit=limit,
+            scopes=scopes,
+            node_types=node_types,
+            exclude_node_types=exclude_node_types,
+            source_types=source_types,
+            include_superseded=include_superseded,
             include_archived=include_archived,
+            consistent=consistent,
         )
         return [
             {
                 "node_id": str(r.node.id),
                 "content": r.node.content,
                 "score": r.score,
+                "lifecycle": r.node.lifecycle.value,
+                "scope": r.node.scope.value,
+                "node_type": r.node.node_type.value,
+                "source_type": r.node.source_type.value,
                 "archived_at": _plain(r.node.archived_at),
             }
             for r in found.results
         ]
 
-    @server.tool()
-    @typed_errors
     def memory_get_node(node_id: uuid.UUID, include_superseded: StrictBool = False) -> Any:
         """One memory node, or null when it is not available."""
         node = queries.get_node(
@@ -195,8 +289,6 @@ def _memory_tools(server: MCPServer, ctx: MemoryContext, bind: _Binding) -> None
         )
         return None if node is None else _plain(node)
 
-    @server.tool()
-    @typed_errors
     def memory_supersede(
         old_node_id: uuid.UUID,
         new_node_id: uuid.UUID,
@@ -207,19 +299,8 @@ def _memory_tools(server: MCPServer, ctx: MemoryContext, bind: _Binding) -> None
 
         actor_id names who made the correction (recorded as a keyed hash).
         """
-        return _plain(
-            commands.supersede(
-                ctx,
-                old_node_id,
-                new_node_id,
-                evidence_id=evidence_id,
-                user_id=bind.optional_user(),
-                actor_id=actor_id,
-            )
-        )
+        return correct(commands.supersede, old_node_id, new_node_id, evidence_id, actor_id)
 
-    @server.tool()
-    @typed_errors
     def memory_reinforce(
         node_id: uuid.UUID,
         evidence_id: uuid.UUID | None = None,
@@ -236,10 +317,114 @@ def _memory_tools(server: MCPServer, ctx: MemoryContext, bind: _Binding) -> None
             )
         )
 
+    return [
+        memory_store,
+        memory_ingest,
+        memory_retrieve,
+        memory_get_node,
+        memory_supersede,
+        memory_reinforce,
+    ]
 
-def _compliance_tools(server: MCPServer, ctx: MemoryContext, bind: _Binding) -> None:
-    @server.tool()
-    @typed_errors
+
+def _correction_tools(ctx: MemoryContext, bind: _Binding) -> list[ToolFunction]:
+    correct = _corrector(ctx, bind)
+
+    def memory_contradict(
+        node_id: uuid.UUID,
+        other_node_id: uuid.UUID,
+        evidence_id: uuid.UUID | None = None,
+        actor_id: Actor = DEFAULT_ACTOR,
+    ) -> Any:
+        """Record that two memories of one person contradict each other; both become
+        contested until memory_resolve_contradiction settles it. A repeat is a no-op."""
+        return correct(commands.contradict, node_id, other_node_id, evidence_id, actor_id)
+
+    def memory_resolve_contradiction(
+        winner_node_id: uuid.UUID,
+        loser_node_id: uuid.UUID,
+        evidence_id: uuid.UUID | None = None,
+        actor_id: Actor = DEFAULT_ACTOR,
+    ) -> Any:
+        """Settle a contradiction: the loser is superseded by the winner."""
+        return correct(
+            commands.resolve_contradiction, winner_node_id, loser_node_id, evidence_id, actor_id
+        )
+
+    def memory_get_assertion_state(node_id: uuid.UUID) -> Any:
+        """Whether a memory is current, contested or superseded, and by which memories
+        (for an extracted claim also its structure and validity); null when unavailable."""
+        state = queries.get_assertion_state(ctx, node_id, user_id=bind.optional_user())
+        return None if state is None else _plain(state)
+
+    return [memory_contradict, memory_resolve_contradiction, memory_get_assertion_state]
+
+
+def _ranking_tools(ctx: MemoryContext, bind: _Binding) -> list[ToolFunction]:
+    def memory_add_resonance_trigger(
+        user_id: str | None = None,
+        keyword: str | None = None,
+        text: str | None = None,
+        weight: float = 1.0,
+        threshold: float = 0.8,
+    ) -> dict[str, str]:
+        """Boost the person's memories that contain keyword, or resemble text (give one),
+        in retrieval; weight in [0, 10], threshold the similarity text needs."""
+        trigger_id = commands.add_resonance_trigger(
+            ctx,
+            user_id=bind.user(user_id),
+            keyword=keyword,
+            text=text,
+            weight=weight,
+            threshold=threshold,
+        )
+        return {"trigger_id": str(trigger_id)}
+
+    def memory_remove_resonance_trigger(
+        trigger_id: uuid.UUID, user_id: str | None = None
+    ) -> dict[str, str]:
+        """Remove one of the person's resonance triggers."""
+        commands.remove_resonance_trigger(ctx, trigger_id, user_id=bind.user(user_id))
+        return {"removed": str(trigger_id)}
+
+    def memory_add_negative_attractor(
+        text: str,
+        user_id: str | None = None,
+        description: str | None = None,
+        source: str | None = None,
+        severity: float = 1.0,
+    ) -> dict[str, str]:
+        """Demote the person's memories that resemble text in retrieval (something known
+        to be wrong or unwanted); severity in [0, 1]."""
+        attractor_id = commands.add_negative_attractor(
+            ctx,
+            text,
+            user_id=bind.user(user_id),
+            description=description,
+            source=source,
+            severity=severity,
+        )
+        return {"attractor_id": str(attractor_id)}
+
+    def memory_clear_negative_attractors(user_id: str | None = None) -> dict[str, bool]:
+        """Remove every negative attractor of the person."""
+        commands.clear_negative_attractors(ctx, user_id=bind.user(user_id))
+        return {"cleared": True}
+
+    def memory_negative_attractor_count(user_id: str | None = None) -> dict[str, int]:
+        """How many negative attractors apply to the person's retrieval."""
+        return {"count": queries.negative_attractor_count(ctx, user_id=bind.user(user_id))}
+
+    return [
+        memory_add_resonance_trigger,
+        memory_remove_resonance_trigger,
+        memory_add_negative_attractor,
+        memory_clear_negative_attractors,
+        memory_negative_attractor_count,
+    ]
+
+
+def _compliance_tools(ctx: MemoryContext, bind: _Binding) -> list[ToolFunction]:
     def memory_forget(
         user_id: str,
         reason: ReasonName = "user_request",
@@ -256,8 +441,6 @@ def _compliance_tools(server: MCPServer, ctx: MemoryContext, bind: _Binding) -> 
             )
         )
 
-    @server.tool()
-    @typed_errors
     def memory_delete_event(
         event_id: uuid.UUID,
         reason: ReasonName = "user_request",
@@ -273,3 +456,5 @@ def _compliance_tools(server: MCPServer, ctx: MemoryContext, bind: _Binding) -> 
                 ctx, event_id, reason=reason, legal_ground=legal_ground, actor_id=actor_id
             )
         )
+
+    return [memory_forget, memory_delete_event]

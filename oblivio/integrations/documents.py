@@ -23,16 +23,16 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from eventstore.errors import InvalidInputError
-from oblivio.client import MemoryClient
-from oblivio.memory.records import StoredItem
-from projections.model import Scope
+from oblivio import Scope, StoredItem
+from oblivio.errors import InvalidInputError
+from oblivio.integrations.clients import Client
 
 LOCATOR = "doc.locator"
 NAMESPACE = "doc.namespace"
@@ -42,18 +42,28 @@ INDEXED = "doc.indexed"
 TTL = "doc.ttl"
 
 
+#: A template segment that names the person: one placeholder in braces, as LangMem
+#: writes its namespaces (``("memories", "{langgraph_user_id}")``).
+_PLACEHOLDER = re.compile(r"\{[^{}]+\}")
+
+
 @dataclass(frozen=True)
 class DocumentMapping:
     """Which namespace segment is the person, and which oblivio scope documents get.
 
+    ``user_segment`` is the index of the segment naming the person.  A mapping
+    built from a template (:meth:`from_template`) also pins the template's other
+    segments: a namespace whose segment differs from them is not this store's.
     ``scope_segment`` (when set) names a segment whose value is the scope
     (``personal``, ``session``, ``project``, ``organisation``); otherwise every
     document gets ``scope``.
     """
 
-    user_segment: int = 0
+    user_segment: int
     scope: Scope = Scope.PERSONAL
     scope_segment: int | None = None
+    #: The template the mapping was built from, if any (its literal segments are pinned).
+    template: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         for what, index in (
@@ -67,20 +77,60 @@ class DocumentMapping:
         if self.scope_segment is not None and self.scope_segment == self.user_segment:
             raise InvalidInputError("the user segment cannot also be the scope segment")
 
+    @classmethod
+    def from_template(
+        cls,
+        template: Sequence[str],
+        scope: Scope = Scope.PERSONAL,
+        scope_segment: int | None = None,
+    ) -> DocumentMapping:
+        """The mapping a namespace template such as ``("memories", "{user_id}")`` states:
+        its one placeholder segment is the person, its other segments are fixed."""
+        if isinstance(template, str) or not all(isinstance(s, str) for s in template):
+            raise InvalidInputError("a namespace template is a tuple of strings")
+        placeholders = [i for i, s in enumerate(template) if _PLACEHOLDER.fullmatch(s)]
+        if len(placeholders) != 1:
+            raise InvalidInputError(
+                f"namespace template {tuple(template)!r} must name the person with exactly "
+                'one placeholder segment, such as ("memories", "{user_id}")'
+            )
+        literals = [s for i, s in enumerate(template) if i != placeholders[0]]
+        if any("{" in s or "}" in s or not s for s in literals):
+            raise InvalidInputError(
+                f"namespace template {tuple(template)!r}: every other segment is fixed text, "
+                "without braces"
+            )
+        return cls(placeholders[0], scope, scope_segment, tuple(template))
+
     @property
     def depth(self) -> int:
         """The shortest namespace this mapping can place."""
-        return 1 + max(self.user_segment, self.scope_segment or 0)
+        return max(1 + max(self.user_segment, self.scope_segment or 0), len(self.template or ()))
 
     def subject(self, namespace: Sequence[str]) -> str:
         """The person a namespace belongs to."""
         if len(namespace) < self.depth:
             raise InvalidInputError(
                 f"namespace {tuple(namespace)!r} has no segment {self.depth - 1} "
-                "(the store maps segment "
-                f"{self.user_segment} to the user)"
+                f"(the store maps {self._described()})"
+            )
+        if not self._fits(namespace):
+            raise InvalidInputError(
+                f"namespace {tuple(namespace)!r} does not fit the store's template "
+                f"{self.template!r}"
             )
         return namespace[self.user_segment]
+
+    def _described(self) -> str:
+        if self.template is not None:
+            return f"namespaces by the template {self.template!r}"
+        return f"segment {self.user_segment} to the user"
+
+    def _fits(self, namespace: Sequence[str]) -> bool:
+        pinned = self.template or ()
+        return all(
+            i == self.user_segment or namespace[i] == fixed for i, fixed in enumerate(pinned)
+        )
 
     def scope_of(self, namespace: Sequence[str]) -> Scope:
         if self.scope_segment is None:
@@ -145,6 +195,17 @@ def check_value(value: object) -> dict[str, Any]:
     return decoded
 
 
+def value_text(value: object) -> list[str]:
+    """Every string a JSON value holds, in order (object keys are names, not text)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [text for item in value.values() for text in value_text(item)]
+    if isinstance(value, list | tuple):
+        return [text for item in value for text in value_text(item)]
+    return []
+
+
 def document_meta(
     ref: str,
     namespace: Sequence[str],
@@ -169,13 +230,13 @@ def is_document(meta: Mapping[str, Any]) -> bool:
     return isinstance(meta.get(LOCATOR), str)
 
 
-def read_documents(client: MemoryClient, user: str) -> dict[str, Document]:
+def read_documents(client: Client, user: str) -> dict[str, Document]:
     """Every document of ``user`` by locator (a listing: it reads each current revision)."""
     found = (_document(item) for item in client.list_items(user_id=user))
     return {doc_locator: doc for doc_locator, doc in found if doc is not None}
 
 
-def read_document(client: MemoryClient, user: str, doc_locator: str) -> Document | None:
+def read_document(client: Client, user: str, doc_locator: str) -> Document | None:
     """The document at ``doc_locator``, found by index (its cost does not grow with the
     person's other memories)."""
     item = client.get_item(doc_locator, user_id=user)

@@ -20,32 +20,39 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.tools import BaseTool, StructuredTool
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
 
-from oblivio.client import MemoryClient
+from oblivio import ScoredNode
 from oblivio.errors import NodeUnavailableError
-from projections.model import ScoredNode
+from oblivio.integrations import documents as docs
+from oblivio.integrations.clients import Client, checked_client
 
 
 class OblivioRetriever(BaseRetriever):
     """The best ``k`` current memories of ``user_id`` for a query, as Documents.
 
     ``invoke(query, k=…)`` overrides ``k`` for one call.  Each document's
-    metadata carries ``node_id``, ``event_id``, ``score``, the score
-    ``components``, ``lifecycle``, ``scope``, ``node_type``, ``source_type``,
-    ``created_at`` and ``archived_at`` (set for a node archived out of default
-    retrieval, which ranks only with ``include_archived``); its ``id`` is the
-    node id.
+    ``page_content`` is the memory's text; its metadata carries ``node_id``,
+    ``event_id``, ``score``, the score ``components``, ``lifecycle``,
+    ``scope``, ``node_type``, ``source_type``, ``created_at`` and
+    ``archived_at`` (set for a node archived out of default retrieval, which
+    ranks only with ``include_archived``), and for an ``OblivioStore`` item
+    its ``namespace``, ``key`` and ``value``; its ``id`` is the node id.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    client: MemoryClient
+    client: Client
     user_id: str
     k: int = Field(default=4, ge=1, le=1000)
     scopes: list[str] | None = None
     include_superseded: bool = False
     include_archived: bool = False
+
+    @field_validator("client", mode="before")
+    @classmethod
+    def _an_oblivio_client(cls, client: object) -> Client:
+        return checked_client(client, "OblivioRetriever")
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
@@ -86,13 +93,23 @@ def memory_document(result: ScoredNode) -> Document:
             "source_type": node.source_type.value,
             "created_at": node.created_at.isoformat(),
             "archived_at": None if node.archived_at is None else node.archived_at.isoformat(),
+            **_item_fields(node.meta),
         },
     )
 
 
-def memory_tools(client: MemoryClient, user_id: str) -> list[BaseTool]:
+def _item_fields(meta: dict[str, Any]) -> dict[str, Any]:
+    """Where a memory that is an ``OblivioStore`` item lives, and its whole value."""
+    if not docs.is_document(meta):
+        return {}
+    namespace, key = docs.node_address(meta)
+    return {"namespace": list(namespace), "key": key, "value": json.loads(meta[docs.VALUE])}
+
+
+def memory_tools(client: Client, user_id: str) -> list[BaseTool]:
     """Tools an agent uses for the person ``user_id``: ``store_memory``,
     ``supersede_memory`` and ``forget_user``; each answers in JSON."""
+    client = checked_client(client, "memory_tools")
 
     def store_memory(content: str) -> str:
         """Remember a fact about the user; returns the event id and node ids."""

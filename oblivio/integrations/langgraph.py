@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langgraph.store.base import (
     BaseStore,
@@ -47,14 +47,11 @@ from langgraph.store.base import (
     tokenize_path,
 )
 
-from eventstore.errors import InvalidInputError
-from oblivio.client import MemoryClient
+from oblivio import EmbedderInfo, ErasureStatus, NodeType, Scope, SourceType
+from oblivio.errors import InvalidInputError
 from oblivio.integrations import documents as docs
+from oblivio.integrations.clients import Client, checked_client
 from oblivio.integrations.documents import Document, DocumentMapping
-from projections.model import NodeType, Scope, SourceType
-
-if TYPE_CHECKING:
-    from workers.erasure import ErasureStatus
 
 #: ``retrieve`` ranks at most this many nodes per person and query.
 RETRIEVE_LIMIT = 1000
@@ -74,11 +71,71 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+#: LangGraph's index path for the whole value; its text is every string in it.
+WHOLE_VALUE = "$"
+MAPPING_REQUIRED = (
+    "OblivioStore needs to know which namespace segment is the person (the data subject "
+    "that forget() erases): pass user_segment=1 for namespaces like (\"memories\", user_id), "
+    "or namespace_template=(\"memories\", \"{user_id}\")"
+)
+
+
+def _mapping(
+    user_segment: int | None,
+    template: Sequence[str] | None,
+    scope: Scope,
+    scope_segment: int | None,
+) -> DocumentMapping:
+    """The subject mapping the caller stated; no default, since a wrong guess would
+    file every person under one subject that no ``forget`` of theirs reaches."""
+    if template is not None and user_segment is None:
+        return DocumentMapping.from_template(template, scope, scope_segment)
+    if user_segment is not None and template is None:
+        return DocumentMapping(user_segment, scope, scope_segment)
+    raise TypeError(MAPPING_REQUIRED)
+
+
+def _check_embedder(client: Client, index: IndexConfig) -> None:
+    """Refuse an index that asks for another embedder than the store's: embedders are
+    chosen by name for the whole store, so a store of LangGraph items cannot have its own."""
+    embed, dims = index.get("embed"), index.get("dims")
+    if embed is None and dims is None:
+        return
+    store = client.embedder_info()
+    names = {store.name, store.spec} - {None}
+    if embed is not None and (not isinstance(embed, str) or embed not in names):
+        raise TypeError(
+            f"index['embed'] may only name the store's embedder ({_spelled(store)}), not "
+            f"{_shown(embed)}: oblivio embeds with one embedder per store, chosen by name. "
+            "Configure it for the whole store (OBLIVIO_EMBEDDER=NAME, or "
+            "MemoryClient(..., embedder=NAME) for a new store; `oblivio rebuild vectors "
+            "--all --embedder NAME` moves an existing one), or leave 'embed' out"
+        )
+    if dims is not None and dims != store.dimension:
+        raise TypeError(
+            f"index['dims'] is {dims!r}, but the store's embedder ({_spelled(store)}) has "
+            f"{store.dimension} dimensions; leave 'dims' out or give {store.dimension}"
+        )
+
+
+def _spelled(store: EmbedderInfo) -> str:
+    return repr(store.spec or store.name)
+
+
+def _shown(embed: object) -> str:
+    return repr(embed) if isinstance(embed, str) else f"a {type(embed).__name__}"
+
+
+def _field(path: str) -> tuple[str, str | list[str]]:
+    """An index path, tokenised for ``get_text_at_path`` (the whole value stays ``$``)."""
+    return path, path if path == WHOLE_VALUE else tokenize_path(path)
+
+
 @dataclass
 class _Snapshot:
     """Listings read during one batch, per person; a write drops that person's."""
 
-    client: MemoryClient
+    client: Client
     by_user: dict[str, dict[str, Document]] = field(default_factory=dict)
 
     def documents(self, user: str) -> dict[str, Document]:
@@ -97,26 +154,33 @@ class OblivioStore(BaseStore):
     """A LangGraph ``BaseStore`` whose items are encrypted, erasable oblivio memories.
 
     ``client`` is an open :class:`oblivio.MemoryClient` (embedded or PostgreSQL;
-    the caller closes it).  ``user_segment`` is the namespace segment naming
-    the person; ``scope`` or ``scope_segment`` choose the oblivio scope (see
+    the caller closes it); anything else raises ``TypeError``.  The caller must
+    say which part of a namespace is the person, with exactly one of
+    ``user_segment`` (the segment's index: ``1`` for ``("memories", user_id)``)
+    or ``namespace_template`` (LangMem's convention: ``("memories",
+    "{user_id}")``, whose placeholder segment is the person and whose other
+    segments every namespace must have).  ``scope`` or ``scope_segment``
+    choose the oblivio scope (see
     :class:`~oblivio.integrations.documents.DocumentMapping`).  ``index`` takes
-    LangGraph's index configuration; only ``fields`` is used (the text of
-    those JSON paths becomes the memory's content; oblivio's configured
-    embedder embeds it, so ``dims`` and ``embed`` are ignored).  ``ttl`` is
-    LangGraph's ``TTLConfig``: ``default_ttl`` applies to puts without a TTL,
-    ``sweep_interval_minutes`` is the sweeper's period, and ``refresh_on_read``
-    (default true) whether reads extend an item's TTL (``refresh_ttl`` of one
-    call decides for it).  With ``wait=True`` deletions, sweeps and
-    :meth:`forget` wait for their certificates.
+    LangGraph's index configuration: ``fields`` choose the memory's text (the
+    text at those JSON paths; ``$``, the default, is every string of the value);
+    oblivio's one embedder per store embeds it, so ``embed`` may only name the
+    store's embedder and ``dims`` only give its dimension (else ``TypeError``).
+    ``ttl`` is LangGraph's ``TTLConfig``: ``default_ttl`` applies to puts
+    without a TTL, ``sweep_interval_minutes`` is the sweeper's period, and
+    ``refresh_on_read`` (default true) whether reads extend an item's TTL
+    (``refresh_ttl`` of one call decides for it).  With ``wait=True``
+    deletions, sweeps and :meth:`forget` wait for their certificates.
     """
 
     supports_ttl = True
 
     def __init__(
         self,
-        client: MemoryClient,
+        client: Client,
         *,
-        user_segment: int = 0,
+        user_segment: int | None = None,
+        namespace_template: Sequence[str] | None = None,
         scope: Scope | str = Scope.PERSONAL,
         scope_segment: int | None = None,
         index: IndexConfig | None = None,
@@ -126,10 +190,11 @@ class OblivioStore(BaseStore):
         wait: bool = True,
         clock: Callable[[], datetime] = _utc_now,
     ) -> None:
-        self.client = client
-        self.mapping = DocumentMapping(user_segment, docs.scope(scope), scope_segment)
-        fields = (index or {}).get("fields") or ["$"]
-        self.fields = [(path, path if path == "$" else tokenize_path(path)) for path in fields]
+        self.client = checked_client(client, "OblivioStore")
+        self.mapping = _mapping(user_segment, namespace_template, docs.scope(scope), scope_segment)
+        _check_embedder(self.client, index or {})
+        fields = (index or {}).get("fields") or [WHOLE_VALUE]
+        self.fields = [_field(path) for path in fields]
         self.ttl_config = ttl
         self.node_type, self.source_type = NodeType(node_type), SourceType(source_type)
         self.wait = wait
@@ -281,13 +346,14 @@ class OblivioStore(BaseStore):
         return user
 
     def _content(self, value: dict[str, Any], index: Any) -> tuple[str, bool]:
-        """The memory's text: the indexed fields' text, or the whole value as JSON
-        (then marked unindexed, so that query searches rank it last, unscored)."""
+        """The memory's text: the text at the indexed fields (every string of the value
+        for ``$``), or, when there is none, the whole value as JSON, then marked
+        unindexed (query searches rank it last, unscored)."""
         if index is False:
             texts: list[str] = []
         else:
-            paths = self.fields if index is None else [(p, tokenize_path(p)) for p in index]
-            texts = [t for _, path in paths for t in get_text_at_path(value, path) if t.strip()]
+            paths = self.fields if index is None else [_field(p) for p in index]
+            texts = [t for _, path in paths for t in _text_at(value, path) if t.strip()]
         if texts:
             return "\n".join(texts), True
         return json.dumps(value, ensure_ascii=False, sort_keys=True), False
@@ -382,6 +448,12 @@ class OblivioStore(BaseStore):
         if op.max_depth is not None:
             found = {ns[: op.max_depth] for ns in found}
         return sorted(found)[op.offset : op.offset + op.limit]
+
+
+def _text_at(value: dict[str, Any], path: str | list[str]) -> list[str]:
+    if path == WHOLE_VALUE:
+        return docs.value_text(value)
+    return get_text_at_path(value, path)
 
 
 def _fields(doc: Document) -> dict[str, Any]:

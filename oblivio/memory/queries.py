@@ -20,7 +20,7 @@ from eventstore.ids import parse_uuid
 from oblivio.errors import NodeUnavailableError, NotCaughtUpError
 from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
-from oblivio.memory.records import MemoryEvent, NodePage, Retrieval
+from oblivio.memory.records import EmbedderInfo, MemoryEvent, NodePage, Retrieval
 from projections import events as ev
 from projections.claims.records import claim_state
 from projections.embedders import Embedder
@@ -43,6 +43,7 @@ from projections.retrieval_index import (
     refresh,
     refreshable,
 )
+from projections.storage import embedder_store
 from projections.storage.claim_store import ClaimStore
 from projections.storage.graph_store import GraphStore, NodeRow, node_from_row
 from projections.storage.vector_reads import StateToken, state_token
@@ -184,6 +185,15 @@ def subject_ref(ctx: MemoryContext, user_id: str) -> str:
     """The pseudonymous reference (hex keyed hash) certificates and audit entries name
     ``user_id`` by: a caller can check that a certificate is about the person it asked."""
     return ctx.store.subject_ref(ctx.namespace, inputs.user(user_id))
+
+
+def embedder_info(ctx: MemoryContext) -> EmbedderInfo:
+    """The store's embedder, as the store records it: one per store, chosen by name, so
+    every process (server, workers, MCP, facade) embeds with it (see ``oblivio rebuild
+    vectors`` to move a store to another)."""
+    with ctx.store.reading() as view:
+        current = embedder_store.recorded(view.connection)[embedder_store.CURRENT]
+    return EmbedderInfo(current.name, current.spec, current.dimension)
 
 
 # -- nodes --------------------------------------------------------------------------------

@@ -85,3 +85,13 @@ class NodePage:
 
     nodes: list[Node]
     next_cursor: uuid.UUID | None
+
+
+@dataclass(frozen=True)
+class EmbedderInfo:
+    """The store's embedder (one per store, chosen by name): what its vectors are called,
+    the name it is configured by (``None``: an object supplied in code), its dimension."""
+
+    name: str
+    spec: str | None
+    dimension: int

@@ -12,7 +12,6 @@ namespaces, which items match); scores and timestamps are each store's own.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +27,7 @@ Scenario = Callable[[BaseStore], Any]
 
 def side_by_side(client: MemoryClient, scenario: Scenario) -> tuple[Any, Any]:
     """The scenario's result on a fresh InMemoryStore and on an OblivioStore."""
-    return scenario(InMemoryStore()), scenario(OblivioStore(client))
+    return scenario(InMemoryStore()), scenario(OblivioStore(client, user_segment=0))
 
 
 def same(client: MemoryClient, scenario: Scenario) -> Any:
@@ -241,7 +240,7 @@ def test_query_search_applies_filters_and_pages(client: MemoryClient) -> None:
 
 
 def test_query_search_ranks_the_matching_document_first(client: MemoryClient) -> None:
-    store = OblivioStore(client)
+    store = OblivioStore(client, user_segment=0)
     store.put(("user_123", "memories"), "1", {"text": "这是中文"})
     store.put(("user_123", "memories"), "2", {"text": "Это русский"})
     store.put(("user_123", "memories"), "3", {"text": "zany zebra Xerxes"})
@@ -272,7 +271,7 @@ def test_unindexed_items_are_listed_but_not_ranked(client: MemoryClient) -> None
     assert same(client, scenario) == ["doc1", "doc2", "doc3", "doc4"]
     # Ranking needs an embedding config on InMemoryStore; on oblivio the
     # unindexed item comes after every ranked one, without a score (as there).
-    store = OblivioStore(client)
+    store = OblivioStore(client, user_segment=0)
     scenario(store)
     assert "doc4" not in keys(store.search(("t",), query="new text about dogs", limit=3))
     last = store.search(("t",), query="new text about dogs", limit=10)[-1]
@@ -280,7 +279,7 @@ def test_unindexed_items_are_listed_but_not_ranked(client: MemoryClient) -> None
 
 
 def test_index_fields_choose_the_text_that_is_ranked(client: MemoryClient) -> None:
-    store = OblivioStore(client, index={"dims": 0, "embed": "unused", "fields": ["title"]})
+    store = OblivioStore(client, user_segment=0, index={"fields": ["title"]})
     store.put(("u",), "a", {"title": "violin lessons", "body": "tax return"})
     store.put(("u",), "b", {"title": "tax return", "body": "violin lessons"})
     assert store.search(("u",), query="violin lessons")[0].key == "a"
@@ -423,7 +422,7 @@ def test_a_batch_answers_each_operation_in_order(client: MemoryClient) -> None:
 
 
 def test_concurrent_puts_of_one_key_leave_one_current_revision(client: MemoryClient) -> None:
-    store = OblivioStore(client)
+    store = OblivioStore(client, user_segment=0)
 
     async def race() -> None:
         await asyncio.gather(*[store.aput(("alice",), "k", {"text": f"v{i}"}) for i in range(4)])
@@ -440,5 +439,5 @@ def test_concurrent_puts_of_one_key_leave_one_current_revision(client: MemoryCli
         if node.superseded_by is None
     ]
     assert len(current) == 1  # every earlier revision was superseded
-    assert current[0].content == json.dumps(item.value)
+    assert current[0].content == item.value["text"]
     assert [i.value for i in store.search(("alice",), query="v")] == [item.value]

@@ -42,13 +42,13 @@ def test_put_over_a_key_supersedes_and_keeps_both_revisions_in_the_log(
     assert state is not None
     assert state.supersedes == [old_node.id]
     # Retrieval (and so query search) sees the correction only; without index
-    # fields the whole value is the text, as LangGraph's default ("$") says.
+    # fields the text is every string of the value (LangGraph's default, "$").
     found = client.retrieve("Boston", user_id="alice").results
-    assert [r.node.content for r in found] == ['{"text": "I moved to Chicago"}']
+    assert [r.node.content for r in found] == ["I moved to Chicago"]
 
 
 def test_delete_erases_every_revision_with_a_certificate(client: MemoryClient) -> None:
-    store = OblivioStore(client)
+    store = OblivioStore(client, user_segment=0)
     store.put(("alice", "notes"), "k", {"text": "first"})
     store.put(("alice", "notes"), "k", {"text": "second"})
     store.put(("alice", "notes"), "other", {"text": "stays"})
@@ -68,7 +68,7 @@ def test_delete_erases_every_revision_with_a_certificate(client: MemoryClient) -
 
 
 def test_forget_erases_all_of_one_person_and_only_them(client: MemoryClient) -> None:
-    store = OblivioStore(client)
+    store = OblivioStore(client, user_segment=0)
     for user in ("alice", "bob"):
         store.put((user, "memories"), "a", {"text": f"{user} likes tea"})
         store.put((user, "prefs"), "b", {"theme": "dark"})
@@ -89,7 +89,7 @@ def test_forget_erases_all_of_one_person_and_only_them(client: MemoryClient) -> 
 def test_ttl_is_retention_expired_items_vanish_and_are_erased(
     client: MemoryClient, clock: Clock
 ) -> None:
-    store = OblivioStore(client, clock=clock, ttl={"default_ttl": 60})
+    store = OblivioStore(client, user_segment=0, clock=clock, ttl={"default_ttl": 60})
     store.put(("alice", "cache"), "short", {"v": 1}, ttl=1)
     store.put(("alice", "cache"), "default", {"v": 2})
     store.put(("alice", "cache"), "forever", {"v": 3}, ttl=None)
@@ -110,7 +110,8 @@ def test_ttl_is_retention_expired_items_vanish_and_are_erased(
 
 
 def test_scope_by_configuration_or_by_a_mapped_segment(client: MemoryClient) -> None:
-    OblivioStore(client, scope="project").put(("alice",), "a", {"text": "roadmap"})
+    project = OblivioStore(client, user_segment=0, scope="project")
+    project.put(("alice",), "a", {"text": "roadmap"})
     mapped = OblivioStore(client, user_segment=0, scope_segment=1)
     mapped.put(("alice", "session", "chat-1"), "b", {"text": "hello"})
     assert [e.scope.value for e in client.get_events(user_id="alice")] == ["project", "session"]
@@ -123,7 +124,7 @@ def test_scope_by_configuration_or_by_a_mapped_segment(client: MemoryClient) -> 
 
 
 def test_bad_values_are_refused_and_write_nothing(client: MemoryClient) -> None:
-    store = OblivioStore(client)
+    store = OblivioStore(client, user_segment=0)
     for bad in [{"x": float("nan")}, {"x": object()}, {1: "x"}]:
         with pytest.raises(ValueError, match="JSON"):
             store.put(("alice",), "k", bad)  # type: ignore[dict-item]
@@ -131,7 +132,7 @@ def test_bad_values_are_refused_and_write_nothing(client: MemoryClient) -> None:
 
 
 def test_async_forget_and_search(client: MemoryClient) -> None:
-    store = OblivioStore(client)
+    store = OblivioStore(client, user_segment=0)
 
     async def scenario() -> None:
         await store.aput(("alice", "m"), "k", {"text": "green tea"})
@@ -166,7 +167,7 @@ def _database_bytes(settings: Settings) -> bytes:
 def test_nothing_personal_reaches_the_database_in_plaintext(settings: Settings) -> None:
     secrets = ["alice-the-user", "secret-folder", "secret-key", "plaintext-value"]
     with MemoryClient(settings=settings) as client:
-        store = OblivioStore(client)
+        store = OblivioStore(client, user_segment=0)
         store.put(("alice-the-user", "secret-folder"), "secret-key", {"v": "plaintext-value"})
         store.put(("alice-the-user", "secret-folder"), "secret-key", {"v": "plaintext-value 2"})
         assert store.list_namespaces() == [("alice-the-user", "secret-folder")]
@@ -178,7 +179,7 @@ def test_nothing_personal_reaches_the_database_in_plaintext(settings: Settings) 
 
 
 def test_the_ttl_sweeper_erases_in_the_background(client: MemoryClient, clock: Clock) -> None:
-    store = OblivioStore(client, clock=clock, ttl={"sweep_interval_minutes": 1})
+    store = OblivioStore(client, user_segment=0, clock=clock, ttl={"sweep_interval_minutes": 1})
     store.put(("alice",), "k", {"v": 1}, ttl=1)
     clock.advance(minutes=5)
     store.start_ttl_sweeper(sweep_interval_minutes=0.001)  # every 60 ms
@@ -194,7 +195,7 @@ def test_the_ttl_sweeper_erases_in_the_background(client: MemoryClient, clock: C
 def test_query_search_is_oblivio_retrieval_attractors_and_triggers_apply(
     client: MemoryClient,
 ) -> None:
-    store = OblivioStore(client, index={"fields": ["text"]})
+    store = OblivioStore(client, user_segment=0, index={"fields": ["text"]})
     store.put(("alice", "food"), "curry", {"text": "I love spicy curry"})
     store.put(("alice", "food"), "cake", {"text": "I love sweet cake"})
 

@@ -38,7 +38,7 @@ class Twins:
     """The same operations on an OblivioStore (with TTLs) and an InMemoryStore (without)."""
 
     def __init__(self, client: MemoryClient, clock: Clock, ttl: TTLConfig | None = None) -> None:
-        self.ours = OblivioStore(client, clock=clock, ttl=ttl)
+        self.ours = OblivioStore(client, user_segment=0, clock=clock, ttl=ttl)
         self.reference = InMemoryStore()
         self.clock = clock
         self.expired: set[Address] = set()
@@ -176,7 +176,7 @@ def test_refresh_ttl_only_refreshes_live_items(twins: Twins) -> None:
 
 async def test_async_ttl_refresh_and_search(client: MemoryClient, clock: Clock) -> None:
     # checkpoint-sqlite test_async_ttl_refresh / test_async_asearch_refresh_ttl.
-    store = OblivioStore(client, clock=clock, ttl={"default_ttl": 1 / 60})
+    store = OblivioStore(client, user_segment=0, clock=clock, ttl={"default_ttl": 1 / 60})
     reference = InMemoryStore()
     for each in (store, reference):
         await each.aput(NS, "item1", {"value": "test"})

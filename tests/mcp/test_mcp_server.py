@@ -34,6 +34,14 @@ MEMORY_TOOLS = {
     "memory_get_node",
     "memory_supersede",
     "memory_reinforce",
+    "memory_contradict",
+    "memory_resolve_contradiction",
+    "memory_get_assertion_state",
+    "memory_add_resonance_trigger",
+    "memory_remove_resonance_trigger",
+    "memory_add_negative_attractor",
+    "memory_clear_negative_attractors",
+    "memory_negative_attractor_count",
 }
 COMPLIANCE_TOOLS = {"memory_forget", "memory_delete_event"}
 TIMEOUT_SECONDS = 60
