@@ -98,8 +98,23 @@ def uvicorn_config(
     limit = settings.max_header_bytes
     if http == "auto":
         http = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    options.update(_forwarding(settings))
     if http == "httptools":
         return uvicorn.Config(app, http=bounded_httptools(limit), **options)
     return uvicorn.Config(
         app, http=bounded_h11(limit), h11_max_incomplete_event_size=limit + _MAX_READ, **options
     )
+
+
+def _forwarding(settings: Settings) -> dict[str, Any]:
+    """Whose ``X-Forwarded-For`` and ``X-Forwarded-Proto`` uvicorn believes: only the
+    proxies the settings name.
+
+    uvicorn's own default believes them from loopback (and ``FORWARDED_ALLOW_IPS``), so
+    any local process, or a proxy that passes on a client's header, could choose the
+    address the failed-authentication throttle counts.  From a named proxy, the client
+    is the right-most address in the chain that is not itself a named proxy: what that
+    proxy saw connecting to it, not what the client wrote.
+    """
+    proxies = list(settings.trusted_proxies)
+    return {"proxy_headers": bool(proxies), "forwarded_allow_ips": proxies}
