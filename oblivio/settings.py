@@ -153,8 +153,9 @@ class Settings(BaseModel):
     embedder: str | None = None
     #: sentence-transformers models may be downloaded (else local files only).
     allow_model_downloads: bool = False
-    #: The OpenAI-compatible endpoint of ``openai:MODEL`` embedders.
-    openai_base_url: str = "https://api.openai.com/v1"
+    #: The OpenAI-compatible endpoint of ``openai:MODEL`` embedders; none: such names are
+    #: refused, so memories never go to an endpoint the operator did not name.
+    openai_base_url: str | None = Field(default=None, pattern=r"^https?://[^\s/?#]+")
     openai_api_key: str | None = Field(default=None, repr=False)
     embedding_batch_size: int = Field(default=64, ge=1, le=2048)
     embedding_timeout_seconds: float = Field(default=30.0, gt=0)
