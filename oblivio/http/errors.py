@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
+from starlette.routing import Match, Mount
 
 from certificates import CertificateVerificationError
 from eventstore.errors import (
@@ -99,12 +100,34 @@ async def http_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, StarletteHTTPException)
     if error.status_code == 400 and error.__cause__ is not None:
         return _unreadable_body(error.__cause__)
+    headers = dict(error.headers or {})
+    if error.status_code == 405:
+        headers["Allow"] = ", ".join(allowed_methods(request))
     return problem(
-        error.status_code,
-        TITLES.get(error.status_code, "Error"),
-        str(error.detail),
-        dict(error.headers or {}),
+        error.status_code, TITLES.get(error.status_code, "Error"), str(error.detail), headers
     )
+
+
+#: The methods a 405's ``Allow`` header may name.
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+#: What the app's mounts (static files: the console's, the offline API docs') answer.
+STATIC_FILE_METHODS = ["GET", "HEAD"]
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route answers at the request's path.  Starlette's 405 names
+    only those of the first route whose path matched: one of several (``/v1/events``
+    is both GET and POST)."""
+    scope = request.scope
+    # Matched from the top, whichever mount or router raised the 405.
+    top = {**scope, "root_path": scope.get("app_root_path", scope.get("root_path", ""))}
+    routes = [r for r in request.app.router.routes if not isinstance(r, Mount)]
+    routed = [
+        method
+        for method in METHODS
+        if any(route.matches({**top, "method": method})[0] is Match.FULL for route in routes)
+    ]
+    return routed or STATIC_FILE_METHODS
 
 
 def _unreadable_body(cause: BaseException) -> JSONResponse:
