@@ -9,7 +9,8 @@ stay in the logs.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.dependencies.models import Dependant
@@ -31,6 +32,7 @@ from eventstore.errors import (
 )
 
 log = logging.getLogger("oblivio.http")
+F = TypeVar("F", bound=Callable[..., Any])
 
 PROBLEM = "application/problem+json"
 
@@ -163,9 +165,31 @@ def install(app: FastAPI) -> None:
 
 async def known_query_only(request: Request) -> None:
     """A dependency of every route: query parameters the route does not declare are
-    refused (422), like unknown body members, instead of silently ignored."""
-    route = request.scope.get("route")
-    dependant = getattr(route, "dependant", None)
+    refused (422), like unknown body members, instead of silently ignored.
+
+    App dependencies run before the route's own, so on a route that admits callers
+    (an API key, a console session) this leaves the check to the admission
+    (``checks_query``), which makes it once the caller is known: a request without
+    credentials learns 401, not what the route takes.
+    """
+    dependant = _route_dependant(request)
+    if dependant is not None and request.query_params and not _admits(dependant):
+        refuse_unknown_query(request)
+
+
+#: Set on a dependency that admits callers and then calls ``refuse_unknown_query``.
+_CHECKS_QUERY = "oblivio_checks_query"
+
+
+def checks_query(admission: F) -> F:
+    """Mark ``admission`` as a dependency that calls ``refuse_unknown_query`` itself."""
+    setattr(admission, _CHECKS_QUERY, True)
+    return admission
+
+
+def refuse_unknown_query(request: Request) -> None:
+    """422 for query parameters the request's route does not declare."""
+    dependant = _route_dependant(request)
     if dependant is None or not request.query_params:
         return
     unknown = set(request.query_params) - _declared_query(dependant)
@@ -173,6 +197,18 @@ async def known_query_only(request: Request) -> None:
         raise RequestValidationError(
             [{"loc": ("query", name), "msg": "Unknown query parameter"} for name in unknown]
         )
+
+
+def _route_dependant(request: Request) -> Dependant | None:
+    dependant: Dependant | None = getattr(request.scope.get("route"), "dependant", None)
+    return dependant
+
+
+def _admits(dependant: Dependant) -> bool:
+    """Whether a dependency of ``dependant`` (or of theirs) is a ``checks_query`` admission."""
+    return any(
+        getattr(sub.call, _CHECKS_QUERY, False) or _admits(sub) for sub in dependant.dependencies
+    )
 
 
 def _declared_query(dependant: Dependant) -> set[str]:

@@ -284,6 +284,39 @@ def json_types_target(schema: dict[str, Any], components: dict[str, Any]) -> dic
     return schema
 
 
+# -- unknown query parameters ---------------------------------------------------------
+
+
+def test_unknown_query_parameters_are_refused_after_the_key_is_checked(
+    sqlite_world: World,
+) -> None:
+    """``?unexpected=1`` answers 422 on every route, but only to a caller the route
+    admits: without a key a secured route says 401, a user key on an operator route 403,
+    so what a route takes is not told to whoever asks."""
+    world = sqlite_world
+    refusals = Refusals(world)
+    some_id = str(uuid.uuid4())
+    for path, item in openapi_paths().items():
+        url = re.sub(r"\{[^}]+\}", some_id, fill(path, world)) + "?unexpected=1"
+        for method, operation in item.items():
+            label = f"{method.upper()} {path}?unexpected=1"
+            secured = bool(operation.get("security"))
+            send = functools.partial(world.client.request, method.upper(), url)
+            refusals.check(f"{label} without a key", send, 401 if secured else 422)
+            for principal in ("operator", "user"):
+                response = send(headers=world.headers(principal))
+                if response.status_code == 422:
+                    assert "Unknown query parameter" in response.json()["detail"], label
+                else:  # a user key on an operator route
+                    assert (principal, response.status_code) == ("user", 403), label
+    refusals.assert_none()
+    metrics = world.client.get("/metrics?x=1")
+    assert metrics.status_code == 401
+    assert metrics.headers["www-authenticate"] == "Bearer"
+    console = world.client.get("/console/requests?x=1", follow_redirects=False)
+    assert console.headers["location"] == "/console/signin"
+
+
 # -- oversized input ------------------------------------------------------------------
 
 
