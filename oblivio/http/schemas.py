@@ -411,11 +411,10 @@ LegalGround = LegalGroundName
 
 class ForgetRequest(BaseModel):
     model_config = Strict
-    reason: str | None = Field(
+    reason: Reason | None = Field(
         default=None,
-        max_length=64,
-        deprecated=True,
-        description="Ignored: a forget over HTTP is always recorded as user_request.",
+        description="Optional: a forget over HTTP is always recorded as user_request, and "
+        "stating any other reason answers 403.",
     )
     legal_ground: LegalGround = "art17-1-b"
     wait_seconds: float = Field(default=5.0, ge=0, le=60, strict=True, allow_inf_nan=False)
