@@ -26,8 +26,9 @@ from workers.erasure import ErasureStatus
 from workers.policy import LegalGroundName, ReasonName
 
 #: Bodies refuse unknown members.  Their numbers and booleans are also strict
-#: (``Field(strict=True)``): pydantic would read ``false`` as 0, ``"0.5"`` as a number and
-#: ``0`` as a boolean, none of which the published schema allows.  Strict mode cannot be
+#: (``Field(strict=True)``, ``StrictBool``, ``Integer``): pydantic would read ``false`` as
+#: 0, ``"0.5"`` as a number and ``0`` as a boolean, none of which the published schema
+#: allows.  Strict mode cannot be
 #: set for the whole model: FastAPI validates the parsed JSON as Python objects, where
 #: strict mode would refuse ids and times given as text.
 Strict = ConfigDict(extra="forbid")
@@ -60,6 +61,18 @@ def _not_a_number(value: object) -> object:
 Instant = Annotated[datetime, BeforeValidator(_not_a_number)]
 #: The same, with its time zone required.
 AwareInstant = Annotated[AwareDatetime, BeforeValidator(_not_a_number)]
+
+
+def _json_number(value: object) -> object:
+    # JSON Schema's integer: 7.0 is one, but true and "7" are not numbers.  pydantic's
+    # lax mode reads all three as 7, its strict mode refuses 7.0 too.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("must be a JSON number")
+    return value
+
+
+#: A whole number as JSON Schema's ``integer`` means it (``7`` or ``7.0``).
+Integer = Annotated[int, BeforeValidator(_json_number)]
 
 
 #: ``meta`` as ``oblivio.memory.inputs.meta`` checks it: flat, ``confidence`` in [0, 1].
@@ -340,7 +353,7 @@ class RetrieveRequest(BaseModel):
     model_config = Strict
     query: str = Field(min_length=1, max_length=10_000, pattern=NOT_BLANK)
     user_id: UserId | None = Field(default=None, description="Required for operator keys.")
-    limit: int = Field(default=10, ge=1, le=1000, strict=True)
+    limit: Integer = Field(default=10, ge=1, le=1000)
     scopes: list[Scope] | None = None
     node_types: list[NodeType] | None = None
     exclude_node_types: list[NodeType] | None = None

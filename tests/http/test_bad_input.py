@@ -273,6 +273,10 @@ def test_wrong_json_types_answer_422_and_write_nothing(sqlite_world: World) -> N
                 tried += 1
     refusals.assert_none()
     assert tried > 200, tried
+    # JSON Schema's integer includes 5.0: taken, like 5.
+    whole = {"query": "tea", "limit": 5.0}
+    taken = world.client.post("/v1/retrieve", json=whole, headers=world.headers("user"))
+    assert taken.status_code == 200, taken.text
 
 
 def json_types_target(schema: dict[str, Any], components: dict[str, Any]) -> dict[str, Any]:
