@@ -8,8 +8,8 @@ memory, so the protocol does: both bounded protocols below answer 431 and
 close the connection as soon as the head being received passes
 ``max_header_bytes``, so no more than the limit plus one read (at most
 256 KiB with asyncio) is ever held; a head that arrived whole in one read is
-measured once parsed, before it reaches the app.  Body sizes are bounded in the app itself,
-as it reads them (``create_app``'s ``max_body_size``).
+measured once parsed, before it reaches the app.  Body sizes are bounded in the
+app itself, as it reads them (``create_app``'s ``max_body_size``).
 """
 
 from __future__ import annotations
@@ -131,9 +131,8 @@ def bounded_h11(max_head_bytes: int) -> type[asyncio.Protocol]:
     While h11 waits for a request (``their_state`` IDLE), everything it has
     received and not parsed is that request's head so far.  h11's own bound is
     set one read above ours (the connection's incomplete-event size) so that ours
-    answers first.  A head
-    parsed whole is measured by the connection, whose protocol error uvicorn
-    answers through ``send_400_response``: 431 here.
+    answers first.  A head parsed whole is measured by the connection, whose
+    protocol error uvicorn answers through ``send_400_response``: 431 here.
     """
 
     class BoundedH11(H11Protocol):
