@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -61,6 +62,16 @@ def check_embedder_name(name: str) -> str:
     return name
 
 
+def _proxy_network(text: str) -> str:
+    """``text`` as an address or network (``10.0.0.7``, ``172.18.0.0/16``, ``::1``)."""
+    try:
+        return str(ipaddress.ip_network(text.strip(), strict=False))
+    except ValueError:
+        raise ValueError(
+            f"{text[:80]!r} is not an IP address or network (such as 10.0.0.7 or 10.0.0.0/8)"
+        ) from None
+
+
 def default_keyring_dir(environ: Mapping[str, str]) -> Path:
     """``$XDG_CONFIG_HOME/oblivio/keyrings``, else ``~/.config/oblivio/keyrings``.
 
@@ -103,6 +114,8 @@ class Settings(BaseModel):
     ``OBLIVIO_MAX_HEADER_BYTES`` (largest request line plus headers, default 32 KiB),
     ``OBLIVIO_AUTH_FAILURES_PER_MINUTE`` (failed API key checks per client address and
     minute before 429, default 10; 0 turns the limit off),
+    ``OBLIVIO_TRUSTED_PROXIES`` (comma-separated addresses or networks of reverse proxies
+    whose ``X-Forwarded-For`` and ``X-Forwarded-Proto`` are believed; default none),
     ``OBLIVIO_OVERDUE_WEBHOOK_URL`` and ``OBLIVIO_OVERDUE_WEBHOOK_SECRET`` (where to POST,
     signed with the secret, each erasure request that passes its deadline),
     ``OBLIVIO_CLAIM_EXTRACTOR`` (``rules``, the default, or ``openai-chat``) with
@@ -140,8 +153,9 @@ class Settings(BaseModel):
     embedder: str | None = None
     #: sentence-transformers models may be downloaded (else local files only).
     allow_model_downloads: bool = False
-    #: The OpenAI-compatible endpoint of ``openai:MODEL`` embedders.
-    openai_base_url: str = "https://api.openai.com/v1"
+    #: The OpenAI-compatible endpoint of ``openai:MODEL`` embedders; none: such names are
+    #: refused, so memories never go to an endpoint the operator did not name.
+    openai_base_url: str | None = Field(default=None, pattern=r"^https?://[^\s/?#]+")
     openai_api_key: str | None = Field(default=None, repr=False)
     embedding_batch_size: int = Field(default=64, ge=1, le=2048)
     embedding_timeout_seconds: float = Field(default=30.0, gt=0)
@@ -149,6 +163,9 @@ class Settings(BaseModel):
     max_request_bytes: int = Field(default=DEFAULT_MAX_REQUEST_BYTES, ge=1024)
     max_header_bytes: int = Field(default=DEFAULT_MAX_HEADER_BYTES, ge=1024)
     auth_failures_per_minute: int = Field(default=DEFAULT_AUTH_FAILURES_PER_MINUTE, ge=0)
+    #: Reverse proxies (addresses or CIDR networks) whose forwarded headers name the
+    #: client; from anyone else those headers are ignored (``oblivio.http.server``).
+    trusted_proxies: tuple[str, ...] = ()
     overdue_webhook_url: str | None = Field(default=None, pattern=r"^https?://")
     overdue_webhook_secret: str | None = Field(default=None, min_length=16)
     claim_extractor: Literal["rules", "openai-chat"] = "rules"
@@ -173,6 +190,11 @@ class Settings(BaseModel):
     @classmethod
     def _embedder_name(cls, name: str | None) -> str | None:
         return None if name is None else check_embedder_name(name)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxy_networks(cls, proxies: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(_proxy_network(p) for p in proxies)
 
     @model_validator(mode="after")
     def _webhook_is_signed(self) -> Settings:
@@ -230,7 +252,11 @@ class Settings(BaseModel):
         ):
             if env.get(var):
                 values[field] = env[var]
-        if env.get("OBLIVIO_RETENTION"):
-            values["retention"] = tuple(p.strip() for p in env["OBLIVIO_RETENTION"].split(","))
+        for field, var in (
+            ("retention", "OBLIVIO_RETENTION"),
+            ("trusted_proxies", "OBLIVIO_TRUSTED_PROXIES"),
+        ):
+            if env.get(var):
+                values[field] = tuple(p.strip() for p in env[var].split(","))
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(values)

@@ -243,6 +243,7 @@ def bench_recall(
         backend=backend,
         server_url=_server_url(ctx),
         scoring=ScoringConfig(**weights) if weights else None,
+        embedder_options=settings_from(ctx).embedder_options(),
     )
     _emit(run_recall_bench(config, progress=_progress), json_path)
 

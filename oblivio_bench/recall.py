@@ -34,7 +34,7 @@ from oblivio_bench.figures import Figure, FigureReport, Section, at_least, perce
 from oblivio_bench.loading import open_client, scratch_settings
 from oblivio_bench.report import machine_info
 from oblivio_bench.systems import BenchError
-from projections.embedders import Embedder, resolve_embedder
+from projections.embedders import Embedder, EmbedderOptions, resolve_embedder
 from projections.scoring import ScoringConfig
 
 Progress = Callable[[str], None]
@@ -54,6 +54,8 @@ class RecallBenchConfig:
     server_url: str = ""
     #: The ranking to measure (``None``: the defaults), e.g. to compare fusion weights.
     scoring: ScoringConfig | None = None
+    #: How the embedder is reached (``openai:MODEL``: the endpoint and key of the settings).
+    embedder_options: EmbedderOptions = field(default_factory=EmbedderOptions)
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,7 @@ def run_recall_bench(
     config: RecallBenchConfig, progress: Progress = lambda _: None
 ) -> FigureReport:
     conversations = read_dataset(config.dataset)
-    embedder = resolve_embedder(config.embedder)
+    embedder = resolve_embedder(config.embedder, config.embedder_options)
     run = RecallRun()
     with (
         scratch_settings(config.backend, config.server_url, ["recall"]) as settings,

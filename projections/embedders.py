@@ -246,6 +246,10 @@ class EmbedderUnavailableError(EmbedderError):
     """The embedder cannot be loaded."""
 
 
+class EndpointNotConfiguredError(EmbedderUnavailableError):
+    """``openai:MODEL`` without an endpoint: set ``OBLIVIO_OPENAI_BASE_URL``."""
+
+
 #: The embedder a new store records when none is configured.
 DEFAULT_EMBEDDER = "wordllama"
 
@@ -255,7 +259,8 @@ class EndpointOptions:
     """How ``openai:MODEL`` embedders reach their endpoint (``OBLIVIO_OPENAI_*`` and
     ``OBLIVIO_EMBEDDING_*`` settings)."""
 
-    base_url: str = "https://api.openai.com/v1"
+    #: None: no endpoint was named, and none is assumed (memories are sent to it).
+    base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
     batch_size: int = 64
     timeout: float = 30.0
@@ -299,6 +304,13 @@ def _openai(argument: str | None, options: EmbedderOptions) -> Embedder:
 
     if not argument:
         raise UnknownEmbedderError("openai needs a model: openai:MODEL")
+    if options.endpoint.base_url is None:
+        # Checked before any connection: the endpoint receives every memory's plaintext,
+        # so it is never one the operator did not name (such as OpenAI's own).
+        raise EndpointNotConfiguredError(
+            f"openai:{argument} needs an OpenAI-compatible endpoint, and none is configured: "
+            "set OBLIVIO_OPENAI_BASE_URL (and OBLIVIO_OPENAI_API_KEY if it wants a key)"
+        )
     return OpenAIEmbedder(argument, options.endpoint)
 
 

@@ -17,7 +17,11 @@ from typing import Any
 
 import httpx
 
-from projections.embedders import EmbedderUnavailableError, EndpointOptions
+from projections.embedders import (
+    EmbedderUnavailableError,
+    EndpointNotConfiguredError,
+    EndpointOptions,
+)
 
 RETRYABLE = {408, 409, 429, 500, 502, 503, 504}
 MAX_BACKOFF_SECONDS = 30.0
@@ -30,14 +34,17 @@ class OpenAIEmbedder:
     proves the endpoint, key and model work before the process serves anything.
     """
 
-    def __init__(self, model: str, options: EndpointOptions | None = None) -> None:
+    def __init__(self, model: str, options: EndpointOptions) -> None:
+        if options.base_url is None:
+            raise EndpointNotConfiguredError(f"openai:{model}: no endpoint is configured")
         self.model = model
-        self.options = options or EndpointOptions()
+        self.options = options
+        self.base_url = options.base_url
         headers = {"Content-Type": "application/json"}
         if self.options.api_key:
             headers["Authorization"] = f"Bearer {self.options.api_key}"
         self._http = httpx.Client(
-            base_url=self.options.base_url.rstrip("/"),
+            base_url=self.base_url.rstrip("/"),
             headers=headers,
             timeout=self.options.timeout,
         )
@@ -85,7 +92,7 @@ class OpenAIEmbedder:
             time.sleep(min(wait, MAX_BACKOFF_SECONDS) * (1 + random.random() / 10))
             delay *= 2
         raise EmbedderUnavailableError(
-            f"embeddings endpoint {self.options.base_url} (model {self.model!r}): {failure}"
+            f"embeddings endpoint {self.base_url} (model {self.model!r}): {failure}"
         )
 
 

@@ -9,6 +9,9 @@ from click.testing import CliRunner
 
 from oblivio.cli import main
 
+# ``endpoint``: a small server speaking /v1/embeddings (a fixture, used by name).
+from tests.memory.test_openai_embedder import KEY, MODEL, Endpoint, endpoint  # noqa: F401
+
 SESSION_1 = [
     ("Ana", "D1:1", "Good morning! I just got back from my trip to Lisbon."),
     ("Ben", "D1:2", "Welcome back! How was the weather there?"),
@@ -103,3 +106,33 @@ def test_bench_recall_refuses_a_directory_without_conversations(tmp_path: Path) 
     result = CliRunner().invoke(main, ["bench", "recall", "--dataset", str(tmp_path)])
     assert result.exit_code != 0
     assert "no LoCoMo .json files" in result.output
+
+
+def test_bench_recall_reaches_the_configured_endpoint_with_its_key(
+    tmp_path: Path,
+    endpoint: Endpoint,  # noqa: F811  (the fixture imported above)
+) -> None:
+    """``--embedder openai:MODEL`` goes to ``OBLIVIO_OPENAI_BASE_URL`` with
+    ``OBLIVIO_OPENAI_API_KEY``, as the server would (it went to OpenAI's own)."""
+    dataset = write_dataset(tmp_path / "locomo")
+    environment = {"OBLIVIO_OPENAI_BASE_URL": endpoint.url, "OBLIVIO_OPENAI_API_KEY": KEY}
+    result = CliRunner().invoke(
+        main,
+        ["bench", "recall", "--dataset", str(dataset), "--embedder", f"openai:{MODEL}"],
+        env=environment,
+    )
+    assert result.exit_code == 0, result.output
+    embedded = {text for request in endpoint.requests for text in request["input"]}
+    assert "Ana: Sunny all week, and I finally learned to surf." in embedded
+    assert "Where is Clara moving?" in embedded
+
+
+def test_bench_recall_with_no_endpoint_configured_goes_nowhere(tmp_path: Path) -> None:
+    dataset = write_dataset(tmp_path / "locomo")
+    result = CliRunner().invoke(
+        main,
+        ["bench", "recall", "--dataset", str(dataset), "--embedder", f"openai:{MODEL}"],
+        env={"OBLIVIO_OPENAI_BASE_URL": None},
+    )
+    assert result.exit_code != 0
+    assert "OBLIVIO_OPENAI_BASE_URL" in result.output

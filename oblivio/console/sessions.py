@@ -25,6 +25,7 @@ from starlette.exceptions import HTTPException
 from eventstore import console_sessions
 from eventstore.apikeys import Principal
 from oblivio.http.auth import authenticated, context
+from oblivio.http.errors import checks_query, refuse_unknown_query
 
 COOKIE = "oblivio_console"
 SIGNIN_COOKIE = "oblivio_console_signin"
@@ -64,6 +65,7 @@ def sign_in(request: Request, api_key: str) -> str:
         return console_sessions.open_session(tx.connection, who, memory.clock())
 
 
+@checks_query
 def signed_in(request: Request) -> Principal:
     """The principal of the request's session; ``SignInRequiredError`` without one.
 
@@ -88,6 +90,7 @@ def signed_in(request: Request) -> Principal:
     if session.last_seen_at <= now - TOUCH_GRANULARITY:
         with memory.store.transaction() as tx:
             console_sessions.touch(tx.connection, token, now)
+    refuse_unknown_query(request)  # to the signed in only
     return session.principal
 
 

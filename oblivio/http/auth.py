@@ -18,6 +18,7 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from eventstore.apikeys import Principal
+from oblivio.http.errors import checks_query, refuse_unknown_query
 from oblivio.http.throttle import FailedAuthThrottle
 from oblivio.memory.context import MemoryContext
 
@@ -74,10 +75,12 @@ def allow(*kinds: str) -> Admission:
     of dependency solving.
     """
 
+    @checks_query
     def check(request: Request, credentials: Credentials) -> Principal:
         who = authenticated(request, credentials)
         if who.kind not in kinds:
             raise HTTPException(403, f"this {who.kind} key may not do this")
+        refuse_unknown_query(request)  # once the caller may know what the route takes
         return who
 
     return check

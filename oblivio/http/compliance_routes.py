@@ -47,6 +47,18 @@ def _reason(who: Principal, reason: str) -> str:
     return reason
 
 
+def _forget_reason(stated: str | None) -> str:
+    # A stated reason is recorded or refused, never silently replaced: a caller who
+    # said ``legal_obligation`` must not get a certificate that says otherwise.
+    if stated not in (None, HTTP_FORGET_REASON):
+        raise HTTPException(
+            403,
+            f"a forget over HTTP is recorded as {HTTP_FORGET_REASON}; other reasons are "
+            "given with the CLI or the Python API",
+        )
+    return HTTP_FORGET_REASON
+
+
 #: The erasure routes answer 202 while the request is not finished within the wait.
 STILL_ERASING: dict[int | str, dict[str, Any]] = {
     202: {"model": s.ErasureOut, "description": "erasure still rebuilding"}
@@ -101,7 +113,7 @@ def forget(
 ) -> JSONResponse:
     """Erase everything of a user; the certificate when it completes within the wait.
 
-    The reason is recorded as ``user_request`` whatever the body says.
+    The reason is recorded as ``user_request``; a body stating another is refused (403).
     """
     body = body or s.ForgetRequest()
     user = acting_user(who, user_id)
@@ -109,7 +121,7 @@ def forget(
     status = compliance.forget(
         ctx,
         user,
-        reason=HTTP_FORGET_REASON,
+        reason=_forget_reason(body.reason),
         legal_ground=body.legal_ground,
         actor_id=acting_actor(who),
         wait=body.wait_seconds > 0,

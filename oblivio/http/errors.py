@@ -9,7 +9,8 @@ stay in the logs.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.dependencies.models import Dependant
@@ -18,6 +19,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
+from starlette.routing import Match, Mount
 
 from certificates import CertificateVerificationError
 from eventstore.errors import (
@@ -30,6 +32,7 @@ from eventstore.errors import (
 )
 
 log = logging.getLogger("oblivio.http")
+F = TypeVar("F", bound=Callable[..., Any])
 
 PROBLEM = "application/problem+json"
 
@@ -99,12 +102,34 @@ async def http_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, StarletteHTTPException)
     if error.status_code == 400 and error.__cause__ is not None:
         return _unreadable_body(error.__cause__)
+    headers = dict(error.headers or {})
+    if error.status_code == 405:
+        headers["Allow"] = ", ".join(allowed_methods(request))
     return problem(
-        error.status_code,
-        TITLES.get(error.status_code, "Error"),
-        str(error.detail),
-        dict(error.headers or {}),
+        error.status_code, TITLES.get(error.status_code, "Error"), str(error.detail), headers
     )
+
+
+#: The methods a 405's ``Allow`` header may name.
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+#: What the app's mounts (static files: the console's, the offline API docs') answer.
+STATIC_FILE_METHODS = ["GET", "HEAD"]
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route answers at the request's path.  Starlette's 405 names
+    only those of the first route whose path matched: one of several (``/v1/events``
+    is both GET and POST)."""
+    scope = request.scope
+    # Matched from the top, whichever mount or router raised the 405.
+    top = {**scope, "root_path": scope.get("app_root_path", scope.get("root_path", ""))}
+    routes = [r for r in request.app.router.routes if not isinstance(r, Mount)]
+    routed = [
+        method
+        for method in METHODS
+        if any(route.matches({**top, "method": method})[0] is Match.FULL for route in routes)
+    ]
+    return routed or STATIC_FILE_METHODS
 
 
 def _unreadable_body(cause: BaseException) -> JSONResponse:
@@ -140,9 +165,31 @@ def install(app: FastAPI) -> None:
 
 async def known_query_only(request: Request) -> None:
     """A dependency of every route: query parameters the route does not declare are
-    refused (422), like unknown body members, instead of silently ignored."""
-    route = request.scope.get("route")
-    dependant = getattr(route, "dependant", None)
+    refused (422), like unknown body members, instead of silently ignored.
+
+    App dependencies run before the route's own, so on a route that admits callers
+    (an API key, a console session) this leaves the check to the admission
+    (``checks_query``), which makes it once the caller is known: a request without
+    credentials learns 401, not what the route takes.
+    """
+    dependant = _route_dependant(request)
+    if dependant is not None and request.query_params and not _admits(dependant):
+        refuse_unknown_query(request)
+
+
+#: Set on a dependency that admits callers and then calls ``refuse_unknown_query``.
+_CHECKS_QUERY = "oblivio_checks_query"
+
+
+def checks_query(admission: F) -> F:
+    """Mark ``admission`` as a dependency that calls ``refuse_unknown_query`` itself."""
+    setattr(admission, _CHECKS_QUERY, True)
+    return admission
+
+
+def refuse_unknown_query(request: Request) -> None:
+    """422 for query parameters the request's route does not declare."""
+    dependant = _route_dependant(request)
     if dependant is None or not request.query_params:
         return
     unknown = set(request.query_params) - _declared_query(dependant)
@@ -150,6 +197,18 @@ async def known_query_only(request: Request) -> None:
         raise RequestValidationError(
             [{"loc": ("query", name), "msg": "Unknown query parameter"} for name in unknown]
         )
+
+
+def _route_dependant(request: Request) -> Dependant | None:
+    dependant: Dependant | None = getattr(request.scope.get("route"), "dependant", None)
+    return dependant
+
+
+def _admits(dependant: Dependant) -> bool:
+    """Whether a dependency of ``dependant`` (or of theirs) is a ``checks_query`` admission."""
+    return any(
+        getattr(sub.call, _CHECKS_QUERY, False) or _admits(sub) for sub in dependant.dependencies
+    )
 
 
 def _declared_query(dependant: Dependant) -> set[str]:

@@ -25,6 +25,12 @@ from projections.model import AssertionState, Node, NodeType, Role, Scope, Score
 from workers.erasure import ErasureStatus
 from workers.policy import LegalGroundName, ReasonName
 
+#: Bodies refuse unknown members.  Their numbers and booleans are also strict
+#: (``Field(strict=True)``, ``StrictBool``, ``Integer``): pydantic would read ``false`` as
+#: 0, ``"0.5"`` as a number and ``0`` as a boolean, none of which the published schema
+#: allows.  Strict mode cannot be
+#: set for the whole model: FastAPI validates the parsed JSON as Python objects, where
+#: strict mode would refuse ids and times given as text.
 Strict = ConfigDict(extra="forbid")
 
 #: What ``eventstore.ids.check_subject`` accepts: 1-256 characters, not only
@@ -36,6 +42,37 @@ ABSENT: Any = None
 #: Text that is not only whitespace (a search: somewhere a non-space character).
 NOT_BLANK = r"\S"
 UserId = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=USER_ID_PATTERN)]
+
+
+_NUMBER = re.compile(r"\s*[-+]?[\d.eE+-]*\d[\d.eE+-]*\s*")
+
+
+def _not_a_number(value: object) -> object:
+    # pydantic reads a number, or a string of digits, as a Unix time: "-1" or
+    # "0.5" would be 1969 and 1970.  A time must say what it means.
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or _NUMBER.fullmatch(value):
+        raise ValueError("must be an ISO 8601 date and time, such as 2026-01-31T12:00:00Z")
+    return value
+
+
+#: A time given as ISO 8601 / RFC 3339 text (no zone: UTC).
+Instant = Annotated[datetime, BeforeValidator(_not_a_number)]
+#: The same, with its time zone required.
+AwareInstant = Annotated[AwareDatetime, BeforeValidator(_not_a_number)]
+
+
+def _json_number(value: object) -> object:
+    # JSON Schema's integer: 7.0 is one, but true and "7" are not numbers.  pydantic's
+    # lax mode reads all three as 7, its strict mode refuses 7.0 too.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("must be a JSON number")
+    return value
+
+
+#: A whole number as JSON Schema's ``integer`` means it (``7`` or ``7.0``).
+Integer = Annotated[int, BeforeValidator(_json_number)]
 
 
 #: ``meta`` as ``oblivio.memory.inputs.meta`` checks it: flat, ``confidence`` in [0, 1].
@@ -84,7 +121,7 @@ class IngestMessage(BaseModel):
     scope: Scope = Scope.PERSONAL
     source_type: SourceType = SourceType.USER_STATED
     session_id: str | None = Field(default=None, min_length=1, max_length=256)
-    occurred_at: datetime | None = Field(
+    occurred_at: Instant | None = Field(
         default=None, description="When the statements took effect (timezone-aware)."
     )
     first_person_owner: StrictBool = Field(
@@ -316,16 +353,16 @@ class RetrieveRequest(BaseModel):
     model_config = Strict
     query: str = Field(min_length=1, max_length=10_000, pattern=NOT_BLANK)
     user_id: UserId | None = Field(default=None, description="Required for operator keys.")
-    limit: int = Field(default=10, ge=1, le=1000)
+    limit: Integer = Field(default=10, ge=1, le=1000)
     scopes: list[Scope] | None = None
     node_types: list[NodeType] | None = None
     exclude_node_types: list[NodeType] | None = None
     source_types: list[SourceType] | None = None
-    include_superseded: bool = False
-    include_archived: bool = Field(
+    include_superseded: StrictBool = False
+    include_archived: StrictBool = Field(
         default=False, description="Also rank nodes archived out of the retrieval tier."
     )
-    consistent: bool = True
+    consistent: StrictBool = True
 
 
 class ScoredOut(BaseModel):
@@ -360,8 +397,8 @@ class TriggerRequest(BaseModel):
     # Absent or a string, never null (a default is not validated).
     keyword: str = Field(default=ABSENT, min_length=1, max_length=1000, pattern=NOT_BLANK)
     text: str = Field(default=ABSENT, min_length=1, max_length=10_000, pattern=NOT_BLANK)
-    weight: float = Field(default=1.0, ge=0, le=10)
-    threshold: float = Field(default=0.8, ge=-1, le=1)
+    weight: float = Field(default=1.0, ge=0, le=10, strict=True)
+    threshold: float = Field(default=0.8, ge=-1, le=1, strict=True)
 
 
 class AttractorRequest(BaseModel):
@@ -370,7 +407,7 @@ class AttractorRequest(BaseModel):
     text: str = Field(min_length=1, max_length=10_000, pattern=NOT_BLANK)
     description: str | None = Field(default=None, min_length=1, max_length=1000)
     source: str | None = Field(default=None, min_length=1, max_length=200)
-    severity: float = Field(default=1.0, ge=0, le=1)
+    severity: float = Field(default=1.0, ge=0, le=1, strict=True)
 
 
 class IdOut(BaseModel):
@@ -385,30 +422,12 @@ Reason = ReasonName
 LegalGround = LegalGroundName
 
 
-_NUMBER = re.compile(r"\s*[-+]?[\d.eE+-]*\d[\d.eE+-]*\s*")
-
-
-def _not_a_number(value: object) -> object:
-    # pydantic reads a number, or a string of digits, as a Unix time: "-1" or
-    # "0.5" would be 1969 and 1970.  A time must say what it means.
-    if isinstance(value, datetime):
-        return value
-    if not isinstance(value, str) or _NUMBER.fullmatch(value):
-        raise ValueError("must be an ISO 8601 date and time, such as 2026-01-31T12:00:00Z")
-    return value
-
-
-#: A time given as ISO 8601 / RFC 3339 text (no zone: UTC).
-Instant = Annotated[datetime, BeforeValidator(_not_a_number)]
-
-
 class ForgetRequest(BaseModel):
     model_config = Strict
-    reason: str | None = Field(
+    reason: Reason | None = Field(
         default=None,
-        max_length=64,
-        deprecated=True,
-        description="Ignored: a forget over HTTP is always recorded as user_request.",
+        description="Optional: a forget over HTTP is always recorded as user_request, and "
+        "stating any other reason answers 403.",
     )
     legal_ground: LegalGround = "art17-1-b"
     wait_seconds: float = Field(default=5.0, ge=0, le=60, strict=True, allow_inf_nan=False)
@@ -488,7 +507,7 @@ class KeyRequest(BaseModel):
     )
     principal: PrincipalKind
     user_id: UserId | None = Field(default=None, description="Required for user keys only.")
-    expires_at: AwareDatetime | None = Field(
+    expires_at: AwareInstant | None = Field(
         default=None, description="When the key stops authenticating; none: never."
     )
 

@@ -6,8 +6,10 @@ seconds, every request from that address that carries a key answers 429 with
 its key being checked: a correct guess must not be told apart from a wrong
 one while the address is refused.  Requests without any key are not counted
 (they guess nothing).  The counts live in this process: several API processes
-each allow ``limit`` per window.  Addresses are as the server sees them; behind
-a proxy, run uvicorn with ``--proxy-headers`` from trusted proxies only.
+each allow ``limit`` per window.  An address is the one the server can vouch for:
+the peer that connected, or, when that peer is a proxy the operator named
+(``OBLIVIO_TRUSTED_PROXIES``), the client that proxy says it forwards for
+(``oblivio.http.server``); a header anyone else sends is ignored.
 """
 
 from __future__ import annotations

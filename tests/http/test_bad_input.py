@@ -210,6 +210,117 @@ def test_unknown_fields_answer_422_and_write_nothing(world: World) -> None:
     refusals.assert_none()
 
 
+# -- wrong JSON types ---------------------------------------------------------------------
+
+#: JSON values and their types: a member is sent each one its schema's types exclude.
+SAMPLES: list[tuple[str, Any]] = [
+    ("boolean", False),
+    ("boolean", True),
+    ("integer", 0),
+    ("integer", 1),
+    ("number", 0.5),
+    ("string", "1"),
+    ("array", []),
+    ("object", {}),
+    ("null", None),
+]
+
+
+def json_types(schema: dict[str, Any], components: dict[str, Any]) -> set[str] | None:
+    """The JSON types ``schema`` admits (``number`` admits integers); None: not said."""
+    if "$ref" in schema:
+        return json_types(components[schema["$ref"].rsplit("/", 1)[-1]], components)
+    if "anyOf" in schema or "oneOf" in schema:
+        found: set[str] = set()
+        for choice in schema.get("anyOf", schema.get("oneOf")):
+            types = json_types(choice, components)
+            if types is None:
+                return None
+            found |= types
+        return found
+    if "type" not in schema:
+        return None
+    types = {schema["type"]} if isinstance(schema["type"], str) else set(schema["type"])
+    return types | {"integer"} if "number" in types else types
+
+
+def test_wrong_json_types_answer_422_and_write_nothing(sqlite_world: World) -> None:
+    """Every member of every body, sent a value of each JSON type its schema excludes
+    (``false`` for a number, ``0`` for a boolean or a time, ``"1"`` for a number, …), is
+    refused: no conversion makes it mean something it does not say.  (Validation is the
+    HTTP layer's: one backend is enough.)"""
+    world = sqlite_world
+    document = create_app(None).openapi()  # type: ignore[arg-type]
+    components = document["components"]["schemas"]
+    refusals = Refusals(world)
+    tried = 0
+    for route in VALID_BODIES:
+        method, path = route
+        content = openapi_paths()[path][method.lower()]["requestBody"]["content"]
+        schema = json_types_target(content["application/json"]["schema"], components)
+        who = "operator" if route in OPERATOR_ONLY else "user"
+        valid = body_for(route, world)  # every request is refused: it stays valid
+        for name, member in schema["properties"].items():
+            allowed = json_types(member, components)
+            if allowed is None:
+                continue
+            for json_type, value in SAMPLES:
+                if json_type in allowed:
+                    continue
+                body = {**valid, name: value}
+                label = f"{method} {path} {name}={value!r}"
+                refusals.json(label, method, fill(path, world), body, 422, principal=who)
+                tried += 1
+    refusals.assert_none()
+    assert tried > 200, tried
+    # JSON Schema's integer includes 5.0: taken, like 5.
+    whole = {"query": "tea", "limit": 5.0}
+    taken = world.client.post("/v1/retrieve", json=whole, headers=world.headers("user"))
+    assert taken.status_code == 200, taken.text
+
+
+def json_types_target(schema: dict[str, Any], components: dict[str, Any]) -> dict[str, Any]:
+    """The object schema a request body refers to (optional bodies: its non-null choice)."""
+    for choice in schema.get("anyOf", [schema]):
+        if "$ref" in choice:
+            found: dict[str, Any] = components[choice["$ref"].rsplit("/", 1)[-1]]
+            return found
+    return schema
+
+
+# -- unknown query parameters ---------------------------------------------------------
+
+
+def test_unknown_query_parameters_are_refused_after_the_key_is_checked(
+    sqlite_world: World,
+) -> None:
+    """``?unexpected=1`` answers 422 on every route, but only to a caller the route
+    admits: without a key a secured route says 401, a user key on an operator route 403,
+    so what a route takes is not told to whoever asks."""
+    world = sqlite_world
+    refusals = Refusals(world)
+    some_id = str(uuid.uuid4())
+    for path, item in openapi_paths().items():
+        url = re.sub(r"\{[^}]+\}", some_id, fill(path, world)) + "?unexpected=1"
+        for method, operation in item.items():
+            label = f"{method.upper()} {path}?unexpected=1"
+            secured = bool(operation.get("security"))
+            send = functools.partial(world.client.request, method.upper(), url)
+            refusals.check(f"{label} without a key", send, 401 if secured else 422)
+            for principal in ("operator", "user"):
+                response = send(headers=world.headers(principal))
+                if response.status_code == 422:
+                    assert "Unknown query parameter" in response.json()["detail"], label
+                else:  # a user key on an operator route
+                    assert (principal, response.status_code) == ("user", 403), label
+    refusals.assert_none()
+    metrics = world.client.get("/metrics?x=1")
+    assert metrics.status_code == 401
+    assert metrics.headers["www-authenticate"] == "Bearer"
+    console = world.client.get("/console/requests?x=1", follow_redirects=False)
+    assert console.headers["location"] == "/console/signin"
+
+
 # -- oversized input ------------------------------------------------------------------
 
 

@@ -1,9 +1,10 @@
 """Why an erasure happened and who asked, as the certificate records it.
 
-A forget over HTTP is recorded as ``user_request`` whatever the body says,
-for every principal (other reasons come only from the Python API and the CLI).
-Deleting one event: a user key may only state that the user asked (any other
-reason is 403 and nothing is erased); an operator's reason is recorded as
+A forget over HTTP is recorded as ``user_request``, for every principal (other
+reasons come only from the Python API and the CLI): a body that states another
+reason is refused (403, nothing erased), never recorded as something it did not
+say.  Deleting one event: a user key may only state that the user asked (any
+other reason is 403 and nothing is erased); an operator's reason is recorded as
 given.  Both record the requesting key as a keyed hash.
 """
 
@@ -50,10 +51,10 @@ def test_a_user_may_only_give_the_reason_user_request_for_one_event(world: World
 @pytest.mark.parametrize(
     ("principal", "user", "reason"),
     [
-        ("user", ALICE, "ttl_expired"),
+        ("user", ALICE, "user_request"),
         ("user", ALICE, None),
-        ("operator", BOB, "ttl_expired"),
-        ("operator", BOB, "an operator's own words"),
+        ("operator", BOB, "user_request"),
+        ("operator", BOB, None),
     ],
 )
 def test_a_forget_over_http_is_recorded_as_user_request(
@@ -70,6 +71,27 @@ def test_a_forget_over_http_is_recorded_as_user_request(
     assert claims["request"]["reason"] == "user_request"
     assert claims["request"]["legal_ground"] == "art17-1-c"
     assert claims["request"]["kind"] == "forget"
+
+
+@pytest.mark.parametrize("principal", ["user", "operator"])
+def test_a_forget_stating_another_reason_is_refused(world: World, principal: str) -> None:
+    """The reason is not silently replaced: stated, it is user_request or the forget is
+    refused, and nothing is erased.  Outside the vocabulary it is malformed (422)."""
+    world.seed(ALICE)
+    before = log_size(world.ctx)
+    forget = f"/v1/compliance/users/{ALICE}/forget"
+    for reason in [*sorted(REASONS - {"user_request"}), "an operator's own words"]:
+        response = world.client.post(
+            forget, json={"reason": reason, "wait_seconds": 0}, headers=world.headers(principal)
+        )
+        expected = 403 if reason in REASONS else 422
+        assert response.status_code == expected, (reason, response.text)
+    assert log_size(world.ctx) == before, "a refused forget wrote to the store"
+    kept = world.client.get(
+        "/v1/events", params={"user_id": ALICE}, headers=world.headers("operator")
+    )
+    assert kept.status_code == 200
+    assert kept.json(), "a refused forget erased the memories"
 
 
 def test_an_operators_reason_for_one_event_is_recorded_as_given(world: World) -> None:

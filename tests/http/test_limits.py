@@ -59,6 +59,14 @@ def head(method: str, path: str, token: str, **headers: str) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
+def head_of_size(token: str, total: int) -> bytes:
+    """A ``GET /v1/events`` head of exactly ``total`` bytes (an ``X-Fill`` header pads it)."""
+    bare = len(head("GET", "/v1/events", token, **{"X-Fill": ""}))
+    padded = head("GET", "/v1/events", token, **{"X-Fill": "f" * (total - bare)})
+    assert len(padded) == total
+    return padded
+
+
 def json_post_head(world: World, path: str, framing: dict[str, str]) -> bytes:
     """The head of a JSON POST by the user, its body framed by ``framing`` (a length or
     chunked transfer)."""
@@ -155,6 +163,18 @@ def test_a_head_over_the_limit_is_refused_by_either_http_implementation(
                 status, headers, body = answer(sock)
             assert (status, body) == (431, b"request head too large"), size
             assert headers["connection"] == "close"
+        # A whole head in one read is parsed before any count of bytes could stop it.
+        for size in (25 * 1024, 100 * 1024):
+            with connection(base_url) as sock:
+                big = {"X-Big": "a" * size}
+                sock.sendall(head("GET", "/v1/events", world.tokens["user"], **big))
+                status, headers, body = answer(sock)
+            assert (status, body) == (431, b"request head too large"), size
+            assert headers["connection"] == "close"
+        for size, status in ((24 * 1024, 200), (24 * 1024 + 1, 431)):  # the limit, exactly
+            with connection(base_url) as sock:
+                sock.sendall(head_of_size(world.tokens["user"], size))
+                assert answer(sock)[0] == status, size
 
 
 def test_a_long_or_odd_request_id_is_replaced_not_logged(

@@ -3,8 +3,10 @@
 Every published operation is called with generated input, once with data the
 schema allows and once with data it forbids, under an operator and under a user
 key: no response may be a server error, every response must conform to the
-schema the document publishes for its status code, data the schema allows must
-not be refused as invalid (422) and data it forbids must be refused.
+schema the document publishes for its status code (body, headers, content type),
+data the schema allows must not be refused as invalid (422), data it forbids must
+be refused, and a secured operation that succeeded must refuse the same request
+without a key or with a wrong one.
 
 OpenAPI cannot make a parameter required for one credential only; operations
 whose ``user_id`` an operator key must give say so in
@@ -26,9 +28,12 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
 from schemathesis.generation.modes import GenerationMode
 from schemathesis.specs.openapi.checks import (
+    allow_header_conformance,
     content_type_conformance,
+    ignored_auth,
     negative_data_rejection,
     positive_data_acceptance,
+    response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
 )
@@ -41,9 +46,14 @@ CHECKS = [
     not_a_server_error,
     status_code_conformance,
     response_schema_conformance,
+    response_headers_conformance,
     content_type_conformance,
     positive_data_acceptance,
     negative_data_rejection,
+    # A secured operation that answered 2xx is sent again without a key, and with a
+    # wrong one: both must be refused.
+    ignored_auth,
+    allow_header_conformance,
 ]
 #: Operators reach every route; a user key lets generated bodies without a user id
 #: through to the memory operations.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import uuid
 from pathlib import Path
 
@@ -121,3 +122,34 @@ def test_a_well_formed_embedder_this_host_cannot_load_answers_409(
         assert response.status_code == 409, response.text
         assert response.json()["title"] == "EmbedderNotLoadableError"
         assert log_size(world.ctx) == before
+
+
+def test_an_openai_name_without_an_endpoint_contacts_nothing(
+    sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No ``OBLIVIO_OPENAI_BASE_URL``: ``openai:MODEL`` is refused before any connection
+    (it used to go to OpenAI's public endpoint).  Every outgoing HTTP(S) connection is
+    sent through a proxy that is a loopback socket the test watches: it sees none."""
+    with socket.create_server(("127.0.0.1", 0)) as egress:
+        proxy = f"http://127.0.0.1:{egress.getsockname()[1]}"
+        for variable in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"):
+            monkeypatch.setenv(variable, proxy)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        fast = {"embedding_retries": 0, "embedding_timeout_seconds": 1.0}
+        settings = settings_for(sqlite_url, tmp_path / "data").model_copy(update=fast)
+        with open_world(settings) as world:
+            world.seed(ALICE)
+            before = log_size(world.ctx)
+            response = world.client.post(
+                REBUILDS,
+                json={"embedder": "openai:text-embedding-3-small"},
+                headers=world.headers("operator"),
+            )
+            assert response.status_code == 409, response.text
+            problem = response.json()
+            assert problem["title"] == "EmbedderNotLoadableError"
+            assert "OBLIVIO_OPENAI_BASE_URL" in problem["detail"]
+            assert log_size(world.ctx) == before
+        egress.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            egress.accept()  # no connection is waiting: nothing tried to leave

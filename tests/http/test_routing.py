@@ -255,3 +255,32 @@ def test_stores_waiting_for_the_writer_lock_do_not_hold_up_a_retrieve(
             other_writer.execute("ROLLBACK")
             other_writer.close()
         assert [a.result().status_code for a in answers] == [201] * stuck
+
+
+def document_methods() -> dict[str, set[str]]:
+    """Each published path and the methods the OpenAPI document gives it."""
+    document = create_app(None).openapi()  # type: ignore[arg-type]  # needs no store
+    return {path: {m.upper() for m in item} for path, item in document["paths"].items()}
+
+
+@pytest.mark.parametrize("root_path", ["", "/memory"])
+def test_a_405_allows_every_method_of_its_path(root_path: str) -> None:
+    """``Allow`` names every method routed at the path, not the first route's alone."""
+    app = create_app(None)  # type: ignore[arg-type]  # routing needs no store
+    expected = {
+        **{
+            path.replace("{", "").replace("}", ""): methods
+            for path, methods in document_methods().items()
+        },
+        "/console/keys": {"GET", "POST"},
+        "/console/signin": {"GET", "POST"},
+        "/console/static/console.css": {"GET", "HEAD"},
+    }
+    wrong: list[str] = []
+    with TestClient(app, root_path=root_path, raise_server_exceptions=False) as client:
+        for path, methods in expected.items():
+            refused = client.request("OPTIONS", path)
+            allowed = set(refused.headers.get("allow", "").split(", "))
+            if refused.status_code != 405 or allowed != methods:
+                wrong.append(f"{path}: {refused.status_code} allow {allowed}, not {methods}")
+    assert not wrong, "\n".join(wrong)

@@ -19,6 +19,7 @@ from oblivio.settings import Settings
 from projections.embedders import (
     EmbedderOptions,
     EmbedderUnavailableError,
+    EndpointNotConfiguredError,
     EndpointOptions,
     HashingEmbedder,
     resolve_embedder,
@@ -143,3 +144,13 @@ def test_sentence_transformers_loads_a_local_model_only() -> None:
     )
     with pytest.raises(EmbedderUnavailableError, match="cannot load"):
         resolve_embedder("sentence-transformers:/nonexistent/model-dir")
+
+
+def test_without_an_endpoint_nothing_is_contacted() -> None:
+    """No base URL configured: refused at once, naming the setting; OpenAI's own endpoint
+    is not assumed (it would receive every memory)."""
+    assert Settings().openai_base_url is None
+    with pytest.raises(EndpointNotConfiguredError, match="OBLIVIO_OPENAI_BASE_URL"):
+        resolve_embedder(f"openai:{MODEL}", Settings().embedder_options())
+    with pytest.raises(ValueError, match="openai_base_url"):
+        Settings(openai_base_url="api.openai.com/v1")
