@@ -115,6 +115,14 @@ class EventStore:
             False: page.order_by(*backend.log_order).limit(_limit),
             True: partitioned.order_by(*backend.log_order).limit(_limit),
         }
+        # One past the highest commit group a log read of this store has shown.
+        # Every writer below it had ended then, so every later read may deliver
+        # up to it.  PostgreSQL's horizon can move back a little between two
+        # statements (see eventstore.backends.postgres); passing this keeps the
+        # log this process sees from ever shrinking, which followers rely on
+        # (a head, then a look that must reach it: LogFollower.read_page).
+        self._settled = 0
+        self._settled_lock = threading.Lock()
 
     def close(self) -> None:
         self.backend.dispose()
@@ -253,12 +261,14 @@ class EventStore:
         partition are read: projection workers split the log this way so that
         each stream is handled by one worker at a time, in order.
         """
-        params = {"group": after.commit_group, "position": after.position, "limit": limit}
+        params = self._cursor_params(after) | {"limit": limit}
         if partition is not None:
             params["index"], params["count"] = partition
         query = self._log_pages[partition is not None]
         with self.backend.statement_reads() as conn:
             page = self.reads.read(conn, query, params)
+        if page:
+            self._settle(page[-1].cursor)
         return LogPage(page, page[-1].cursor if page else after)
 
     def log_head(self, after: LogCursor = START) -> LogCursor:
@@ -266,26 +276,39 @@ class EventStore:
         nothing after it may be.
 
         Every event up to it has committed, and none can commit before it
-        later: a partition read begun after this call that finds nothing of
-        its partition up to here proves there is nothing to find.
+        later: a partition read of this store begun after this call that
+        finds nothing of its partition up to here proves there is nothing to find.
         """
-        params = {"group": after.commit_group, "position": after.position}
+        params = self._cursor_params(after)
         query = self._log_query(sa.select(events.c.commit_group, events.c.position), None)
         query = query.order_by(*(c.desc() for c in self.backend.log_order)).limit(1)
         with self.backend.statement_reads() as conn:
             row = conn.execute(query, params).first()
-        return after if row is None else LogCursor(row.commit_group, row.position)
+        if row is None:
+            return after
+        head = LogCursor(row.commit_group, row.position)
+        self._settle(head)
+        return head
 
     def count_after(self, after: LogCursor, *, partition: Partition | None = None) -> int:
         """How many visible events follow ``after`` (in one partition, if given)."""
         query = self._log_query(sa.select(sa.func.count()).select_from(events), partition)
-        params = {"group": after.commit_group, "position": after.position}
-        with self.backend.read_connection() as conn:
+        params = self._cursor_params(after)
+        with self.backend.statement_reads() as conn:
             return int(conn.execute(query, params).scalar_one())
 
+    def _cursor_params(self, after: LogCursor) -> dict[str, int]:
+        """The parameters of :meth:`Backend.after_cursor`."""
+        return {"group": after.commit_group, "position": after.position, "settled": self._settled}
+
+    def _settle(self, shown: LogCursor) -> None:
+        """Remember that a log read showed ``shown``: every writer up to its group had ended."""
+        with self._settled_lock:
+            self._settled = max(self._settled, shown.commit_group + 1)
+
     def _log_query(self, query: sa.Select[Any], partition: Partition | None) -> sa.Select[Any]:
-        """``query`` restricted to the log after a cursor (parameters ``group`` and
-        ``position``), visible now, and in one partition if given."""
+        """``query`` restricted to the log after a cursor (the parameters of
+        :meth:`_cursor_params`), visible now, and in one partition if given."""
         query = query.where(self.backend.after_cursor())
         if partition is None:
             return query

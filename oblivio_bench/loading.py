@@ -133,7 +133,7 @@ def check_applied(applied: int, expected: int) -> None:
     if applied != expected:
         raise BenchError(
             f"the projection runner applied {applied:,} events, expected {expected:,} (on "
-            "PostgreSQL, a long transaction elsewhere on the server holds the log's delivery "
+            "PostgreSQL, a long transaction in the database holds the log's delivery "
             "horizon back)"
         )
 

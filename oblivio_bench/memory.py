@@ -370,7 +370,7 @@ def _apply_store_rounds(client: MemoryClient, sizes: MemorySizes, rounds: int) -
     """Apply, untimed, what the store rounds left pending.
 
     Their transactions ran one after another, so once the last append can be
-    delivered (on PostgreSQL, a transaction open elsewhere holds the log's
+    delivered (on PostgreSQL, a transaction open in the database holds the log's
     horizon back) every earlier one can too; otherwise a late one would be
     counted in the first timed round.
     """

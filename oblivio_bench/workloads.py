@@ -248,7 +248,7 @@ class ReadLogWorkload(Workload):
         if delivered < self.events:
             raise BenchError(
                 f"{system.name} delivered only {delivered} of {self.events} events from the "
-                "global log (on PostgreSQL, a long transaction elsewhere on the server holds "
+                "global log (on PostgreSQL, a long transaction in the database holds "
                 "oblivio's delivery horizon back)"
             )
         return self._measurement(seconds)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import HealthCheck, settings
 
 from eventstore import EventStore, KeyringFile, create_backend
 from oblivio.bootstrap import upgrade_schema
@@ -24,6 +25,12 @@ POSTGRES_URL_ENV = "OBLIVIO_TEST_DATABASE_URL"
 REQUIRE_POSTGRES_ENV = "OBLIVIO_REQUIRE_POSTGRES"
 
 _postgres_outcomes: dict[str, list[str]] = {"passed": [], "skipped": []}
+
+# Hypothesis times each example (200 ms by default) and the generation of its
+# data, on the wall clock: on a loaded shared machine a descheduled example
+# fails as "too slow" or "flaky".  Speed is for the benchmarks to measure.
+settings.register_profile("oblivio", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("oblivio")
 
 
 def _require_postgres() -> bool:

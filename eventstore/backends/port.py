@@ -77,7 +77,11 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def after_cursor(self) -> sa.ColumnElement[bool]:
         """Log rows after the cursor (parameters ``group``, ``position``) that a reader
-        may deliver now, without risking a later commit landing before them."""
+        may deliver now, without risking a later commit landing before them.
+
+        Parameter ``settled``: a commit group below which the caller knows every
+        writer had ended (one past the highest one an earlier read showed).
+        """
 
     @abc.abstractmethod
     def one_of(self, column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:

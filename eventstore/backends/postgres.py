@@ -9,12 +9,14 @@ common cure, a table lock around every append, serialises all writers.
 Instead each row records the id of the transaction that wrote it
 (``pg_current_xact_id()``, a 64-bit xid8 that never wraps) and the log is
 ordered by ``(commit_group, position)``.  A reader only delivers rows whose
-transaction id is below ``pg_snapshot_xmin(pg_current_snapshot())``: the
-oldest transaction still running.  Every transaction below that horizon has
+transaction id is below a *horizon*: the oldest transaction still running
+that may write to this database (``_HORIZON`` below says how that is known).
+Every transaction below the horizon that could have written here has
 finished, so no row can ever appear behind a delivered one, and writers never
 wait for each other except on the same stream.  The price is liveness, not
-safety: a long-running transaction anywhere in the cluster holds delivery
-back until it ends.
+safety: a long-running transaction holding a transaction id in *this*
+database holds delivery back until it ends.  Transactions of other databases
+on the same server do not (the server-wide ``pg_snapshot_xmin`` once did).
 """
 
 from __future__ import annotations
@@ -73,6 +75,77 @@ FROM head, unnest(%(event_ids)b::uuid[], %(versions)b::bigint[], %(types)b::text
 ORDER BY e.version
 RETURNING position, commit_group, version
 """
+
+# The delivery horizon, evaluated once per statement (an InitPlan).  Only a
+# backend connected to this database can insert into its events table (a
+# backend never changes database; a prepared transaction can only be finished
+# from the database that prepared it), so a running transaction that provably
+# belongs to ANOTHER database can be ignored; the horizon is the smallest
+# remaining candidate:
+#
+# - the snapshot's running top-level xids (``pg_snapshot_xip``; rows carry the
+#   top-level xid, pg_current_xact_id(), also when written in a subtransaction),
+#   minus those proven foreign: a pg_stat_activity row of another database
+#   with that ``backend_xid``, or a pg_prepared_xacts row of another database
+#   (prepared transactions have no pg_stat_activity row).  ``backend_xid`` and
+#   ``datid`` are shown to every role, not only to superusers and
+#   pg_read_all_stats.  An xid nobody claims (it ended between the snapshot and
+#   these reads, it is being prepared, the backend has no database) stays a
+#   candidate: treating a foreign xid as ours costs liveness, never safety;
+# - the snapshot's xmax: nothing at or above it had started;
+# - our own xid, if this transaction has one (the snapshot leaves it out of xip);
+# - the snapshot's xmin when xip does not list it.  A normal snapshot's xmin is
+#   the least of xip, our own xid and xmax, so this adds nothing; a hot
+#   standby's snapshot lists no xids in xip at all (they go to subxip, which
+#   pg_current_snapshot omits), and there the horizon stays the plain xmin.
+#
+# Why never skip: a row whose commit group is below the horizon was written by
+# a transaction that either ended before the statement's snapshot (so the scan,
+# which shares that snapshot, sees all its rows) or was running then in
+# another database (so it has no rows here).  Why a match is proof: the
+# snapshot is taken when the statement starts, and pg_stat_activity is read
+# later, while the statement runs; each of its rows copies a backend's status
+# (with its datid) and then reads the xid of the backend in that slot.  A
+# backend publishes its status before it can get an xid, and an xid listed in
+# the snapshot was given out before the status copy, so the backend holding
+# it then held the slot since before the copy: the datid is its own.  The
+# 32-bit ``backend_xid`` names one full xid: PostgreSQL never lets the xids in
+# use span 2^31, and both were running within one statement.
+#
+# Two consequences for callers.  The activity view is read once per
+# transaction and then cached, so the horizon must be read in a statement
+# whose transaction had not read it before its snapshot: an autocommit
+# statement (``statement_reads``) or a transaction's first statement.  And the
+# horizon is not monotonic: a foreign xid ignored by one statement may end
+# between the next statement's snapshot and its activity read and hold that
+# statement back, a little.  Each page is still consistent on its own (a
+# cursor only moves to rows delivered), and the store passes the highest
+# commit group its reads have shown as ``settled`` (``greatest`` below):
+# every writer up to it had ended then, and no read of it shows less later.
+#
+# Not excluded: transactions of THIS database that will never touch the log
+# (another application's, a forgotten idle session's).  Telling them apart
+# would need every appender to lock the table before taking an xid (a
+# transaction can hold an xid for a while before its first insert), so they
+# hold delivery back like oblivio's own; docs/concepts.md says how to bound
+# them (idle_in_transaction_session_timeout) and find them.
+_HORIZON = """(
+SELECT least(
+    pg_snapshot_xmax(snap.s),
+    pg_current_xact_id_if_assigned(),
+    (SELECT min(running.xid)
+       FROM pg_snapshot_xip(snap.s) AS running(xid)
+      WHERE NOT EXISTS (SELECT FROM pg_stat_activity AS a
+                         WHERE a.backend_xid = xid(running.xid) AND a.datid <> snap.db)
+        AND NOT EXISTS (SELECT FROM pg_prepared_xacts AS p
+                         WHERE p.transaction = xid(running.xid)
+                           AND p.database <> current_database())),
+    CASE WHEN pg_snapshot_xmin(snap.s) <> ALL (SELECT pg_snapshot_xip(snap.s))
+         THEN pg_snapshot_xmin(snap.s) END
+)::text::bigint
+FROM (SELECT pg_current_snapshot() AS s,
+             (SELECT oid FROM pg_database WHERE datname = current_database()) AS db) AS snap
+)"""
 
 # Each of the two engines' pools (SQLAlchemy's QueuePool), counted in docs/operations.md.
 POOL_SIZE = 5
@@ -193,14 +266,15 @@ class PostgresBackend(Backend):
 
     def after_cursor(self) -> sa.ColumnElement[bool]:
         # A row-value comparison, which the (group, position) index serves,
-        # and only commit groups below the oldest transaction still running
-        # (see the module's docstring).
+        # and only commit groups below the horizon (see ``_HORIZON``), or
+        # below what the caller already knows had settled.
         after = sa.tuple_(events.c.commit_group, events.c.position) > sa.tuple_(
             sa.bindparam("group", type_=sa.BigInteger()),
             sa.bindparam("position", type_=sa.BigInteger()),
         )
-        horizon = sa.literal_column(
-            "pg_snapshot_xmin(pg_current_snapshot())::text::bigint", sa.BigInteger
+        horizon = sa.func.greatest(
+            sa.literal_column(_HORIZON, sa.BigInteger),
+            sa.bindparam("settled", type_=sa.BigInteger()),
         )
         return sa.and_(after, events.c.commit_group < horizon)
 

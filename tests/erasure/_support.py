@@ -86,9 +86,9 @@ def _read_all(client: MemoryClient) -> list[RecordedEvent]:
 def whole_log(client: MemoryClient) -> list[RecordedEvent]:
     """Every event of the log in global order, read page by page with ``read_all``.
 
-    On PostgreSQL ``read_all`` shows an event only once no older transaction is still
-    running anywhere on the server (see ``eventstore.backends.postgres``), and other test runs may
-    share the server; so wait, boundedly, until it shows every row of the table.
+    On PostgreSQL ``read_all`` shows an event only once no older transaction of the
+    database is still running (see ``eventstore.backends.postgres``), and the store's own
+    workers may hold one; so wait, boundedly, until it shows every row of the table.
     """
     with engine(client).connect() as conn:
         expected = conn.execute(sa.select(sa.func.count()).select_from(events)).scalar_one()

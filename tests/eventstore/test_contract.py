@@ -159,8 +159,8 @@ def test_read_all_pages_through_the_global_order(store: EventStore) -> None:
     cursor = START
     deadline = time.monotonic() + HORIZON_WAIT_SECONDS
     while len(seen) < len(written) and time.monotonic() < deadline:
-        # On PostgreSQL an unrelated open transaction anywhere on the server
-        # holds delivery back (the xid horizon); wait for it rather than fail.
+        # On PostgreSQL another transaction of this database (autovacuum's
+        # ANALYZE takes an xid) can hold delivery back a moment; wait, not fail.
         page = store.read_all(cursor, limit=3)
         if not page.events:
             time.sleep(0.05)

@@ -24,8 +24,8 @@ def write_log(store: EventStore, subjects: int = 12, per_subject: int = 5) -> No
     for round_no in range(per_subject):
         for n in range(subjects):
             store.append("default", f"subject-{n}", [NewEvent("memory.stored", {"r": round_no})])
-    # On PostgreSQL an unrelated open transaction anywhere on the server holds
-    # delivery back (the xid horizon); wait for it rather than read a short log.
+    # On PostgreSQL another transaction of this database (autovacuum's ANALYZE
+    # takes an xid) can hold delivery back a moment; wait rather than read short.
     deadline = time.monotonic() + HORIZON_WAIT_SECONDS
     while store.count_after(START) < subjects * per_subject and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -124,20 +124,14 @@ class World:
 
 
 def settled(world: World, user: str) -> None:
-    """Return once the log shows ``user``'s last event to every reader.  PostgreSQL
-    shows an event only below the oldest transaction running on the whole server
-    (eventstore/backends/postgres.py), so another database's open transaction can
-    hold a fresh commit back for a while; this world commits one at a time, so
-    everything before that event shows too."""
-    if world.ctx.store.backend_name != "postgresql":
-        return
-    group = world.ctx.store.read_stream(world.ctx.namespace, user)[-1].commit_group
-    horizon = sa.text("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
+    """Return once the log shows ``user``'s last event to every reader of the store.
+    PostgreSQL shows an event only when no transaction of this database that may
+    write before it is still running (eventstore/backends/postgres.py), so a
+    transaction the app has open can hold a fresh commit back for a moment; this
+    world commits one at a time, so everything before that event shows too."""
+    event = world.ctx.store.read_stream(world.ctx.namespace, user)[-1].cursor
     deadline = time.monotonic() + 30
-    while True:
-        with world.ctx.store.reading() as view:
-            if view.connection.execute(horizon).scalar_one() > group:
-                return
+    while world.ctx.store.log_head() < event:
         assert time.monotonic() < deadline, "the seeded event never became visible"
         time.sleep(0.05)
 
@@ -147,9 +141,9 @@ def log_size(ctx: MemoryContext) -> tuple[int | None, int, int, int]:
     events, streams and erasure requests.
 
     ``read_all`` is the log as readers see it.  On PostgreSQL it only delivers
-    commit groups below the server-wide snapshot horizon, so a transaction open
-    anywhere on a shared server can hold back events committed before the
-    request; there only the row counts (exact on both backends) are compared.
+    commit groups below the horizon, so a transaction open in the database can
+    hold back events committed before the request; there only the row counts
+    (exact on both backends) are compared.
     """
     delivered: int | None = None
     if ctx.store.backend.embedded:

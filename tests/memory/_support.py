@@ -75,8 +75,8 @@ def log_ids(client: MemoryClient) -> list[uuid.UUID]:
     """Every event committed to the log, by position.
 
     Read from the table rather than with ``read_all``: on PostgreSQL a
-    subscriber sees an event only once no older transaction is still running
-    anywhere on the server, which would make "nothing was written" unprovable.
+    subscriber sees an event only once no older transaction of the database is
+    still running, which would make "nothing was written" unprovable.
     """
     query = sa.select(events.c.event_id).order_by(events.c.position)
     with client.context.store.backend.engine.connect() as conn:

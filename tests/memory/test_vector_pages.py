@@ -80,7 +80,7 @@ def _write(memory: MemoryClient) -> int:
         memory.store(f"{user} works in Lyon", user_id=user, meta={"confidence": 0.8})
     written = 8 * len(USERS)
     # On PostgreSQL the log delivers events only below the oldest transaction
-    # open anywhere on the server.
+    # open in the database.
     deadline = time.monotonic() + VISIBILITY_TIMEOUT
     while memory.context.store.count_after(START) < written and time.monotonic() < deadline:
         time.sleep(0.02)
