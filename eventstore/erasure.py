@@ -22,9 +22,12 @@ def insert_request(conn: Connection, values: Mapping[str, Any]) -> None:
 
 
 def get_request(
-    conn: Connection, request_id: uuid.UUID, *, lock: bool = False
+    conn: Connection, request_id: uuid.UUID, *, lock: bool = False, namespace: str | None = None
 ) -> RequestRow | None:
+    """The request, or None; with ``namespace``, None too when it is another namespace's."""
     query = sa.select(erasure_requests).where(erasure_requests.c.request_id == request_id)
+    if namespace is not None:
+        query = query.where(erasure_requests.c.namespace == namespace)
     if lock:
         query = query.with_for_update()
     return conn.execute(query).first()
@@ -79,8 +82,18 @@ def insert_certificate(
     )
 
 
-def get_certificate(conn: Connection, certificate_id: uuid.UUID) -> sa.Row[Any] | None:
-    query = sa.select(certificates).where(certificates.c.certificate_id == certificate_id)
+def get_certificate(
+    conn: Connection, certificate_id: uuid.UUID, namespace: str
+) -> sa.Row[Any] | None:
+    """Certificate ``certificate_id`` if it concerns ``namespace`` (else, as unknown, None)."""
+    query = (
+        sa.select(certificates)
+        .join(erasure_requests, erasure_requests.c.request_id == certificates.c.request_id)
+        .where(
+            certificates.c.certificate_id == certificate_id,
+            erasure_requests.c.namespace == namespace,
+        )
+    )
     return conn.execute(query).first()
 
 

@@ -491,6 +491,12 @@ class KeyRequest(BaseModel):
     expires_at: AwareDatetime | None = Field(
         default=None, description="When the key stops authenticating; none: never."
     )
+    cluster_wide: bool = Field(
+        default=False,
+        description="An operator key of no namespace, serving every one (only a "
+        "cluster-wide key may create one). Otherwise the key belongs to the caller's "
+        "namespace.",
+    )
 
 
 class KeyOut(BaseModel):
@@ -500,6 +506,9 @@ class KeyOut(BaseModel):
     created_at: datetime
     revoked_at: datetime | None
     expires_at: datetime | None
+    namespace: str | None = Field(
+        description="The namespace the key serves; null for a cluster-wide operator key."
+    )
 
     @classmethod
     def of(cls, key: KeyInfo) -> KeyOut:
@@ -510,6 +519,7 @@ class KeyOut(BaseModel):
             created_at=key.created_at,
             revoked_at=key.revoked_at,
             expires_at=key.expires_at,
+            namespace=key.namespace,
         )
 
 

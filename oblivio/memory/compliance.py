@@ -92,8 +92,9 @@ def delete_event(
 
 
 def erasure_status(ctx: MemoryContext, request_id: uuid.UUID | str) -> ErasureStatus:
-    """Where an erasure request stands (raises ``NotFoundError`` for unknown ids)."""
-    status = request_status(ctx.store, request_id, ctx.clock())
+    """Where an erasure request of this namespace stands (raises ``NotFoundError`` for
+    unknown ids and other namespaces' alike)."""
+    status = request_status(ctx.store, request_id, ctx.clock(), ctx.namespace)
     if status is None:
         raise NotFoundError("erasure request is not available")
     return status
@@ -269,10 +270,10 @@ def verify_audit_export(text: str, keys: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def get_certificate(ctx: MemoryContext, certificate_id: uuid.UUID | str) -> dict[str, Any]:
-    """A stored certificate (JWS JSON serialization) by id."""
+    """A stored certificate (JWS JSON serialization) of this namespace by id."""
     wanted = parse_uuid(certificate_id, "certificate id")
     with ctx.store.reading() as view:
-        row = requests.get_certificate(view.connection, wanted)
+        row = requests.get_certificate(view.connection, wanted, ctx.namespace)
     if row is None:
         raise NotFoundError("certificate is not available")
     certificate: dict[str, Any] = json.loads(row.jws)

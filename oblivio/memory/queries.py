@@ -196,7 +196,7 @@ def get_event_nodes(
     wanted = parse_uuid(event_id, "event id")
     owner = owner_stream(ctx, user_id)
     with ctx.store.reading() as view:
-        rows = GraphStore(view.connection).nodes_of_event(wanted)
+        rows = GraphStore(view.connection).nodes_of_event(wanted, namespace=ctx.namespace)
         visible = [r for r in rows if _visible(r, owner) is not None]
         return [n for n in (_decrypt(view, r) for r in visible) if n is not None]
 
@@ -212,7 +212,7 @@ def get_node(
     wanted = parse_uuid(node_id, "node id")
     owner = owner_stream(ctx, user_id)
     with ctx.store.reading() as view:
-        row = _visible(GraphStore(view.connection).node_row(wanted), owner)
+        row = _visible(GraphStore(view.connection).node_row(ctx.namespace, wanted), owner)
         if row is None:
             return None
         if row.lifecycle == LifecycleState.SUPERSEDED and not include_superseded:
@@ -229,7 +229,7 @@ def get_assertion_state(
     owner = owner_stream(ctx, user_id)
     with ctx.store.reading() as view:
         graph = GraphStore(view.connection)
-        row = _visible(graph.node_row(wanted), owner)
+        row = _visible(graph.node_row(ctx.namespace, wanted), owner)
         if row is None:
             return None
         claim_row = ClaimStore(view.connection).claim(row.stream_id, wanted)
@@ -298,7 +298,7 @@ def list_nodes(
     owner = owner_stream(ctx, user)
     with ctx.store.reading() as view:
         graph = GraphStore(view.connection)
-        position = None if start is None else _position(graph, start, owner)
+        position = None if start is None else _position(graph, ctx.namespace, start, owner)
         cipher = None if owner is None or owner < 0 else view.cipher(owner)
         if cipher is None:
             return NodePage([], None)
@@ -316,10 +316,10 @@ def list_nodes(
 
 
 def _position(
-    graph: GraphStore, node_id: uuid.UUID, owner: int | None
+    graph: GraphStore, namespace: str, node_id: uuid.UUID, owner: int | None
 ) -> tuple[datetime, uuid.UUID]:
     """Where the caller's node ``node_id`` sits in the listing's order."""
-    row = _visible(graph.node_row(node_id), owner)
+    row = _visible(graph.node_row(namespace, node_id), owner)
     if row is None:
         raise NodeUnavailableError("the node to list after is not available")
     return row.created_at, row.node_id
