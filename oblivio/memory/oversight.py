@@ -265,8 +265,9 @@ def audit_trail(ctx: MemoryContext, *, page: int = 1, per_page: int = 50) -> Aud
     """Audit entries as an export holds them, and whether their chain recomputes."""
     if page < 1 or not 1 <= per_page <= MAX_PAGE_SIZE:
         raise InvalidInputError(f"page must be 1 or more and per_page 1 to {MAX_PAGE_SIZE}")
-    audit = audit_slice(ctx.store)
-    problem = chain_problem(audit.lines, audit.previous_chain_hash)
+    namespace = None if ctx.cluster_wide else ctx.namespace
+    audit = audit_slice(ctx.store, namespace=namespace)
+    problem = chain_problem(audit.lines, None if namespace else audit.previous_chain_hash)
     newest_first = audit.lines[::-1]
     start = (page - 1) * per_page
     return AuditTrail(
