@@ -35,15 +35,18 @@ import pytest
 import sqlalchemy as sa
 from mcp.server.mcpserver import MCPServer
 
-from eventstore import apikeys, schema
+from eventstore import apikeys, exports, schema
 from oblivio.http.auth import NAMESPACE_HEADER
 from oblivio.mcp_server import build_mcp_server
+from oblivio.memory import compliance
 from oblivio.memory.context import MemoryContext
 from projections.storage.tables import nodes
-from tests.http.conftest import ALICE, BOB, Response, World, create_key
+from tests.http.conftest import ALICE, BOB, Response, World, create_key, log_size
 from tests.http.test_authorization import SPECS, UUID, Call, normalised, published_operations
 
 OTHER = "tenant-b"
+AUDIT_EXPORT = "/v1/compliance/audit/export"
+ADMIN_KEYS = "/v1/admin/keys"
 KEYS = ("user", "operator", "auditor", "cluster")
 #: Routes where a cluster-wide key acts on every namespace, by design.
 SPANS_ALL = {
@@ -306,3 +309,67 @@ def test_keys_of_one_namespace_are_invisible_to_another(pair: tuple[Tenant, Tena
         assert apikeys.list_keys(view.connection, OTHER) == [
             k for k in apikeys.list_keys(view.connection, None) if k.namespace == OTHER
         ]
+
+
+def test_a_namespace_audit_export_holds_its_entries_each_in_the_signed_chain(
+    pair: tuple[Tenant, Tenant],
+) -> None:
+    home, other = pair
+    mine, theirs = home.erasure_request(ALICE), other.erasure_request(ALICE)
+    jwks = compliance.jwks(home.ctx)
+    text = home.client.get(AUDIT_EXPORT, headers=home.headers("auditor")).text
+    manifest = compliance.verify_audit_export(text, jwks)
+    lines = [json.loads(line) for line in text.splitlines()[:-1]]
+    assert manifest["namespace"] == home.ctx.namespace
+    assert {line["namespace"] for line in lines} == {home.ctx.namespace}
+    assert str(mine) in text
+    assert str(theirs) not in text
+    # Other namespaces' entries lie between these: each line stands on its own link.
+    assert exports.chain_problem(lines, None) is None
+    unlinked = [{**line, "previous_chain_hash": "00" * 32} for line in lines]
+    assert exports.chain_problem(unlinked, None) is not None
+
+    everything = home.client.get(AUDIT_EXPORT, headers=home.headers("cluster")).text
+    spanning = compliance.verify_audit_export(everything, jwks)
+    labels = {json.loads(line)["namespace"] for line in everything.splitlines()[:-1]}
+    assert spanning["namespace"] is None
+    assert {home.ctx.namespace, OTHER} <= labels
+    assert spanning["chain_head"] == manifest["chain_head"]
+
+
+def test_only_a_cluster_wide_key_creates_cluster_wide_keys(pair: tuple[Tenant, Tenant]) -> None:
+    home, _ = pair
+    wanted = {"principal": "operator", "cluster_wide": True}
+    before = log_size(home.ctx)
+    refused = home.client.post(ADMIN_KEYS, json=wanted, headers=home.headers("operator"))
+    assert refused.status_code == 403, refused.text
+    not_operator = {"principal": "auditor", "cluster_wide": True}
+    assert (
+        home.client.post(ADMIN_KEYS, json=not_operator, headers=home.headers("cluster")).status_code
+        == 422
+    )
+    assert log_size(home.ctx) == before
+    made = home.client.post(ADMIN_KEYS, json=wanted, headers=home.headers("cluster"))
+    assert made.status_code == 201, made.text
+    assert made.json()["key"]["namespace"] is None
+    [entry] = [
+        e.data or {}
+        for e in home.ctx.store.read_audit()
+        if (e.data or {}).get("object_refs", {}).get("api_key") == made.json()["key"]["key_id"]
+    ]
+    assert entry["object_refs"]["scope"] == "cluster-wide"
+    mine = home.client.post(
+        ADMIN_KEYS, json={"principal": "auditor"}, headers=home.headers("operator")
+    )
+    assert mine.json()["key"]["namespace"] == home.ctx.namespace
+
+
+def test_a_namespaced_key_cannot_name_another_namespace(pair: tuple[Tenant, Tenant]) -> None:
+    home, other = pair
+    node = other.shared_seed(ALICE).node_id
+    for principal in ("user", "operator", "auditor"):
+        crossing = {**home.headers(principal), NAMESPACE_HEADER: OTHER}
+        assert home.client.get(f"/v1/nodes/{node}", headers=crossing).status_code == 403
+    assert home.client.get(f"/v1/nodes/{node}", headers=other.headers("cluster")).status_code == 200
+    malformed = {**home.headers("cluster"), NAMESPACE_HEADER: "Not A Namespace"}
+    assert home.client.get(f"/v1/nodes/{node}", headers=malformed).status_code == 422
