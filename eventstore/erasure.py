@@ -102,18 +102,30 @@ def certificate_of_request(conn: Connection, request_id: uuid.UUID) -> sa.Row[An
     return conn.execute(query).first()
 
 
-def requests_by_status(conn: Connection) -> dict[str, int]:
-    """How many erasure requests are in each status (for metrics)."""
-    query = sa.select(erasure_requests.c.status, sa.func.count()).group_by(
-        erasure_requests.c.status
-    )
-    return {status: int(count) for status, count in conn.execute(query)}
+def in_namespace(namespace: str | None) -> sa.ColumnElement[bool]:
+    """Requests of ``namespace``; of every namespace for None."""
+    return sa.true() if namespace is None else erasure_requests.c.namespace == namespace
 
 
-def count_overdue(conn: Connection, now: datetime) -> int:
-    """Open requests past their deadline, flagged yet or not."""
-    query = sa.select(sa.func.count()).where(
-        erasure_requests.c.status.in_(OPEN_STATUSES),
-        sa.or_(erasure_requests.c.overdue_at.is_not(None), erasure_requests.c.deadline_at < now),
+def requests_by_status(conn: Connection, namespace: str | None) -> dict[tuple[str, str], int]:
+    """How many erasure requests are in each (namespace, status) (for metrics), of one
+    namespace or (None) of all."""
+    by = (erasure_requests.c.namespace, erasure_requests.c.status)
+    query = sa.select(*by, sa.func.count()).where(in_namespace(namespace)).group_by(*by)
+    return {(ns, status): int(count) for ns, status, count in conn.execute(query)}
+
+
+def count_overdue(conn: Connection, now: datetime, namespace: str | None) -> dict[str, int]:
+    """Open requests past their deadline, flagged yet or not, per namespace."""
+    query = (
+        sa.select(erasure_requests.c.namespace, sa.func.count())
+        .where(
+            in_namespace(namespace),
+            erasure_requests.c.status.in_(OPEN_STATUSES),
+            sa.or_(
+                erasure_requests.c.overdue_at.is_not(None), erasure_requests.c.deadline_at < now
+            ),
+        )
+        .group_by(erasure_requests.c.namespace)
     )
-    return int(conn.execute(query).scalar_one())
+    return {ns: int(count) for ns, count in conn.execute(query)}

@@ -26,8 +26,6 @@ from workers.rebuild import RebuildWorker
 from workers.reembed import VectorRebuilder
 
 DEFAULT_CONSISTENCY_TIMEOUT = 10.0
-#: Tenant views kept per context; beyond it each request builds its own (a copy).
-MAX_KEPT_TENANTS = 4096
 
 
 @dataclass
@@ -65,9 +63,6 @@ class MemoryContext:
     #: the database and its keys anyway) and for cluster-wide API keys; false for
     #: a namespaced key's requests.  Reads by id always stay in ``namespace``.
     cluster_wide: bool = True
-    _tenants: dict[tuple[str, bool], MemoryContext] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
 
     def for_key(self, key_namespace: str | None) -> MemoryContext:
         """The tenant an API key of ``key_namespace`` is served in: its namespace, or
@@ -78,11 +73,9 @@ class MemoryContext:
 
     def tenant(self, namespace: str, *, cluster_wide: bool) -> MemoryContext:
         """This context serving ``namespace``: the same parts (store, projections,
-        workers, caches), another tenant.  Made once per namespace and kept."""
-        wanted = (check_namespace(namespace), cluster_wide)
-        served = self._tenants.get(wanted)
-        if served is None:
-            served = replace(self, namespace=wanted[0], cluster_wide=cluster_wide)
-            if len(self._tenants) < MAX_KEPT_TENANTS:
-                self._tenants[wanted] = served
-        return served
+        workers, caches), another tenant.  A shallow copy, made per request (a few
+        microseconds), so it always holds the parts this context holds now."""
+        wanted = check_namespace(namespace)
+        if wanted == self.namespace and cluster_wide == self.cluster_wide:
+            return self
+        return replace(self, namespace=wanted, cluster_wide=cluster_wide)

@@ -33,14 +33,18 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from fastapi.routing import APIRoute
+from fastapi.testclient import TestClient
 from mcp.server.mcpserver import MCPServer
 
 from eventstore import apikeys, exports, schema
+from oblivio.console import pages as console_pages
 from oblivio.http.auth import NAMESPACE_HEADER
 from oblivio.mcp_server import build_mcp_server
 from oblivio.memory import compliance
 from oblivio.memory.context import MemoryContext
 from projections.storage.tables import nodes
+from tests.console.conftest import sign_in
 from tests.http.conftest import ALICE, BOB, Response, World, create_key, log_size
 from tests.http.test_authorization import SPECS, UUID, Call, normalised, published_operations
 
@@ -373,3 +377,34 @@ def test_a_namespaced_key_cannot_name_another_namespace(pair: tuple[Tenant, Tena
     assert home.client.get(f"/v1/nodes/{node}", headers=other.headers("cluster")).status_code == 200
     malformed = {**home.headers("cluster"), NAMESPACE_HEADER: "Not A Namespace"}
     assert home.client.get(f"/v1/nodes/{node}", headers=malformed).status_code == 422
+
+
+def test_no_console_page_shows_another_namespace(pair: tuple[Tenant, Tenant]) -> None:
+    """Every console page a signed-in key can open, from the app's own routes: the same
+    rules as the API's (the console runs the same operations)."""
+    home, other = pair
+    ids = {"request_id": other.erasure_request(ALICE), "certificate_id": other.certificate(ALICE)}
+    pages = [
+        route.path
+        for route in console_pages.router.routes
+        if isinstance(route, APIRoute) and "GET" in route.methods
+    ]
+    assert len(pages) > 10, pages
+    findings = Findings([])
+    for principal in KEYS:
+        browser = TestClient(home.client.app, raise_server_exceptions=False)
+        assert sign_in(browser, home.tokens[principal]).status_code == 303
+        for path in pages:
+            foreign = path.format(**ids)
+            unknown = path.format(**{name: uuid.uuid4() for name in ids})
+            before = holdings(home.ctx, OTHER)
+            got = browser.get(foreign)
+            after = holdings(home.ctx, OTHER)
+            absent = None if foreign == unknown else outcome(browser.get(unknown))
+            label = f"console {path} as {principal}"
+            if principal == "cluster" and "{" not in path:
+                continue  # its listings span every namespace by design; its ids do not
+            findings.check(
+                label, outcome(got), absent, foreign, secrets_of(home.ctx, OTHER), (before, after)
+            )
+    assert not findings.problems, "\n".join(findings.problems)
