@@ -235,10 +235,13 @@ class EventStore:
         with self.backend.statement_reads() as conn:
             return self.reads.read(conn, query, params)
 
-    def get_events(self, event_ids: Sequence[uuid.UUID]) -> list[RecordedEvent]:
-        """The stored events among ``event_ids`` (any stream), in log order."""
+    def get_events(
+        self, event_ids: Sequence[uuid.UUID], *, namespace: str | None = None
+    ) -> list[RecordedEvent]:
+        """The stored events among ``event_ids`` (any stream, or ``namespace``'s streams
+        only), in log order."""
         with self.backend.read_connection() as conn:
-            return self.reads.by_ids(conn, event_ids)
+            return self.reads.by_ids(conn, event_ids, namespace)
 
     def read_all(
         self,

@@ -17,6 +17,8 @@ from eventstore.migrate import _config
 from oblivio import MemoryClient
 from oblivio.bootstrap import open_memory, upgrade_schema
 from oblivio.cli import main
+from oblivio.errors import NodeUnavailableError
+from oblivio.memory import commands, queries
 from oblivio.settings import Settings
 from projections import MIGRATIONS
 
@@ -115,3 +117,23 @@ def test_existing_keys_move_to_the_namespace_they_were_used_in(
         "b" * 16: "served",
         "c" * 16: "served",
     }
+
+
+def test_the_facade_answers_another_namespaces_ids_as_unknown(
+    any_database_url: str, tmp_path: Path
+) -> None:
+    """The operator reads of issue 32 (trusted access, no user id) on both backends."""
+    settings = Settings(data_dir=tmp_path, database_url=any_database_url, namespace="home")
+    with MemoryClient(settings=settings) as client:
+        other = client.context.tenant("other", cluster_wide=False)
+        event = commands.store(other, "Alice lives in Oslo", user_id="alice")
+        [node] = queries.get_event_nodes(other, event)
+        assert queries.get_node(other, node.id) is not None  # there, in its namespace
+        assert client.get_event(event) is None
+        assert client.get_event_nodes(event) == []
+        assert client.get_node(node.id) is None
+        assert client.get_assertion_state(node.id) is None
+        with pytest.raises(NodeUnavailableError):
+            client.reinforce(node.id)
+        assert queries.get_node(other, node.id) is not None
+        assert client.context.store.head("other", "alice").version == 1  # nothing written

@@ -81,7 +81,7 @@ def get_event(
     """A stored memory event, or ``None`` when unavailable (missing, foreign, erased)."""
     wanted = parse_uuid(event_id, "event id")
     owner_key = None if user_id is None else ctx.store.subject_ref(ctx.namespace, user_id)
-    for event in ctx.store.get_events([wanted]):
+    for event in ctx.store.get_events([wanted], namespace=ctx.namespace):
         if is_memory_event(ctx, event) and (
             owner_key is None or event.stream.subject_key.hex() == owner_key
         ):
