@@ -346,12 +346,15 @@ class EventStore:
         return self.codec.subject_key(namespace, check_subject(subject)).hex()
 
     def verify(self, namespace: str | None = None, subject: str | None = None) -> VerifyReport:
-        """Walk the chain of one subject's streams, or of the whole log."""
+        """Walk the chain of one subject's streams, of one namespace's, or of the whole
+        log (every chain: the audit stream's too)."""
         with self.backend.read_connection() as conn:
             query = select_streams()
+            if namespace is not None:
+                query = query.where(streams.c.namespace == check_namespace(namespace))
             if namespace is not None and subject is not None:
-                key = self.codec.subject_key(check_namespace(namespace), check_subject(subject))
-                query = query.where(streams.c.namespace == namespace, streams.c.subject_key == key)
+                key = self.codec.subject_key(namespace, check_subject(subject))
+                query = query.where(streams.c.subject_key == key)
             return verify_streams(conn, conn.execute(query).all())
 
     # -- erasure primitives (each in its own transaction) ---------------------

@@ -204,7 +204,9 @@ def audit_page(request: Request, who: Who, page: PAGE = 1, verify_log: bool = Fa
     allow(who, "operator", "auditor")
     ctx = served(request, who)
     trail = oversight.audit_trail(ctx, page=page)
-    log_report = ctx.store.verify() if verify_log else None
+    # A namespaced key walks its namespace's chains; the audit chain is checked above.
+    scope = None if ctx.cluster_wide else ctx.namespace
+    log_report = ctx.store.verify(scope) if verify_log else None
     return render(request, "audit.html", who, trail=trail, log_report=log_report)
 
 
