@@ -447,12 +447,13 @@ def _subject_index(
     rows committed in between only make the index newer than its token, so the
     next query reads them again; they never leave an erased row in the cache.
     """
+    cached = f"{ctx.namespace}/{user}"  # one cache for every namespace a server serves
     token = _current_token(ctx, user, consistent)
     if token is None or not token.readable:
-        ctx.retrieval_cache.drop(user)
+        ctx.retrieval_cache.drop(cached)
         return None
     embedder = _serving_embedder(ctx, token)
-    entry = ctx.retrieval_cache.entry(user)
+    entry = ctx.retrieval_cache.entry(cached)
     if entry is not None and entry[0] == token:
         return entry[1], embedder
     follows = entry is not None and _only_new_events(entry[0], token)
@@ -469,20 +470,20 @@ def _subject_index(
     with ctx.store.reading() as view:
         cipher = view.cipher(token.stream_id)
         if cipher is None:
-            ctx.retrieval_cache.drop(user)
+            ctx.retrieval_cache.drop(cached)
             return None
         if follows and entry is not None and _contiguous(events, entry[0], token):
             index = entry[1]
             try:
                 refresh(index, view.connection, cipher, events, token.embedder)
             except BaseException:
-                ctx.retrieval_cache.drop(user)  # half applied: never serve or extend it
+                ctx.retrieval_cache.drop(cached)  # half applied: never serve or extend it
                 raise
         else:
             index = load_subject(view.connection, cipher, ctx.scoring, token.embedder)
             index.version = token.version  # rows read after the token: at least this
             index.set_accesses(ctx.access.counts(view.connection, token.stream_id))
-    ctx.retrieval_cache.put(user, token, index)
+    ctx.retrieval_cache.put(cached, token, index)
     return index, embedder
 
 
