@@ -490,9 +490,10 @@ def _verified_export(text: str, keys: dict[str, Any]) -> str:
             f"and {counts['nodes']} nodes: signed manifest and content digests verify"
         )
     manifest = compliance.verify_audit_export(text, keys)
+    of = manifest.get("namespace") or "every namespace"
     return (
-        f"ok: {manifest['count']} audit entries, signed manifest and hash chain verify "
-        f"(chain head {manifest['chain_head'][:16]}…)"
+        f"ok: {manifest['count']} audit entries of {of}, signed manifest and hash chain "
+        f"verify (chain head {manifest['chain_head'][:16]}…)"
     )
 
 

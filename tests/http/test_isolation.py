@@ -29,15 +29,18 @@ import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from click.testing import CliRunner
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from mcp.server.mcpserver import MCPServer
 
 from eventstore import apikeys, exports, schema
+from oblivio.cli import main
 from oblivio.console import pages as console_pages
 from oblivio.http.auth import NAMESPACE_HEADER
 from oblivio.mcp_server import build_mcp_server
@@ -316,7 +319,7 @@ def test_keys_of_one_namespace_are_invisible_to_another(pair: tuple[Tenant, Tena
 
 
 def test_a_namespace_audit_export_holds_its_entries_each_in_the_signed_chain(
-    pair: tuple[Tenant, Tenant],
+    pair: tuple[Tenant, Tenant], tmp_path: Path
 ) -> None:
     home, other = pair
     mine, theirs = home.erasure_request(ALICE), other.erasure_request(ALICE)
@@ -332,6 +335,12 @@ def test_a_namespace_audit_export_holds_its_entries_each_in_the_signed_chain(
     assert exports.chain_problem(lines, None) is None
     unlinked = [{**line, "previous_chain_hash": "00" * 32} for line in lines]
     assert exports.chain_problem(unlinked, None) is not None
+    (tmp_path / "audit.jsonl").write_text(text)
+    (tmp_path / "jwks.json").write_text(json.dumps(jwks))
+    files = [str(tmp_path / "audit.jsonl"), "--jwks", str(tmp_path / "jwks.json")]
+    checked = CliRunner().invoke(main, ["verify-export", *files])
+    assert checked.exit_code == 0, checked.output
+    assert f"audit entries of {home.ctx.namespace}," in checked.output
 
     everything = home.client.get(AUDIT_EXPORT, headers=home.headers("cluster")).text
     spanning = compliance.verify_audit_export(everything, jwks)
