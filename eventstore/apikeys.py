@@ -21,7 +21,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -43,8 +43,9 @@ class Principal:
     kind: str
     user_id: str | None  # set for user principals only
     expires_at: datetime | None = None
-    #: The tenant the key serves; ``None`` for a cluster-wide operator key.
-    namespace: str | None = None
+    #: The tenant the key serves; ``None`` for a cluster-wide operator key.  No
+    #: default: a principal that forgot its namespace must not pass for cluster-wide.
+    namespace: str | None = field(kw_only=True)
 
     def expired(self, now: datetime) -> bool:
         return self.expires_at is not None and self.expires_at <= now
@@ -133,7 +134,7 @@ def authenticate(conn: Connection, token: str, now: datetime) -> Principal | Non
     user_id = None
     if row.sealed_user_id is not None:
         user_id = crypto.decrypt(_secret_key(secret), row.sealed_user_id, key_id.encode()).decode()
-    return Principal(row.key_id, row.principal, user_id, row.expires_at, row.namespace)
+    return Principal(row.key_id, row.principal, user_id, row.expires_at, namespace=row.namespace)
 
 
 #: Which keys a caller may see: those of one namespace, or every key (``ALL_NAMESPACES``).

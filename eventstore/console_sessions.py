@@ -79,7 +79,9 @@ def find(conn: Connection, token: str) -> Session | None:
     user_id = None
     if row.sealed_user_id is not None:
         user_id = crypto.decrypt(_seal_key(token), row.sealed_user_id, session_hash).decode()
-    principal = Principal(row.key_id, row.principal, user_id, row.expires_at, row.namespace)
+    principal = Principal(
+        row.key_id, row.principal, user_id, row.expires_at, namespace=row.namespace
+    )
     return Session(principal, row.last_seen_at, row.revoked_at is not None)
 
 
