@@ -5,6 +5,10 @@ which it authenticates no more (as if revoked).  The database keeps SHA-256 of t
 secret (compared in constant time) and, for user principals, the user id
 sealed with AES-GCM under a key derived from the secret: a stolen database
 reveals neither usable keys nor whom they belong to.
+
+Every key belongs to one namespace, the tenant its requests are served in;
+only an operator key may instead be cluster-wide (``namespace`` None), and
+only when made so explicitly.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +30,7 @@ from sqlalchemy.engine import Connection
 
 from eventstore import crypto
 from eventstore.errors import InvalidInputError
+from eventstore.ids import check_namespace
 from eventstore.schema import api_keys
 
 PRINCIPALS = frozenset({"user", "operator", "auditor"})
@@ -38,6 +43,9 @@ class Principal:
     kind: str
     user_id: str | None  # set for user principals only
     expires_at: datetime | None = None
+    #: The tenant the key serves; ``None`` for a cluster-wide operator key.  No
+    #: default: a principal that forgot its namespace must not pass for cluster-wide.
+    namespace: str | None = field(kw_only=True)
 
     def expired(self, now: datetime) -> bool:
         return self.expires_at is not None and self.expires_at <= now
@@ -51,6 +59,7 @@ class KeyInfo:
     created_at: datetime
     revoked_at: datetime | None
     expires_at: datetime | None = None
+    namespace: str | None = None  # None: a cluster-wide operator key
 
 
 def _secret_key(secret: str) -> bytes:
@@ -68,12 +77,19 @@ def issue(
     subject_ref: str | None,
     now: datetime,
     expires_at: datetime | None = None,
+    *,
+    namespace: str | None,
 ) -> tuple[KeyInfo, str]:
-    """Store a new key; its description and its token (shown once, never stored)."""
+    """Store a new key of ``namespace`` (``None``: a cluster-wide operator key); its
+    description and its token (shown once, never stored)."""
     if kind not in PRINCIPALS:
         raise InvalidInputError("principal must be user, operator or auditor")
     if (kind == "user") != (user_id is not None):
         raise InvalidInputError("a user key needs a user id; other keys must not have one")
+    if namespace is None and kind != "operator":
+        raise InvalidInputError("only operator keys may be cluster-wide")
+    if namespace is not None:
+        check_namespace(namespace)
     if expires_at is not None and expires_at.tzinfo is None:
         raise InvalidInputError("a key's expiry must be a time zone-aware time")
     key_id = secrets.token_hex(8)
@@ -90,9 +106,10 @@ def issue(
             subject_ref=subject_ref,
             created_at=now,
             expires_at=expires_at,
+            namespace=namespace,
         )
     )
-    info = KeyInfo(key_id, kind, subject_ref, now, None, expires_at)
+    info = KeyInfo(key_id, kind, subject_ref, now, None, expires_at, namespace)
     return info, f"{KEY_PREFIX}_{key_id}_{secret}"
 
 
@@ -117,32 +134,50 @@ def authenticate(conn: Connection, token: str, now: datetime) -> Principal | Non
     user_id = None
     if row.sealed_user_id is not None:
         user_id = crypto.decrypt(_secret_key(secret), row.sealed_user_id, key_id.encode()).decode()
-    return Principal(row.key_id, row.principal, user_id, row.expires_at)
+    return Principal(row.key_id, row.principal, user_id, row.expires_at, namespace=row.namespace)
 
 
-def list_keys(conn: Connection) -> list[KeyInfo]:
-    rows = conn.execute(sa.select(api_keys).order_by(api_keys.c.created_at, api_keys.c.key_id))
+#: Which keys a caller may see: those of one namespace, or every key (``ALL_NAMESPACES``).
+ALL_NAMESPACES = None
+
+
+def _in(namespace: str | None) -> sa.ColumnElement[bool]:
+    return sa.true() if namespace is ALL_NAMESPACES else api_keys.c.namespace == namespace
+
+
+def list_keys(conn: Connection, namespace: str | None) -> list[KeyInfo]:
+    """The keys of ``namespace`` (every key for ``ALL_NAMESPACES``), oldest first."""
+    query = sa.select(api_keys).where(_in(namespace))
+    rows = conn.execute(query.order_by(api_keys.c.created_at, api_keys.c.key_id))
     return [_info(r) for r in rows]
 
 
-def get_key(conn: Connection, key_id: str) -> KeyInfo | None:
-    row = conn.execute(_KEY_BY_ID, {"key_id": key_id}).first()
+def get_key(conn: Connection, key_id: str, namespace: str | None) -> KeyInfo | None:
+    """Key ``key_id`` if it is one of ``namespace``'s (any key for ``ALL_NAMESPACES``)."""
+    row = conn.execute(_KEY_BY_ID.where(_in(namespace)), {"key_id": key_id}).first()
     return None if row is None else _info(row)
 
 
 def _info(row: sa.Row[Any]) -> KeyInfo:
     return KeyInfo(
-        row.key_id, row.principal, row.subject_ref, row.created_at, row.revoked_at, row.expires_at
+        row.key_id,
+        row.principal,
+        row.subject_ref,
+        row.created_at,
+        row.revoked_at,
+        row.expires_at,
+        row.namespace,
     )
 
 
-def revoke(conn: Connection, key_id: str, now: datetime) -> bool:
-    """Revoke a key; every ``VerifiedKeys`` of this process forgets it at once."""
+def revoke(conn: Connection, key_id: str, now: datetime, namespace: str | None) -> bool:
+    """Revoke a key of ``namespace``; every ``VerifiedKeys`` of this process forgets it
+    at once.  False when it is revoked already, unknown or another namespace's."""
     for cache in list(_caches):
         cache.revoked(key_id)
     result = conn.execute(
         api_keys.update()
-        .where(api_keys.c.key_id == key_id, api_keys.c.revoked_at.is_(None))
+        .where(api_keys.c.key_id == key_id, api_keys.c.revoked_at.is_(None), _in(namespace))
         .values(revoked_at=now)
     )
     return result.rowcount == 1

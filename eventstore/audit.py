@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eventstore.errors import InvalidInputError
-from eventstore.ids import SYSTEM_NAMESPACE
+from eventstore.ids import SYSTEM_NAMESPACE, check_namespace
 from eventstore.model import NewEvent
 
 AUDIT_NAMESPACE = SYSTEM_NAMESPACE
@@ -28,7 +28,11 @@ _REF = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 
 @dataclass(frozen=True)
 class AuditEntry:
-    """One thing that happened, without saying anything about anyone's content."""
+    """One thing that happened, without saying anything about anyone's content.
+
+    ``namespace`` names the tenant it happened in; ``None`` for what concerns the
+    whole store (key rotation, re-embedding, cluster-wide keys).
+    """
 
     action: str
     subject_ref: str | None = None  # hex subject key, never the user id
@@ -36,11 +40,13 @@ class AuditEntry:
     object_refs: Mapping[str, str] = field(default_factory=dict)  # request/certificate ids
     counts: Mapping[str, int] = field(default_factory=dict)
     digests: Mapping[str, str] = field(default_factory=dict)  # hex digests
+    namespace: str | None = None
 
     def to_event(self) -> NewEvent:
         self._validate()
         data: dict[str, Any] = {
             "action": self.action,
+            "namespace": self.namespace,
             "subject_ref": self.subject_ref,
             "actor_ref": self.actor_ref,
             "object_refs": dict(self.object_refs),
@@ -54,6 +60,8 @@ class AuditEntry:
         # cannot hold a sentence about a person.
         if not _ACTION.fullmatch(self.action):
             raise InvalidInputError("audit action must be a lowercase dotted name")
+        if self.namespace is not None:
+            check_namespace(self.namespace)
         for name, value in (("subject_ref", self.subject_ref), ("actor_ref", self.actor_ref)):
             if value is not None and not _HEX.fullmatch(value):
                 raise InvalidInputError(f"audit {name} must be a hex digest")

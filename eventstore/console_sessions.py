@@ -68,7 +68,9 @@ def find(conn: Connection, token: str) -> Session | None:
     """The session of ``token``, or None (unknown or ended)."""
     session_hash = _hash(token)
     row = conn.execute(
-        sa.select(console_sessions, api_keys.c.revoked_at, api_keys.c.expires_at)
+        sa.select(
+            console_sessions, api_keys.c.revoked_at, api_keys.c.expires_at, api_keys.c.namespace
+        )
         .join(api_keys, api_keys.c.key_id == console_sessions.c.key_id)
         .where(console_sessions.c.session_hash == session_hash)
     ).first()
@@ -77,7 +79,9 @@ def find(conn: Connection, token: str) -> Session | None:
     user_id = None
     if row.sealed_user_id is not None:
         user_id = crypto.decrypt(_seal_key(token), row.sealed_user_id, session_hash).decode()
-    principal = Principal(row.key_id, row.principal, user_id, row.expires_at)
+    principal = Principal(
+        row.key_id, row.principal, user_id, row.expires_at, namespace=row.namespace
+    )
     return Session(principal, row.last_seen_at, row.revoked_at is not None)
 
 

@@ -22,9 +22,12 @@ def insert_request(conn: Connection, values: Mapping[str, Any]) -> None:
 
 
 def get_request(
-    conn: Connection, request_id: uuid.UUID, *, lock: bool = False
+    conn: Connection, request_id: uuid.UUID, *, lock: bool = False, namespace: str | None = None
 ) -> RequestRow | None:
+    """The request, or None; with ``namespace``, None too when it is another namespace's."""
     query = sa.select(erasure_requests).where(erasure_requests.c.request_id == request_id)
+    if namespace is not None:
+        query = query.where(erasure_requests.c.namespace == namespace)
     if lock:
         query = query.with_for_update()
     return conn.execute(query).first()
@@ -79,8 +82,18 @@ def insert_certificate(
     )
 
 
-def get_certificate(conn: Connection, certificate_id: uuid.UUID) -> sa.Row[Any] | None:
-    query = sa.select(certificates).where(certificates.c.certificate_id == certificate_id)
+def get_certificate(
+    conn: Connection, certificate_id: uuid.UUID, namespace: str
+) -> sa.Row[Any] | None:
+    """Certificate ``certificate_id`` if it concerns ``namespace`` (else, as unknown, None)."""
+    query = (
+        sa.select(certificates)
+        .join(erasure_requests, erasure_requests.c.request_id == certificates.c.request_id)
+        .where(
+            certificates.c.certificate_id == certificate_id,
+            erasure_requests.c.namespace == namespace,
+        )
+    )
     return conn.execute(query).first()
 
 
@@ -89,18 +102,30 @@ def certificate_of_request(conn: Connection, request_id: uuid.UUID) -> sa.Row[An
     return conn.execute(query).first()
 
 
-def requests_by_status(conn: Connection) -> dict[str, int]:
-    """How many erasure requests are in each status (for metrics)."""
-    query = sa.select(erasure_requests.c.status, sa.func.count()).group_by(
-        erasure_requests.c.status
-    )
-    return {status: int(count) for status, count in conn.execute(query)}
+def in_namespace(namespace: str | None) -> sa.ColumnElement[bool]:
+    """Requests of ``namespace``; of every namespace for None."""
+    return sa.true() if namespace is None else erasure_requests.c.namespace == namespace
 
 
-def count_overdue(conn: Connection, now: datetime) -> int:
-    """Open requests past their deadline, flagged yet or not."""
-    query = sa.select(sa.func.count()).where(
-        erasure_requests.c.status.in_(OPEN_STATUSES),
-        sa.or_(erasure_requests.c.overdue_at.is_not(None), erasure_requests.c.deadline_at < now),
+def requests_by_status(conn: Connection, namespace: str | None) -> dict[tuple[str, str], int]:
+    """How many erasure requests are in each (namespace, status) (for metrics), of one
+    namespace or (None) of all."""
+    by = (erasure_requests.c.namespace, erasure_requests.c.status)
+    query = sa.select(*by, sa.func.count()).where(in_namespace(namespace)).group_by(*by)
+    return {(ns, status): int(count) for ns, status, count in conn.execute(query)}
+
+
+def count_overdue(conn: Connection, now: datetime, namespace: str | None) -> dict[str, int]:
+    """Open requests past their deadline, flagged yet or not, per namespace."""
+    query = (
+        sa.select(erasure_requests.c.namespace, sa.func.count())
+        .where(
+            in_namespace(namespace),
+            erasure_requests.c.status.in_(OPEN_STATUSES),
+            sa.or_(
+                erasure_requests.c.overdue_at.is_not(None), erasure_requests.c.deadline_at < now
+            ),
+        )
+        .group_by(erasure_requests.c.namespace)
     )
-    return int(conn.execute(query).scalar_one())
+    return {ns: int(count) for ns, count in conn.execute(query)}

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from eventstore.model import START, LogCursor
-from eventstore.schema import events, rebuild_jobs
+from eventstore.schema import erasure_requests, events, rebuild_jobs
 
 JobRow = sa.Row[Any]
 
@@ -195,7 +195,14 @@ def of_request(conn: Connection, request_id: uuid.UUID) -> list[JobRow]:
     return list(conn.execute(query))
 
 
-def jobs_by_status(conn: Connection) -> dict[str, int]:
-    """How many rebuild jobs are in each status (for metrics)."""
-    query = sa.select(rebuild_jobs.c.status, sa.func.count()).group_by(rebuild_jobs.c.status)
-    return {status: int(count) for status, count in conn.execute(query)}
+def jobs_by_status(conn: Connection, namespace: str | None) -> dict[tuple[str, str], int]:
+    """How many rebuild jobs are in each (namespace of their request, status) (for
+    metrics), of one namespace or (None) of all."""
+    by = (erasure_requests.c.namespace, rebuild_jobs.c.status)
+    query = (
+        sa.select(*by, sa.func.count())
+        .join(erasure_requests, erasure_requests.c.request_id == rebuild_jobs.c.request_id)
+        .where(sa.true() if namespace is None else erasure_requests.c.namespace == namespace)
+        .group_by(*by)
+    )
+    return {(ns, status): int(count) for ns, status, count in conn.execute(query)}

@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from eventstore.erasure import OPEN_STATUSES
+from eventstore.erasure import OPEN_STATUSES, in_namespace
 from eventstore.schema import apscheduler_jobs, erasure_requests, rebuild_jobs, scheduler_leases
 
 Row = sa.Row[Any]
@@ -92,21 +92,27 @@ def job_attempts(conn: Connection, request_ids: Sequence[uuid.UUID]) -> dict[uui
     return {uuid.UUID(str(r.request_id)): r for r in rows}
 
 
-def recent_jobs(conn: Connection, limit: int) -> list[Row]:
-    """Unfinished rebuild jobs first, then the latest finished ones."""
+def recent_jobs(conn: Connection, limit: int, namespace: str | None) -> list[Row]:
+    """Unfinished rebuild jobs first, then the latest finished ones (of erasure
+    requests of ``namespace``; of all for None)."""
     unfinished = sa.case((rebuild_jobs.c.status.in_(("queued", "running")), 0), else_=1)
     query = (
         sa.select(rebuild_jobs)
+        .join(erasure_requests, erasure_requests.c.request_id == rebuild_jobs.c.request_id)
+        .where(in_namespace(namespace))
         .order_by(unfinished, rebuild_jobs.c.created_at.desc())
         .limit(limit)
     )
     return list(conn.execute(query))
 
 
-def completed_between(conn: Connection, since: datetime) -> list[Row]:
-    """(received_at, completed_at) of requests completed since ``since``."""
+def completed_between(conn: Connection, since: datetime, namespace: str | None) -> list[Row]:
+    """(received_at, completed_at) of requests (of ``namespace``; of all for None)
+    completed since ``since``."""
     query = sa.select(erasure_requests.c.received_at, erasure_requests.c.completed_at).where(
-        erasure_requests.c.status == "completed", erasure_requests.c.completed_at >= since
+        erasure_requests.c.status == "completed",
+        erasure_requests.c.completed_at >= since,
+        in_namespace(namespace),
     )
     return list(conn.execute(query))
 

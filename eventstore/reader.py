@@ -299,6 +299,12 @@ class EventReads:
         self._by_ids = select_event_columns.where(
             backend.one_of(events.c.event_id, "event_ids")
         ).order_by(events.c.position)
+        # The same, of one namespace's streams only: another namespace's event is
+        # not read at all, so it costs what an unknown id costs.
+        namespace_streams = sa.select(streams.c.stream_id).where(
+            streams.c.namespace == sa.bindparam("namespace", type_=sa.String())
+        )
+        self._by_ids_in_namespace = self._by_ids.where(events.c.stream_id.in_(namespace_streams))
         self._of_stream = select_event_columns.where(
             events.c.stream_id == sa.bindparam("stream_id", type_=sa.BigInteger())
         ).order_by(events.c.version)
@@ -314,11 +320,17 @@ class EventReads:
         stream_rows = self.backend.fetch(conn, self._streams_of, {"stream_ids": stream_ids})
         return EventDecoder(self.codec, stream_rows).decode_all(rows)
 
-    def by_ids(self, conn: Connection, event_ids: Sequence[uuid.UUID]) -> list[RecordedEvent]:
-        """The stored events among ``event_ids``, in log order."""
+    def by_ids(
+        self, conn: Connection, event_ids: Sequence[uuid.UUID], namespace: str | None = None
+    ) -> list[RecordedEvent]:
+        """The stored events among ``event_ids`` (of ``namespace``'s streams, if given),
+        in log order."""
         if not event_ids:
             return []
-        return self.read(conn, self._by_ids, {"event_ids": list(event_ids)})
+        if namespace is None:
+            return self.read(conn, self._by_ids, {"event_ids": list(event_ids)})
+        params = {"event_ids": list(event_ids), "namespace": namespace}
+        return self.read(conn, self._by_ids_in_namespace, params)
 
     def of_stream(self, conn: Connection, stream_id: int) -> list[RecordedEvent]:
         """Every event of one stream generation, by version."""

@@ -217,6 +217,8 @@ api_keys = sa.Table(
     sa.Column("created_at", UTCDateTime(), nullable=False),
     sa.Column("revoked_at", UTCDateTime(), nullable=True),
     sa.Column("expires_at", UTCDateTime(), nullable=True),  # None: never expires
+    # The tenant the key serves; None only for explicit cluster-wide operator keys.
+    sa.Column("namespace", sa.String(64), nullable=True),
 )
 
 # APScheduler's SQLAlchemyJobStore table, declared here (same shape as the

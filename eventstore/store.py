@@ -243,10 +243,13 @@ class EventStore:
         with self.backend.statement_reads() as conn:
             return self.reads.read(conn, query, params)
 
-    def get_events(self, event_ids: Sequence[uuid.UUID]) -> list[RecordedEvent]:
-        """The stored events among ``event_ids`` (any stream), in log order."""
+    def get_events(
+        self, event_ids: Sequence[uuid.UUID], *, namespace: str | None = None
+    ) -> list[RecordedEvent]:
+        """The stored events among ``event_ids`` (any stream, or ``namespace``'s streams
+        only), in log order."""
         with self.backend.read_connection() as conn:
-            return self.reads.by_ids(conn, event_ids)
+            return self.reads.by_ids(conn, event_ids, namespace)
 
     def read_all(
         self,
@@ -366,12 +369,15 @@ class EventStore:
         return self.codec.subject_key(namespace, check_subject(subject)).hex()
 
     def verify(self, namespace: str | None = None, subject: str | None = None) -> VerifyReport:
-        """Walk the chain of one subject's streams, or of the whole log."""
+        """Walk the chain of one subject's streams, of one namespace's, or of the whole
+        log (every chain: the audit stream's too)."""
         with self.backend.read_connection() as conn:
             query = select_streams()
+            if namespace is not None:
+                query = query.where(streams.c.namespace == check_namespace(namespace))
             if namespace is not None and subject is not None:
-                key = self.codec.subject_key(check_namespace(namespace), check_subject(subject))
-                query = query.where(streams.c.namespace == namespace, streams.c.subject_key == key)
+                key = self.codec.subject_key(namespace, check_subject(subject))
+                query = query.where(streams.c.subject_key == key)
             return verify_streams(conn, conn.execute(query).all())
 
     # -- erasure primitives (each in its own transaction) ---------------------

@@ -224,9 +224,10 @@ def _verify_export(export_file: Path, jwks_file: Path | None) -> None:
     if jwks_file is None:
         raise click.UsageError("checking an export offline needs --jwks")
     manifest = verify_audit_export(export_file.read_text(), json.loads(jwks_file.read_text()))
+    of = manifest.get("namespace") or "every namespace"
     click.echo(
-        f"ok: {manifest['count']} audit entries, signed manifest and hash chain verify "
-        f"(chain head {manifest['chain_head'][:16]}…)"
+        f"ok: {manifest['count']} audit entries of {of}, signed manifest and hash chain "
+        f"verify (chain head {manifest['chain_head'][:16]}…)"
     )
 
 

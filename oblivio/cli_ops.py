@@ -56,6 +56,8 @@ class _Store(NamedTuple):
     store: EventStore
     namespace: str
     clock: Callable[[], datetime]
+    #: The host's own commands see every namespace (``oblivio.memory.api_keys.KeyHost``).
+    cluster_wide: bool = True
 
 
 def _open_store(ctx: click.Context) -> _Store:
@@ -173,7 +175,9 @@ def _first_operator_key(memory: MemoryContext) -> None:
     with memory.store.transaction() as tx:
         if apikeys.count_active(tx.connection, "operator", memory.clock()):
             return
-        token = apikeys.issue(tx.connection, "operator", None, None, memory.clock())[1]
+        token = apikeys.issue(
+            tx.connection, "operator", None, None, memory.clock(), namespace=memory.namespace
+        )[1]
     click.echo("Created the first operator API key. It is shown only this once:", err=True)
     click.echo(f"  {token}", err=True)
 
@@ -210,17 +214,41 @@ def keys() -> None:
 @keys.command("create")
 @click.option("--principal", type=click.Choice(PRINCIPALS), required=True)
 @click.option("--user-id", default=None, help="The user a 'user' key is bound to.")
+@click.option(
+    "--namespace",
+    default=None,
+    help="The namespace the key serves (default: OBLIVIO_NAMESPACE).",
+)
+@click.option(
+    "--cluster-wide",
+    is_flag=True,
+    help="An operator key of no namespace: it serves every namespace (audit-logged).",
+)
 @click.pass_context
 @friendly_errors
-def keys_create(ctx: click.Context, principal: str, user_id: str | None) -> None:
+def keys_create(
+    ctx: click.Context,
+    principal: str,
+    user_id: str | None,
+    namespace: str | None,
+    cluster_wide: bool,
+) -> None:
     """Create an API key and print its token (shown once)."""
-    from eventstore import apikeys
+    from eventstore.ids import check_namespace
+    from oblivio.memory.api_keys import create_api_key
 
+    if cluster_wide and namespace is not None:
+        raise click.UsageError("a key is either of --namespace or --cluster-wide, not both")
     memory = _open_store(ctx)
-    ref = None if user_id is None else memory.store.subject_ref(memory.namespace, user_id)
-    with memory.store.transaction() as tx:
-        token = apikeys.issue(tx.connection, principal, user_id, ref, memory.clock())[1]
-    click.echo(token)
+    if namespace is not None:
+        memory = memory._replace(namespace=check_namespace(namespace))
+    try:
+        issued = create_api_key(
+            memory, principal, user_id=user_id, actor_id="cli", cluster_wide=cluster_wide
+        )
+    finally:
+        memory.store.close()
+    click.echo(issued.token)
 
 
 @keys.command("list")
@@ -234,7 +262,7 @@ def keys_list(ctx: click.Context, as_json: bool) -> None:
     memory = _open_store(ctx)
     try:
         with memory.store.reading() as view:
-            found = apikeys.list_keys(view.connection)
+            found = apikeys.list_keys(view.connection, apikeys.ALL_NAMESPACES)
     finally:
         memory.store.close()
     none = "no API keys yet; create one with: oblivio keys create --principal operator"
@@ -244,7 +272,8 @@ def keys_list(ctx: click.Context, as_json: bool) -> None:
 def _key_line(k: KeyInfo) -> str:
     state = f"revoked {k.revoked_at:%Y-%m-%d}" if k.revoked_at else "active"
     subject = f" subject {k.subject_ref[:12]}…" if k.subject_ref else ""
-    return f"{k.key_id}  {k.kind:<8} {state}{subject}"
+    namespace = k.namespace or "(cluster-wide)"
+    return f"{k.key_id}  {k.kind:<8} {namespace}  {state}{subject}"
 
 
 def _print_listing(
@@ -267,7 +296,7 @@ def keys_revoke(ctx: click.Context, key_id: str) -> None:
 
     memory = _open_store(ctx)
     with memory.store.transaction() as tx:
-        if not apikeys.revoke(tx.connection, key_id, memory.clock()):
+        if not apikeys.revoke(tx.connection, key_id, memory.clock(), apikeys.ALL_NAMESPACES):
             raise click.ClickException(f"no active key {key_id}")
     # A server trusts a key it verified for up to OBLIVIO_API_KEY_CACHE_SECONDS
     # (capped), and this process cannot reach its cache.  Waiting out the cap,
@@ -461,9 +490,10 @@ def _verified_export(text: str, keys: dict[str, Any]) -> str:
             f"and {counts['nodes']} nodes: signed manifest and content digests verify"
         )
     manifest = compliance.verify_audit_export(text, keys)
+    of = manifest.get("namespace") or "every namespace"
     return (
-        f"ok: {manifest['count']} audit entries, signed manifest and hash chain verify "
-        f"(chain head {manifest['chain_head'][:16]}…)"
+        f"ok: {manifest['count']} audit entries of {of}, signed manifest and hash chain "
+        f"verify (chain head {manifest['chain_head'][:16]}…)"
     )
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
+from eventstore.ids import check_namespace
 from oblivio.bootstrap import open_memory
 from oblivio.memory import commands, compliance, inputs, items, queries
 from oblivio.memory import ingest as ingestion
@@ -112,6 +113,8 @@ class _Base:
         default_meta: Mapping[str, Any] | None = None,
         claim_extractor: ClaimExtractor | None = None,
     ) -> None:
+        if namespace is not None:
+            check_namespace(namespace)  # a typed error now, not at the first write
         if settings is None:
             settings = Settings.from_env(
                 data_dir=path, database_url=database_url, namespace=namespace

@@ -140,9 +140,11 @@ class _Binding:
 
 
 def build_mcp_server(ctx: MemoryContext, who: Principal) -> MCPServer:
-    """The MCP server for one principal (see the module docstring)."""
+    """The MCP server for one principal (see the module docstring), serving the
+    namespace of its key (a cluster-wide key: ``ctx``'s)."""
     if who.kind == "auditor":
         raise InvalidInputError("auditor keys have no memory tools")
+    ctx = ctx.for_key(who.namespace)
     bind = _Binding(who)
     tools = [
         *_memory_tools(ctx, bind),

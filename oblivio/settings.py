@@ -186,6 +186,15 @@ class Settings(BaseModel):
         )
         return EmbedderOptions(allow_downloads=self.allow_model_downloads, endpoint=endpoint)
 
+    @field_validator("namespace")
+    @classmethod
+    def _namespace_name(cls, name: str) -> str:
+        # Checked here, where it is configured, not at the first write.  Imported
+        # when a setting is checked: the log's package is not loaded with the settings.
+        from eventstore.ids import check_namespace
+
+        return check_namespace(name)
+
     @field_validator("embedder")
     @classmethod
     def _embedder_name(cls, name: str | None) -> str | None:

@@ -639,7 +639,9 @@ def seed(ctx: MemoryContext, config: HttpBenchConfig) -> None:
 def user_key(ctx: MemoryContext, user: str) -> str:
     ref = ctx.store.subject_ref(ctx.namespace, user)
     with ctx.store.transaction() as tx:
-        return apikeys.issue(tx.connection, "user", user, ref, ctx.clock())[1]
+        return apikeys.issue(
+            tx.connection, "user", user, ref, ctx.clock(), namespace=ctx.namespace
+        )[1]
 
 
 def measure(

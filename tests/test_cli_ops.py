@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -40,15 +40,21 @@ def test_expired_and_revoked_keys_are_not_counted_as_active(store: EventStore) -
     """``oblivio serve`` prints a first operator key when none is active: an expired
     one must not count, or a store whose operator keys all expired locks its operator out."""
     now = utc_now()
+
+    def issue(kind: str, expires_at: datetime | None = None) -> apikeys.KeyInfo:
+        with store.transaction() as tx:
+            return apikeys.issue(
+                tx.connection, kind, None, None, now, expires_at, namespace="default"
+            )[0]
+
+    issue("operator", now - timedelta(seconds=1))
+    revoked = issue("operator")
     with store.transaction() as tx:
-        apikeys.issue(tx.connection, "operator", None, None, now, now - timedelta(seconds=1))
-        revoked, _ = apikeys.issue(tx.connection, "operator", None, None, now)
-        apikeys.revoke(tx.connection, revoked.key_id, now)
-        apikeys.issue(tx.connection, "auditor", None, None, now)
+        apikeys.revoke(tx.connection, revoked.key_id, now, apikeys.ALL_NAMESPACES)
+    issue("auditor")
     with store.reading() as view:
         assert apikeys.count_active(view.connection, "operator", now) == 0
-    with store.transaction() as tx:
-        apikeys.issue(tx.connection, "operator", None, None, now, now + timedelta(hours=1))
+    issue("operator", now + timedelta(hours=1))
     with store.reading() as view:
         assert apikeys.count_active(view.connection, "operator", now) == 1
         assert apikeys.count_active(view.connection, "operator", now + timedelta(hours=2)) == 0

@@ -135,6 +135,7 @@ class Archiver:
         tx.append_audit(
             AuditEntry(
                 _AUDIT_ACTIONS[kind],
+                namespace=stream.ref.namespace,
                 subject_ref=stream.ref.subject_key.hex(),
                 object_refs={"event_id": str(recorded.event_id)},
                 counts={"nodes": nodes, "capacity": self.capacity},

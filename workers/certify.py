@@ -70,6 +70,7 @@ class Certifier:
         tx.append_audit(
             AuditEntry(
                 "erasure.certified",
+                namespace=request.namespace,
                 subject_ref=request.subject_key.hex(),
                 object_refs={"request_id": str(request_id), "certificate_id": str(certificate_id)},
                 counts={"events": request.events_erased},

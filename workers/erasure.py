@@ -309,6 +309,7 @@ class Eraser:
         tx.append_audit(
             AuditEntry(
                 f"erasure.{values['kind']}",
+                namespace=values["namespace"],
                 subject_ref=values["subject_key"].hex(),
                 actor_ref=self._actor_ref(actor_id),
                 object_refs={"request_id": str(values["request_id"])},
@@ -337,12 +338,13 @@ def _erased(stream: LockedStream, tombstones: Sequence[Tombstone], now: datetime
 
 
 def request_status(
-    store: EventStore, request_id: uuid.UUID | str, now: datetime
+    store: EventStore, request_id: uuid.UUID | str, now: datetime, namespace: str | None = None
 ) -> ErasureStatus | None:
-    """The status of one erasure request, with its certificate once issued."""
+    """The status of one erasure request, with its certificate once issued (with
+    ``namespace``: None for another namespace's request, as for an unknown one)."""
     wanted = parse_uuid(request_id, "request id")
     with store.reading() as view:
-        request = requests.get_request(view.connection, wanted)
+        request = requests.get_request(view.connection, wanted, namespace=namespace)
         if request is None:
             return None
         request_jobs = job_queue.of_request(view.connection, wanted)

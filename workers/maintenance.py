@@ -97,6 +97,7 @@ def flag_overdue(
             tx.append_audit(
                 AuditEntry(
                     "erasure.overdue",
+                    namespace=request.namespace,
                     subject_ref=request.subject_key.hex(),
                     object_refs={"request_id": str(request.request_id)},
                 )

@@ -188,6 +188,7 @@ def mark_request_failed(tx: Transaction, request_id: uuid.UUID, error: str) -> N
     tx.append_audit(
         AuditEntry(
             "erasure.failed",
+            namespace=request.namespace,
             subject_ref=request.subject_key.hex(),
             object_refs={"request_id": str(request_id)},
         )

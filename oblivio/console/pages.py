@@ -19,8 +19,9 @@ from eventstore.errors import InvalidInputError, NotFoundError
 from oblivio.console import sessions
 from oblivio.console.chart import time_to_certificate_svg
 from oblivio.console.web import ConsoleRoute, allow, redirect, render, secured
-from oblivio.http.auth import acting_actor, context
+from oblivio.http.auth import acting_actor, context, served_context
 from oblivio.memory import api_keys, compliance, oversight, queries, vector_rebuilds
+from oblivio.memory.context import MemoryContext
 from oblivio.memory.health import partition_lag
 
 router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
@@ -29,6 +30,12 @@ Who = Annotated[Principal, Depends(sessions.signed_in)]
 HOME = {"operator": "/console/requests", "auditor": "/console/audit", "user": "/console/my"}
 PAGE = Annotated[int, Query(ge=1, le=1_000_000)]
 MEMORIES_PER_PAGE = 100
+
+
+def served(request: Request, who: Principal) -> MemoryContext:
+    """The tenant of the signed-in key: its namespace (a cluster-wide key: the
+    server's, seeing every namespace)."""
+    return served_context(context(request), who)
 
 
 def _own(who: Principal) -> str | None:
@@ -97,7 +104,7 @@ def requests_page(
     overdue: bool = False,
     page: PAGE = 1,
 ) -> Response:
-    ctx = context(request)
+    ctx = served(request, who)
     listing = oversight.list_erasure_requests(
         ctx,
         user_id=_own(who),
@@ -120,7 +127,7 @@ def requests_page(
 
 @router.get("/requests/{request_id}")
 def request_page(request: Request, request_id: str, who: Who) -> Response:
-    ctx = context(request)
+    ctx = served(request, who)
     summary = oversight.erasure_request(ctx, request_id, user_id=_own(who))
     status = compliance.erasure_status(ctx, summary.request_id)
     return render(request, "request.html", who, summary=summary, status=status)
@@ -129,7 +136,7 @@ def request_page(request: Request, request_id: str, who: Who) -> Response:
 @router.get("/requests/{request_id}/progress")
 def request_progress(request: Request, request_id: str, who: Who) -> Response:
     """The request's jobs as JSON, polled by the request page while it rebuilds."""
-    ctx = context(request)
+    ctx = served(request, who)
     summary = oversight.erasure_request(ctx, request_id, user_id=_own(who))
     status = compliance.erasure_status(ctx, summary.request_id)
     body = {
@@ -153,7 +160,7 @@ def request_progress(request: Request, request_id: str, who: Who) -> Response:
 
 @router.get("/certificates/{certificate_id}")
 def certificate_page(request: Request, certificate_id: str, who: Who) -> Response:
-    ctx = context(request)
+    ctx = served(request, who)
     certificate = compliance.get_certificate(ctx, certificate_id)
     claims = _claims(certificate)
     if who.kind == "user" and claims.get("subject", {}).get("reference") != (
@@ -195,16 +202,18 @@ def verify_page(request: Request, who: Who) -> Response:
 @router.get("/audit")
 def audit_page(request: Request, who: Who, page: PAGE = 1, verify_log: bool = False) -> Response:
     allow(who, "operator", "auditor")
-    ctx = context(request)
+    ctx = served(request, who)
     trail = oversight.audit_trail(ctx, page=page)
-    log_report = ctx.store.verify() if verify_log else None
+    # A namespaced key walks its namespace's chains; the audit chain is checked above.
+    scope = None if ctx.cluster_wide else ctx.namespace
+    log_report = ctx.store.verify(scope) if verify_log else None
     return render(request, "audit.html", who, trail=trail, log_report=log_report)
 
 
 @router.get("/audit/export")
 def audit_export(request: Request, who: Who) -> Response:
     allow(who, "operator", "auditor")
-    text = compliance.export_audit(context(request))
+    text = compliance.export_audit(served(request, who))
     return secured(
         Response(
             text,
@@ -220,7 +229,7 @@ def audit_export(request: Request, who: Who) -> Response:
 @router.get("/health")
 def health_page(request: Request, who: Who) -> Response:
     allow(who, "operator", "auditor")
-    ctx = context(request)
+    ctx = served(request, who)
     leases, scheduled = oversight.scheduler_state(ctx)
     days = oversight.time_to_certificate(ctx)
     return render(
@@ -248,7 +257,7 @@ def keys_page(request: Request, who: Who) -> Response:
 
 
 def _keys_page(request: Request, who: Principal, issued: api_keys.IssuedKey | None) -> Response:
-    keys = api_keys.list_api_keys(context(request))
+    keys = api_keys.list_api_keys(served(request, who))
     return render(
         request, "keys.html", who, keys=keys, issued=issued, principals=sorted(PRINCIPALS)
     )
@@ -267,7 +276,7 @@ def create_key(
     allow(who, "operator")
     sessions.check_csrf(request, csrf)
     issued = api_keys.create_api_key(
-        context(request),
+        served(request, who),
         principal,
         user_id=user_id.strip() or None,
         expires_at=_utc(expires_at),
@@ -280,7 +289,7 @@ def create_key(
 def revoke_key(request: Request, key_id: str, who: Who, csrf: Annotated[str, Form()]) -> Response:
     allow(who, "operator")
     sessions.check_csrf(request, csrf)
-    api_keys.revoke_api_key(context(request), key_id, actor_id=acting_actor(who))
+    api_keys.revoke_api_key(served(request, who), key_id, actor_id=acting_actor(who))
     return redirect("/console/keys")
 
 
@@ -301,7 +310,7 @@ def _utc(value: str) -> datetime | None:
 @router.get("/my")
 def my_page(request: Request, who: Who, after: str | None = None) -> Response:
     allow(who, "user")
-    ctx = context(request)
+    ctx = served(request, who)
     user = who.user_id or ""
     nodes = queries.list_nodes(ctx, user_id=user, after=after or None, limit=MEMORIES_PER_PAGE)
     return render(
@@ -316,7 +325,7 @@ def my_page(request: Request, who: Who, after: str | None = None) -> Response:
 @router.get("/my/export")
 def my_export(request: Request, who: Who) -> Response:
     allow(who, "user")
-    exported = compliance.export_subject(context(request), user_id=who.user_id or "")
+    exported = compliance.export_subject(served(request, who), user_id=who.user_id or "")
     return secured(
         Response(
             json.dumps(exported, indent=2),
@@ -346,7 +355,7 @@ def forget(
             request, "forget.html", who, status_code=422, error="Type “forget me” to confirm."
         )
     status = compliance.forget(
-        context(request),
+        served(request, who),
         who.user_id or "",
         reason="user_request",
         actor_id=acting_actor(who),

@@ -7,14 +7,19 @@
 Missing or bad credentials answer 401; a principal without the right, 403.
 A user naming another user id gets 404, the same as for an id that does not
 exist.
+
+Every key belongs to a namespace, and its requests are served in that tenant
+(``tenant_context``); a cluster-wide operator key is served in the namespace
+its ``Oblivio-Namespace`` header names (the server's ``OBLIVIO_NAMESPACE``
+without one) and its listings span every namespace.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Annotated
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, Header, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from eventstore.apikeys import Principal
@@ -63,21 +68,24 @@ def authenticated(request: Request, credentials: HTTPAuthorizationCredentials | 
     return found
 
 
+def principal(request: Request, credentials: Credentials) -> Principal:
+    """``authenticated`` as a dependency: solved once per request, then shared by the
+    admission check and the tenant (the key lookup blocks: one hand-off to the
+    thread pool)."""
+    return authenticated(request, credentials)
+
+
+Authenticated = Annotated[Principal, Depends(principal)]
+
 #: A dependency made by ``allow``: the principal of an authenticated request.
-Admission = Callable[[Request, HTTPAuthorizationCredentials | None], Principal]
+Admission = Callable[[Principal], Coroutine[Any, Any, Principal]]
 
 
 def allow(*kinds: str) -> Admission:
-    """A dependency admitting only the given principal kinds.
-
-    Authentication and the check are one dependency, so a request costs one
-    hand-off to the thread pool for them (the key lookup blocks) and one level
-    of dependency solving.
-    """
+    """A dependency admitting only the given principal kinds (async: it never blocks)."""
 
     @checks_query
-    def check(request: Request, credentials: Credentials) -> Principal:
-        who = authenticated(request, credentials)
+    async def check(request: Request, who: Authenticated) -> Principal:
         if who.kind not in kinds:
             raise HTTPException(403, f"this {who.kind} key may not do this")
         refuse_unknown_query(request)  # once the caller may know what the route takes
@@ -86,17 +94,65 @@ def allow(*kinds: str) -> Admission:
     return check
 
 
+NAMESPACE_HEADER = "Oblivio-Namespace"
+
+
+def served_context(root: MemoryContext, who: Principal, named: str | None = None) -> MemoryContext:
+    """The tenant ``who``'s request is served in.
+
+    A namespaced key is served in its namespace, whatever the request says (a
+    different ``named`` one is refused: 403); a cluster-wide key in ``named``,
+    else the server's namespace, with listings over every namespace.
+    """
+    if who.namespace is None and named is not None:
+        return root.tenant(named, cluster_wide=True)
+    if named is not None and named != who.namespace:
+        raise HTTPException(403, "this key belongs to another namespace")
+    return root.for_key(who.namespace)
+
+
+async def tenant_context(
+    request: Request,
+    who: Authenticated,
+    namespace: Annotated[
+        str | None,
+        Header(
+            alias=NAMESPACE_HEADER,
+            description="The namespace a cluster-wide operator key acts in (default: the "
+            "server's). A namespaced key is always served in its own namespace; naming "
+            "another answers 403.",
+        ),
+    ] = None,
+) -> MemoryContext:
+    """The request's tenant: the memory context of its key's namespace."""
+    return served_context(context(request), who, namespace)
+
+
+@checks_query
+async def cluster_operators(request: Request, who: Authenticated) -> Principal:
+    """Admits cluster-wide operator keys only: for what changes every namespace."""
+    if who.kind != "operator" or who.namespace is not None:
+        raise HTTPException(
+            403, f"only a cluster-wide operator key may do this, not this {who.kind} key"
+        )
+    refuse_unknown_query(request)
+    return who
+
+
 members = allow("user", "operator")
 operators = allow("operator")
 readers_of_proofs = allow("user", "operator", "auditor")
 auditors = allow("operator", "auditor")
 
-#: Route parameters: the request's store, and its principal as each rule admits it.
-Ctx = Annotated[MemoryContext, Depends(current_context)]
+#: Route parameters: the request's tenant, and its principal as each rule admits it.
+Ctx = Annotated[MemoryContext, Depends(tenant_context)]
+#: The server's own context, for routes open without a key (published keys, health).
+PublicCtx = Annotated[MemoryContext, Depends(current_context)]
 Member = Annotated[Principal, Depends(members)]
 Operator = Annotated[Principal, Depends(operators)]
 ProofReader = Annotated[Principal, Depends(readers_of_proofs)]
 Auditor = Annotated[Principal, Depends(auditors)]
+ClusterOperator = Annotated[Principal, Depends(cluster_operators)]
 
 
 class ForeignUserError(HTTPException):

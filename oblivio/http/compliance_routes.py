@@ -17,6 +17,7 @@ from oblivio.http.auth import (
     Ctx,
     Member,
     ProofReader,
+    PublicCtx,
     acting_actor,
     acting_user,
 )
@@ -156,7 +157,7 @@ def get_certificate(certificate_id: uuid.UUID, ctx: Ctx, who: ProofReader) -> di
 
 
 @router.get("/keys")
-def keys(ctx: Ctx) -> dict[str, Any]:
+def keys(ctx: PublicCtx) -> dict[str, Any]:
     """The JWKS of every certificate issuer key, retired ones included (public)."""
     return compliance.jwks(ctx)
 

@@ -1,8 +1,11 @@
-"""Operator routes for API keys: create (the token shown once), list, revoke."""
+"""Operator routes for API keys: create (the token shown once), list, revoke.
+
+A namespaced operator manages its namespace's keys; a cluster-wide one every key.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, HTTPException
 
 from oblivio.http import schemas as s
 from oblivio.http.auth import Ctx, Operator, acting_actor
@@ -18,20 +21,25 @@ router = APIRouter(
 
 @router.post("", status_code=201, response_model=s.IssuedKeyOut)
 def create_key(body: s.KeyRequest, ctx: Ctx, who: Operator) -> s.IssuedKeyOut:
-    """Create an API key; the token is in this response only and never shown again."""
+    """Create an API key in the caller's namespace (or, from a cluster-wide key, a
+    cluster-wide one); the token is in this response only and never shown again."""
+    if body.cluster_wide and who.namespace is not None:
+        raise HTTPException(403, "only a cluster-wide key may create a cluster-wide key")
     issued = api_keys.create_api_key(
         ctx,
         body.principal,
         user_id=body.user_id,
         expires_at=body.expires_at,
         actor_id=acting_actor(who),
+        cluster_wide=body.cluster_wide,
     )
     return s.IssuedKeyOut(key=s.KeyOut.of(issued.key), token=issued.token)
 
 
 @router.get("", response_model=list[s.KeyOut])
 def list_keys(ctx: Ctx, who: Operator) -> list[s.KeyOut]:
-    """Every API key, oldest first (ids, principals, pseudonymous subjects; never secrets)."""
+    """The namespace's API keys (every key for a cluster-wide key), oldest first (ids,
+    principals, namespaces, pseudonymous subjects; never secrets)."""
     return [s.KeyOut.of(k) for k in api_keys.list_api_keys(ctx)]
 
 

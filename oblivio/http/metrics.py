@@ -3,9 +3,12 @@
 Per route template (never the raw path, which carries user ids): request
 counts by status and latencies.  From the store, read at scrape time: how far
 each asynchronous projection lags, erasure requests and rebuild jobs by
-status, and the open requests past their deadline.  Each app has its own
-registry, so several apps in one process (tests) do not collide.  The route
-is for operator keys only: the figures say how much erasure work is going on.
+status, and the open requests past their deadline, labelled with their
+namespace.  Each app has its own registry, so several apps in one process
+(tests) do not collide.  The route is for operator keys only: the figures say
+how much erasure work is going on.  A namespaced operator key gets its
+namespace's erasure figures alone; the process's request counts and the
+projections' lag, which every namespace shares, only a cluster-wide key.
 """
 
 from __future__ import annotations
@@ -45,41 +48,55 @@ class Metrics:
         self.requests.labels(method, route, str(status)).inc()
         self.latency.labels(method, route).observe(seconds)
 
-    def exposition(self) -> bytes:
-        return generate_latest(self.registry)
+    def exposition(self, caller: MemoryContext) -> bytes:
+        """What ``caller`` may see: everything for a cluster-wide caller, else its
+        namespace's store figures alone."""
+        if caller.cluster_wide:
+            return generate_latest(self.registry)
+        tenant = CollectorRegistry()
+        tenant.register(StoreCollector(caller, None))
+        return generate_latest(tenant)
 
 
 class StoreCollector(Collector):
-    """Figures read from the store when Prometheus scrapes."""
+    """Figures read from the store when Prometheus scrapes (the lag only with ``lag``)."""
 
-    def __init__(self, ctx: MemoryContext | None, lag: LagReport) -> None:
+    def __init__(self, ctx: MemoryContext | None, lag: LagReport | None) -> None:
         self.ctx = ctx
         self.lag = lag
 
     def collect(self) -> Iterator[Metric]:
         if self.ctx is None:  # an app built only to publish its OpenAPI document
             return
-        lag = GaugeMetricFamily(
-            "oblivio_projection_lag_events",
-            "Events in the log an asynchronous projection has not applied yet",
-            labels=["projection"],
-        )
-        for projection, pending in self.lag(self.ctx).items():
-            lag.add_metric([projection], pending)
+        if self.lag is not None:
+            lag = GaugeMetricFamily(
+                "oblivio_projection_lag_events",
+                "Events in the log an asynchronous projection has not applied yet",
+                labels=["projection"],
+            )
+            for projection, pending in self.lag(self.ctx).items():
+                lag.add_metric([projection], pending)
+            yield lag
         figures = erasure_figures(self.ctx)
         requests = GaugeMetricFamily(
-            "oblivio_erasure_requests", "Erasure requests by status", labels=["status"]
+            "oblivio_erasure_requests",
+            "Erasure requests by namespace and status",
+            labels=["namespace", "status"],
         )
-        for status, count in sorted(figures.requests.items()):
-            requests.add_metric([status], count)
+        for labels, count in sorted(figures.requests.items()):
+            requests.add_metric(list(labels), count)
         jobs = GaugeMetricFamily(
-            "oblivio_rebuild_jobs", "Rebuild jobs of erasures by status", labels=["status"]
+            "oblivio_rebuild_jobs",
+            "Rebuild jobs of erasures by namespace and status",
+            labels=["namespace", "status"],
         )
-        for status, count in sorted(figures.jobs.items()):
-            jobs.add_metric([status], count)
+        for labels, count in sorted(figures.jobs.items()):
+            jobs.add_metric(list(labels), count)
         overdue = GaugeMetricFamily(
             "oblivio_erasure_requests_overdue",
-            "Open erasure requests past their legal deadline",
-            value=figures.overdue,
+            "Open erasure requests past their legal deadline, by namespace",
+            labels=["namespace"],
         )
-        yield from (lag, requests, jobs, overdue)
+        for namespace, count in sorted(figures.overdue.items()):
+            overdue.add_metric([namespace], count)
+        yield from (requests, jobs, overdue)

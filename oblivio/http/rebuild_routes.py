@@ -1,4 +1,8 @@
-"""Operator routes for vector-state rebuild jobs (re-embedding): start one, watch it."""
+"""Operator routes for vector-state rebuild jobs (re-embedding): start one, watch it.
+
+The embedder is the whole store's (every namespace's), and so are its rebuild
+jobs: only cluster-wide operator keys reach these routes.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.config import JsonDict
 
-from oblivio.http.auth import Ctx, Operator, acting_actor
+from oblivio.http.auth import ClusterOperator, Ctx, acting_actor
 from oblivio.http.errors import problem_responses
 from oblivio.http.schemas import Strict, UserId
 from oblivio.memory import vector_rebuilds
@@ -77,7 +81,7 @@ class RebuildOut(BaseModel):
 
 
 @router.post("", status_code=202, response_model=RebuildOut)
-def start_rebuild(body: RebuildRequestIn, ctx: Ctx, who: Operator) -> RebuildOut:
+def start_rebuild(body: RebuildRequestIn, ctx: Ctx, who: ClusterOperator) -> RebuildOut:
     """Start re-embedding (audit-logged); the workers do it, blue/green per subject."""
     started = vector_rebuilds.start_vector_rebuild(
         ctx, embedder=body.embedder, user_id=body.user_id, actor_id=acting_actor(who)
@@ -94,6 +98,6 @@ RebuildId = Annotated[
 
 
 @router.get("/{rebuild_id}", response_model=RebuildOut)
-def get_rebuild(rebuild_id: RebuildId, ctx: Ctx, who: Operator) -> RebuildOut:
+def get_rebuild(rebuild_id: RebuildId, ctx: Ctx, who: ClusterOperator) -> RebuildOut:
     """A rebuild job's progress: subjects and nodes done of how many."""
     return RebuildOut.of(vector_rebuilds.vector_rebuild(ctx, rebuild_id))

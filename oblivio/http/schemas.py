@@ -510,6 +510,12 @@ class KeyRequest(BaseModel):
     expires_at: AwareInstant | None = Field(
         default=None, description="When the key stops authenticating; none: never."
     )
+    cluster_wide: bool = Field(
+        default=False,
+        description="An operator key of no namespace, serving every one (only a "
+        "cluster-wide key may create one). Otherwise the key belongs to the caller's "
+        "namespace.",
+    )
 
 
 class KeyOut(BaseModel):
@@ -519,6 +525,9 @@ class KeyOut(BaseModel):
     created_at: datetime
     revoked_at: datetime | None
     expires_at: datetime | None
+    namespace: str | None = Field(
+        description="The namespace the key serves; null for a cluster-wide operator key."
+    )
 
     @classmethod
     def of(cls, key: KeyInfo) -> KeyOut:
@@ -529,6 +538,7 @@ class KeyOut(BaseModel):
             created_at=key.created_at,
             revoked_at=key.revoked_at,
             expires_at=key.expires_at,
+            namespace=key.namespace,
         )
 
 

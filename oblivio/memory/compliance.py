@@ -21,7 +21,7 @@ from certificates import VerifiedPayload, canonicalize, sign, verify
 from eventstore import VerifyReport
 from eventstore import erasure as requests
 from eventstore.errors import InvalidInputError, NotFoundError
-from eventstore.exports import audit_slice, chain_problem, dumps_line
+from eventstore.exports import ALL_NAMESPACES, audit_slice, chain_problem, dumps_line
 from eventstore.ids import parse_uuid
 from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
@@ -92,8 +92,9 @@ def delete_event(
 
 
 def erasure_status(ctx: MemoryContext, request_id: uuid.UUID | str) -> ErasureStatus:
-    """Where an erasure request stands (raises ``NotFoundError`` for unknown ids)."""
-    status = request_status(ctx.store, request_id, ctx.clock())
+    """Where an erasure request of this namespace stands (raises ``NotFoundError`` for
+    unknown ids and other namespaces' alike)."""
+    status = request_status(ctx.store, request_id, ctx.clock(), ctx.namespace)
     if status is None:
         raise NotFoundError("erasure request is not available")
     return status
@@ -220,14 +221,30 @@ def verify_subject_export(exported: Mapping[str, Any], keys: Mapping[str, Any]) 
 # -- audit export ---------------------------------------------------------------------
 
 
+AUDIT_EXPORT_FORMAT = "oblivio-audit-export/2"
+
+
+def audit_namespace(ctx: MemoryContext) -> str | None:
+    """Whose audit entries the caller sees: its namespace's, or every entry
+    (``ALL_NAMESPACES``) for a cluster-wide caller."""
+    return ALL_NAMESPACES if ctx.cluster_wide else ctx.namespace
+
+
 def export_audit(
     ctx: MemoryContext, *, since: datetime | None = None, until: datetime | None = None
 ) -> str:
-    """The audit stream for ``[since, until)`` as JSON Lines, the signed manifest last."""
-    audit = audit_slice(ctx.store, since, until)
+    """The audit stream for ``[since, until)`` as JSON Lines, the signed manifest last.
+
+    A namespaced caller gets its namespace's entries only, each with its chain
+    link; the manifest signs the chain's head either way (``namespace`` null:
+    every entry, each labelled with its namespace).
+    """
+    namespace = audit_namespace(ctx)
+    audit = audit_slice(ctx.store, since, until, namespace)
     body = "".join(dumps_line(line) + "\n" for line in audit.lines)
     manifest = {
-        "format": "oblivio-audit-export/1",
+        "format": AUDIT_EXPORT_FORMAT,
+        "namespace": namespace,
         "exported_at": ctx.clock().isoformat(),
         "since": None if since is None else since.isoformat(),
         "until": None if until is None else until.isoformat(),
@@ -236,13 +253,15 @@ def export_audit(
         "previous_chain_hash": audit.previous_chain_hash,
         "last_chain_hash": audit.lines[-1]["chain_hash"] if audit.lines else None,
         "chain_head": audit.chain_head,
+        "head_version": audit.head_version,
     }
     signed = sign(manifest, ctx.issuer.active, typ=AUDIT_EXPORT_TYP)
     return body + dumps_line({"manifest": signed}) + "\n"
 
 
 def verify_audit_export(text: str, keys: Mapping[str, Any]) -> dict[str, Any]:
-    """Check an audit export offline: signature, line digest and the hash chain."""
+    """Check an audit export offline: signature, line digest, the hash chain (each
+    line against its chain link) and the signed head."""
     raw_lines = text.splitlines(keepends=True)
     if not raw_lines:
         raise ExportVerificationError("the export is empty")
@@ -259,7 +278,7 @@ def verify_audit_export(text: str, keys: Mapping[str, Any]) -> dict[str, Any]:
         raise ExportVerificationError("the lines do not match the manifest's digest")
     if len(lines) != manifest["count"]:
         raise ExportVerificationError("the number of lines does not match the manifest")
-    problem = chain_problem(lines, manifest["previous_chain_hash"])
+    problem = _chain_or_head_problem(lines, manifest)
     if problem is not None:
         raise ExportVerificationError(f"the hash chain is broken: {problem}")
     last = lines[-1]["chain_hash"] if lines else None
@@ -268,11 +287,38 @@ def verify_audit_export(text: str, keys: Mapping[str, Any]) -> dict[str, Any]:
     return manifest
 
 
+def _chain_or_head_problem(lines: list[dict[str, Any]], manifest: Mapping[str, Any]) -> str | None:
+    """The first problem of the lines' chain, their namespaces or the signed head.
+
+    An export of one namespace (``namespace`` set) skips other entries: each line
+    is then checked against its own chain link instead of the line before it.
+    """
+    namespace = manifest.get("namespace")
+    filtered = namespace is not None
+    problem = chain_problem(lines, None if filtered else manifest["previous_chain_hash"])
+    if problem is None and filtered and any(line["namespace"] != namespace for line in lines):
+        problem = "a line of another namespace is in a one-namespace export"
+    return problem or _head_problem(lines, manifest)
+
+
+def _head_problem(lines: list[dict[str, Any]], manifest: Mapping[str, Any]) -> str | None:
+    """Whether the lines end at or before the signed head, and its line is the head."""
+    head_version = manifest.get("head_version")
+    if head_version is None:  # an export made before manifests named the head's version
+        return None
+    for line in lines:
+        if line["version"] > head_version:
+            return f"version {line['version']} is past the signed head"
+        if line["version"] == head_version and line["chain_hash"] != manifest["chain_head"]:
+            return "the head's line is not the signed head"
+    return None
+
+
 def get_certificate(ctx: MemoryContext, certificate_id: uuid.UUID | str) -> dict[str, Any]:
-    """A stored certificate (JWS JSON serialization) by id."""
+    """A stored certificate (JWS JSON serialization) of this namespace by id."""
     wanted = parse_uuid(certificate_id, "certificate id")
     with ctx.store.reading() as view:
-        row = requests.get_certificate(view.connection, wanted)
+        row = requests.get_certificate(view.connection, wanted, ctx.namespace)
     if row is None:
         raise NotFoundError("certificate is not available")
     certificate: dict[str, Any] = json.loads(row.jws)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from certificates import IssuerKeyring
 from eventstore import EventStore
 from eventstore.apikeys import VerifiedKeys
+from eventstore.ids import check_namespace
 from projections.access import AccessLog
 from projections.embedders import Embedder
 from projections.graph import NodeGraphProjection
@@ -57,3 +58,24 @@ class MemoryContext:
     default_meta: Mapping[str, Any] = field(default_factory=dict)
     #: How long a console session may stay idle before it must sign in again.
     console_idle_minutes: float = 30.0
+    #: Whether listings (API keys, the audit trail, metrics, the console) span every
+    #: namespace: true for the host's own contexts (embedded client, CLI, which hold
+    #: the database and its keys anyway) and for cluster-wide API keys; false for
+    #: a namespaced key's requests.  Reads by id always stay in ``namespace``.
+    cluster_wide: bool = True
+
+    def for_key(self, key_namespace: str | None) -> MemoryContext:
+        """The tenant an API key of ``key_namespace`` is served in: its namespace, or
+        for a cluster-wide key (``None``) this context's namespace, seeing all."""
+        if key_namespace is None:
+            return self.tenant(self.namespace, cluster_wide=True)
+        return self.tenant(key_namespace, cluster_wide=False)
+
+    def tenant(self, namespace: str, *, cluster_wide: bool) -> MemoryContext:
+        """This context serving ``namespace``: the same parts (store, projections,
+        workers, caches), another tenant.  A shallow copy, made per request (a few
+        microseconds), so it always holds the parts this context holds now."""
+        wanted = check_namespace(namespace)
+        if wanted == self.namespace and cluster_wide == self.cluster_wide:
+            return self
+        return replace(self, namespace=wanted, cluster_wide=cluster_wide)

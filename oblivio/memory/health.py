@@ -81,18 +81,21 @@ class LagReport:
 
 @dataclass(frozen=True)
 class ErasureFigures:
-    """Erasure requests and rebuild jobs by status, and the requests past their deadline."""
+    """Erasure requests and rebuild jobs by (namespace, status), and the requests past
+    their deadline by namespace."""
 
-    requests: dict[str, int]
-    jobs: dict[str, int]
-    overdue: int
+    requests: dict[tuple[str, str], int]
+    jobs: dict[tuple[str, str], int]
+    overdue: dict[str, int]
 
 
 def erasure_figures(ctx: MemoryContext) -> ErasureFigures:
-    """Counts only: nothing about anyone (the figures are published as metrics)."""
+    """Counts only: nothing about anyone (the figures are published as metrics); of the
+    caller's namespace, or of every namespace for a cluster-wide caller."""
+    namespace = None if ctx.cluster_wide else ctx.namespace
     with ctx.store.reading() as view:
         return ErasureFigures(
-            requests=erasure_requests.requests_by_status(view.connection),
-            jobs=jobs.jobs_by_status(view.connection),
-            overdue=erasure_requests.count_overdue(view.connection, ctx.clock()),
+            requests=erasure_requests.requests_by_status(view.connection, namespace),
+            jobs=jobs.jobs_by_status(view.connection, namespace),
+            overdue=erasure_requests.count_overdue(view.connection, ctx.clock(), namespace),
         )

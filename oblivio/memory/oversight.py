@@ -112,6 +112,12 @@ def erasure_request(
     return _summary(rows[0], jobs.get(rows[0].request_id), ctx.clock())
 
 
+def _visible_namespace(ctx: MemoryContext) -> str | None:
+    """The namespace whose requests, jobs and audit entries the caller sees; None
+    (every one) for a cluster-wide caller."""
+    return None if ctx.cluster_wide else ctx.namespace
+
+
 def _subject_key(ctx: MemoryContext, user_id: str | None) -> bytes | None:
     if user_id is None:
         return None
@@ -186,7 +192,7 @@ class DayFigure:
 def rebuild_jobs(ctx: MemoryContext, limit: int = 50) -> list[RebuildJob]:
     """Unfinished rebuild jobs, then the most recent finished ones."""
     with ctx.store.reading() as view:
-        rows = oversight.recent_jobs(view.connection, limit)
+        rows = oversight.recent_jobs(view.connection, limit, _visible_namespace(ctx))
     return [
         RebuildJob(
             r.job_id,
@@ -228,7 +234,7 @@ def time_to_certificate(ctx: MemoryContext, days: int = 14) -> list[DayFigure]:
     first = today - timedelta(days=days - 1)
     since = datetime(first.year, first.month, first.day, tzinfo=UTC)
     with ctx.store.reading() as view:
-        rows = oversight.completed_between(view.connection, since)
+        rows = oversight.completed_between(view.connection, since, _visible_namespace(ctx))
     durations: dict[date, list[float]] = defaultdict(list)
     for row in rows:
         durations[row.completed_at.date()].append(
@@ -265,8 +271,9 @@ def audit_trail(ctx: MemoryContext, *, page: int = 1, per_page: int = 50) -> Aud
     """Audit entries as an export holds them, and whether their chain recomputes."""
     if page < 1 or not 1 <= per_page <= MAX_PAGE_SIZE:
         raise InvalidInputError(f"page must be 1 or more and per_page 1 to {MAX_PAGE_SIZE}")
-    audit = audit_slice(ctx.store)
-    problem = chain_problem(audit.lines, audit.previous_chain_hash)
+    namespace = _visible_namespace(ctx)
+    audit = audit_slice(ctx.store, namespace=namespace)
+    problem = chain_problem(audit.lines, None if namespace else audit.previous_chain_hash)
     newest_first = audit.lines[::-1]
     start = (page - 1) * per_page
     return AuditTrail(

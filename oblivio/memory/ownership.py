@@ -57,7 +57,7 @@ def _lock_stream_for(
     if user_id is not None:
         stream = tx.lock_stream(Subject(ctx.namespace, user_id))
     else:
-        row = graph.node_row(node_id)
+        row = graph.node_row(ctx.namespace, node_id)
         stream = None if row is None else tx.lock_stream(row.stream_id)
     if stream is None or stream.ref.namespace != ctx.namespace or stream.closed_at is not None:
         raise NodeUnavailableError()

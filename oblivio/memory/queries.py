@@ -82,7 +82,7 @@ def get_event(
     """A stored memory event, or ``None`` when unavailable (missing, foreign, erased)."""
     wanted = parse_uuid(event_id, "event id")
     owner_key = None if user_id is None else ctx.store.subject_ref(ctx.namespace, user_id)
-    for event in ctx.store.get_events([wanted]):
+    for event in ctx.store.get_events([wanted], namespace=ctx.namespace):
         if is_memory_event(ctx, event) and (
             owner_key is None or event.stream.subject_key.hex() == owner_key
         ):
@@ -206,7 +206,7 @@ def get_event_nodes(
     wanted = parse_uuid(event_id, "event id")
     owner = owner_stream(ctx, user_id)
     with ctx.store.reading() as view:
-        rows = GraphStore(view.connection).nodes_of_event(wanted)
+        rows = GraphStore(view.connection).nodes_of_event(wanted, namespace=ctx.namespace)
         visible = [r for r in rows if _visible(r, owner) is not None]
         return [n for n in (_decrypt(view, r) for r in visible) if n is not None]
 
@@ -222,7 +222,7 @@ def get_node(
     wanted = parse_uuid(node_id, "node id")
     owner = owner_stream(ctx, user_id)
     with ctx.store.reading() as view:
-        row = _visible(GraphStore(view.connection).node_row(wanted), owner)
+        row = _visible(GraphStore(view.connection).node_row(ctx.namespace, wanted), owner)
         if row is None:
             return None
         if row.lifecycle == LifecycleState.SUPERSEDED and not include_superseded:
@@ -239,7 +239,7 @@ def get_assertion_state(
     owner = owner_stream(ctx, user_id)
     with ctx.store.reading() as view:
         graph = GraphStore(view.connection)
-        row = _visible(graph.node_row(wanted), owner)
+        row = _visible(graph.node_row(ctx.namespace, wanted), owner)
         if row is None:
             return None
         claim_row = ClaimStore(view.connection).claim(row.stream_id, wanted)
@@ -308,7 +308,7 @@ def list_nodes(
     owner = owner_stream(ctx, user)
     with ctx.store.reading() as view:
         graph = GraphStore(view.connection)
-        position = None if start is None else _position(graph, start, owner)
+        position = None if start is None else _position(graph, ctx.namespace, start, owner)
         cipher = None if owner is None or owner < 0 else view.cipher(owner)
         if cipher is None:
             return NodePage([], None)
@@ -326,10 +326,10 @@ def list_nodes(
 
 
 def _position(
-    graph: GraphStore, node_id: uuid.UUID, owner: int | None
+    graph: GraphStore, namespace: str, node_id: uuid.UUID, owner: int | None
 ) -> tuple[datetime, uuid.UUID]:
     """Where the caller's node ``node_id`` sits in the listing's order."""
-    row = _visible(graph.node_row(node_id), owner)
+    row = _visible(graph.node_row(namespace, node_id), owner)
     if row is None:
         raise NodeUnavailableError("the node to list after is not available")
     return row.created_at, row.node_id
@@ -457,12 +457,13 @@ def _subject_index(
     rows committed in between only make the index newer than its token, so the
     next query reads them again; they never leave an erased row in the cache.
     """
+    cached = f"{ctx.namespace}/{user}"  # one cache for every namespace a server serves
     token = _current_token(ctx, user, consistent)
     if token is None or not token.readable:
-        ctx.retrieval_cache.drop(user)
+        ctx.retrieval_cache.drop(cached)
         return None
     embedder = _serving_embedder(ctx, token)
-    entry = ctx.retrieval_cache.entry(user)
+    entry = ctx.retrieval_cache.entry(cached)
     if entry is not None and entry[0] == token:
         return entry[1], embedder
     follows = entry is not None and _only_new_events(entry[0], token)
@@ -479,20 +480,20 @@ def _subject_index(
     with ctx.store.reading() as view:
         cipher = view.cipher(token.stream_id)
         if cipher is None:
-            ctx.retrieval_cache.drop(user)
+            ctx.retrieval_cache.drop(cached)
             return None
         if follows and entry is not None and _contiguous(events, entry[0], token):
             index = entry[1]
             try:
                 refresh(index, view.connection, cipher, events, token.embedder)
             except BaseException:
-                ctx.retrieval_cache.drop(user)  # half applied: never serve or extend it
+                ctx.retrieval_cache.drop(cached)  # half applied: never serve or extend it
                 raise
         else:
             index = load_subject(view.connection, cipher, ctx.scoring, token.embedder)
             index.version = token.version  # rows read after the token: at least this
             index.set_accesses(ctx.access.counts(view.connection, token.stream_id))
-    ctx.retrieval_cache.put(user, token, index)
+    ctx.retrieval_cache.put(cached, token, index)
     return index, embedder
 
 

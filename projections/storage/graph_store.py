@@ -69,6 +69,15 @@ _nodes_by_id = (
     )
 )
 
+# A node by id within one namespace (parameters ``node_id``, ``namespace``): one
+# statement, so another namespace's id costs what an unknown id costs and
+# answers the same (nothing).
+_node_in_namespace = (
+    _nodes_by_id.join(streams, streams.c.stream_id == events.c.stream_id)
+    .where(node_directory.c.node_id == sa.bindparam("node_id", type_=sa.Uuid()))
+    .where(streams.c.namespace == sa.bindparam("namespace", type_=sa.String()))
+)
+
 # Which of some node ids have a node in a known stream: the directory gives
 # each id's event and ordinal, memory_nodes is then read by its key.  Built
 # once: the node graph asks it for the entities of every claims event.
@@ -220,9 +229,10 @@ class GraphStore:
 
     # -- nodes ---------------------------------------------------------------
 
-    def node_row(self, node_id: uuid.UUID) -> NodeRow | None:
-        query = _nodes_by_id.where(node_directory.c.node_id == node_id)
-        return self.conn.execute(query).first()
+    def node_row(self, namespace: str, node_id: uuid.UUID) -> NodeRow | None:
+        """Node ``node_id`` if it is one of ``namespace``'s (else, as unknown, None)."""
+        params = {"node_id": node_id, "namespace": namespace}
+        return self.conn.execute(_node_in_namespace, params).first()
 
     def node_rows(self, node_ids: Collection[uuid.UUID]) -> list[NodeRow]:
         query = _nodes_by_id.where(node_directory.c.node_id.in_(list(node_ids)))
@@ -235,10 +245,16 @@ class GraphStore:
         params = {"stream_id": stream_id, "node_ids": list(node_ids)}
         return set(self.conn.execute(_present_in_stream, params).scalars())
 
-    def nodes_of_event(self, event_id: uuid.UUID) -> list[NodeRow]:
+    def nodes_of_event(self, event_id: uuid.UUID, *, namespace: str | None = None) -> list[NodeRow]:
+        """The event's nodes, in order; none if ``namespace`` is given and the event
+        is not one of its streams'."""
         # The log knows the event's stream; with it the lookup is a range of
         # the subject-first key, with no index by event id alone to maintain.
         stream = sa.select(events.c.stream_id).where(events.c.event_id == event_id)
+        if namespace is not None:
+            stream = stream.join(streams, streams.c.stream_id == events.c.stream_id).where(
+                streams.c.namespace == namespace
+            )
         query = (
             sa.select(nodes)
             .where(nodes.c.stream_id == stream.scalar_subquery(), nodes.c.event_id == event_id)

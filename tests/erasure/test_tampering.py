@@ -136,7 +136,7 @@ def test_audit_manifest_verifies_with_jwcrypto(
     token = jws.JWS()
     token.deserialize(json.dumps(manifest))
     token.verify(jwk.JWK(**entry), alg="Ed25519")
-    assert json.loads(token.payload)["format"] == "oblivio-audit-export/1"
+    assert json.loads(token.payload)["format"] == "oblivio-audit-export/2"
 
 
 # -- audit exports ---------------------------------------------------------------------------

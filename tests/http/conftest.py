@@ -38,7 +38,7 @@ from oblivio.settings import Settings
 ALICE = "alice"
 BOB = "bob"
 #: Principals of the authorisation matrix, in the order the tests try them.
-PRINCIPALS = ("none", "bad", "revoked", "user", "other_user", "operator", "auditor")
+PRINCIPALS = ("none", "bad", "revoked", "user", "other_user", "operator", "auditor", "cluster")
 #: The user each user principal is bound to.
 BOUND_USER = {"user": ALICE, "other_user": BOB}
 HTTP_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
@@ -162,16 +162,25 @@ def log_size(ctx: MemoryContext) -> tuple[int | None, int, int, int]:
     return delivered, events, streams, requests
 
 
-def create_key(ctx: MemoryContext, kind: str, user_id: str | None = None) -> str:
-    ref = None if user_id is None else ctx.store.subject_ref(ctx.namespace, user_id)
+def create_key(
+    ctx: MemoryContext,
+    kind: str,
+    user_id: str | None = None,
+    *,
+    namespace: str | None = None,
+    cluster_wide: bool = False,
+) -> str:
+    """A key of ``namespace`` (default: the context's), or a cluster-wide one."""
+    namespace = None if cluster_wide else namespace or ctx.namespace
+    ref = None if user_id is None else ctx.store.subject_ref(namespace or ctx.namespace, user_id)
     with ctx.store.transaction() as tx:
-        return apikeys.issue(tx.connection, kind, user_id, ref, ctx.clock())[1]
+        return apikeys.issue(tx.connection, kind, user_id, ref, ctx.clock(), namespace=namespace)[1]
 
 
 def revoke_key(ctx: MemoryContext, token: str) -> None:
     key_id = token.split("_")[1]
     with ctx.store.transaction() as tx:
-        assert apikeys.revoke(tx.connection, key_id, ctx.clock())
+        assert apikeys.revoke(tx.connection, key_id, ctx.clock(), apikeys.ALL_NAMESPACES)
 
 
 def issue_tokens(ctx: MemoryContext) -> dict[str, str]:
@@ -187,6 +196,7 @@ def issue_tokens(ctx: MemoryContext) -> dict[str, str]:
         "other_user": create_key(ctx, "user", BOB),
         "operator": operator,
         "auditor": create_key(ctx, "auditor"),
+        "cluster": create_key(ctx, "operator", cluster_wide=True),
     }
 
 

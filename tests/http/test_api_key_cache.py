@@ -76,7 +76,7 @@ def test_a_revocation_in_this_process_takes_effect_at_once(world: World, clock: 
     # Not cached again while a check that read the row before the revocation
     # committed could still try to.
     key_id = token.split("_")[1]
-    world.ctx.api_keys.remember(token, Principal(key_id, "operator", None))
+    world.ctx.api_keys.remember(token, Principal(key_id, "operator", None, namespace="default"))
     assert count(world, "ops") == 401
 
 
@@ -108,8 +108,9 @@ def test_zero_turns_the_cache_off(world: World) -> None:
 def test_the_cache_holds_no_token() -> None:
     keys = VerifiedKeys(1.0)
     token = "obl_0123456789abcdef_the-secret-part"
-    keys.remember(token, Principal("0123456789abcdef", "user", "dana"))
-    assert keys.lookup(token) == Principal("0123456789abcdef", "user", "dana")
+    dana = Principal("0123456789abcdef", "user", "dana", namespace="default")
+    keys.remember(token, dana)
+    assert keys.lookup(token) == dana
     assert not any(b"the-secret-part" in digest for digest in keys._verified)
     assert all(len(digest) == 32 for digest in keys._verified)
 

@@ -13,7 +13,8 @@ name someone else's data ("foreign") and data that does not exist
   query or body) or another user's node, event, trigger, request or
   certificate id gets a 404 indistinguishable from a missing id (status,
   content type and body), and nothing is written;
-* operator → allowed everywhere;
+* operator → allowed everywhere but on re-embedding (the whole store's embedder);
+* cluster-wide operator → allowed everywhere;
 * /v1/health and /v1/compliance/keys are public.
 
 Routes are enumerated from the published OpenAPI document, so a new route
@@ -86,7 +87,8 @@ class Probe:
 
 @dataclass(frozen=True)
 class Spec:
-    access: str  # member | proof (members and auditors) | auditor | operator | public
+    # member | proof (members and auditors) | auditor | operator | cluster | public
+    access: str
     own: Own
     probes: tuple[Probe, ...] = ()
 
@@ -370,10 +372,10 @@ SPECS: dict[tuple[str, str], Spec] = {
     ("GET", "/metrics"): Spec("operator", lambda w, me: Call("GET", "/metrics")),
     ("DELETE", "/v1/admin/keys/{key_id}"): revoke_key_spec(),
     ("POST", "/v1/admin/rebuilds"): Spec(
-        "operator", lambda w, me: Call("POST", "/v1/admin/rebuilds", json={})
+        "cluster", lambda w, me: Call("POST", "/v1/admin/rebuilds", json={})
     ),
     ("GET", "/v1/admin/rebuilds/{rebuild_id}"): Spec(
-        "operator",
+        "cluster",
         lambda w, me: Call(
             "GET", f"/v1/admin/rebuilds/{vector_rebuilds.start_vector_rebuild(w.ctx).rebuild_id}"
         ),
@@ -450,7 +452,7 @@ def check_route(world: World, key: tuple[str, str], spec: Spec) -> list[str]:
         me = BOUND_USER.get(principal, ALICE)
         them = BOB if me == ALICE else ALICE
         own = [("own", spec.own(world, me))]
-        if principal in ("operator", "auditor"):
+        if principal in ("operator", "auditor", "cluster"):
             own.append(("bob's", spec.own(world, BOB)))
         probes = [(p.name, p.foreign(world, me, them), p.missing(world, me)) for p in spec.probes]
         calls = own + [(f"{n} foreign", f) for n, f, _ in probes]
@@ -464,8 +466,10 @@ def check_route(world: World, key: tuple[str, str], spec: Spec) -> list[str]:
                 response = matrix.expect(principal, label, call, lambda s: s == 401, "401")
                 if response.headers.get("www-authenticate") != "Bearer":
                     matrix.fail(principal, label, call, response, "no WWW-Authenticate: Bearer")
-        elif (principal == "auditor" and key not in AUDITOR_ROUTES) or (
-            principal in BOUND_USER and spec.access in ("auditor", "operator")
+        elif (
+            (principal == "auditor" and key not in AUDITOR_ROUTES)
+            or (principal in BOUND_USER and spec.access in ("auditor", "operator", "cluster"))
+            or (principal != "cluster" and spec.access == "cluster")
         ):
             for label, call in calls:
                 matrix.expect(principal, label, call, lambda s: s == 403, "403")

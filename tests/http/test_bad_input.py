@@ -44,6 +44,15 @@ VALID_BODIES: dict[tuple[str, str], dict[str, Any]] = {
 
 #: Body routes a user key may not call at all (it would get 403 before any validation).
 OPERATOR_ONLY = {("POST", "/v1/admin/keys"), ("POST", "/v1/admin/rebuilds")}
+#: Routes for cluster-wide operator keys only.
+CLUSTER_ONLY = {("POST", "/v1/admin/rebuilds")}
+
+
+def principal_for(route: tuple[str, str]) -> str:
+    """The principal that may call ``route`` with a valid body."""
+    if route in CLUSTER_ONLY:
+        return "cluster"
+    return "operator" if route in OPERATOR_ONLY else "user"
 
 
 @functools.cache  # building the app and its schema takes a while: once per session
@@ -202,7 +211,7 @@ def test_unknown_fields_answer_422_and_write_nothing(world: World) -> None:
     for route in VALID_BODIES:
         method, path = route
         body = {**body_for(route, world), "unexpected_field": "x"}
-        who = "operator" if route in OPERATOR_ONLY else "user"
+        who = principal_for(route)
         refusals.json(f"{method} {path}", method, fill(path, world), body, 422, principal=who)
     first, second = world.seed(ALICE), world.seed(ALICE)
     entry = {"old_node_id": str(first.node_id), "new_node_id": str(second.node_id), "extra": 1}

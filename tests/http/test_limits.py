@@ -23,7 +23,7 @@ import pytest
 from oblivio.http.server import HttpImplementation
 from oblivio.settings import Settings
 from tests.http.conftest import World, open_world, serve_in_thread
-from tests.http.test_bad_input import OPERATOR_ONLY, VALID_BODIES, body_for, fill
+from tests.http.test_bad_input import VALID_BODIES, body_for, fill, principal_for
 
 LIMIT = 64 * 1024
 HEAD_LIMIT = 8 * 1024
@@ -234,7 +234,7 @@ def test_unreadable_json_answers_422_on_every_body_route(world: World) -> None:
     for route in VALID_BODIES:
         method, path = route
         body_for(route, world)
-        who = "operator" if route in OPERATOR_ONLY else "user"
+        who = principal_for(route)
         for label, raw in UNREADABLE.items():
             response = world.client.request(
                 method,

@@ -10,8 +10,10 @@ from oblivio.memory import compliance
 from tests.http.conftest import ALICE, World
 
 
-def samples(world: World) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    response = world.client.get("/metrics", headers=world.headers("operator"))
+def samples(
+    world: World, principal: str = "cluster"
+) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    response = world.client.get("/metrics", headers=world.headers(principal))
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/plain")
     return {
@@ -34,13 +36,22 @@ def test_metrics_count_requests_and_erasure_work(world: World) -> None:
     assert found["oblivio_http_requests_total", (*events, ("status", "401"))] == 1
     assert found["oblivio_http_request_duration_seconds_count", events] == 4
     assert ("oblivio_projection_lag_events", (("projection", "vector_state"),)) in found
-    assert found["oblivio_erasure_requests", (("status", "rebuilding"),)] == 1
+    here = ("namespace", world.ctx.namespace)
+    assert found["oblivio_erasure_requests", (here, ("status", "rebuilding"))] == 1
     assert sum(v for (name, _), v in found.items() if name == "oblivio_rebuild_jobs") >= 1
-    assert found["oblivio_erasure_requests_overdue", ()] == 0
-    assert ALICE not in world.client.get("/metrics", headers=world.headers("operator")).text
+    assert ("oblivio_erasure_requests_overdue", (here,)) not in found
+    assert ALICE not in world.client.get("/metrics", headers=world.headers("cluster")).text
 
     world.ctx.clock = lambda: status.deadline_at + timedelta(seconds=1)
-    assert samples(world)["oblivio_erasure_requests_overdue", ()] == 1
+    assert samples(world)["oblivio_erasure_requests_overdue", (here,)] == 1
+    # A namespaced operator: its namespace's erasure figures, nothing every namespace shares.
+    own = samples(world, "operator")
+    assert own["oblivio_erasure_requests_overdue", (here,)] == 1
+    assert {name for name, _ in own} == {
+        "oblivio_erasure_requests",
+        "oblivio_rebuild_jobs",
+        "oblivio_erasure_requests_overdue",
+    }
 
 
 def test_only_operators_read_metrics(sqlite_world: World) -> None:

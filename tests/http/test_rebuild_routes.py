@@ -1,4 +1,5 @@
-"""Vector-state rebuilds over HTTP: operators start and watch them; audit-logged."""
+"""Vector-state rebuilds over HTTP: cluster-wide operators start and watch them;
+audit-logged.  The embedder is the whole store's, so a namespaced operator gets 403."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def test_an_operator_re_embeds_the_store_and_watches_the_job(world: World) -> No
     for user in (ALICE, "bob"):  # a consistent read waits until the vectors are written
         queries.retrieve(world.ctx, "anything", user_id=user)
     started = world.client.post(
-        REBUILDS, json={"embedder": "hashing:64"}, headers=world.headers("operator")
+        REBUILDS, json={"embedder": "hashing:64"}, headers=world.headers("cluster")
     )
     assert started.status_code == 202, started.text
     job = started.json()
@@ -28,13 +29,13 @@ def test_an_operator_re_embeds_the_store_and_watches_the_job(world: World) -> No
     assert (job["subjects_total"], job["nodes_total"], job["nodes_embedded"]) == (2, 2, 0)
 
     assert world.ctx.reembedder.run_pending() == 2  # what the workers do
-    watched = world.client.get(f"{REBUILDS}/{job['rebuild_id']}", headers=world.headers("operator"))
+    watched = world.client.get(f"{REBUILDS}/{job['rebuild_id']}", headers=world.headers("cluster"))
     assert watched.status_code == 200, watched.text
     done = watched.json()
     assert (done["status"], done["subjects_done"], done["nodes_embedded"]) == ("done", 2, 2)
     assert done["finished_at"] is not None
 
-    operator_key = world.tokens["operator"].split("_")[1]
+    operator_key = world.tokens["cluster"].split("_")[1]
     actor = world.ctx.store.codec.pseudonym("actor", f"api-key:{operator_key}")
     entries = [
         e.data or {}
@@ -68,7 +69,7 @@ def test_bad_rebuild_requests_are_refused_and_write_nothing(
     sqlite_world.seed(ALICE)
     before = log_size(sqlite_world.ctx)
     response = sqlite_world.client.post(
-        REBUILDS, json=body, headers=sqlite_world.headers("operator")
+        REBUILDS, json=body, headers=sqlite_world.headers("cluster")
     )
     assert response.status_code == status, response.text
     assert log_size(sqlite_world.ctx) == before
@@ -76,7 +77,7 @@ def test_bad_rebuild_requests_are_refused_and_write_nothing(
 
 def test_a_second_embedder_change_conflicts_and_unknown_jobs_are_404(sqlite_world: World) -> None:
     sqlite_world.seed(ALICE)
-    operator = sqlite_world.headers("operator")
+    operator = sqlite_world.headers("cluster")
     assert (
         sqlite_world.client.post(
             REBUILDS, json={"embedder": "hashing:64"}, headers=operator
@@ -90,8 +91,10 @@ def test_a_second_embedder_change_conflicts_and_unknown_jobs_are_404(sqlite_worl
     )
 
 
-@pytest.mark.parametrize("principal", ["none", "user", "auditor"])
-def test_only_operators_start_or_read_rebuilds(sqlite_world: World, principal: str) -> None:
+@pytest.mark.parametrize("principal", ["none", "user", "auditor", "operator"])
+def test_only_cluster_wide_operators_start_or_read_rebuilds(
+    sqlite_world: World, principal: str
+) -> None:
     before = log_size(sqlite_world.ctx)
     calls = [
         sqlite_world.client.post(REBUILDS, json={}, headers=sqlite_world.headers(principal)),
@@ -117,7 +120,7 @@ def test_a_well_formed_embedder_this_host_cannot_load_answers_409(
         world.seed(ALICE)
         before = log_size(world.ctx)
         response = world.client.post(
-            REBUILDS, json={"embedder": embedder}, headers=world.headers("operator")
+            REBUILDS, json={"embedder": embedder}, headers=world.headers("cluster")
         )
         assert response.status_code == 409, response.text
         assert response.json()["title"] == "EmbedderNotLoadableError"

@@ -51,7 +51,9 @@ def make_key(data_dir: Path, kind: str, user_id: str | None = None) -> str:
     memory = open_memory(Settings(data_dir=data_dir))
     try:
         with memory.store.transaction() as tx:
-            return apikeys.issue(tx.connection, kind, user_id, None, memory.clock())[1]
+            return apikeys.issue(
+                tx.connection, kind, user_id, None, memory.clock(), namespace=memory.namespace
+            )[1]
     finally:
         memory.store.close()
 
