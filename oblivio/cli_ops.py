@@ -384,6 +384,9 @@ def forget(
         f"request {status.request_id}: {status.status}, {status.events_erased} events erased",
         err=True,
     )
+    if status.certificate is not None:
+        claims = compliance.verify_certificate(memory, status.certificate)
+        click.echo(claims["erasure"]["statement"], err=True)  # says so when no data was held
     _emit(status.certificate or vars(status), output)
 
 
