@@ -193,8 +193,8 @@ def test_the_embedder_name_rule_is_the_resolvers() -> None:
     the names ``resolve_embedder`` takes, checked here without loading any model."""
     import re
 
-    from oblivio.settings import EMBEDDER_NAME
     from projections.embedders import (
+        EMBEDDER_NAME,
         MAX_HASHING_DIMENSION,
         UnknownEmbedderError,
         WordLlamaEmbedder,
