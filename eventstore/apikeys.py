@@ -46,7 +46,7 @@ class Principal:
 @dataclass(frozen=True)
 class KeyInfo:
     key_id: str
-    kind: str
+    principal: str  # user | operator | auditor
     subject_ref: str | None
     created_at: datetime
     revoked_at: datetime | None

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import click
 
+from oblivio import json_text
 from oblivio.cli_archive import archive
 from oblivio.cli_rebuild import rebuild
 from oblivio.cli_support import embedder_option, friendly_errors, settings_from
@@ -67,7 +68,7 @@ def _open_store(ctx: click.Context) -> _Store:
 
 
 def _emit(value: Any, output: Path | None) -> None:
-    text = value if isinstance(value, str) else json.dumps(value, indent=2, default=str) + "\n"
+    text = value if isinstance(value, str) else json_text.dumps(value, indent=True) + "\n"
     if output is None:
         click.echo(text, nl=False)
     else:
@@ -244,7 +245,7 @@ def keys_list(ctx: click.Context, as_json: bool) -> None:
 def _key_line(k: KeyInfo) -> str:
     state = f"revoked {k.revoked_at:%Y-%m-%d}" if k.revoked_at else "active"
     subject = f" subject {k.subject_ref[:12]}…" if k.subject_ref else ""
-    return f"{k.key_id}  {k.kind:<8} {state}{subject}"
+    return f"{k.key_id}  {k.principal:<8} {state}{subject}"
 
 
 def _print_listing(
@@ -252,7 +253,7 @@ def _print_listing(
 ) -> None:
     """``found`` as JSON, or one ``line`` each, or ``none`` when there is nothing."""
     if as_json:
-        click.echo(json.dumps([vars(item) for item in found], default=str, indent=2))
+        click.echo(json_text.dumps(found, indent=True))
     else:
         click.echo("\n".join(map(line, found)) if found else none)
 

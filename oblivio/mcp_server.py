@@ -12,9 +12,7 @@ parameters carry their enumerations and formats in the tool schema.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import json
 import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, ParamSpec, TypeVar
@@ -26,6 +24,7 @@ from pydantic import AwareDatetime, Field, StrictBool
 from certificates import CertificateVerificationError
 from eventstore.apikeys import Principal
 from eventstore.errors import InvalidInputError, OblivioError
+from oblivio import json_text
 from oblivio.memory import commands, compliance, ingest, queries
 from oblivio.memory.context import MemoryContext
 from projections.model import NodeType, Role, Scope, SourceType
@@ -46,11 +45,8 @@ INSTRUCTIONS = (
 
 
 def _plain(value: Any) -> Any:
-    """Dataclasses, UUIDs and datetimes as JSON-ready values."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = dataclasses.asdict(value)
-    result: Any = json.loads(json.dumps(value, default=str))
-    return result
+    """Dataclasses, UUIDs and datetimes as JSON-ready values, written as HTTP writes them."""
+    return json_text.plain(value)
 
 
 def typed_errors(tool: Callable[P, R]) -> Callable[P, R]:

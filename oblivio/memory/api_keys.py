@@ -88,5 +88,5 @@ def _entry(ctx: MemoryContext, action: str, key: KeyInfo, actor: str | None) -> 
         action=action,
         subject_ref=key.subject_ref,
         actor_ref=None if actor is None else ctx.store.pseudonym("actor", actor),
-        object_refs={"api_key": key.key_id, "principal": key.kind},
+        object_refs={"api_key": key.key_id, "principal": key.principal},
     )
