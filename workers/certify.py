@@ -53,8 +53,9 @@ def _api_keys(revoked: int | None) -> dict[str, Any] | None:
         return None
     return {
         "revoked": revoked,
-        "statement": "Every API key bound to this subject in this namespace was revoked in "
-        "the erasure's transaction; none of them authenticates any more.",
+        "statement": "The erasure revoked, in its transaction, every API key bound to this "
+        "subject in this namespace that was not revoked yet (revoked counts them); none of "
+        "them authenticates any more.",
     }
 
 

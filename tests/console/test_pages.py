@@ -261,6 +261,20 @@ def test_a_console_forget_shows_its_certificate_and_ends_the_session(
     assert (later.status_code, later.headers["location"]) == (303, "/console/signin")
 
 
+def test_a_console_forget_not_certified_within_its_wait_gives_the_request_id(
+    embedded_world: World,
+) -> None:
+    """The page a self-forget answers with when the certificate is still to come."""
+    from oblivio.console.web import environment
+
+    status = compliance.forget(embedded_world.ctx, ALICE, wait=False)
+    page = environment.get_template("forgotten.html").render(
+        who=None, nav=[], csrf="", path="/console/my/forget", status=status
+    )
+    assert f'<code id="request-id">{status.request_id}</code>' in page
+    assert 'id="session-ended"' in page
+
+
 def test_pages_forbid_framing_and_foreign_sources(embedded_world: World) -> None:
     response = console_client(embedded_world).get("/console/signin")
     policy = response.headers["content-security-policy"]
