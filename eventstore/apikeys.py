@@ -54,7 +54,7 @@ class Principal:
 @dataclass(frozen=True)
 class KeyInfo:
     key_id: str
-    kind: str
+    principal: str  # user | operator | auditor
     subject_ref: str | None
     created_at: datetime
     revoked_at: datetime | None
@@ -181,6 +181,26 @@ def revoke(conn: Connection, key_id: str, now: datetime, namespace: str | None) 
         .values(revoked_at=now)
     )
     return result.rowcount == 1
+
+
+def revoke_user_keys(conn: Connection, subject_ref: str, now: datetime) -> int:
+    """Revoke every user key bound to ``subject_ref`` (one user in one namespace), as
+    ``revoke`` does one key; how many were still unrevoked."""
+    query = (
+        api_keys.update()
+        .where(
+            api_keys.c.principal == "user",
+            api_keys.c.subject_ref == subject_ref,
+            api_keys.c.revoked_at.is_(None),
+        )
+        .values(revoked_at=now)
+        .returning(api_keys.c.key_id)
+    )
+    revoked = list(conn.execute(query).scalars())
+    for key_id in revoked:
+        for cache in list(_caches):
+            cache.revoked(key_id)
+    return len(revoked)
 
 
 def count_active(conn: Connection, kind: str, now: datetime) -> int:

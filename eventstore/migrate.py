@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,26 +55,59 @@ def _config(
     return cfg
 
 
+@dataclass(frozen=True)
+class SchemaUpgrade:
+    """The head revisions a database was at before ``upgrade`` and is at after it
+    (none before: it had no schema)."""
+
+    before: frozenset[str]
+    after: frozenset[str]
+
+    def describe(self) -> str:
+        """What was done, in a sentence: created, upgraded, or nothing to do."""
+        if not self.before:
+            return f"created the schema at revision {_revisions(self.after)}"
+        if self.before == self.after:
+            return f"the schema is already at revision {_revisions(self.after)}"
+        before, after = _revisions(self.before), _revisions(self.after)
+        return f"upgraded the schema from revision {before} to {after}"
+
+
+def _revisions(heads: frozenset[str]) -> str:
+    return ", ".join(sorted(heads))
+
+
 def upgrade(
     engine: Engine, version_locations: Sequence[Path] = (), metadatas: Sequence[sa.MetaData] = ()
-) -> None:
+) -> SchemaUpgrade:
     """Bring every migration branch to its head (at once when it is there already)."""
-    if not pending(engine, version_locations):
-        return
+    before = applied_revisions(engine)
+    if not lacks_migrations(before, version_locations):
+        return SchemaUpgrade(before, before)
     from alembic import command
 
     with engine.begin() as conn:
         command.upgrade(_config(conn, version_locations, metadatas), "heads")
+    return SchemaUpgrade(before, applied_revisions(engine))
 
 
 def pending(engine: Engine, version_locations: Sequence[Path] = ()) -> bool:
     """Whether the database lacks a migration (or has no version table yet)."""
+    return lacks_migrations(applied_revisions(engine), version_locations)
+
+
+def lacks_migrations(applied: frozenset[str], version_locations: Sequence[Path] = ()) -> bool:
+    """Whether a database at the ``applied`` revisions lacks a migration."""
+    return applied != script_heads([MIGRATIONS_DIR / "versions", *version_locations])
+
+
+def applied_revisions(engine: Engine) -> frozenset[str]:
+    """The head revisions Alembic recorded as applied (none: never migrated)."""
     try:
         with engine.connect() as conn:
-            applied = set(conn.execute(sa.select(_VERSIONS.c.version_num)).scalars())
+            return frozenset(conn.execute(sa.select(_VERSIONS.c.version_num)).scalars())
     except sa.exc.DBAPIError:  # no version table: never migrated
-        return True
-    return applied != script_heads([MIGRATIONS_DIR / "versions", *version_locations])
+        return frozenset()
 
 
 def script_heads(locations: Iterable[Path]) -> set[str]:

@@ -158,6 +158,8 @@ erasure_requests = sa.Table(
     sa.Column("stream_version", sa.BigInteger, nullable=True),
     sa.Column("certificate_id", sa.Uuid, nullable=True),
     sa.Column("error", sa.String(500), nullable=True),
+    # forget: the subject's user API keys it revoked; null for other kinds.
+    sa.Column("api_keys_revoked", sa.Integer, nullable=True),
 )
 
 rebuild_jobs = sa.Table(

@@ -25,7 +25,7 @@ from eventstore import (
     create_backend,
 )
 from eventstore.backends.sqlite import sqlite_url
-from eventstore.migrate import pending, upgrade
+from eventstore.migrate import SchemaUpgrade, applied_revisions, lacks_migrations, upgrade
 from eventstore.store import utc_now
 from oblivio.keyrings import open_issuer_keys, open_keyring
 from oblivio.settings import Settings
@@ -55,25 +55,27 @@ def database_url(settings: Settings) -> str:
     return settings.database_url or sqlite_url(settings.data_dir)
 
 
-def upgrade_schema(engine: Engine) -> None:
-    """Bring every package's migration branch to its head.
+def upgrade_schema(engine: Engine) -> SchemaUpgrade:
+    """Bring every package's migration branch to its head; what was done.
 
     Whether anything is pending is read from the scripts' revision ids; the
     projections' tables (and Alembic) are imported only when something is.
     """
     from projections import MIGRATIONS
 
-    if pending(engine, [MIGRATIONS]):
-        from projections import metadata
+    applied = applied_revisions(engine)
+    if not lacks_migrations(applied, [MIGRATIONS]):
+        return SchemaUpgrade(applied, applied)
+    from projections import metadata
 
-        upgrade(engine, [MIGRATIONS], [metadata])
+    return upgrade(engine, [MIGRATIONS], [metadata])
 
 
-def migrate(settings: Settings) -> None:
-    """Bring the database schema up to date (``oblivio db upgrade``)."""
+def migrate(settings: Settings) -> SchemaUpgrade:
+    """Bring the database schema up to date (``oblivio db upgrade``); what was done."""
     backend = create_backend(database_url(settings))
     try:
-        upgrade_schema(backend.engine)
+        return upgrade_schema(backend.engine)
     finally:
         backend.dispose()
 

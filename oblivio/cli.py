@@ -162,8 +162,8 @@ def db_upgrade(ctx: click.Context) -> None:
     from oblivio.bootstrap import database_url, migrate
 
     settings = settings_from(ctx)
-    migrate(settings)
-    click.echo(f"schema is up to date ({_redacted(database_url(settings))})")
+    done = migrate(settings)
+    click.echo(f"{done.describe()} ({_redacted(database_url(settings))})")
 
 
 @main.command("verify-log")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import click
 
+from oblivio import json_text
 from oblivio.cli_archive import archive
 from oblivio.cli_rebuild import rebuild
 from oblivio.cli_support import embedder_option, friendly_errors, settings_from
@@ -69,7 +70,7 @@ def _open_store(ctx: click.Context) -> _Store:
 
 
 def _emit(value: Any, output: Path | None) -> None:
-    text = value if isinstance(value, str) else json.dumps(value, indent=2, default=str) + "\n"
+    text = value if isinstance(value, str) else json_text.dumps(value, indent=True) + "\n"
     if output is None:
         click.echo(text, nl=False)
     else:
@@ -273,7 +274,7 @@ def _key_line(k: KeyInfo) -> str:
     state = f"revoked {k.revoked_at:%Y-%m-%d}" if k.revoked_at else "active"
     subject = f" subject {k.subject_ref[:12]}…" if k.subject_ref else ""
     namespace = k.namespace or "(cluster-wide)"
-    return f"{k.key_id}  {k.kind:<8} {namespace}  {state}{subject}"
+    return f"{k.key_id}  {k.principal:<8} {namespace}  {state}{subject}"
 
 
 def _print_listing(
@@ -281,7 +282,7 @@ def _print_listing(
 ) -> None:
     """``found`` as JSON, or one ``line`` each, or ``none`` when there is nothing."""
     if as_json:
-        click.echo(json.dumps([vars(item) for item in found], default=str, indent=2))
+        click.echo(json_text.dumps(found, indent=True))
     else:
         click.echo("\n".join(map(line, found)) if found else none)
 
@@ -330,17 +331,57 @@ def keys_rotate_kek(ctx: click.Context) -> None:
 
 @keys.command("keyrings")
 @click.option("--orphaned", is_flag=True, help="Only keyrings whose store no longer exists.")
+@click.option(
+    "--prune-orphaned",
+    is_flag=True,
+    help="Delete the keyrings (and certificate keys) whose store no longer exists, after "
+    "asking.",
+)
+@click.option("--dry-run", is_flag=True, help="With --prune-orphaned: list, delete nothing.")
+@click.option("--yes", is_flag=True, help="With --prune-orphaned: do not ask.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @friendly_errors
-def keys_keyrings(ctx: click.Context, orphaned: bool, as_json: bool) -> None:
+def keys_keyrings(
+    ctx: click.Context,
+    orphaned: bool,
+    prune_orphaned: bool,
+    dry_run: bool,
+    yes: bool,
+    as_json: bool,
+) -> None:
     """List the keyring files in the keyring directory and whether their stores still exist."""
     from oblivio.keyrings import list_keyrings
 
+    if (dry_run or yes) and not prune_orphaned:
+        raise click.UsageError("--dry-run and --yes go with --prune-orphaned")
+    if as_json and prune_orphaned:
+        raise click.UsageError("--json lists; --prune-orphaned deletes: give one of them")
     directory = _settings(ctx).keyring_directory
+    orphaned = orphaned or prune_orphaned
     found = [k for k in list_keyrings(directory) if not orphaned or k.state == "orphaned"]
     none = f"no {'orphaned keyrings' if orphaned else 'keyrings'} in {directory}"
     _print_listing(found, as_json, none, _keyring_line)
+    if prune_orphaned and found:
+        _prune_keyrings(found, dry_run=dry_run, ask=not yes)
+
+
+def _prune_keyrings(found: Sequence[KeyringEntry], *, dry_run: bool, ask: bool) -> None:
+    """Delete the keyrings ``found`` orphaned whose store is still gone when it comes to it."""
+    from oblivio.keyrings import prune_keyring
+
+    if dry_run:
+        click.echo(f"dry run: would delete {len(found)} keyring(s); nothing deleted")
+        return
+    if ask:
+        click.confirm(
+            f"Delete these {len(found)} keyring(s) and their certificate keys? Any copy of "
+            "those stores' data becomes unreadable for good",
+            abort=True,
+        )
+    for entry in found:
+        pruned = prune_keyring(entry.path)
+        click.echo(f"{'deleted' if pruned else 'kept (no longer orphaned)'} {entry.path}")
 
 
 def _keyring_line(k: KeyringEntry) -> str:
@@ -413,6 +454,9 @@ def forget(
         f"request {status.request_id}: {status.status}, {status.events_erased} events erased",
         err=True,
     )
+    if status.certificate is not None:
+        claims = compliance.verify_certificate(memory, status.certificate)
+        click.echo(claims["erasure"]["statement"], err=True)  # says so when no data was held
     _emit(status.certificate or vars(status), output)
 
 

@@ -189,6 +189,27 @@ def list_keyrings(directory: Path) -> list[KeyringEntry]:
     return [_entry(path) for path in keyrings]
 
 
+def prune_keyring(path: Path) -> KeyringEntry | None:
+    """Delete the keyring file at ``path``, and its store's certificate signing keys, if
+    its store is gone; what was deleted, or None (the store is in use, or unknown).
+
+    The store's state is judged here, at the moment of deleting, not taken from an
+    earlier listing: a store that came back in between keeps its keys.  Deleting
+    destroys the keys for good, which is the point (any copy of that store's data
+    becomes unreadable) and the danger: a store moved elsewhere and not opened
+    since still names its old place, and looks gone.
+    """
+    entry = _entry(path)
+    if entry.state != "orphaned":
+        return None
+    # The signing keys first: a prune cut short leaves the keyring, which the next
+    # listing still shows, rather than signing keys no listing names.
+    if entry.issuer_keys is not None:
+        entry.issuer_keys.unlink(missing_ok=True)
+    path.unlink(missing_ok=True)
+    return entry
+
+
 def _entry(path: Path) -> KeyringEntry:
     issuer = path.with_name(path.name.removesuffix(KEYRING_SUFFIX) + ISSUER_KEYS_SUFFIX)
     entry = _keyring_entry(path)

@@ -13,9 +13,7 @@ argument a tool does not take is refused before anything runs.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import json
 import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, ParamSpec, TypeVar, cast
@@ -38,6 +36,7 @@ from certificates import CertificateVerificationError
 from eventstore.apikeys import Principal
 from eventstore.errors import InvalidInputError, OblivioError
 from oblivio import __version__
+from oblivio import json_text
 from oblivio.memory import commands, compliance, ingest, queries
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.records import Correction
@@ -60,11 +59,8 @@ INSTRUCTIONS = (
 
 
 def _plain(value: Any) -> Any:
-    """Dataclasses, UUIDs and datetimes as JSON-ready values."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = dataclasses.asdict(value)
-    result: Any = json.loads(json.dumps(value, default=str))
-    return result
+    """Dataclasses, UUIDs and datetimes as JSON-ready values, written as HTTP writes them."""
+    return json_text.plain(value)
 
 
 def typed_errors(tool: Callable[P, R]) -> Callable[P, R]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -36,30 +35,13 @@ DEFAULT_MAX_HEADER_BYTES = 32 * 1024
 #: Failed API key checks one client address may make per minute before 429s.
 DEFAULT_AUTH_FAILURES_PER_MINUTE = 10
 
-#: A hashing dimension, 1 to ``projections.embedders.MAX_HASHING_DIMENSION`` (4096).
-_HASHING_DIMENSION = r"(?:[1-9][0-9]{0,2}|[1-3][0-9]{3}|40[0-8][0-9]|409[0-6])"
-#: Every embedder name ``projections.embedders.resolve_embedder`` takes, checked without
-#: loading anything: the one rule of ``OBLIVIO_EMBEDDER``, ``--embedder`` and
-#: ``POST /v1/admin/rebuilds`` (tests/test_cli_ops.py keeps it equal to the resolver).
-#: ``.`` and ``\S`` match no line break, so the pattern means the same to every regex
-#: engine (it is published in the OpenAPI document).
-EMBEDDER_NAME = (
-    rf"^(?:hashing(?::{_HASHING_DIMENSION})?|wordllama(?::(?:64|128|256))?"
-    r"|(?:sentence-transformers|openai):\S.*)$"
-)
-#: The longest embedder name (a model path or id).
-MAX_EMBEDDER_NAME_CHARS = 300
-EMBEDDER_NAMES = (
-    "wordllama[:64|128|256], hashing[:DIM] (DIM 1 to 4096), sentence-transformers:PATH, "
-    "openai:MODEL"
-)
-
-
 def check_embedder_name(name: str) -> str:
-    """``name`` if it matches ``EMBEDDER_NAME``; else ``ValueError`` saying what would."""
-    if len(name) > MAX_EMBEDDER_NAME_CHARS or re.match(EMBEDDER_NAME, name) is None:
-        raise ValueError(f"{name[:80]!r} is not an embedder name; names: {EMBEDDER_NAMES}")
-    return name
+    """``name`` if it is an embedder name (``projections.embedders.EMBEDDER_KINDS``, the one
+    rule); else a ``ValueError`` listing the names there are."""
+    # Imported here, when there is a name to check: see the top of this module.
+    from projections.embedders import check_embedder_name as check
+
+    return check(name)
 
 
 def _proxy_network(text: str) -> str:

@@ -280,22 +280,22 @@ class EmbedderOptions:
 
 #: The largest hashing dimension: beyond it buckets stay empty for memory-sized texts,
 #: yet each costs every stored vector 4 bytes and every search a multiply.
-#: ``oblivio.settings.EMBEDDER_NAME`` spells the same bound for the settings and HTTP.
 MAX_HASHING_DIMENSION = 4096
+#: The longest embedder name (a model path or id).
+MAX_EMBEDDER_NAME_CHARS = 300
 
 
 def _hashing(argument: str | None, options: EmbedderOptions) -> Embedder:
-    return HashingEmbedder(_dimension_argument("hashing", argument, 256, MAX_HASHING_DIMENSION))
+    return HashingEmbedder(256 if argument is None else int(argument))
 
 
 def _wordllama(argument: str | None, options: EmbedderOptions) -> Embedder:
     default = WordLlamaEmbedder.SHIPPED_DIMENSION
-    return WordLlamaEmbedder(_dimension_argument("wordllama", argument, default, default))
+    return WordLlamaEmbedder(default if argument is None else int(argument))
 
 
 def _sentence_transformers(argument: str | None, options: EmbedderOptions) -> Embedder:
-    if not argument:
-        raise UnknownEmbedderError("give a model: sentence-transformers:PATH_OR_ID")
+    assert argument is not None  # the name's rule requires it
     return SentenceTransformerEmbedder(argument, allow_downloads=options.allow_downloads)
 
 
@@ -314,34 +314,84 @@ def _openai(argument: str | None, options: EmbedderOptions) -> Embedder:
     return OpenAIEmbedder(argument, options.endpoint)
 
 
-_FACTORIES: dict[str, Callable[[str | None, EmbedderOptions], Embedder]] = {
-    "hashing": _hashing,
-    "wordllama": _wordllama,
-    "sentence-transformers": _sentence_transformers,
-    "openai": _openai,
+def _integers_up_to(largest: int) -> str:
+    """A regular expression of the integers 1 to ``largest``, without leading zeros."""
+    digits = str(largest)
+    forms = [f"[1-9][0-9]{{0,{len(digits) - 2}}}"] if len(digits) > 1 else []
+    for i, digit in enumerate(digits):  # as long as ``largest``: below it from digit i on
+        lowest = 1 if i == 0 else 0
+        if int(digit) > lowest:
+            rest = len(digits) - i - 1
+            tail = f"[0-9]{{{rest}}}" if rest > 1 else "[0-9]" * rest
+            forms.append(f"{digits[:i]}[{lowest}-{int(digit) - 1}]{tail}")
+    return "(?:" + "|".join([*forms, digits]) + ")"
+
+
+@dataclass(frozen=True)
+class EmbedderKind:
+    """One kind of embedder name, ``KIND`` or ``KIND:ARGUMENT``, and what builds it."""
+
+    #: The name as messages and docs write it.
+    form: str
+    #: What may follow ``KIND:``, a regular expression that means the same to every
+    #: engine (``.`` and ``\S`` match no line break): it is published in the OpenAPI.
+    argument: str
+    #: May the name be the kind alone?
+    bare: bool
+    build: Callable[[str | None, EmbedderOptions], Embedder]
+
+
+#: Every embedder name there is: the one rule of ``OBLIVIO_EMBEDDER``, ``--embedder``,
+#: ``POST /v1/admin/rebuilds`` and ``resolve_embedder``, and the list their errors give.
+EMBEDDER_KINDS: dict[str, EmbedderKind] = {
+    "wordllama": EmbedderKind(
+        f"wordllama[:{'|'.join(map(str, WordLlamaEmbedder.DIMENSIONS))}]",
+        "(?:" + "|".join(map(str, WordLlamaEmbedder.DIMENSIONS)) + ")",
+        True,
+        _wordllama,
+    ),
+    "hashing": EmbedderKind(
+        f"hashing[:DIM] (DIM 1 to {MAX_HASHING_DIMENSION})",
+        _integers_up_to(MAX_HASHING_DIMENSION),
+        True,
+        _hashing,
+    ),
+    "sentence-transformers": EmbedderKind(
+        "sentence-transformers:PATH", r"\S.*", False, _sentence_transformers
+    ),
+    "openai": EmbedderKind("openai:MODEL", r"\S.*", False, _openai),
 }
+#: The accepted forms, for messages and help texts.
+EMBEDDER_NAMES = ", ".join(kind.form for kind in EMBEDDER_KINDS.values())
+#: ``EMBEDDER_KINDS`` as one pattern.
+EMBEDDER_NAME = (
+    "^(?:"
+    + "|".join(
+        name + (f"(?::{kind.argument})?" if kind.bare else f":{kind.argument}")
+        for name, kind in EMBEDDER_KINDS.items()
+    )
+    + ")$"
+)
+
+
+def check_embedder_name(name: str) -> str:
+    """``name`` if it is an embedder name; else ``UnknownEmbedderError`` listing the forms."""
+    if len(name) > MAX_EMBEDDER_NAME_CHARS or re.fullmatch(EMBEDDER_NAME, name) is None:
+        raise UnknownEmbedderError(
+            f"{name[:80]!r} is not an embedder name; the names are {EMBEDDER_NAMES}"
+        )
+    return name
 
 
 def resolve_embedder(spec: str, options: EmbedderOptions | None = None) -> Embedder:
-    """The embedder a name stands for: ``wordllama[:DIM]``, ``hashing[:DIM]``,
-    ``sentence-transformers:PATH`` or ``openai:MODEL``.
+    """The embedder a name stands for (see ``EMBEDDER_KINDS``).
 
     Loading happens here, so a bad name or a model that cannot load fails when
-    a process starts, not at its first query.
+    a process starts, not at its first query.  Case and spaces around the kind and
+    the argument are forgiven, as names recorded by earlier versions may have them.
     """
-    kind, _, argument = spec.strip().partition(":")
-    factory = _FACTORIES.get(kind.strip().lower())
-    if factory is None:
-        known = ", ".join(sorted(_FACTORIES))
-        raise UnknownEmbedderError(f"unknown embedder {spec!r}; known kinds: {known}")
-    return factory(argument.strip() or None, options or EmbedderOptions())
-
-
-def _dimension_argument(kind: str, argument: str | None, default: int, largest: int) -> int:
-    if argument is None:
-        return default
-    if not argument.isdigit() or not 0 < int(argument) <= largest:
-        raise UnknownEmbedderError(
-            f"{kind}: dimension must be an integer from 1 to {largest}, not {argument!r}"
-        )
-    return int(argument)
+    kind, colon, argument = spec.partition(":")
+    name = kind.strip().lower() + colon + argument.strip()
+    check_embedder_name(name)
+    kind, _, argument = name.partition(":")
+    return EMBEDDER_KINDS[kind].build(argument or None, options or EmbedderOptions())

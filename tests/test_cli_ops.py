@@ -10,6 +10,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from certificates.base64url import b64url_decode
 from eventstore import EventStore, apikeys
 from eventstore.store import utc_now
 from oblivio import MemoryClient
@@ -97,6 +98,15 @@ def test_verify_export_checks_subject_and_audit_exports_offline(tmp_path: Path) 
     refused = CliRunner().invoke(main, ["verify-export", str(subject), "--jwks", str(stranger)])
     assert refused.exit_code == 1
     assert "does NOT verify (unknown_kid)" in refused.output
+
+
+def test_forgetting_someone_the_store_never_held_says_so(tmp_path: Path) -> None:
+    data = ["--data-dir", str(tmp_path / "data")]
+    result = CliRunner().invoke(main, [*data, "forget", "nobody-at-all"])
+    assert result.exit_code == 0, result.output
+    assert "No data was held for this subject" in result.stderr
+    payload = json.loads(b64url_decode(json.loads(result.stdout)["payload"]))
+    assert payload["erasure"]["data_held"] is False
 
 
 # -- start-up: what a command imports ---------------------------------------------------
@@ -189,8 +199,8 @@ def test_the_embedder_name_rule_is_the_resolvers() -> None:
     the names ``resolve_embedder`` takes, checked here without loading any model."""
     import re
 
-    from oblivio.settings import EMBEDDER_NAME
     from projections.embedders import (
+        EMBEDDER_NAME,
         MAX_HASHING_DIMENSION,
         UnknownEmbedderError,
         WordLlamaEmbedder,

@@ -20,6 +20,7 @@ from eventstore.backends.postgres import normalise_postgres_url
 from eventstore.identity import read_store_id
 from oblivio import MemoryClient
 from oblivio.cli import main
+from oblivio.keyrings import list_keyrings, prune_keyring
 from oblivio.settings import Settings, default_keyring_dir
 from tests.conftest import database_url
 
@@ -288,16 +289,23 @@ def test_a_store_whose_keyring_is_missing_is_refused(tmp_path: Path) -> None:
     assert not path.exists()
 
 
+def stores_kept_and_removed(tmp_path: Path) -> dict[str, str]:
+    """The store ids of two stores, ``kept`` and ``removed``; the second one's data
+    directory deleted, its keyring left behind."""
+    ids = {}
+    for name in ("kept", "removed"):
+        with MemoryClient(tmp_path / name) as client:
+            ids[name] = str(store_id_of(client))
+    shutil.rmtree(tmp_path / "removed")
+    return ids
+
+
 def test_keys_keyrings_lists_the_keyrings_whose_store_is_gone(
     tmp_path: Path, own_keyring_dir: Path
 ) -> None:
     keyring_dir = own_keyring_dir
-    kept, removed = tmp_path / "kept", tmp_path / "removed"
-    ids = {}
-    for data_dir in (kept, removed):
-        with MemoryClient(data_dir) as client:
-            ids[data_dir.name] = str(store_id_of(client))
-    shutil.rmtree(removed)
+    kept = tmp_path / "kept"
+    ids = stores_kept_and_removed(tmp_path)
     runner = CliRunner()
 
     listing = runner.invoke(main, ["keys", "keyrings", "--json"])
@@ -318,6 +326,52 @@ def test_keys_keyrings_lists_the_keyrings_whose_store_is_gone(
         leftover.unlink()
     empty = runner.invoke(main, ["keys", "keyrings"])
     assert empty.output.startswith("no keyrings in ")
+
+
+def test_keys_keyrings_prunes_only_the_keyrings_whose_store_is_gone(
+    tmp_path: Path, own_keyring_dir: Path
+) -> None:
+    kept = tmp_path / "kept"
+    ids = stores_kept_and_removed(tmp_path)
+    unreadable = own_keyring_dir / "damaged.json"  # state unknown: never deleted
+    unreadable.write_text("{")
+    files = {
+        name: (own_keyring_dir / f"{i}.json", own_keyring_dir / f"{i}.issuer.json")
+        for name, i in ids.items()
+    }
+    assert all(path.exists() for pair in files.values() for path in pair)
+    runner = CliRunner()
+    prune = ["keys", "keyrings", "--prune-orphaned"]
+
+    dry = runner.invoke(main, [*prune, "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert ids["removed"] in dry.output
+    assert ids["kept"] not in dry.output
+    assert "nothing deleted" in dry.output
+    declined = runner.invoke(main, prune, input="n\n")
+    assert declined.exit_code == 1, declined.output  # aborted
+    assert all(path.exists() for pair in files.values() for path in pair)
+
+    # Judged again when deleting: a store moved away at listing time and back since
+    # keeps its keys.
+    shutil.move(kept, tmp_path / "away")
+    looked_gone = {e.store_id for e in list_keyrings(own_keyring_dir) if e.state == "orphaned"}
+    assert looked_gone == set(ids.values())
+    shutil.move(tmp_path / "away", kept)
+    assert prune_keyring(files["kept"][0]) is None
+
+    done = runner.invoke(main, prune, input="y\n")
+    assert done.exit_code == 0, done.output
+    assert f"deleted {files['removed'][0]}" in done.output
+    assert not any(path.exists() for path in files["removed"])
+    assert all(path.exists() for path in files["kept"])
+    assert unreadable.exists()
+    with MemoryClient(kept) as client:  # the store that still exists still opens
+        assert str(store_id_of(client)) == ids["kept"]
+    again = runner.invoke(main, [*prune, "--yes"])
+    assert again.output.startswith("no orphaned keyrings in "), again.output
+    assert runner.invoke(main, ["keys", "keyrings", "--yes"]).exit_code == 2
+    assert runner.invoke(main, [*prune, "--json"]).exit_code == 2
 
 
 @pytest.mark.postgres

@@ -90,6 +90,34 @@ def test_a_new_database_is_pending_and_upgrade_brings_it_to_the_heads(tmp_path: 
         backend.dispose()
 
 
+def test_db_upgrade_says_what_it_did(tmp_path: Path) -> None:
+    """``oblivio db upgrade``: created the schema, upgraded it from A to B, or nothing to do."""
+    from alembic import command
+    from click.testing import CliRunner
+
+    from eventstore.migrate import _config
+    from oblivio.cli import main
+
+    def db_upgrade() -> str:
+        result = CliRunner().invoke(main, ["--data-dir", str(tmp_path), "db", "upgrade"])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    heads = ", ".join(sorted(script_heads(LOCATIONS)))
+    assert db_upgrade().startswith(f"created the schema at revision {heads} (sqlite:///")
+    assert db_upgrade().startswith(f"the schema is already at revision {heads} (")
+
+    backend = create_backend(f"sqlite:///{tmp_path / 'oblivio.sqlite3'}")
+    try:
+        with backend.engine.begin() as conn:
+            command.downgrade(_config(conn, [projections.MIGRATIONS], []), "pj0007")
+        older = heads.replace("pj0008", "pj0007")
+    finally:
+        backend.dispose()
+    said = db_upgrade()
+    assert said.startswith(f"upgraded the schema from revision {older} to {heads} ("), said
+
+
 def test_a_script_with_two_parents_revises_both(tmp_path: Path) -> None:
     for name, body in (
         ("a.py", 'revision = "a"\ndown_revision = None\n'),

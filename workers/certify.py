@@ -22,7 +22,9 @@ from eventstore.keys import KeyProvider, KeyringFile
 from workers.policy import LEGAL_GROUNDS, KeyPolicy
 
 ISSUER = "oblivio"
-CERTIFICATE_FORMAT = "oblivio-forget-certificate/1"
+#: /2 added ``erasure.data_held``, ``erasure.statement`` and ``api_keys``; /1
+#: certificates lack them and still verify.
+CERTIFICATE_FORMAT = "oblivio-forget-certificate/2"
 
 LIMITS = (
     "This certificate attests what this oblivio deployment did to its own log and "
@@ -34,6 +36,27 @@ LIMITS = (
 
 def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat().replace("+00:00", "Z")
+
+
+def _erasure_statement(request: Any) -> str:
+    if request.stream_id is None:
+        return (
+            "No data was held for this subject in this namespace when the request was "
+            "received: nothing was erased and no data key was destroyed."
+        )
+    return f"{request.events_erased} event(s) of the subject were erased."
+
+
+def _api_keys(revoked: int | None) -> dict[str, Any] | None:
+    """What the erasure did to the subject's API keys; None where it leaves them (one event)."""
+    if revoked is None:
+        return None
+    return {
+        "revoked": revoked,
+        "statement": "The erasure revoked, in its transaction, every API key bound to this "
+        "subject in this namespace that was not revoked yet (revoked counts them); none of "
+        "them authenticates any more.",
+    }
 
 
 @dataclass(frozen=True)
@@ -104,6 +127,11 @@ class Certifier:
             },
             "subject": {"reference": request.subject_key.hex(), "namespace": request.namespace},
             "erasure": {
+                # A forget of a subject the store never held anything of is certified
+                # too (the person asked); this says so, rather than leaving it to be
+                # inferred from zero counts.
+                "data_held": request.stream_id is not None,
+                "statement": _erasure_statement(request),
                 "events_erased": request.events_erased,
                 "stream_version_range": (
                     None
@@ -118,6 +146,7 @@ class Certifier:
                 if request.dek_id is None
                 else {"dek_id": str(request.dek_id), "destroyed_at": _iso(request.key_destroyed_at)}
             ),
+            "api_keys": _api_keys(request.api_keys_revoked),
             "projections": [
                 {
                     "name": job.projection,

@@ -29,6 +29,7 @@ from eventstore import (
     Subject,
     Tombstone,
     Transaction,
+    apikeys,
 )
 from eventstore import erasure as requests
 from eventstore import jobs as job_queue
@@ -140,6 +141,9 @@ class Eraser:
         values = self._request_values(
             request_id, "forget", namespace, subject_key, reason, legal_ground, actor_id, now
         )
+        # The subject's own keys stop working with the rest of them: a forgotten user
+        # has no one left to act for.
+        values["api_keys_revoked"] = apikeys.revoke_user_keys(tx.connection, subject_key.hex(), now)
         if stream is not None:
             stream_id = stream.ref.stream_id
             self._hold_async_partitions(tx, stream_id)
@@ -313,13 +317,20 @@ class Eraser:
                 subject_ref=values["subject_key"].hex(),
                 actor_ref=self._actor_ref(actor_id),
                 object_refs={"request_id": str(values["request_id"])},
-                counts={"events": values["events_erased"]},
+                counts=_counts(values),
                 digests={"merkle_root": values["merkle_root"].hex()},
             )
         )
 
     def _actor_ref(self, actor_id: str | None) -> str | None:
         return None if actor_id is None else self.store.pseudonym("actor", actor_id)
+
+
+def _counts(values: dict[str, Any]) -> dict[str, int]:
+    counts = {"events": values["events_erased"]}
+    if values.get("api_keys_revoked") is not None:
+        counts["api_keys_revoked"] = values["api_keys_revoked"]
+    return counts
 
 
 def _erased(stream: LockedStream, tombstones: Sequence[Tombstone], now: datetime) -> dict[str, Any]:

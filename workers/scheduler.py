@@ -69,6 +69,15 @@ DEFAULT_INTERVALS: Mapping[str, timedelta] = {
     "archiving": timedelta(hours=1),
 }
 
+#: Every job is an idempotent pass: one that is late (a busy machine, a long pass before
+#: it) runs once, however late, rather than being skipped with a warning, and never
+#: beside itself.
+JOB_DEFAULTS: Mapping[str, object] = {
+    "coalesce": True,
+    "max_instances": 1,
+    "misfire_grace_time": None,
+}
+
 # Persistent job stores keep a reference to a module-level function and its
 # arguments, never live objects; each process registers its Maintenance here.
 _PROCESS: dict[str, Maintenance] = {}
@@ -106,8 +115,12 @@ def start_scheduler(
     """Start the periodic jobs in a background thread of this process."""
     _PROCESS["maintenance"] = maintenance
     store = SQLAlchemyJobStore(engine=maintenance.store.engine, tablename=JOBSTORE_TABLE)
-    scheduler = BackgroundScheduler(jobstores={"default": store}, timezone=UTC)
-    scheduler.start()
+    scheduler = BackgroundScheduler(
+        jobstores={"default": store}, job_defaults=JOB_DEFAULTS, timezone=UTC
+    )
+    # Added before the start, the jobs replace what the store kept from the last
+    # process before the scheduler looks at it: run times that passed while no process
+    # was up are not runs this one missed.
     for task, interval in intervals.items():
         scheduler.add_job(
             run_task,
@@ -116,8 +129,7 @@ def start_scheduler(
             id=f"oblivio.{task}",
             replace_existing=True,
             seconds=interval.total_seconds(),
-            coalesce=True,
-            max_instances=1,
             next_run_time=datetime.now(UTC) + timedelta(seconds=1),
         )
+    scheduler.start()
     return scheduler

@@ -167,8 +167,14 @@ def certificate_page(request: Request, certificate_id: str, who: Who) -> Respons
         ctx.store.subject_ref(ctx.namespace, who.user_id or "")
     ):
         raise NotFoundError("certificate is not available")  # exactly like a missing id
+    return _certificate_response(request, who, certificate, claims)
+
+
+def _certificate_response(
+    request: Request, who: Principal | None, certificate: dict[str, Any], claims: dict[str, Any]
+) -> Response:
     try:
-        compliance.verify_certificate(ctx, certificate)
+        compliance.verify_certificate(context(request), certificate)
         server_check = None
     except CertificateVerificationError as e:
         server_check = str(e)
@@ -361,6 +367,8 @@ def forget(
         actor_id=acting_actor(who),
         wait=True,
     )
-    if status.certificate_id is not None:
-        return redirect(f"/console/certificates/{status.certificate_id}")
-    return redirect(f"/console/requests/{status.request_id}")
+    # The forget revoked the user's key, and with it this session: the answer is the
+    # last page it gets, shown without navigation (every link would ask to sign in).
+    if status.certificate is not None:
+        return _certificate_response(request, None, status.certificate, _claims(status.certificate))
+    return render(request, "forgotten.html", status=status)

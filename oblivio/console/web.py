@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException
 from certificates import CertificateVerificationError
 from eventstore.apikeys import Principal
 from eventstore.errors import InvalidInputError, KeyUnavailableError, NotFoundError
+from oblivio import json_text
 from oblivio.console.sessions import SignInRequiredError, csrf_token
 
 HERE = Path(__file__).parent
@@ -34,6 +35,8 @@ environment = jinja2.Environment(
     autoescape=True,
     undefined=jinja2.StrictUndefined,
 )
+#: Times as the API writes them (``oblivio.json_text``).
+environment.filters["iso"] = json_text.iso
 
 SECURITY_HEADERS = {
     # Nothing from another origin, no inline script, no framing.

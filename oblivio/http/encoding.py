@@ -16,11 +16,10 @@ from typing import Any
 
 import orjson
 
+from oblivio.json_text import OPTIONS as _OPTIONS
 from projections.model import Node, ScoredNode
 
 JSON = "application/json"
-#: pydantic writes an aware UTC datetime with ``Z``; orjson does with this option.
-_OPTIONS = orjson.OPT_UTC_Z
 
 
 def retrieve_json(query: str, results: Sequence[ScoredNode]) -> bytes:

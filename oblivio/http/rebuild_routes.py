@@ -11,14 +11,27 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+    model_validator,
+)
 from pydantic.config import JsonDict
 
 from oblivio.http.auth import ClusterOperator, Ctx, acting_actor
 from oblivio.http.errors import problem_responses
 from oblivio.http.schemas import Strict, UserId
 from oblivio.memory import vector_rebuilds
-from oblivio.settings import EMBEDDER_NAME, MAX_EMBEDDER_NAME_CHARS
+from projections.embedders import (
+    EMBEDDER_NAME,
+    EMBEDDER_NAMES,
+    MAX_EMBEDDER_NAME_CHARS,
+    check_embedder_name,
+)
 from projections.storage.vector_rebuilds import RebuildProgress
 
 router = APIRouter(
@@ -27,6 +40,15 @@ router = APIRouter(
     responses=problem_responses(401, 403, 404, 409, 422, 503),
 )
 
+
+#: Checked by the one rule of embedder names, whose error lists the names there are (a
+#: ``pattern`` constraint would answer with the regular expression); the pattern is
+#: published for clients.
+EmbedderName = Annotated[
+    str,
+    AfterValidator(check_embedder_name),
+    WithJsonSchema({"type": "string", "pattern": EMBEDDER_NAME}),
+]
 
 #: ``embedder`` moves every subject, ``user_id`` re-embeds one with the store's own: a
 #: request names at most one of them.
@@ -40,14 +62,13 @@ _NOT_BOTH: JsonDict = {
 
 class RebuildRequestIn(BaseModel):
     model_config = ConfigDict(**Strict, json_schema_extra=_NOT_BOTH)
-    embedder: str | None = Field(
+    embedder: EmbedderName | None = Field(
         default=None,
         min_length=1,
         max_length=MAX_EMBEDDER_NAME_CHARS,
-        pattern=EMBEDDER_NAME,
-        description="Embedder to move the store to (every subject): wordllama[:64|128|256], "
-        "hashing[:DIM], sentence-transformers:PATH or openai:MODEL; none: the store's own. "
-        "One this server cannot load answers 409 EmbedderNotLoadableError.",
+        description=f"Embedder to move the store to (every subject): {EMBEDDER_NAMES}; "
+        "none: the store's own. One this server cannot load answers 409 "
+        "EmbedderNotLoadableError.",
     )
     user_id: UserId | None = Field(
         default=None,

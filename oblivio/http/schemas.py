@@ -533,7 +533,7 @@ class KeyOut(BaseModel):
     def of(cls, key: KeyInfo) -> KeyOut:
         return cls(
             key_id=key.key_id,
-            principal=key.kind,  # type: ignore[arg-type]  # the table holds only these
+            principal=key.principal,  # type: ignore[arg-type]  # the table holds only these
             subject_ref=key.subject_ref,
             created_at=key.created_at,
             revoked_at=key.revoked_at,

@@ -126,5 +126,5 @@ def _entry(ctx: KeyHost, action: str, key: KeyInfo, actor: str | None) -> AuditE
         namespace=key.namespace,
         subject_ref=key.subject_ref,
         actor_ref=None if actor is None else ctx.store.pseudonym("actor", actor),
-        object_refs={"api_key": key.key_id, "principal": key.kind, **scope},
+        object_refs={"api_key": key.key_id, "principal": key.principal, **scope},
     )

@@ -13,7 +13,6 @@ import json
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +22,7 @@ from eventstore import erasure as requests
 from eventstore.errors import InvalidInputError, NotFoundError
 from eventstore.exports import ALL_NAMESPACES, audit_slice, chain_problem, dumps_line
 from eventstore.ids import parse_uuid
+from oblivio.json_text import iso, plain
 from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
 from projections.storage.graph_store import GraphStore, node_from_row
@@ -151,7 +151,7 @@ def export_subject(ctx: MemoryContext, *, user_id: str) -> dict[str, Any]:
             "event_id": str(e.event_id),
             "version": e.version,
             "type": e.type,
-            "recorded_at": e.recorded_at.isoformat(),
+            "recorded_at": iso(e.recorded_at),
             "data": e.data,
             "metadata": e.metadata,
         }
@@ -161,7 +161,7 @@ def export_subject(ctx: MemoryContext, *, user_id: str) -> dict[str, Any]:
     nodes = _subject_nodes(ctx, user)
     exported: dict[str, Any] = {
         "format": SUBJECT_EXPORT_FORMAT,
-        "exported_at": ctx.clock().isoformat(),
+        "exported_at": iso(ctx.clock()),
         "namespace": ctx.namespace,
         "subject_ref": ctx.store.subject_ref(ctx.namespace, user),
         "events": events,
@@ -183,11 +183,7 @@ def _subject_nodes(ctx: MemoryContext, user: str) -> list[dict[str, Any]]:
             return []
         rows = GraphStore(view.connection).stream_nodes(head.stream.stream_id)
         nodes = [node_from_row(cipher, row) for row in rows]
-    return [json.loads(json.dumps(_node_json(n), default=str)) for n in nodes]
-
-
-def _node_json(node: Any) -> dict[str, Any]:
-    return asdict(node)
+    return [plain(n) for n in nodes]
 
 
 def _digest(value: Any) -> str:
@@ -245,9 +241,9 @@ def export_audit(
     manifest = {
         "format": AUDIT_EXPORT_FORMAT,
         "namespace": namespace,
-        "exported_at": ctx.clock().isoformat(),
-        "since": None if since is None else since.isoformat(),
-        "until": None if until is None else until.isoformat(),
+        "exported_at": iso(ctx.clock()),
+        "since": None if since is None else iso(since),
+        "until": None if until is None else iso(until),
         "count": len(audit.lines),
         "lines_sha256": hashlib.sha256(body.encode()).hexdigest(),
         "previous_chain_hash": audit.previous_chain_hash,

@@ -244,6 +244,37 @@ def test_forgetting_needs_the_typed_confirmation(embedded_world: World) -> None:
     assert oversight.list_erasure_requests(embedded_world.ctx).total == 0
 
 
+def test_a_console_forget_shows_its_certificate_and_ends_the_session(
+    embedded_world: World,
+) -> None:
+    user = _signed_in(embedded_world, "user")  # Alice, of whom the store holds nothing
+    page = user.post(
+        "/console/my/forget",
+        data={"csrf": csrf_of(user, "/console/my/forget"), "confirm": "forget me"},
+    )
+    assert page.status_code == 200
+    assert 'id="no-data-held"' in page.text  # not to be mistaken for a real erasure
+    assert 'id="api-keys-revoked">1 revoked.' in page.text
+    assert 'id="session-ended"' in page.text
+    assert 'class="signout"' not in page.text  # no navigation for a session that ended
+    later = user.get("/console/my", follow_redirects=False)
+    assert (later.status_code, later.headers["location"]) == (303, "/console/signin")
+
+
+def test_a_console_forget_not_certified_within_its_wait_gives_the_request_id(
+    embedded_world: World,
+) -> None:
+    """The page a self-forget answers with when the certificate is still to come."""
+    from oblivio.console.web import environment
+
+    status = compliance.forget(embedded_world.ctx, ALICE, wait=False)
+    page = environment.get_template("forgotten.html").render(
+        who=None, nav=[], csrf="", path="/console/my/forget", status=status
+    )
+    assert f'<code id="request-id">{status.request_id}</code>' in page
+    assert 'id="session-ended"' in page
+
+
 def test_pages_forbid_framing_and_foreign_sources(embedded_world: World) -> None:
     response = console_client(embedded_world).get("/console/signin")
     policy = response.headers["content-security-policy"]

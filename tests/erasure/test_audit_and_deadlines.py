@@ -62,7 +62,8 @@ def test_audit_stream_records_erasures_without_personal_data(client: MemoryClien
         assert entry["entry"]["subject_ref"] == alice_ref
         assert entry["entry"]["actor_ref"] == actor_ref
         assert entry["entry"]["object_refs"] == {"request_id": str(status.request_id)}
-        assert entry["entry"]["counts"] == {"events": status.events_erased}
+    assert delete["entry"]["counts"] == {"events": deleted.events_erased}
+    assert forget["entry"]["counts"] == {"events": forgotten.events_erased, "api_keys_revoked": 0}
     assert {(e["entry"]["object_refs"]["request_id"], e["entry"]["object_refs"]["certificate_id"])
             for e in certified} == {
         (str(s.request_id), str(s.certificate_id)) for s in (deleted, forgotten)

@@ -4,6 +4,7 @@ again answers with the same request; later writes start a new generation with a 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import datetime
 from pathlib import Path
@@ -13,10 +14,12 @@ import pytest
 from certificates import merkle_root
 from eventstore import Erasure
 from oblivio import MemoryClient
+from oblivio.memory import api_keys
 from oblivio.settings import Settings
 from tests.erasure._support import (
     Seeded,
     assert_same_request,
+    audit_entries,
     certificate_rows,
     completed,
     data_key_rows,
@@ -241,11 +244,64 @@ def test_forgetting_a_subject_that_never_wrote_is_certified_with_nothing_erased(
     status = client.forget("nobody@example.org", wait=True)
 
     payload = client.verify_certificate(completed(status))
+    assert payload["erasure"]["data_held"] is False
+    assert payload["erasure"]["statement"].startswith("No data was held for this subject")
     assert payload["erasure"]["events_erased"] == 0
     assert payload["erasure"]["stream_version_range"] is None
     assert payload["erasure"]["merkle_root"] == merkle_root([]).hex()
     assert payload["key_destruction"] is None
+    assert payload["api_keys"]["revoked"] == 0
     assert client.forget("nobody@example.org").request_id == status.request_id
+
+
+def test_a_certificate_says_when_data_was_held(client: MemoryClient) -> None:
+    subject = seed_subject(client, ALICE)
+    one_event = client.delete_event(subject.event_ids[0], wait=True)
+    assert client.verify_certificate(completed(one_event))["erasure"]["data_held"] is True
+
+    erasure = client.verify_certificate(completed(client.forget(ALICE, wait=True)))["erasure"]
+    assert erasure["data_held"] is True
+    erased = erasure["events_erased"]
+    assert erasure["statement"] == f"{erased} event(s) of the subject were erased."
+
+
+def test_forget_revokes_the_subjects_api_keys_and_says_how_many(client: MemoryClient) -> None:
+    ctx = client.context
+    seed_subject(client, ALICE)
+    alice_keys = [api_keys.create_api_key(ctx, "user", user_id=ALICE) for _ in range(2)]
+    others = [
+        api_keys.create_api_key(ctx, "user", user_id=BOB),
+        api_keys.create_api_key(ctx, "operator"),
+        # The same user id in another namespace is another subject.
+        api_keys.create_api_key(
+            dataclasses.replace(ctx, namespace="elsewhere"), "user", user_id=ALICE
+        ),
+    ]
+    revoked_before = api_keys.create_api_key(ctx, "user", user_id=ALICE)
+    api_keys.revoke_api_key(ctx, revoked_before.key.key_id)
+
+    status = client.forget(ALICE, wait=True)
+
+    payload = client.verify_certificate(completed(status))
+    assert payload["api_keys"]["revoked"] == 2
+    assert "revoked" in payload["api_keys"]["statement"]
+    now = ctx.clock()
+    for issued in alice_keys:
+        assert ctx.store.authenticate_api_key(issued.token, now) is None
+    for issued in others:
+        assert ctx.store.authenticate_api_key(issued.token, now) is not None
+    [entry] = [
+        line["entry"]
+        for line in audit_entries(client)
+        if line["entry"]["action"] == "erasure.forget"
+    ]
+    assert entry["counts"] == {"events": status.events_erased, "api_keys_revoked": 2}
+
+    # Deleting one event leaves the keys alone, and its certificate says nothing of them.
+    bob = seed_subject(client, BOB)
+    deleted = client.verify_certificate(completed(client.delete_event(bob.event_ids[0], wait=True)))
+    assert deleted["api_keys"] is None
+    assert ctx.store.authenticate_api_key(others[0].token, now) is not None
 
 
 def test_certificate_has_no_fields_beyond_the_documented_ones(client: MemoryClient) -> None:
@@ -254,7 +310,7 @@ def test_certificate_has_no_fields_beyond_the_documented_ones(client: MemoryClie
 
     assert set(payload) == {
         "format", "certificate_id", "issued_at", "issuer", "request", "subject", "erasure",
-        "key_destruction", "projections", "log", "residual_copies", "limits",
+        "key_destruction", "api_keys", "projections", "log", "residual_copies", "limits",
     }
 
 

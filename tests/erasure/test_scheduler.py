@@ -7,9 +7,13 @@ import itertools
 import logging
 import threading
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from apscheduler.job import Job
+from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
 
 from eventstore import leases
 from oblivio import MemoryClient
@@ -130,3 +134,43 @@ def test_the_idle_periodic_tasks_find_nothing_to_report(open_client: Opener) -> 
     maintenance = maintenance_for(open_client(), "proc-idle")
     for task in ("lease_reaper", "retention_sweep", "kek_rotation", "overdue_watchdog"):
         assert not scheduler.TASKS[task](maintenance), task
+
+
+def test_a_restart_after_downtime_runs_each_job_without_missed_run_warnings(
+    open_client: Opener, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The job store keeps each job's next run time; after a day down every one of them
+    is long past.  A restart runs each job once (coalesced), and says nothing of the
+    runs it missed while no process was up."""
+    ran = threading.Event()
+    monkeypatch.setitem(scheduler.TASKS, TASK, lambda _m: ran.set())
+    maintenance = maintenance_for(open_client(), "proc-restarted")
+    intervals = {TASK: timedelta(hours=1)}
+    # What the store holds after a day down: the job as the last process left it, due
+    # a day ago (and not a whole number of intervals ago: the latest run missed is
+    # half an hour old).
+    jobs = SQLAlchemyJobStore(engine=maintenance.store.engine, tablename=scheduler.JOBSTORE_TABLE)
+    idle = BackgroundScheduler(timezone=UTC)  # never started: jobs name it as theirs
+    jobs.start(idle, "default")
+    down_since = datetime.now(UTC) - timedelta(days=1, minutes=30)
+    left = {"coalesce": True, "max_instances": 1, "misfire_grace_time": 1, "executor": "default"}
+    stale = Job(
+        idle,
+        id=f"oblivio.{TASK}",
+        func=scheduler.run_task,
+        args=[TASK],
+        kwargs={},
+        trigger=IntervalTrigger(hours=1, timezone=UTC),
+        name="run_task",
+        next_run_time=down_since,
+        **left,
+    )
+    jobs.add_job(stale)
+
+    with caplog.at_level(logging.WARNING, logger="apscheduler"):
+        after = start_scheduler(maintenance, intervals)
+        try:
+            assert ran.wait(timeout=30), "the restarted scheduler never ran the job"
+        finally:
+            after.shutdown(wait=True)
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("apscheduler")] == []

@@ -222,6 +222,8 @@ def run_main_flow(http: httpx.Client, keys: FlowKeys, backend: str) -> None:
     expect(http.get(f"/v1/events/{green.event_id}", headers=auth(alice)), 404)
     expect(http.get(f"/v1/nodes/{green.node_id}", headers=auth(alice)), 404)
 
+    expect(http.get("/v1/compliance/audit/export", headers=auth(alice)), 403)  # users: no
+
     # -- forget: 200 with the certificate when it completes within the wait -------------------
     forgotten = expect(
         http.post(
@@ -233,8 +235,12 @@ def run_main_flow(http: httpx.Client, keys: FlowKeys, backend: str) -> None:
     )
     assert forgotten["status"] == "completed"
     assert forgotten["certificate"] is not None
-    assert expect(http.get("/v1/events", headers=auth(alice)), 200) == []
-    expect(http.get(f"/v1/events/{denver.event_id}", headers=auth(alice)), 404)
+    # The forget revoked Alice's key: it answers 401 from now on (docs/erasure.md).
+    expect(http.get("/v1/events", headers=auth(alice)), 401)
+    operator = keys.operator
+    events = http.get("/v1/events", params={"user_id": "alice"}, headers=auth(operator))
+    assert expect(events, 200) == []
+    expect(http.get(f"/v1/events/{denver.event_id}", headers=auth(operator)), 404)
 
     # -- forget without waiting: 202 + Location, completed later -----------------------------
     pending = http.post(
@@ -245,13 +251,16 @@ def run_main_flow(http: httpx.Client, keys: FlowKeys, backend: str) -> None:
     assert accepted["certificate"] is None
     location = pending.headers["location"]
     assert location == accepted["status_url"] == f"/v1/compliance/requests/{accepted['request_id']}"
-    done = wait_for_completion(http, bob, location)
+    expect(http.get(location, headers=auth(bob)), 401)  # Bob's key went with his data
+    done = wait_for_completion(http, operator, location)
     assert done["certificate_id"] is not None
     assert done["events_erased"] == 1
 
     # -- the certificate, the JWKS, and verification with jwcrypto ------------------------------
     certificate = expect(
-        http.get(f"/v1/compliance/certificates/{forgotten['certificate_id']}", headers=auth(alice)),
+        http.get(
+            f"/v1/compliance/certificates/{forgotten['certificate_id']}", headers=auth(operator)
+        ),
         200,
     )
     assert certificate == forgotten["certificate"]
@@ -262,12 +271,14 @@ def run_main_flow(http: httpx.Client, keys: FlowKeys, backend: str) -> None:
     assert payload["request"]["kind"] == "forget"
     assert payload["request"]["reason"] == "user_request"
     assert payload["erasure"]["events_erased"] == forgotten["events_erased"]
+    assert (payload["erasure"]["data_held"], payload["api_keys"]["revoked"]) == (True, 1)
     header = json.loads(base64url_decode(certificate["protected"]))
     assert header["typ"] == CERTIFICATE_TYP
     with pytest.raises(JWException):
         verify_with_jwcrypto(tampered(certificate), jwks)
     bob_certificate = expect(
-        http.get(f"/v1/compliance/certificates/{done['certificate_id']}", headers=auth(bob)), 200
+        http.get(f"/v1/compliance/certificates/{done['certificate_id']}", headers=auth(operator)),
+        200,
     )
     assert (
         verify_with_jwcrypto(bob_certificate, jwks)["subject"]["reference"] == done["subject_ref"]
@@ -277,7 +288,6 @@ def run_main_flow(http: httpx.Client, keys: FlowKeys, backend: str) -> None:
     manifest = verify_subject_export(export, jwks)
     assert manifest["counts"]["events"] == len(export["events"])
     verify_with_jwcrypto(export["manifest"], jwks)
-    expect(http.get("/v1/compliance/audit/export", headers=auth(alice)), 403)
     audit = http.get("/v1/compliance/audit/export", headers=auth(keys.auditor))
     text = expect(audit, 200)
     assert audit.headers["content-type"].startswith("application/x-ndjson")

@@ -48,6 +48,20 @@ def test_an_operator_re_embeds_the_store_and_watches_the_job(world: World) -> No
     assert entries[1]["counts"]["nodes_embedded"] == 2
 
 
+def test_a_bad_embedder_name_answers_with_the_names_there_are(sqlite_world: World) -> None:
+    response = sqlite_world.client.post(
+        REBUILDS, json={"embedder": "word2vec"}, headers=sqlite_world.headers("operator")
+    )
+    assert response.status_code == 422, response.text
+    assert "'word2vec' is not an embedder name; the names are wordllama[:64|128|256], " in (
+        response.text
+    )
+    assert "hashing[:DIM] (DIM 1 to 4096), sentence-transformers:PATH, openai:MODEL" in (
+        response.text
+    )
+    assert "(?:" not in response.text  # not the regular expression
+
+
 @pytest.mark.parametrize(
     ("body", "status"),
     [

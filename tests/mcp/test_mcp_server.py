@@ -235,6 +235,7 @@ def test_an_operator_key_adds_the_compliance_tools(operator_server: Shared) -> N
         status = payload(await session.call_tool("memory_forget", {"user_id": "carol"}))
         assert status["status"] == "completed"
         assert status["certificate"] is not None
+        assert status["received_at"].endswith("Z")  # as HTTP writes times, not "+00:00"
         left = payload(
             await session.call_tool("memory_retrieve", {"query": "tea", "user_id": "carol"})
         )

@@ -85,7 +85,7 @@ def test_an_embedder_given_in_code_must_be_given_again(fresh_settings: Settings)
 
 
 def test_an_unknown_embedder_fails_at_start_and_records_nothing(fresh_settings: Settings) -> None:
-    with pytest.raises(UnknownEmbedderError, match="unknown embedder 'word2vec'"):
+    with pytest.raises(UnknownEmbedderError, match="'word2vec' is not an embedder name"):
         MemoryClient(settings=with_embedder(fresh_settings, "word2vec"))
     with MemoryClient(settings=fresh_settings, embedder="hashing") as client:
         assert client.context.embedder.name == "hashing-v1-256"

@@ -202,7 +202,7 @@ def test_bad_rebuild_requests_are_refused_and_write_nothing(fresh_settings: Sett
     client = hashing_store(fresh_settings)
     with pytest.raises(InvalidInputError, match="--all"):
         start_vector_rebuild(client.context, embedder="hashing:64", user_id="alice")
-    with pytest.raises(ValueError, match="unknown embedder"):
+    with pytest.raises(ValueError, match="is not an embedder name"):
         start_vector_rebuild(client.context, embedder="word2vec")
     start_vector_rebuild(client.context, embedder="hashing:64")
     with pytest.raises(ConflictError, match="running"):

@@ -107,7 +107,8 @@ async function check(text, verdict, claimsView) {
     const { claims, kid } = await verifyCertificate(text, jwks);
     show(verdict, "valid",
       `Valid: signed by issuer key ${kid}, certificate ${claims.certificate_id}, ` +
-      `${claims.erasure ? claims.erasure.events_erased : "?"} event(s) erased.`);
+      `${claims.erasure ? claims.erasure.events_erased : "?"} event(s) erased` +
+      (claims.erasure && claims.erasure.data_held === false ? " (no data was held)." : "."));
     if (claimsView) {
       claimsView.textContent = JSON.stringify(claims, null, 2);
       claimsView.hidden = false;
