@@ -31,7 +31,7 @@ from projections.model import (
     new_node,
 )
 from projections.storage.claim_store import ClaimStore
-from projections.storage.graph_store import GraphStore, node_from_row, state_of
+from projections.storage.graph_store import GraphStore, NodeRow, node_from_row, state_of
 from projections.storage.item_store import ItemStore
 
 
@@ -243,14 +243,14 @@ class NodeGraphProjection:
         self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
     ) -> None:
         a, b = (uuid.UUID(i) for i in data["node_ids"])
-        if {a, b} <= self._apply_after_states(store, data):
+        if {a, b} <= self._apply_after_states(store, cipher, data):
             _link(store, cipher, event, EdgeKind.CONTRADICTS, a, b)
         self._record_operation(store, cipher, event, data)
 
     def _reinforced(
         self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
     ) -> None:
-        self._apply_after_states(store, data)
+        self._apply_after_states(store, cipher, data)
         if data.get("request_id"):
             self._record_operation(store, cipher, event, data)
 
@@ -259,7 +259,7 @@ class NodeGraphProjection:
     ) -> None:
         """The archiving job's decision (archived or un-archived), recorded as
         after-states: replay never re-decides."""
-        self._apply_after_states(store, data)
+        self._apply_after_states(store, cipher, data)
 
     def _claims_extracted(
         self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
@@ -302,7 +302,17 @@ class NodeGraphProjection:
         """One node retires another: a supersession (explicit, or a claim's automatic
         one), or the resolution of a contradiction."""
         retired, successor = _retirement(data)
-        present = self._apply_after_states(store, data)
+        after = _after_states(data)
+        rows = store.node_rows(after)
+        if successor not in {row.node_id for row in rows} | store.present_nodes(
+            cipher.stream_id, [successor]
+        ):
+            # An erased successor reinstates its predecessor: a retirement whose
+            # successor no longer exists retires nothing, so an erasure leaves
+            # what a replay without the erased events gives (docs/erasure.md).
+            self._record_operation(store, cipher, event, data)
+            return
+        present = self._set_states(store, cipher, rows, after)
         # A retired node's contradictions are settled with it.
         store.resolve_edges_touching(EdgeKind.CONTRADICTS, retired, event.recorded_at)
         _close_interval(store, cipher, retired, data)
@@ -310,13 +320,34 @@ class NodeGraphProjection:
             _link(store, cipher, event, EdgeKind.SUPERSEDES, successor, retired)
         self._record_operation(store, cipher, event, data)
 
-    def _apply_after_states(self, store: GraphStore, data: dict[str, Any]) -> set[uuid.UUID]:
+    def _apply_after_states(
+        self, store: GraphStore, cipher: SubjectCipher, data: dict[str, Any]
+    ) -> set[uuid.UUID]:
         """Set each recorded after-state on nodes that still exist; return those nodes."""
-        after = {uuid.UUID(k): v for k, v in data["after"].items()}
-        present = store.node_rows(after)
-        for row in present:
-            store.update_state(row, state_from_json(after[row.node_id]))
-        return {row.node_id for row in present}
+        after = _after_states(data)
+        return self._set_states(store, cipher, store.node_rows(after), after)
+
+    def _set_states(
+        self,
+        store: GraphStore,
+        cipher: SubjectCipher,
+        rows: Sequence[NodeRow],
+        after: Mapping[uuid.UUID, dict[str, Any]],
+    ) -> set[uuid.UUID]:
+        """Set the after-states on the nodes of ``rows``; return those nodes.
+
+        A state that names a successor which no longer exists keeps the node's
+        own lifecycle: the retirement it records was not applied (see ``_retired``).
+        """
+        named = {s["superseded_by"] for s in after.values() if s.get("superseded_by")}
+        missing = named - {row.node_id for row in rows}
+        gone = missing - store.present_nodes(cipher.stream_id, missing)
+        for row in rows:
+            state = after[row.node_id]
+            if state.get("superseded_by") in gone:
+                state = state | {"lifecycle": row.lifecycle, "superseded_by": row.superseded_by}
+            store.update_state(row, state)
+        return {row.node_id for row in rows}
 
     def _record_operation(
         self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
@@ -324,6 +355,11 @@ class NodeGraphProjection:
         key, request = data["operation_key"], data["request"]
         fingerprint = operation_fingerprint(cipher, key, request)
         store.record_operation(cipher.stream_id, key, fingerprint, event.event_id)
+
+
+def _after_states(data: Mapping[str, Any]) -> dict[uuid.UUID, dict[str, Any]]:
+    """A record's after-states by node id."""
+    return {uuid.UUID(k): state_from_json(v) for k, v in data["after"].items()}
 
 
 def _retirement(data: Mapping[str, Any]) -> tuple[uuid.UUID, uuid.UUID]:
