@@ -19,8 +19,8 @@ from sqlalchemy.engine import Connection
 
 from eventstore import RecordedEvent, SubjectCipher
 from projections import events as ev
+from projections.base import Projection, StreamSource, item_digest, replay
 from projections.claims.records import claim_node, claim_row, entity_node
-from projections.digest import state_digest
 from projections.extraction import Extractor, OneNodePerEvent
 from projections.model import (
     EdgeKind,
@@ -68,7 +68,7 @@ def operation_fingerprint(cipher: SubjectCipher, key: str, request: Mapping[str,
     return cipher.mac("operation", text.encode())
 
 
-class NodeGraphProjection:
+class NodeGraphProjection(Projection):
     """Nodes, SUPERSEDES/CONTRADICTS edges, lifecycle and idempotency keys."""
 
     name = "node_graph"
@@ -146,24 +146,37 @@ class NodeGraphProjection:
             self.apply(conn, cipher, event)
         return len(remaining)
 
-    def digest(self, conn: Connection, cipher: SubjectCipher | None, stream_id: int) -> str:
+    def purge_events(
+        self, source: StreamSource, stream_id: int, erased: Sequence[RecordedEvent]
+    ) -> None:
+        """Re-derive only what the erased events reached, unless the stream's graph
+        predates the rows that say what that is (then replay it, once)."""
+        conn, cipher = source.connection, source.cipher(stream_id)
+        if cipher is None or self.needs_rebuild(conn, stream_id):
+            replay(source, [self], stream_id)
+        else:
+            self.remove_events(conn, cipher, [e.event_id for e in erased], source.get_events)
+
+    def item_digests(
+        self, conn: Connection, cipher: SubjectCipher | None, stream_id: int
+    ) -> list[str]:
         store = GraphStore(conn)
         node_rows = store.stream_nodes(stream_id)
         if cipher is None and node_rows:
             raise ValueError("node rows remain for a stream whose key is destroyed")
-        state = {
-            "nodes": sorted(
-                (_node_state(node_from_row(cipher, r)) for r in node_rows if cipher),
-                key=lambda n: n["id"],
-            ),
-            "edges": [_row_dict(r) for r in store.stream_edges(stream_id)],
-            "operations": [_row_dict(r) for r in store.stream_operations(stream_id)],
-            "events": [_row_dict(r) for r in store.stream_memory_events(stream_id)],
-            "claims": [_row_dict(r) for r in ClaimStore(conn).stream_claims(stream_id)],
-            "items": ItemStore(conn).stream_rows(stream_id),
-            "refs": store.stream_refs(stream_id),
+        nodes = [_node_state(node_from_row(cipher, r)) for r in node_rows if cipher]
+        rows = {
+            "edge": store.stream_edges(stream_id),
+            "operation": store.stream_operations(stream_id),
+            "event": store.stream_memory_events(stream_id),
+            "claim": ClaimStore(conn).stream_claims(stream_id),
         }
-        return state_digest(state)
+        return [
+            *(item_digest("node", node) for node in nodes),
+            *(item_digest(kind, _row_dict(r)) for kind, found in rows.items() for r in found),
+            *(item_digest("item", row) for row in ItemStore(conn).stream_rows(stream_id)),
+            *(item_digest("ref", ref) for ref in store.stream_refs(stream_id)),
+        ]
 
     # -- handlers --------------------------------------------------------------
 

@@ -1,9 +1,9 @@
 """Erasure orchestration: ``forget`` a subject, ``delete_event`` one event.
 
 Each request commits in one transaction: payloads become tombstones, the
-subject's projection rows are purged (for a single event, the part of the node
-graph the event reached is derived again from what remains, and the vector
-state drops the event's vectors) with the erased nodes' access counts, the data key
+subject's projection rows are purged (for a single event, each projection of the
+registry takes out what the event contributed: the node graph derives the part the
+event reached again from what remains) with the erased nodes' access counts, the data key
 is destroyed (forget), one rebuild job per projection is enqueued and a
 content-free audit entry is appended.
 From the moment it returns, no read path can return the erased content.  The
@@ -35,13 +35,8 @@ from eventstore import jobs as job_queue
 from eventstore.errors import EventUnavailableError
 from eventstore.ids import check_namespace, check_subject, parse_uuid
 from projections import events as ev
-from projections.base import Projection
-from projections.graph import NodeGraphProjection
-from projections.storage import checkpoints
-from projections.storage.access_store import AccessStore
-from projections.vectors import VectorProjection
+from projections.registry import ProjectionRegistry
 from workers.policy import ErasurePolicy, check_legal_ground, check_reason
-from workers.replay import rebuild
 
 
 @dataclass(frozen=True)
@@ -71,28 +66,18 @@ class ErasureStatus:
     jobs: list[JobStatus]
 
 
-@dataclass(frozen=True)
-class AsyncPartitioning:
-    """Where an asynchronous projection keeps its checkpoints (see ProjectionRunner)."""
-
-    projection: str
-    partitions: int
-
-
 class Eraser:
     """Accepts erasure requests and commits their synchronous part."""
 
     def __init__(
         self,
         store: EventStore,
-        projections: Sequence[Projection],
-        async_projections: Sequence[AsyncPartitioning],
+        projections: ProjectionRegistry,
         policy: ErasurePolicy,
         clock: Callable[[], datetime],
     ) -> None:
         self.store = store
-        self.projections = list(projections)
-        self.async_projections = list(async_projections)
+        self.projections = projections
         self.policy = policy
         self.clock = clock
 
@@ -142,13 +127,11 @@ class Eraser:
         )
         if stream is not None:
             stream_id = stream.ref.stream_id
-            self._hold_async_partitions(tx, stream_id)
+            self.projections.hold(tx.connection, stream_id)
             tombstones = tx.tombstone(stream_id, None, request_id)
             destruction = tx.destroy_data_key(stream_id)
             tx.close_stream(stream_id)
-            for projection in self.projections:
-                projection.purge(tx.connection, stream_id)
-            AccessStore(tx.connection).purge_stream(stream_id)
+            self.projections.purge_subject(tx.connection, stream_id)
             values |= _erased(stream, tombstones, now) | {
                 "dek_id": destruction.dek_id,
                 "kek_version": destruction.kek_version,
@@ -216,26 +199,13 @@ class Eraser:
     ) -> None:
         now = self.clock()
         stream_id, event_id = stream.ref.stream_id, event.event_id
-        self._hold_async_partitions(tx, stream_id)
+        self.projections.hold(tx.connection, stream_id)
         # What was derived from the event goes with it (an ingested message's
         # claims event: its claims, plan and identities).
-        erased = [event_id, *ev.derived_event_ids(event_id)]
-        tombstones = tx.tombstone(stream_id, erased, request_id)
-        # The graph first: the vector state keeps the vectors of nodes the graph
-        # still holds.  Embedding everything again would make the call slow; the
-        # vector state drops what the event contributed now, and the rebuild job
-        # proves the rest.
-        vector_states = [p for p in self.projections if isinstance(p, VectorProjection)]
-        for projection in self.projections:
-            if isinstance(projection, NodeGraphProjection):
-                self._remove_from_graph(tx, projection, stream_id, erased)
-            elif projection not in vector_states:
-                rebuild(tx, [projection], stream_id)
-        for projection in vector_states:
-            projection.purge_event(tx.connection, stream_id, event)
-        # Access counts are no projection (no replay rebuilds them): they go here,
-        # with the nodes they count, and rebuilds leave the others alone.
-        AccessStore(tx.connection).purge_events(stream_id, erased)
+        derived = ev.derived_event_ids(event_id)
+        erased = [event, *tx.get_events(derived)]
+        tombstones = tx.tombstone(stream_id, [event_id, *derived], request_id)
+        self.projections.purge_events(tx, stream_id, erased)
         values = self._request_values(
             request_id,
             "delete_event",
@@ -248,26 +218,7 @@ class Eraser:
         )
         self._record(tx, values | _erased(stream, tombstones, now), actor_id)
 
-    def _remove_from_graph(
-        self,
-        tx: Transaction,
-        graph: NodeGraphProjection,
-        stream_id: int,
-        erased: Sequence[uuid.UUID],
-    ) -> None:
-        """Re-derive only what the erased events reached, unless the stream's graph
-        predates the rows that say what that is (then rebuild it, once)."""
-        cipher = tx.cipher(stream_id)
-        if cipher is None or graph.needs_rebuild(tx.connection, stream_id):
-            rebuild(tx, [graph], stream_id)
-        else:
-            graph.remove_events(tx.connection, cipher, erased, tx.get_events)
-
     # -- shared steps -------------------------------------------------------------
-
-    def _hold_async_partitions(self, tx: Transaction, stream_id: int) -> None:
-        for spec in self.async_projections:
-            checkpoints.hold(tx.connection, spec.projection, stream_id % spec.partitions)
 
     def _request_values(
         self,
@@ -301,7 +252,7 @@ class Eraser:
         job_queue.enqueue(
             tx.connection,
             values["request_id"],
-            [(p.name, p.version) for p in self.projections],
+            self.projections.versions(),
             values.get("stream_id"),
             values["received_at"],
             self.policy.max_attempts,

@@ -13,6 +13,7 @@ from eventstore.apikeys import VerifiedKeys
 from projections.access import AccessLog
 from projections.embedders import Embedder
 from projections.graph import NodeGraphProjection
+from projections.registry import ProjectionRegistry
 from projections.retrieval_index import RetrievalCache
 from projections.scoring import ScoringConfig
 from projections.vectors import VectorProjection
@@ -30,6 +31,9 @@ DEFAULT_CONSISTENCY_TIMEOUT = 10.0
 @dataclass
 class MemoryContext:
     store: EventStore
+    #: Every projection: erasure, rebuilds, replay and digests iterate over it.
+    projections: ProjectionRegistry
+    #: The inline projection commands write in their own transaction.
     graph: NodeGraphProjection
     vectors: VectorProjection
     runner: ProjectionRunner

@@ -25,11 +25,11 @@ from oblivio.memory.context import MemoryContext
 from oblivio.memory.queries import is_memory_event, memory_event, owner_stream
 from oblivio.memory.records import ItemRevision, StoredItem
 from projections import events as ev
+from projections.base import replay
 from projections.graph import item_hash
 from projections.model import LifecycleState, NodeType, Role, Scope, SourceType
 from projections.storage.graph_store import GraphStore
 from projections.storage.item_store import ItemRow, ItemStore
-from workers.replay import rebuild
 
 MAX_ITEM_KEY_CHARS = 256
 #: ``get_events`` reads at most this many events by id at once.
@@ -204,7 +204,7 @@ def _backfill_locked(ctx: MemoryContext, tx: Transaction, cipher: SubjectCipher)
     """Once per stream whose graph predates its item rows (migration pj0008 marks them):
     rebuild it from the log, under the stream's lock, as a replay would."""
     if ctx.graph.needs_rebuild(tx.connection, cipher.stream_id):
-        rebuild(tx, [ctx.graph], cipher.stream_id)
+        replay(tx, [ctx.graph], cipher.stream_id)
 
 
 def _stored_item(event: RecordedEvent, revisions: list[ItemRow]) -> StoredItem:
