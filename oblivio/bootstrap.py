@@ -99,6 +99,7 @@ def open_memory(
     from projections.graph import NodeGraphProjection
     from projections.registry import ProjectionRegistry
     from projections.retrieval_index import RetrievalCache
+    from projections.retrieval_service import RetrievalService
     from projections.scoring import ScoringConfig
     from projections.store_embedders import open_store_embedders
     from projections.vectors import VectorProjection
@@ -130,6 +131,17 @@ def open_memory(
     projections = ProjectionRegistry([graph], [(vectors, settings.partitions)])
     policy = ErasurePolicy(deadline=timedelta(hours=settings.erasure_deadline_hours))
     scoring = scoring or ScoringConfig()
+    access = AccessLog(store)
+    retrieval = RetrievalService(
+        store,
+        vectors.name,
+        embedders,
+        runner,
+        access,
+        RetrievalCache()
+        if settings.retrieval_cache_nodes is None
+        else RetrievalCache(settings.retrieval_cache_nodes),
+    )
     issuer = open_issuer_keyring(settings, store.backend)
     certifier = Certifier(issuer, store.keys, key_policy(settings), clock)
     return MemoryContext(
@@ -154,13 +166,9 @@ def open_memory(
             partitions=settings.partitions,
             clock=clock,
         ),
-        access=AccessLog(store),
+        access=access,
         archiver=Archiver(store, graph, scoring, settings.retrieval_capacity, clock),
-        retrieval_cache=(
-            RetrievalCache()
-            if settings.retrieval_cache_nodes is None
-            else RetrievalCache(settings.retrieval_cache_nodes)
-        ),
+        retrieval=retrieval,
         api_keys=VerifiedKeys(settings.api_key_cache_seconds),
         default_meta=base_meta,
         console_idle_minutes=settings.console_idle_minutes,

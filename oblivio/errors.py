@@ -6,8 +6,9 @@ written against those contracts catch it unchanged.
 
 from __future__ import annotations
 
-from eventstore.errors import ConflictError, InvalidInputError, NotFoundError, OperationalError
+from eventstore.errors import ConflictError, InvalidInputError, NotFoundError
 from eventstore.errors import EventUnavailableError as EventUnavailableError
+from projections.errors import NotCaughtUpError as NotCaughtUpError
 
 
 class NodeUnavailableError(NotFoundError, ValueError):
@@ -34,5 +35,3 @@ class ItemScopeConflictError(ConflictError, ValueError):
     """The item exists in another scope; delete it before storing it in this one."""
 
 
-class NotCaughtUpError(OperationalError):
-    """The vector state did not catch up with the caller's last write in time."""

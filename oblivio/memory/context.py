@@ -15,6 +15,7 @@ from projections.embedders import Embedder
 from projections.graph import NodeGraphProjection
 from projections.registry import ProjectionRegistry
 from projections.retrieval_index import RetrievalCache
+from projections.retrieval_service import RetrievalService
 from projections.scoring import ScoringConfig
 from projections.vectors import VectorProjection
 from workers.archiving import Archiver
@@ -52,8 +53,9 @@ class MemoryContext:
     access: AccessLog
     #: Selective forgetting: archives what exceeds the retrieval tier's capacity.
     archiver: Archiver
+    #: The projections' read facade for retrieval and the vector state.
+    retrieval: RetrievalService
     consistency_timeout: float = DEFAULT_CONSISTENCY_TIMEOUT
-    retrieval_cache: RetrievalCache = field(default_factory=RetrievalCache)
     #: Verified API keys of the HTTP API; off unless the settings give a time.
     api_keys: VerifiedKeys = field(default_factory=lambda: VerifiedKeys(0))
     #: Metadata every ``store`` starts from, under the call's own ``meta``
@@ -61,3 +63,8 @@ class MemoryContext:
     default_meta: Mapping[str, Any] = field(default_factory=dict)
     #: How long a console session may stay idle before it must sign in again.
     console_idle_minutes: float = 30.0
+
+    @property
+    def retrieval_cache(self) -> RetrievalCache:
+        """The per-subject retrieval indexes this process keeps (the retrieval service's)."""
+        return self.retrieval.cache
