@@ -33,11 +33,10 @@ from projections.model import (
     Scope,
     SourceType,
 )
+from projections.reads import GraphReads, NodeRow, node_from_row
 from projections.retrieval_index import (
     NodeFilter,
 )
-from projections.storage.claim_store import ClaimStore
-from projections.storage.graph_store import GraphStore, NodeRow, node_from_row
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 1000
@@ -163,7 +162,7 @@ def subjects(ctx: MemoryContext) -> list[str]:
     enumerate people (LangGraph's ``list_namespaces``), not a request path.
     """
     with ctx.store.reading() as view:
-        event_ids = GraphStore(view.connection).one_event_per_subject(ctx.namespace)
+        event_ids = GraphReads(view).one_event_per_subject(ctx.namespace)
     found: set[str] = set()
     for start in range(0, len(event_ids), SUBJECT_PAGE):
         events = ctx.store.get_events(event_ids[start : start + SUBJECT_PAGE])
@@ -187,7 +186,7 @@ def get_event_nodes(
     wanted = parse_uuid(event_id, "event id")
     owner = owner_stream(ctx, user_id)
     with ctx.store.reading() as view:
-        rows = GraphStore(view.connection).nodes_of_event(wanted)
+        rows = GraphReads(view).nodes_of_event(wanted)
         visible = [r for r in rows if _visible(r, owner) is not None]
         return [n for n in (_decrypt(view, r) for r in visible) if n is not None]
 
@@ -203,7 +202,7 @@ def get_node(
     wanted = parse_uuid(node_id, "node id")
     owner = owner_stream(ctx, user_id)
     with ctx.store.reading() as view:
-        row = _visible(GraphStore(view.connection).node_row(wanted), owner)
+        row = _visible(GraphReads(view).node_row(wanted), owner)
         if row is None:
             return None
         if row.lifecycle == LifecycleState.SUPERSEDED and not include_superseded:
@@ -219,11 +218,11 @@ def get_assertion_state(
     wanted = parse_uuid(node_id, "node id")
     owner = owner_stream(ctx, user_id)
     with ctx.store.reading() as view:
-        graph = GraphStore(view.connection)
+        graph = GraphReads(view)
         row = _visible(graph.node_row(wanted), owner)
         if row is None:
             return None
-        claim_row = ClaimStore(view.connection).claim(row.stream_id, wanted)
+        claim_row = graph.claim(row.stream_id, wanted)
         node = None if claim_row is None else _decrypt(view, row)
         claim = None if node is None else claim_state(node, claim_row)
         supersedes, contradicted_by, retired_in = [], [], None
@@ -288,7 +287,7 @@ def list_nodes(
     current = None if include_superseded else (LifecycleState.ACTIVE, LifecycleState.CONTESTED)
     owner = owner_stream(ctx, user)
     with ctx.store.reading() as view:
-        graph = GraphStore(view.connection)
+        graph = GraphReads(view)
         position = None if start is None else _position(graph, start, owner)
         cipher = None if owner is None or owner < 0 else view.cipher(owner)
         if cipher is None:
@@ -307,7 +306,7 @@ def list_nodes(
 
 
 def _position(
-    graph: GraphStore, node_id: uuid.UUID, owner: int | None
+    graph: GraphReads, node_id: uuid.UUID, owner: int | None
 ) -> tuple[datetime, uuid.UUID]:
     """Where the caller's node ``node_id`` sits in the listing's order."""
     row = _visible(graph.node_row(node_id), owner)
