@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection, Iterator
-from datetime import datetime
 from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from projections.model import LifecycleState, NodeType, Scope, SourceType
 from projections.storage.claim_store import ClaimRow, ClaimStore
 from projections.storage.graph_store import GraphStore, NodeRow, node_from_row, state_of
 from projections.storage.item_store import ItemRow, ItemStore
@@ -50,31 +48,11 @@ class GraphReads:
         """The nodes an event derived, in extraction order."""
         return self._graph.nodes_of_event(event_id)
 
-    def stream_nodes(
-        self,
-        stream_id: int,
-        *,
-        lifecycles: Collection[LifecycleState] | None = None,
-        scopes: Collection[Scope] | None = None,
-        node_types: Collection[NodeType] | None = None,
-        exclude_node_types: Collection[NodeType] | None = None,
-        source_types: Collection[SourceType] | None = None,
-        include_archived: bool = True,
-        after: tuple[datetime, uuid.UUID] | None = None,
-        limit: int | None = None,
-    ) -> list[NodeRow]:
-        """The stream's nodes matching the filters, by (created_at, node_id)."""
-        return self._graph.stream_nodes(
-            stream_id,
-            lifecycles=lifecycles,
-            scopes=scopes,
-            node_types=node_types,
-            exclude_node_types=exclude_node_types,
-            source_types=source_types,
-            include_archived=include_archived,
-            after=after,
-            limit=limit,
-        )
+    def stream_nodes(self, stream_id: int, **filters: Any) -> list[NodeRow]:
+        """The stream's nodes matching the filters of ``GraphStore.stream_nodes`` (lifecycles,
+        scopes, node and source types, archived, a position to start after, a limit), by
+        (created_at, node_id)."""
+        return self._graph.stream_nodes(stream_id, **filters)
 
     def edges_touching(self, node_id: uuid.UUID) -> list[sa.Row[Any]]:
         return self._graph.edges_touching(node_id)
