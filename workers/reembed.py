@@ -40,7 +40,7 @@ from projections.embedders import Embedder
 from projections.storage import embedder_store
 from projections.storage import vector_rebuilds as jobs
 from projections.storage.embedder_store import CURRENT, TARGET, RecordedEmbedder
-from projections.storage.vector_rebuilds import RebuildProgress
+from projections.storage.vector_rebuilds import RebuildProgress as RebuildProgress
 from projections.storage.vector_store import NodeVector, VectorStore
 from projections.store_embedders import StoreEmbedders, describe
 from workers.job_worker import JobWorker, LeaseLostError, default_worker_id
@@ -137,6 +137,11 @@ class VectorRebuilder(JobWorker):
                 "changing the embedder re-embeds every subject: use --all, not --user"
             )
         return target
+
+    def recent(self, limit: int) -> list[RebuildProgress]:
+        """The ``limit`` most recent jobs' progress, newest first (counts only)."""
+        with self.store.reading() as view:
+            return jobs.recent_progress(view.connection, limit)
 
     def progress(self, rebuild_id: uuid.UUID) -> RebuildProgress:
         with self.store.reading() as view:

@@ -15,7 +15,7 @@ from oblivio.http.errors import problem_responses
 from oblivio.http.schemas import Strict, UserId
 from oblivio.memory import vector_rebuilds
 from oblivio.settings import EMBEDDER_NAME, MAX_EMBEDDER_NAME_CHARS
-from projections.storage.vector_rebuilds import RebuildProgress
+from workers.reembed import RebuildProgress
 
 router = APIRouter(
     prefix="/v1/admin/rebuilds",
