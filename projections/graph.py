@@ -317,9 +317,9 @@ class NodeGraphProjection(Projection):
         retired, successor = _retirement(data)
         after = _after_states(data)
         rows = store.node_rows(after)
-        if successor not in {row.node_id for row in rows} | store.present_nodes(
-            cipher.stream_id, [successor]
-        ):
+        # The successor is among the recorded after-states: its row answers, no query.
+        named = {row.node_id for row in rows}
+        if successor not in named and not store.present_nodes(cipher.stream_id, [successor]):
             # An erased successor reinstates its predecessor: a retirement whose
             # successor no longer exists retires nothing, so an erasure leaves
             # what a replay without the erased events gives (docs/erasure.md).

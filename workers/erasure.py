@@ -157,7 +157,7 @@ class Eraser:
         check_legal_ground(legal_ground)
         owner = None if user_id is None else self.store.subject_key(namespace, user_id)
         with self.store.transaction() as tx:
-            event = self._locked_event(tx, wanted)
+            event, derived = self._locked_event(tx, wanted)
             if (
                 event is None
                 or event.stream.namespace != namespace
@@ -170,11 +170,15 @@ class Eraser:
             if stream is None or stream.closed_at is not None:
                 raise EventUnavailableError()
             request_id = uuid.uuid4()
-            self._delete_in_stream(tx, request_id, stream, event, reason, legal_ground, actor_id)
+            erased = [event, *derived]
+            self._delete_in_stream(tx, request_id, stream, erased, reason, legal_ground, actor_id)
         return request_id
 
-    def _locked_event(self, tx: Transaction, event_id: uuid.UUID) -> RecordedEvent | None:
-        """The event as it stands once its stream is locked.
+    def _locked_event(
+        self, tx: Transaction, event_id: uuid.UUID
+    ) -> tuple[RecordedEvent | None, list[RecordedEvent]]:
+        """The event as it stands once its stream is locked, and the events derived from
+        it (an ingested message's claims event), read with it.
 
         Reading first and locking after would let a concurrent delete or
         forget erase the event in between; re-reading under the lock makes a
@@ -182,29 +186,28 @@ class Eraser:
         """
         found = tx.get_events([event_id])
         if not found:
-            return None
+            return None, []
         tx.lock_stream(found[0].stream.stream_id)
-        again = tx.get_events([event_id])
-        return again[0] if again else None
+        again = {e.event_id: e for e in tx.get_events([event_id, *ev.derived_event_ids(event_id)])}
+        event = again.pop(event_id, None)
+        return event, list(again.values())
 
     def _delete_in_stream(
         self,
         tx: Transaction,
         request_id: uuid.UUID,
         stream: LockedStream,
-        event: RecordedEvent,
+        erased: Sequence[RecordedEvent],
         reason: str,
         legal_ground: str,
         actor_id: str | None,
     ) -> None:
+        """Erase ``erased``: an event and what was derived from it (an ingested message's
+        claims event: its claims, plan and identities), read before erasure."""
         now = self.clock()
-        stream_id, event_id = stream.ref.stream_id, event.event_id
+        stream_id = stream.ref.stream_id
         self.projections.hold(tx.connection, stream_id)
-        # What was derived from the event goes with it (an ingested message's
-        # claims event: its claims, plan and identities).
-        derived = ev.derived_event_ids(event_id)
-        erased = [event, *tx.get_events(derived)]
-        tombstones = tx.tombstone(stream_id, [event_id, *derived], request_id)
+        tombstones = tx.tombstone(stream_id, [e.event_id for e in erased], request_id)
         self.projections.purge_events(tx, stream_id, erased)
         values = self._request_values(
             request_id,
