@@ -1,11 +1,10 @@
 """The rebuild job queue: jobs in the database, claimed with leases.
 
-A claim is one statement: pick the oldest runnable job (queued and due, or
-running with an expired lease, i.e. its worker died) and mark it running for
-this worker until the lease expires.  On PostgreSQL the pick uses ``FOR
-UPDATE SKIP LOCKED``, so concurrent workers never claim the same job and
-never wait on each other.  SQLite ignores the locking clause; its single
-writer (``BEGIN IMMEDIATE``) makes the same statement exclusive.
+Claims, heartbeats and releases are :mod:`eventstore.leased_work`'s: the
+oldest runnable job (queued and past its backoff, or running with an expired
+lease, i.e. its worker died) is marked running for one worker until its lease
+expires.  This module adds what is particular to erasure rebuilds: one job per
+projection of a request, their results, and the lease reaper.
 """
 
 from __future__ import annotations
@@ -18,10 +17,19 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from eventstore.leased_work import LeasedQueue
 from eventstore.model import START, LogCursor
 from eventstore.schema import erasure_requests, events, rebuild_jobs
 
 JobRow = sa.Row[Any]
+
+#: Rebuild jobs run in the order they became due, each once its backoff has passed.
+QUEUE = LeasedQueue(
+    rebuild_jobs,
+    key=("job_id",),
+    order=(rebuild_jobs.c.run_after, rebuild_jobs.c.created_at),
+    due="run_after",
+)
 
 
 def enqueue(
@@ -54,51 +62,16 @@ def enqueue(
 
 
 def claim(conn: Connection, worker: str, now: datetime, lease: timedelta) -> JobRow | None:
-    """Take the next runnable job for ``worker`` (see module docstring)."""
-    runnable = sa.or_(
-        sa.and_(rebuild_jobs.c.status == "queued", rebuild_jobs.c.run_after <= now),
-        sa.and_(rebuild_jobs.c.status == "running", rebuild_jobs.c.lease_expires_at < now),
-    )
-    pick = (
-        sa.select(rebuild_jobs.c.job_id)
-        .where(runnable)
-        .order_by(rebuild_jobs.c.run_after, rebuild_jobs.c.created_at)
-        .limit(1)
-        .with_for_update(skip_locked=True)
-        .scalar_subquery()
-    )
-    stmt = (
-        rebuild_jobs.update()
-        .where(rebuild_jobs.c.job_id == pick)
-        .values(
-            status="running",
-            lease_owner=worker,
-            lease_expires_at=now + lease,
-            attempts=rebuild_jobs.c.attempts + 1,
-        )
-        .returning(*rebuild_jobs.c)
-    )
-    return conn.execute(stmt).first()
+    """Take the next runnable job for ``worker`` (see :mod:`eventstore.leased_work`)."""
+    row: JobRow | None = QUEUE.claim(conn, worker, now, lease)
+    return row
 
 
 def heartbeat(
     conn: Connection, job_id: uuid.UUID, worker: str, now: datetime, lease: timedelta
 ) -> bool:
-    """Extend ``worker``'s lease on a running job to ``now + lease``; False if it is not ours.
-
-    A worker beats while it works, so a live worker keeps its job however long
-    the rebuild takes, and a dead one loses it one lease after its last beat.
-    """
-    result = conn.execute(
-        rebuild_jobs.update()
-        .where(
-            rebuild_jobs.c.job_id == job_id,
-            rebuild_jobs.c.lease_owner == worker,
-            rebuild_jobs.c.status == "running",
-        )
-        .values(lease_expires_at=now + lease)
-    )
-    return result.rowcount == 1
+    """Extend ``worker``'s lease on a running job to ``now + lease``; False if it is not ours."""
+    return QUEUE.heartbeat(conn, (job_id,), worker, now, lease)
 
 
 def get(conn: Connection, job_id: uuid.UUID, *, lock: bool = False) -> JobRow | None:
@@ -110,16 +83,7 @@ def get(conn: Connection, job_id: uuid.UUID, *, lock: bool = False) -> JobRow | 
 
 def finish(conn: Connection, job_id: uuid.UUID, worker: str, now: datetime, **results: Any) -> bool:
     """Mark a job done, only if ``worker`` still holds it; False if the lease was lost."""
-    result = conn.execute(
-        rebuild_jobs.update()
-        .where(
-            rebuild_jobs.c.job_id == job_id,
-            rebuild_jobs.c.lease_owner == worker,
-            rebuild_jobs.c.status == "running",
-        )
-        .values(status="done", finished_at=now, lease_expires_at=None, **results)
-    )
-    return result.rowcount == 1
+    return QUEUE.finish(conn, (job_id,), worker, now, **results)
 
 
 def retry_or_fail(
@@ -131,23 +95,20 @@ def retry_or_fail(
     now: datetime,
 ) -> str | None:
     """After a failed attempt: requeue with backoff, or fail for good; the new status."""
-    job = get(conn, job_id, lock=True)
-    if job is None or job.lease_owner != worker or job.status != "running":
+    job = QUEUE.held(conn, (job_id,), worker)
+    if job is None:
         return None
-    status = "failed" if job.attempts >= job.max_attempts else "queued"
-    conn.execute(
-        rebuild_jobs.update()
-        .where(rebuild_jobs.c.job_id == job_id)
-        .values(
-            status=status,
-            last_error=error[:500],
-            run_after=run_after,
-            lease_owner=None,
-            lease_expires_at=None,
-            finished_at=now if status == "failed" else None,
-        )
+    failed = job.attempts >= job.max_attempts
+    QUEUE.release(
+        conn,
+        (job_id,),
+        worker,
+        error,
+        failed=failed,
+        run_after=run_after,
+        finished_at=now if failed else None,
     )
-    return status
+    return "failed" if failed else "queued"
 
 
 def expired_to_failed(conn: Connection, now: datetime) -> list[JobRow]:

@@ -99,13 +99,15 @@ def open_memory(
     from oblivio.memory.context import MemoryContext
     from projections.access import AccessLog
     from projections.graph import NodeGraphProjection
+    from projections.registry import ProjectionRegistry
     from projections.retrieval_index import RetrievalCache
+    from projections.retrieval_service import RetrievalService
     from projections.scoring import ScoringConfig
     from projections.store_embedders import open_store_embedders
     from projections.vectors import VectorProjection
     from workers.archiving import Archiver
     from workers.certify import Certifier
-    from workers.erasure import AsyncPartitioning, Eraser
+    from workers.erasure import Eraser
     from workers.extraction import ExtractionWorker
     from workers.policy import ErasurePolicy
     from workers.projector import ProjectionRunner
@@ -128,13 +130,25 @@ def open_memory(
     graph = NodeGraphProjection(extractor)
     vectors = VectorProjection(embedders.first, extractor, embedders)
     runner = ProjectionRunner(store, vectors, partitions=settings.partitions, clock=clock)
-    partitioning = [AsyncPartitioning(vectors.name, settings.partitions)]
+    projections = ProjectionRegistry([graph], [(vectors, settings.partitions)])
     policy = ErasurePolicy(deadline=timedelta(hours=settings.erasure_deadline_hours))
     scoring = scoring or ScoringConfig()
+    access = AccessLog(store)
+    retrieval = RetrievalService(
+        store,
+        vectors.name,
+        embedders,
+        runner,
+        access,
+        RetrievalCache()
+        if settings.retrieval_cache_nodes is None
+        else RetrievalCache(settings.retrieval_cache_nodes),
+    )
     issuer = open_issuer_keyring(settings, store.backend)
     certifier = Certifier(issuer, store.keys, key_policy(settings), clock)
     return MemoryContext(
         store=store,
+        projections=projections,
         graph=graph,
         vectors=vectors,
         runner=runner,
@@ -142,8 +156,8 @@ def open_memory(
         scoring=scoring,
         namespace=settings.namespace,
         clock=clock,
-        eraser=Eraser(store, [graph, vectors], partitioning, policy, clock),
-        rebuilder=RebuildWorker(store, [graph, vectors], partitioning, certifier, policy, clock),
+        eraser=Eraser(store, projections, policy, clock),
+        rebuilder=RebuildWorker(store, projections, certifier, policy, clock),
         reembedder=VectorRebuilder(store, embedders, runner, clock),
         certifier=certifier,
         issuer=issuer,
@@ -154,13 +168,9 @@ def open_memory(
             partitions=settings.partitions,
             clock=clock,
         ),
-        access=AccessLog(store),
+        access=access,
         archiver=Archiver(store, graph, scoring, settings.retrieval_capacity, clock),
-        retrieval_cache=(
-            RetrievalCache()
-            if settings.retrieval_cache_nodes is None
-            else RetrievalCache(settings.retrieval_cache_nodes)
-        ),
+        retrieval=retrieval,
         api_keys=VerifiedKeys(settings.api_key_cache_seconds),
         default_meta=base_meta,
         console_idle_minutes=settings.console_idle_minutes,

@@ -12,7 +12,7 @@ from oblivio.cli_support import embedder_name, friendly_errors, settings_from
 
 if TYPE_CHECKING:  # imported by the command itself: see oblivio.cli on start-up time
     from oblivio.memory.context import MemoryContext
-    from projections.storage.vector_rebuilds import RebuildProgress
+    from workers.reembed import RebuildProgress
 
 POLL_SECONDS = 0.5
 

@@ -14,7 +14,7 @@ import functools
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from eventstore.ids import check_namespace
 from oblivio.bootstrap import open_memory
@@ -33,60 +33,105 @@ R = TypeVar("R")
 Op = Callable[Concatenate[MemoryContext, P], R]
 
 
-class _Bound(Generic[P, R]):
-    """A memory operation exposed as a method: the client's context is bound first."""
+class _Operation(Generic[P, R]):
+    """A memory operation exposed as a method of the facade classes.
+
+    The operation is bound to the instance's context (and, on a per-user handle,
+    to its ``user_id``); on ``MemoryEngine`` and ``AsyncUserMemory`` it runs in a
+    worker thread and is awaited.  Each operation is listed once, in
+    ``_UserOperations`` or ``_Operations``, which the four classes inherit.
+    """
 
     def __init__(self, operation: Op[P, R]) -> None:
         self.operation = operation
         self.__doc__ = operation.__doc__
 
-    def __get__(self, client: _Base, owner: type | None = None) -> Callable[P, R]:
-        return functools.partial(self.operation, client.context)
+    @overload
+    def __get__(self, instance: None, owner: type) -> _Operation[P, R]: ...
 
+    @overload
+    def __get__(self, instance: MemoryClient, owner: type | None = None) -> Callable[P, R]: ...
 
-class _Awaited(Generic[P, R]):
-    """The same, run in a worker thread and awaited (for ``MemoryEngine``)."""
-
-    def __init__(self, operation: Op[P, R]) -> None:
-        self.operation = operation
-        self.__doc__ = operation.__doc__
-
-    def __get__(self, engine: _Base, owner: type | None = None) -> Callable[P, Awaitable[R]]:
-        operation, context = self.operation, engine.context
-
-        async def call(*args: P.args, **kwargs: P.kwargs) -> R:
-            return await asyncio.to_thread(operation, context, *args, **kwargs)
-
-        return call
-
-
-class _ForUser(Generic[R]):
-    """An operation of a handle bound to one user: context and ``user_id`` bound first."""
-
-    def __init__(self, operation: Callable[..., R]) -> None:
-        self.operation = operation
-        self.__doc__ = operation.__doc__
-
-    def __get__(self, handle: _UserHandle, owner: type | None = None) -> Callable[..., R]:
-        return functools.partial(self.operation, handle.context, user_id=handle.user_id)
-
-
-class _AwaitedForUser(Generic[R]):
-    """The same, run in a worker thread and awaited (for ``AsyncUserMemory``)."""
-
-    def __init__(self, operation: Callable[..., R]) -> None:
-        self.operation = operation
-        self.__doc__ = operation.__doc__
-
+    @overload
     def __get__(
-        self, handle: _UserHandle, owner: type | None = None
-    ) -> Callable[..., Awaitable[R]]:
-        bound = functools.partial(self.operation, handle.context, user_id=handle.user_id)
+        self, instance: MemoryEngine, owner: type | None = None
+    ) -> Callable[P, Awaitable[R]]: ...
 
-        async def call(*args: Any, **kwargs: Any) -> R:
+    @overload
+    def __get__(self, instance: UserMemory, owner: type | None = None) -> Callable[..., R]: ...
+
+    @overload
+    def __get__(
+        self, instance: AsyncUserMemory, owner: type | None = None
+    ) -> Callable[..., Awaitable[R]]: ...
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        operation: Callable[..., R] = self.operation
+        if isinstance(instance, _UserHandle):
+            bound = functools.partial(operation, instance.context, user_id=instance.user_id)
+        else:
+            bound = functools.partial(operation, instance.context)
+        if not instance.awaited:
+            return bound
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
             return await asyncio.to_thread(bound, *args, **kwargs)
 
         return call
+
+
+class _UserOperations:
+    """The operations a per-user handle offers too (for its bound user)."""
+
+    #: Whether the methods run in a worker thread and are awaited.
+    awaited = False
+
+    store = _Operation(commands.store)
+    ingest = _Operation(ingestion.ingest)
+    ingest_batch = _Operation(ingestion.ingest_batch)
+    supersede = _Operation(commands.supersede)
+    supersede_many = _Operation(commands.supersede_many)
+    contradict = _Operation(commands.contradict)
+    resolve_contradiction = _Operation(commands.resolve_contradiction)
+    reinforce = _Operation(commands.reinforce)
+    add_resonance_trigger = _Operation(commands.add_resonance_trigger)
+    remove_resonance_trigger = _Operation(commands.remove_resonance_trigger)
+    add_negative_attractor = _Operation(commands.add_negative_attractor)
+    clear_negative_attractors = _Operation(commands.clear_negative_attractors)
+    put_item = _Operation(items.put_item)
+    set_item_expiry = _Operation(items.set_item_expiry)
+    set_item_expiries = _Operation(items.set_item_expiries)
+    get_item = _Operation(items.get_item)
+    list_items = _Operation(items.list_items)
+    get_event = _Operation(queries.get_event)
+    get_events = _Operation(queries.get_events)
+    get_event_nodes = _Operation(queries.get_event_nodes)
+    get_node = _Operation(queries.get_node)
+    get_assertion_state = _Operation(queries.get_assertion_state)
+    retrieve = _Operation(queries.retrieve)
+    negative_attractor_count = _Operation(queries.negative_attractor_count)
+    delete_event = _Operation(compliance.delete_event)
+    forget = _Operation(compliance.forget)
+    export_subject = _Operation(compliance.export_subject)
+    verify_log = _Operation(compliance.verify_log)
+
+
+class _Operations(_UserOperations):
+    """Every operation of ``MemoryClient`` and ``MemoryEngine``: the per-user ones and
+    those that span users or the store."""
+
+    list_nodes = _Operation(queries.list_nodes)
+    subjects = _Operation(queries.subjects)
+    subject_ref = _Operation(queries.subject_ref)
+    embedder_info = _Operation(queries.embedder_info)
+    replay_comparison = _Operation(replay_comparison)
+    erasure_status = _Operation(compliance.erasure_status)
+    get_certificate = _Operation(compliance.get_certificate)
+    jwks = _Operation(compliance.jwks)
+    verify_certificate = _Operation(compliance.verify_certificate)
+    export_audit = _Operation(compliance.export_audit)
 
 
 class _UserHandle:
@@ -99,7 +144,7 @@ class _UserHandle:
         self.context = dataclasses.replace(context, default_meta=merged)
 
 
-class _Base:
+class _Base(_Operations):
     def __init__(
         self,
         path: str | Path | None = None,
@@ -152,45 +197,6 @@ class MemoryClient(_Base):
         """A handle whose methods act for ``user_id``, with ``default_meta`` over the client's."""
         return UserMemory(self.context, user_id, default_meta)
 
-    store = _Bound(commands.store)
-    ingest = _Bound(ingestion.ingest)
-    ingest_batch = _Bound(ingestion.ingest_batch)
-    supersede = _Bound(commands.supersede)
-    supersede_many = _Bound(commands.supersede_many)
-    contradict = _Bound(commands.contradict)
-    resolve_contradiction = _Bound(commands.resolve_contradiction)
-    reinforce = _Bound(commands.reinforce)
-    add_resonance_trigger = _Bound(commands.add_resonance_trigger)
-    remove_resonance_trigger = _Bound(commands.remove_resonance_trigger)
-    add_negative_attractor = _Bound(commands.add_negative_attractor)
-    clear_negative_attractors = _Bound(commands.clear_negative_attractors)
-    put_item = _Bound(items.put_item)
-    set_item_expiry = _Bound(items.set_item_expiry)
-    set_item_expiries = _Bound(items.set_item_expiries)
-    get_item = _Bound(items.get_item)
-    list_items = _Bound(items.list_items)
-    get_event = _Bound(queries.get_event)
-    get_events = _Bound(queries.get_events)
-    list_nodes = _Bound(queries.list_nodes)
-    get_event_nodes = _Bound(queries.get_event_nodes)
-    get_node = _Bound(queries.get_node)
-    get_assertion_state = _Bound(queries.get_assertion_state)
-    retrieve = _Bound(queries.retrieve)
-    negative_attractor_count = _Bound(queries.negative_attractor_count)
-    subjects = _Bound(queries.subjects)
-    subject_ref = _Bound(queries.subject_ref)
-    embedder_info = _Bound(queries.embedder_info)
-    replay_comparison = _Bound(replay_comparison)
-    delete_event = _Bound(compliance.delete_event)
-    forget = _Bound(compliance.forget)
-    erasure_status = _Bound(compliance.erasure_status)
-    get_certificate = _Bound(compliance.get_certificate)
-    jwks = _Bound(compliance.jwks)
-    verify_certificate = _Bound(compliance.verify_certificate)
-    verify_log = _Bound(compliance.verify_log)
-    export_subject = _Bound(compliance.export_subject)
-    export_audit = _Bound(compliance.export_audit)
-
     def __enter__(self) -> MemoryClient:
         return self
 
@@ -206,50 +212,13 @@ class MemoryClient(_Base):
 class MemoryEngine(_Base):
     """Asynchronous access to an oblivio store: the methods of ``MemoryClient``, awaited."""
 
+    awaited = True
+
     def for_user(
         self, user_id: str, *, default_meta: Mapping[str, Any] | None = None
     ) -> AsyncUserMemory:
         """A handle whose methods act for ``user_id``, awaited; see ``MemoryClient.for_user``."""
         return AsyncUserMemory(self.context, user_id, default_meta)
-
-    store = _Awaited(commands.store)
-    ingest = _Awaited(ingestion.ingest)
-    ingest_batch = _Awaited(ingestion.ingest_batch)
-    supersede = _Awaited(commands.supersede)
-    supersede_many = _Awaited(commands.supersede_many)
-    contradict = _Awaited(commands.contradict)
-    resolve_contradiction = _Awaited(commands.resolve_contradiction)
-    reinforce = _Awaited(commands.reinforce)
-    add_resonance_trigger = _Awaited(commands.add_resonance_trigger)
-    remove_resonance_trigger = _Awaited(commands.remove_resonance_trigger)
-    add_negative_attractor = _Awaited(commands.add_negative_attractor)
-    clear_negative_attractors = _Awaited(commands.clear_negative_attractors)
-    put_item = _Awaited(items.put_item)
-    set_item_expiry = _Awaited(items.set_item_expiry)
-    set_item_expiries = _Awaited(items.set_item_expiries)
-    get_item = _Awaited(items.get_item)
-    list_items = _Awaited(items.list_items)
-    get_event = _Awaited(queries.get_event)
-    get_events = _Awaited(queries.get_events)
-    list_nodes = _Awaited(queries.list_nodes)
-    get_event_nodes = _Awaited(queries.get_event_nodes)
-    get_node = _Awaited(queries.get_node)
-    get_assertion_state = _Awaited(queries.get_assertion_state)
-    retrieve = _Awaited(queries.retrieve)
-    negative_attractor_count = _Awaited(queries.negative_attractor_count)
-    subjects = _Awaited(queries.subjects)
-    subject_ref = _Awaited(queries.subject_ref)
-    embedder_info = _Awaited(queries.embedder_info)
-    replay_comparison = _Awaited(replay_comparison)
-    delete_event = _Awaited(compliance.delete_event)
-    forget = _Awaited(compliance.forget)
-    erasure_status = _Awaited(compliance.erasure_status)
-    get_certificate = _Awaited(compliance.get_certificate)
-    jwks = _Awaited(compliance.jwks)
-    verify_certificate = _Awaited(compliance.verify_certificate)
-    verify_log = _Awaited(compliance.verify_log)
-    export_subject = _Awaited(compliance.export_subject)
-    export_audit = _Awaited(compliance.export_audit)
 
     async def __aenter__(self) -> MemoryEngine:
         return self
@@ -258,70 +227,14 @@ class MemoryEngine(_Base):
         await asyncio.to_thread(self.close)
 
 
-class UserMemory(_UserHandle):
+class UserMemory(_UserHandle, _UserOperations):
     """The operations of one user (``MemoryClient.for_user``): ``user_id`` is bound.
 
     It shares the client's connections: close the client, not the handle.
     """
 
-    store = _ForUser(commands.store)
-    ingest = _ForUser(ingestion.ingest)
-    ingest_batch = _ForUser(ingestion.ingest_batch)
-    supersede = _ForUser(commands.supersede)
-    supersede_many = _ForUser(commands.supersede_many)
-    contradict = _ForUser(commands.contradict)
-    resolve_contradiction = _ForUser(commands.resolve_contradiction)
-    reinforce = _ForUser(commands.reinforce)
-    add_resonance_trigger = _ForUser(commands.add_resonance_trigger)
-    remove_resonance_trigger = _ForUser(commands.remove_resonance_trigger)
-    add_negative_attractor = _ForUser(commands.add_negative_attractor)
-    clear_negative_attractors = _ForUser(commands.clear_negative_attractors)
-    put_item = _ForUser(items.put_item)
-    set_item_expiry = _ForUser(items.set_item_expiry)
-    set_item_expiries = _ForUser(items.set_item_expiries)
-    get_item = _ForUser(items.get_item)
-    list_items = _ForUser(items.list_items)
-    get_event = _ForUser(queries.get_event)
-    get_events = _ForUser(queries.get_events)
-    get_event_nodes = _ForUser(queries.get_event_nodes)
-    get_node = _ForUser(queries.get_node)
-    get_assertion_state = _ForUser(queries.get_assertion_state)
-    retrieve = _ForUser(queries.retrieve)
-    negative_attractor_count = _ForUser(queries.negative_attractor_count)
-    delete_event = _ForUser(compliance.delete_event)
-    forget = _ForUser(compliance.forget)
-    export_subject = _ForUser(compliance.export_subject)
-    verify_log = _ForUser(compliance.verify_log)
 
-
-class AsyncUserMemory(_UserHandle):
+class AsyncUserMemory(_UserHandle, _UserOperations):
     """The operations of one user, awaited (``MemoryEngine.for_user``)."""
 
-    store = _AwaitedForUser(commands.store)
-    ingest = _AwaitedForUser(ingestion.ingest)
-    ingest_batch = _AwaitedForUser(ingestion.ingest_batch)
-    supersede = _AwaitedForUser(commands.supersede)
-    supersede_many = _AwaitedForUser(commands.supersede_many)
-    contradict = _AwaitedForUser(commands.contradict)
-    resolve_contradiction = _AwaitedForUser(commands.resolve_contradiction)
-    reinforce = _AwaitedForUser(commands.reinforce)
-    add_resonance_trigger = _AwaitedForUser(commands.add_resonance_trigger)
-    remove_resonance_trigger = _AwaitedForUser(commands.remove_resonance_trigger)
-    add_negative_attractor = _AwaitedForUser(commands.add_negative_attractor)
-    clear_negative_attractors = _AwaitedForUser(commands.clear_negative_attractors)
-    put_item = _AwaitedForUser(items.put_item)
-    set_item_expiry = _AwaitedForUser(items.set_item_expiry)
-    set_item_expiries = _AwaitedForUser(items.set_item_expiries)
-    get_item = _AwaitedForUser(items.get_item)
-    list_items = _AwaitedForUser(items.list_items)
-    get_event = _AwaitedForUser(queries.get_event)
-    get_events = _AwaitedForUser(queries.get_events)
-    get_event_nodes = _AwaitedForUser(queries.get_event_nodes)
-    get_node = _AwaitedForUser(queries.get_node)
-    get_assertion_state = _AwaitedForUser(queries.get_assertion_state)
-    retrieve = _AwaitedForUser(queries.retrieve)
-    negative_attractor_count = _AwaitedForUser(queries.negative_attractor_count)
-    delete_event = _AwaitedForUser(compliance.delete_event)
-    forget = _AwaitedForUser(compliance.forget)
-    export_subject = _AwaitedForUser(compliance.export_subject)
-    verify_log = _AwaitedForUser(compliance.verify_log)
+    awaited = True

@@ -6,9 +6,10 @@ written against those contracts catch it unchanged.
 
 from __future__ import annotations
 
-from eventstore.errors import ConflictError, NotFoundError, OperationalError
+from eventstore.errors import ConflictError, NotFoundError
 from eventstore.errors import EventUnavailableError as EventUnavailableError
 from eventstore.errors import InvalidInputError as InvalidInputError
+from projections.errors import NotCaughtUpError as NotCaughtUpError
 
 
 class NodeUnavailableError(NotFoundError, ValueError):
@@ -35,5 +36,3 @@ class ItemScopeConflictError(ConflictError, ValueError):
     """The item exists in another scope; delete it before storing it in this one."""
 
 
-class NotCaughtUpError(OperationalError):
-    """The vector state did not catch up with the caller's last write in time."""

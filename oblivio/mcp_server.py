@@ -35,8 +35,7 @@ from pydantic import (
 from certificates import CertificateVerificationError
 from eventstore.apikeys import Principal
 from eventstore.errors import InvalidInputError, OblivioError
-from oblivio import __version__
-from oblivio import json_text
+from oblivio import __version__, json_text
 from oblivio.memory import commands, compliance, ingest, queries
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.records import Correction

@@ -1,24 +1,59 @@
-"""What every projection offers the workers that run, rebuild and certify it."""
+"""The projection port: what every projection does for the workers that run,
+erase, rebuild and certify it.
+
+A projection is a named, versioned function of the log kept in tables.  The
+eraser, the rebuild worker, replay and certificates reach projections only
+through this port and the registry the composition root builds
+(``projections.registry``): none of them names a projection, so adding one
+touches its own module and the registry only.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+import hashlib
+import itertools
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
 from sqlalchemy.engine import Connection
 
 from eventstore import RecordedEvent, SubjectCipher
+from projections.digest import state_digest
+
+#: Events a replay hands a projection at once (``apply_page``): large enough that
+#: an embedding projection embeds many texts per call, small enough to bound memory.
+REPLAY_PAGE = 500
+
+
+class StreamSource(Protocol):
+    """What a projection may read of one locked stream while it purges or replays it
+    (a ``eventstore.Transaction`` is one)."""
+
+    @property
+    def connection(self) -> Connection: ...
+
+    def cipher(self, stream_id: int) -> SubjectCipher | None: ...
+
+    def get_events(self, event_ids: list[uuid.UUID]) -> list[RecordedEvent]: ...
+
+    def read_stream_id(self, stream_id: int) -> Iterable[RecordedEvent]: ...
 
 
 class Projection(Protocol):
     """A named, versioned function of the log, kept in tables.
 
     ``apply`` is called with events in log order within one stream;
-    ``apply_page`` with a page of them (of any streams, each with its
-    stream's cipher), so a projection can batch its work, and must leave the
-    state that applying them one by one would; ``purge`` removes everything
-    derived from one stream; ``digest`` summarises one stream's state so a
-    live projection can be compared with a fresh replay.
+    ``apply_page`` with a page of them (of any streams, each with its stream's
+    cipher), so a projection can batch its work, and must leave the state that
+    applying them one by one would: a replay (``replay`` below) hands it a
+    subject's remaining events in such pages.  ``purge`` removes everything
+    derived from one stream; ``purge_events`` makes the stream's rows what a
+    replay without the given events gives (or removes what those events
+    contributed and leaves the rest to the rebuild job that proves it).
+    ``item_digests`` digests each item of one stream's state; ``digest``
+    composes them (see ``compose_digests``), so a live projection can be
+    compared with a fresh replay, and an item's change changes one term.
     """
 
     name: str
@@ -32,4 +67,49 @@ class Projection(Protocol):
 
     def purge(self, conn: Connection, stream_id: int) -> None: ...
 
-    def digest(self, conn: Connection, cipher: SubjectCipher | None, stream_id: int) -> str: ...
+    def purge_events(
+        self, source: StreamSource, stream_id: int, erased: Sequence[RecordedEvent]
+    ) -> None:
+        """Called after ``erased`` (read before they were erased, with their data) became
+        tombstones, in the erasing transaction."""
+        ...
+
+    def item_digests(
+        self, conn: Connection, cipher: SubjectCipher | None, stream_id: int
+    ) -> list[str]: ...
+
+    def digest(self, conn: Connection, cipher: SubjectCipher | None, stream_id: int) -> str:
+        return compose_digests(self.item_digests(conn, cipher, stream_id))
+
+
+def item_digest(kind: str, item: Any) -> str:
+    """The digest of one item of a projection's state (a node, an edge, a vector …)."""
+    return state_digest({"kind": kind, "item": item})
+
+
+def compose_digests(items: Iterable[str]) -> str:
+    """A subject's state digest from its items' digests, in any order.
+
+    SHA-256 over the sorted item digests: adding, changing or removing one
+    item changes one term, and a digest kept per item lets a later one be
+    computed without reading the other items' rows again.
+    """
+    return hashlib.sha256("\n".join(sorted(items)).encode()).hexdigest()
+
+
+def replay(source: StreamSource, projections: Iterable[Projection], stream_id: int) -> int:
+    """Purge and re-apply one stream's remaining events to each projection; the events
+    applied (none when the stream's key was destroyed)."""
+    chosen = list(projections)
+    conn, cipher = source.connection, source.cipher(stream_id)
+    for projection in chosen:
+        projection.purge(conn, stream_id)
+    if cipher is None:
+        return 0
+    remaining = ((cipher, e) for e in source.read_stream_id(stream_id) if e.data is not None)
+    applied = 0
+    while page := list(itertools.islice(remaining, REPLAY_PAGE)):
+        for projection in chosen:
+            projection.apply_page(conn, page)
+        applied += len(page)
+    return applied

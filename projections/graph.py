@@ -19,8 +19,8 @@ from sqlalchemy.engine import Connection
 
 from eventstore import RecordedEvent, SubjectCipher
 from projections import events as ev
+from projections.base import Projection, StreamSource, item_digest, replay
 from projections.claims.records import claim_node, claim_row, entity_node
-from projections.digest import state_digest
 from projections.extraction import Extractor, OneNodePerEvent
 from projections.model import (
     EdgeKind,
@@ -31,7 +31,7 @@ from projections.model import (
     new_node,
 )
 from projections.storage.claim_store import ClaimStore
-from projections.storage.graph_store import GraphStore, node_from_row, state_of
+from projections.storage.graph_store import GraphStore, NodeRow, node_from_row, state_of
 from projections.storage.item_store import ItemStore
 
 
@@ -68,7 +68,7 @@ def operation_fingerprint(cipher: SubjectCipher, key: str, request: Mapping[str,
     return cipher.mac("operation", text.encode())
 
 
-class NodeGraphProjection:
+class NodeGraphProjection(Projection):
     """Nodes, SUPERSEDES/CONTRADICTS edges, lifecycle and idempotency keys."""
 
     name = "node_graph"
@@ -146,24 +146,37 @@ class NodeGraphProjection:
             self.apply(conn, cipher, event)
         return len(remaining)
 
-    def digest(self, conn: Connection, cipher: SubjectCipher | None, stream_id: int) -> str:
+    def purge_events(
+        self, source: StreamSource, stream_id: int, erased: Sequence[RecordedEvent]
+    ) -> None:
+        """Re-derive only what the erased events reached, unless the stream's graph
+        predates the rows that say what that is (then replay it, once)."""
+        conn, cipher = source.connection, source.cipher(stream_id)
+        if cipher is None or self.needs_rebuild(conn, stream_id):
+            replay(source, [self], stream_id)
+        else:
+            self.remove_events(conn, cipher, [e.event_id for e in erased], source.get_events)
+
+    def item_digests(
+        self, conn: Connection, cipher: SubjectCipher | None, stream_id: int
+    ) -> list[str]:
         store = GraphStore(conn)
         node_rows = store.stream_nodes(stream_id)
         if cipher is None and node_rows:
             raise ValueError("node rows remain for a stream whose key is destroyed")
-        state = {
-            "nodes": sorted(
-                (_node_state(node_from_row(cipher, r)) for r in node_rows if cipher),
-                key=lambda n: n["id"],
-            ),
-            "edges": [_row_dict(r) for r in store.stream_edges(stream_id)],
-            "operations": [_row_dict(r) for r in store.stream_operations(stream_id)],
-            "events": [_row_dict(r) for r in store.stream_memory_events(stream_id)],
-            "claims": [_row_dict(r) for r in ClaimStore(conn).stream_claims(stream_id)],
-            "items": ItemStore(conn).stream_rows(stream_id),
-            "refs": store.stream_refs(stream_id),
+        nodes = [_node_state(node_from_row(cipher, r)) for r in node_rows if cipher]
+        rows = {
+            "edge": store.stream_edges(stream_id),
+            "operation": store.stream_operations(stream_id),
+            "event": store.stream_memory_events(stream_id),
+            "claim": ClaimStore(conn).stream_claims(stream_id),
         }
-        return state_digest(state)
+        return [
+            *(item_digest("node", node) for node in nodes),
+            *(item_digest(kind, _row_dict(r)) for kind, found in rows.items() for r in found),
+            *(item_digest("item", row) for row in ItemStore(conn).stream_rows(stream_id)),
+            *(item_digest("ref", ref) for ref in store.stream_refs(stream_id)),
+        ]
 
     # -- handlers --------------------------------------------------------------
 
@@ -243,14 +256,14 @@ class NodeGraphProjection:
         self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
     ) -> None:
         a, b = (uuid.UUID(i) for i in data["node_ids"])
-        if {a, b} <= self._apply_after_states(store, data):
+        if {a, b} <= self._apply_after_states(store, cipher, data):
             _link(store, cipher, event, EdgeKind.CONTRADICTS, a, b)
         self._record_operation(store, cipher, event, data)
 
     def _reinforced(
         self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
     ) -> None:
-        self._apply_after_states(store, data)
+        self._apply_after_states(store, cipher, data)
         if data.get("request_id"):
             self._record_operation(store, cipher, event, data)
 
@@ -259,7 +272,7 @@ class NodeGraphProjection:
     ) -> None:
         """The archiving job's decision (archived or un-archived), recorded as
         after-states: replay never re-decides."""
-        self._apply_after_states(store, data)
+        self._apply_after_states(store, cipher, data)
 
     def _claims_extracted(
         self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
@@ -302,7 +315,17 @@ class NodeGraphProjection:
         """One node retires another: a supersession (explicit, or a claim's automatic
         one), or the resolution of a contradiction."""
         retired, successor = _retirement(data)
-        present = self._apply_after_states(store, data)
+        after = _after_states(data)
+        rows = store.node_rows(after)
+        # The successor is among the recorded after-states: its row answers, no query.
+        named = {row.node_id for row in rows}
+        if successor not in named and not store.present_nodes(cipher.stream_id, [successor]):
+            # An erased successor reinstates its predecessor: a retirement whose
+            # successor no longer exists retires nothing, so an erasure leaves
+            # what a replay without the erased events gives (docs/erasure.md).
+            self._record_operation(store, cipher, event, data)
+            return
+        present = self._set_states(store, cipher, rows, after)
         # A retired node's contradictions are settled with it.
         store.resolve_edges_touching(EdgeKind.CONTRADICTS, retired, event.recorded_at)
         _close_interval(store, cipher, retired, data)
@@ -310,13 +333,34 @@ class NodeGraphProjection:
             _link(store, cipher, event, EdgeKind.SUPERSEDES, successor, retired)
         self._record_operation(store, cipher, event, data)
 
-    def _apply_after_states(self, store: GraphStore, data: dict[str, Any]) -> set[uuid.UUID]:
+    def _apply_after_states(
+        self, store: GraphStore, cipher: SubjectCipher, data: dict[str, Any]
+    ) -> set[uuid.UUID]:
         """Set each recorded after-state on nodes that still exist; return those nodes."""
-        after = {uuid.UUID(k): v for k, v in data["after"].items()}
-        present = store.node_rows(after)
-        for row in present:
-            store.update_state(row, state_from_json(after[row.node_id]))
-        return {row.node_id for row in present}
+        after = _after_states(data)
+        return self._set_states(store, cipher, store.node_rows(after), after)
+
+    def _set_states(
+        self,
+        store: GraphStore,
+        cipher: SubjectCipher,
+        rows: Sequence[NodeRow],
+        after: Mapping[uuid.UUID, dict[str, Any]],
+    ) -> set[uuid.UUID]:
+        """Set the after-states on the nodes of ``rows``; return those nodes.
+
+        A state that names a successor which no longer exists keeps the node's
+        own lifecycle: the retirement it records was not applied (see ``_retired``).
+        """
+        named = {s["superseded_by"] for s in after.values() if s.get("superseded_by")}
+        missing = named - {row.node_id for row in rows}
+        gone = missing - store.present_nodes(cipher.stream_id, missing)
+        for row in rows:
+            state = after[row.node_id]
+            if state.get("superseded_by") in gone:
+                state = state | {"lifecycle": row.lifecycle, "superseded_by": row.superseded_by}
+            store.update_state(row, state)
+        return {row.node_id for row in rows}
 
     def _record_operation(
         self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
@@ -324,6 +368,11 @@ class NodeGraphProjection:
         key, request = data["operation_key"], data["request"]
         fingerprint = operation_fingerprint(cipher, key, request)
         store.record_operation(cipher.stream_id, key, fingerprint, event.event_id)
+
+
+def _after_states(data: Mapping[str, Any]) -> dict[uuid.UUID, dict[str, Any]]:
+    """A record's after-states by node id."""
+    return {uuid.UUID(k): state_from_json(v) for k, v in data["after"].items()}
 
 
 def _retirement(data: Mapping[str, Any]) -> tuple[uuid.UUID, uuid.UUID]:

@@ -158,6 +158,12 @@ def open_store_embedders(
     return StoreEmbedders(configured, stored.spec, options)
 
 
+def current_embedder(store: EventStore) -> RecordedEmbedder:
+    """The embedder the store records as its own (every process embeds with it)."""
+    with store.reading() as view:
+        return embedder_store.recorded(view.connection)[CURRENT]
+
+
 def _inherit(stored: RecordedEmbedder, options: EmbedderOptions) -> StoreEmbedders:
     """The store's own embedder, for a process configured with none."""
     if stored.spec is None:

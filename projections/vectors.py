@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 
 from eventstore import RecordedEvent, SubjectCipher
 from projections import events as ev
-from projections.digest import state_digest
+from projections.base import Projection, StreamSource, item_digest
 from projections.embedders import Embedder
 from projections.extraction import Extractor, OneNodePerEvent
 from projections.model import NodeType
@@ -27,7 +27,7 @@ from projections.store_embedders import StoreEmbedders
 _NodeText = tuple[SubjectCipher, uuid.UUID, uuid.UUID, str]
 
 
-class VectorProjection:
+class VectorProjection(Projection):
     """Embeddings of nodes, plus triggers and attractors, per subject."""
 
     name = "vector_state"
@@ -150,42 +150,51 @@ class VectorProjection:
     def purge(self, conn: Connection, stream_id: int) -> None:
         VectorStore(conn).purge_stream(stream_id)
 
-    def purge_event(self, conn: Connection, stream_id: int, event: RecordedEvent) -> None:
-        """Drop what one erased event (as it was read before erasure) contributed; the
-        rebuild job later proves the rest.  A claims event's nodes are attributed to its
-        message (see ``_node_texts``)."""
-        attributed = [event.event_id]
-        if event.type == ev.CLAIMS_EXTRACTED and event.data is not None:
-            attributed.append(uuid.UUID(event.data["source_event_id"]))
-        VectorStore(conn).purge_events(stream_id, attributed)
+    def purge_events(
+        self, source: StreamSource, stream_id: int, erased: Sequence[RecordedEvent]
+    ) -> None:
+        """Drop what the erased events contributed; the rebuild job later proves the
+        rest (embedding everything again would make the erasure slow).  A claims
+        event's nodes are attributed to its message (see ``_node_texts``)."""
+        attributed = [event.event_id for event in erased]
+        attributed += [
+            uuid.UUID(event.data["source_event_id"])
+            for event in erased
+            if event.type == ev.CLAIMS_EXTRACTED and event.data is not None
+        ]
+        VectorStore(source.connection).purge_events(stream_id, attributed)
 
-    def digest(self, conn: Connection, cipher: SubjectCipher | None, stream_id: int) -> str:
+    def item_digests(
+        self, conn: Connection, cipher: SubjectCipher | None, stream_id: int
+    ) -> list[str]:
         store = VectorStore(conn)
         # The serving embedder's vectors: a running re-embedding's are not served yet.
         rows = store.stream_vectors(stream_id, embedder_store.serving(conn, stream_id))
         if cipher is None:
             if rows:
                 raise ValueError("vector rows remain for a stream whose key is destroyed")
-            return state_digest({"vectors": [], "triggers": [], "attractors": []})
-        state = {
-            "vectors": [
-                {
-                    "node_id": r.node_id,
-                    "embedder": r.embedder,
-                    "vector": unpack_vector(cipher.open("vector", r.node_id.bytes, r.embedding)),
-                }
-                for r in rows
-            ],
-            "triggers": [
-                {"id": r.trigger_id, "weight": r.weight, "threshold": r.threshold, "body": body}
-                for r, body in store.stream_triggers(cipher)
-            ],
-            "attractors": [
-                {"id": r.attractor_id, "severity": r.severity, "body": body}
-                for r, body in store.stream_attractors(cipher)
-            ],
-        }
-        return state_digest(state)
+            return []
+        vectors = (
+            {
+                "node_id": r.node_id,
+                "embedder": r.embedder,
+                "vector": unpack_vector(cipher.open("vector", r.node_id.bytes, r.embedding)),
+            }
+            for r in rows
+        )
+        triggers = (
+            {"id": r.trigger_id, "weight": r.weight, "threshold": r.threshold, "body": body}
+            for r, body in store.stream_triggers(cipher)
+        )
+        attractors = (
+            {"id": r.attractor_id, "severity": r.severity, "body": body}
+            for r, body in store.stream_attractors(cipher)
+        )
+        return [
+            *(item_digest("vector", v) for v in vectors),
+            *(item_digest("trigger", t) for t in triggers),
+            *(item_digest("attractor", a) for a in attractors),
+        ]
 
 
 def _text(node: dict[str, Any]) -> str:

@@ -1,9 +1,9 @@
 """Erasure orchestration: ``forget`` a subject, ``delete_event`` one event.
 
 Each request commits in one transaction: payloads become tombstones, the
-subject's projection rows are purged (for a single event, the part of the node
-graph the event reached is derived again from what remains, and the vector
-state drops the event's vectors) with the erased nodes' access counts, the data key
+subject's projection rows are purged (for a single event, each projection of the
+registry takes out what the event contributed: the node graph derives the part the
+event reached again from what remains) with the erased nodes' access counts, the data key
 is destroyed (forget), one rebuild job per projection is enqueued and a
 content-free audit entry is appended.
 From the moment it returns, no read path can return the erased content.  The
@@ -36,13 +36,8 @@ from eventstore import jobs as job_queue
 from eventstore.errors import EventUnavailableError
 from eventstore.ids import check_namespace, check_subject, parse_uuid
 from projections import events as ev
-from projections.base import Projection
-from projections.graph import NodeGraphProjection
-from projections.storage import checkpoints
-from projections.storage.access_store import AccessStore
-from projections.vectors import VectorProjection
+from projections.registry import ProjectionRegistry
 from workers.policy import ErasurePolicy, check_legal_ground, check_reason
-from workers.replay import rebuild
 
 
 @dataclass(frozen=True)
@@ -72,28 +67,18 @@ class ErasureStatus:
     jobs: list[JobStatus]
 
 
-@dataclass(frozen=True)
-class AsyncPartitioning:
-    """Where an asynchronous projection keeps its checkpoints (see ProjectionRunner)."""
-
-    projection: str
-    partitions: int
-
-
 class Eraser:
     """Accepts erasure requests and commits their synchronous part."""
 
     def __init__(
         self,
         store: EventStore,
-        projections: Sequence[Projection],
-        async_projections: Sequence[AsyncPartitioning],
+        projections: ProjectionRegistry,
         policy: ErasurePolicy,
         clock: Callable[[], datetime],
     ) -> None:
         self.store = store
-        self.projections = list(projections)
-        self.async_projections = list(async_projections)
+        self.projections = projections
         self.policy = policy
         self.clock = clock
 
@@ -146,13 +131,11 @@ class Eraser:
         values["api_keys_revoked"] = apikeys.revoke_user_keys(tx.connection, subject_key.hex(), now)
         if stream is not None:
             stream_id = stream.ref.stream_id
-            self._hold_async_partitions(tx, stream_id)
+            self.projections.hold(tx.connection, stream_id)
             tombstones = tx.tombstone(stream_id, None, request_id)
             destruction = tx.destroy_data_key(stream_id)
             tx.close_stream(stream_id)
-            for projection in self.projections:
-                projection.purge(tx.connection, stream_id)
-            AccessStore(tx.connection).purge_stream(stream_id)
+            self.projections.purge_subject(tx.connection, stream_id)
             values |= _erased(stream, tombstones, now) | {
                 "dek_id": destruction.dek_id,
                 "kek_version": destruction.kek_version,
@@ -178,7 +161,7 @@ class Eraser:
         check_legal_ground(legal_ground)
         owner = None if user_id is None else self.store.subject_key(namespace, user_id)
         with self.store.transaction() as tx:
-            event = self._locked_event(tx, wanted)
+            event, derived = self._locked_event(tx, wanted)
             if (
                 event is None
                 or event.stream.namespace != namespace
@@ -191,11 +174,15 @@ class Eraser:
             if stream is None or stream.closed_at is not None:
                 raise EventUnavailableError()
             request_id = uuid.uuid4()
-            self._delete_in_stream(tx, request_id, stream, event, reason, legal_ground, actor_id)
+            erased = [event, *derived]
+            self._delete_in_stream(tx, request_id, stream, erased, reason, legal_ground, actor_id)
         return request_id
 
-    def _locked_event(self, tx: Transaction, event_id: uuid.UUID) -> RecordedEvent | None:
-        """The event as it stands once its stream is locked.
+    def _locked_event(
+        self, tx: Transaction, event_id: uuid.UUID
+    ) -> tuple[RecordedEvent | None, list[RecordedEvent]]:
+        """The event as it stands once its stream is locked, and the events derived from
+        it (an ingested message's claims event), read with it.
 
         Reading first and locking after would let a concurrent delete or
         forget erase the event in between; re-reading under the lock makes a
@@ -203,43 +190,29 @@ class Eraser:
         """
         found = tx.get_events([event_id])
         if not found:
-            return None
+            return None, []
         tx.lock_stream(found[0].stream.stream_id)
-        again = tx.get_events([event_id])
-        return again[0] if again else None
+        again = {e.event_id: e for e in tx.get_events([event_id, *ev.derived_event_ids(event_id)])}
+        event = again.pop(event_id, None)
+        return event, list(again.values())
 
     def _delete_in_stream(
         self,
         tx: Transaction,
         request_id: uuid.UUID,
         stream: LockedStream,
-        event: RecordedEvent,
+        erased: Sequence[RecordedEvent],
         reason: str,
         legal_ground: str,
         actor_id: str | None,
     ) -> None:
+        """Erase ``erased``: an event and what was derived from it (an ingested message's
+        claims event: its claims, plan and identities), read before erasure."""
         now = self.clock()
-        stream_id, event_id = stream.ref.stream_id, event.event_id
-        self._hold_async_partitions(tx, stream_id)
-        # What was derived from the event goes with it (an ingested message's
-        # claims event: its claims, plan and identities).
-        erased = [event_id, *ev.derived_event_ids(event_id)]
-        tombstones = tx.tombstone(stream_id, erased, request_id)
-        # The graph first: the vector state keeps the vectors of nodes the graph
-        # still holds.  Embedding everything again would make the call slow; the
-        # vector state drops what the event contributed now, and the rebuild job
-        # proves the rest.
-        vector_states = [p for p in self.projections if isinstance(p, VectorProjection)]
-        for projection in self.projections:
-            if isinstance(projection, NodeGraphProjection):
-                self._remove_from_graph(tx, projection, stream_id, erased)
-            elif projection not in vector_states:
-                rebuild(tx, [projection], stream_id)
-        for projection in vector_states:
-            projection.purge_event(tx.connection, stream_id, event)
-        # Access counts are no projection (no replay rebuilds them): they go here,
-        # with the nodes they count, and rebuilds leave the others alone.
-        AccessStore(tx.connection).purge_events(stream_id, erased)
+        stream_id = stream.ref.stream_id
+        self.projections.hold(tx.connection, stream_id)
+        tombstones = tx.tombstone(stream_id, [e.event_id for e in erased], request_id)
+        self.projections.purge_events(tx, stream_id, erased)
         values = self._request_values(
             request_id,
             "delete_event",
@@ -252,26 +225,7 @@ class Eraser:
         )
         self._record(tx, values | _erased(stream, tombstones, now), actor_id)
 
-    def _remove_from_graph(
-        self,
-        tx: Transaction,
-        graph: NodeGraphProjection,
-        stream_id: int,
-        erased: Sequence[uuid.UUID],
-    ) -> None:
-        """Re-derive only what the erased events reached, unless the stream's graph
-        predates the rows that say what that is (then rebuild it, once)."""
-        cipher = tx.cipher(stream_id)
-        if cipher is None or graph.needs_rebuild(tx.connection, stream_id):
-            rebuild(tx, [graph], stream_id)
-        else:
-            graph.remove_events(tx.connection, cipher, erased, tx.get_events)
-
     # -- shared steps -------------------------------------------------------------
-
-    def _hold_async_partitions(self, tx: Transaction, stream_id: int) -> None:
-        for spec in self.async_projections:
-            checkpoints.hold(tx.connection, spec.projection, stream_id % spec.partitions)
 
     def _request_values(
         self,
@@ -305,7 +259,7 @@ class Eraser:
         job_queue.enqueue(
             tx.connection,
             values["request_id"],
-            [(p.name, p.version) for p in self.projections],
+            self.projections.versions(),
             values.get("stream_id"),
             values["received_at"],
             self.policy.max_attempts,

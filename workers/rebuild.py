@@ -18,20 +18,19 @@ import contextlib
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
-from eventstore import AuditEntry, EventStore, LogCursor, Transaction
+from eventstore import AuditEntry, EventStore, Transaction
 from eventstore import erasure as requests
 from eventstore import jobs as job_queue
-from projections.base import Projection
-from projections.storage import checkpoints
+from projections.base import Projection, replay
+from projections.registry import ProjectionRegistry
 from workers.certify import Certifier
-from workers.erasure import AsyncPartitioning
 from workers.job_worker import JobWorker, LeaseLostError, default_worker_id
 from workers.policy import ErasurePolicy
-from workers.replay import live_digests, rebuild, replay_digests
+from workers.replay import live_digests, replay_digests
 
 log = logging.getLogger(__name__)
 
@@ -42,16 +41,14 @@ class RebuildWorker(JobWorker):
     def __init__(
         self,
         store: EventStore,
-        projections: Sequence[Projection],
-        async_projections: Sequence[AsyncPartitioning],
+        projections: ProjectionRegistry,
         certifier: Certifier,
         policy: ErasurePolicy,
         clock: Callable[[], datetime],
         worker_id: str | None = None,
     ) -> None:
         self.store = store
-        self.projections: Mapping[str, Projection] = {p.name: p for p in projections}
-        self.partitioning = {a.projection: a.partitions for a in async_projections}
+        self.projections = projections
         self.certifier = certifier
         self.policy = policy
         self.clock = clock
@@ -98,7 +95,7 @@ class RebuildWorker(JobWorker):
                 return
 
     def _process(self, job: Any) -> None:
-        projection = self.projections[job.projection]
+        projection = self.projections.named(job.projection)
         with self.store.transaction() as tx:
             results = self._rebuild(tx, projection, job.stream_id)
             if not job_queue.finish(
@@ -114,26 +111,13 @@ class RebuildWorker(JobWorker):
             return {"position": "0:0", "state_digest": "", "replay_digest": ""}
         tx.lock_stream(stream_id)
         position = job_queue.stream_cursor(tx.connection, stream_id)
-        if self._holds_complete_state(tx, projection.name, stream_id, position):
+        if self.projections.holds_complete_state(
+            tx.connection, projection.name, stream_id, position
+        ):
             live, fresh = _digests_around_rebuild(tx, projection, stream_id)
         else:
             live, fresh = _rebuild_then_replay(tx, projection, stream_id)
         return {"position": str(position), "state_digest": live, "replay_digest": fresh}
-
-    def _holds_complete_state(
-        self, tx: Transaction, name: str, stream_id: int, position: LogCursor
-    ) -> bool:
-        """Whether the live rows are the projection of the whole stream, as kept incrementally.
-
-        Inline projections always are.  An asynchronous one is once its
-        checkpoint has passed the stream's last event; its partition is held
-        so no runner batch changes the rows while they are digested.
-        """
-        partitions = self.partitioning.get(name)
-        if partitions is None:
-            return True
-        checkpoints.hold(tx.connection, name, stream_id % partitions)
-        return checkpoints.read(tx.connection, name, stream_id % partitions) >= position
 
     def _record_failure(self, job: Any, error: Exception) -> None:
         now = self.clock()
@@ -162,7 +146,7 @@ def _digests_around_rebuild(
     that replay is deterministic).
     """
     live = live_digests(tx, [projection], stream_id)[projection.name]
-    rebuild(tx, [projection], stream_id)
+    replay(tx, [projection], stream_id)
     fresh = live_digests(tx, [projection], stream_id)[projection.name]
     return live, fresh
 
@@ -175,7 +159,7 @@ def _rebuild_then_replay(
     The lagging rows are no state to compare, so the rebuilt rows are compared
     with a second replay in a savepoint.
     """
-    rebuild(tx, [projection], stream_id)
+    replay(tx, [projection], stream_id)
     live = live_digests(tx, [projection], stream_id)[projection.name]
     return live, replay_digests(tx, [projection], stream_id)[projection.name]
 

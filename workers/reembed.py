@@ -40,8 +40,7 @@ from projections.embedders import Embedder
 from projections.storage import embedder_store
 from projections.storage import vector_rebuilds as jobs
 from projections.storage.embedder_store import CURRENT, TARGET, RecordedEmbedder
-from projections.storage.tables import nodes
-from projections.storage.vector_rebuilds import RebuildProgress
+from projections.storage.vector_rebuilds import RebuildProgress as RebuildProgress
 from projections.storage.vector_store import NodeVector, VectorStore
 from projections.store_embedders import StoreEmbedders, describe
 from workers.job_worker import JobWorker, LeaseLostError, default_worker_id
@@ -138,6 +137,11 @@ class VectorRebuilder(JobWorker):
                 "changing the embedder re-embeds every subject: use --all, not --user"
             )
         return target
+
+    def recent(self, limit: int) -> list[RebuildProgress]:
+        """The ``limit`` most recent jobs' progress, newest first (counts only)."""
+        with self.store.reading() as view:
+            return jobs.recent_progress(view.connection, limit)
 
     def progress(self, rebuild_id: uuid.UUID) -> RebuildProgress:
         with self.store.reading() as view:
@@ -309,12 +313,9 @@ class VectorRebuilder(JobWorker):
 
 
 def _existing(conn: sa.Connection, stream_id: int, rows: Sequence[Any]) -> set[uuid.UUID]:
-    """Which of the nodes ``rows`` name still exist (through the nodes' key, by event)."""
-    query = sa.select(nodes.c.node_id).where(
-        nodes.c.stream_id == stream_id, nodes.c.event_id.in_({row.event_id for row in rows})
-    )
-    wanted = {row.node_id for row in rows}
-    return wanted.intersection(conn.execute(query).scalars())
+    """Which of the nodes ``rows`` name still exist."""
+    found = jobs.existing_nodes(conn, stream_id, {row.event_id for row in rows})
+    return {row.node_id for row in rows} & found
 
 
 def _reembed_probes(conn: sa.Connection, cipher: SubjectCipher, embedder: Embedder) -> None:

@@ -8,54 +8,39 @@ certificates show that replay equals incremental.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 from eventstore import EventStore, Transaction
-from projections.base import Projection
+from projections.base import Projection, replay
 
 
 def live_digests(
-    tx: Transaction, projections: Sequence[Projection], stream_id: int
+    tx: Transaction, projections: Iterable[Projection], stream_id: int
 ) -> dict[str, str]:
     cipher = tx.cipher(stream_id)
     return {p.name: p.digest(tx.connection, cipher, stream_id) for p in projections}
 
 
 def replay_digests(
-    tx: Transaction, projections: Sequence[Projection], stream_id: int
+    tx: Transaction, projections: Iterable[Projection], stream_id: int
 ) -> dict[str, str]:
     """Digest of each projection rebuilt from the log, without changing live rows."""
+    chosen = list(projections)
     savepoint = tx.connection.begin_nested()
     try:
-        rebuild(tx, projections, stream_id)
-        return live_digests(tx, projections, stream_id)
+        replay(tx, chosen, stream_id)
+        return live_digests(tx, chosen, stream_id)
     finally:
         savepoint.rollback()
 
 
-def rebuild(tx: Transaction, projections: Sequence[Projection], stream_id: int) -> int:
-    """Purge and re-apply one stream's events to each projection; the events applied."""
-    cipher = tx.cipher(stream_id)
-    for projection in projections:
-        projection.purge(tx.connection, stream_id)
-    if cipher is None:
-        return 0
-    applied = 0
-    for event in tx.read_stream_id(stream_id):
-        if event.data is None:
-            continue
-        for projection in projections:
-            projection.apply(tx.connection, cipher, event)
-        applied += 1
-    return applied
-
-
 def compare(
-    store: EventStore, projections: Sequence[Projection], stream_id: int
+    store: EventStore, projections: Iterable[Projection], stream_id: int
 ) -> dict[str, tuple[str, str]]:
     """Live and replayed digest per projection, read in one transaction."""
+    chosen = list(projections)
     with store.transaction() as tx:
         tx.lock_stream(stream_id)
-        live = live_digests(tx, projections, stream_id)
-        fresh = replay_digests(tx, projections, stream_id)
+        live = live_digests(tx, chosen, stream_id)
+        fresh = replay_digests(tx, chosen, stream_id)
     return {name: (live[name], fresh[name]) for name in live}

@@ -78,7 +78,7 @@ def principal(request: Request, credentials: Credentials) -> Principal:
 Authenticated = Annotated[Principal, Depends(principal)]
 
 #: A dependency made by ``allow``: the principal of an authenticated request.
-Admission = Callable[[Principal], Coroutine[Any, Any, Principal]]
+Admission = Callable[[Request, Principal], Coroutine[Any, Any, Principal]]
 
 
 def allow(*kinds: str) -> Admission:

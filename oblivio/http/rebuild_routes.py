@@ -32,7 +32,7 @@ from projections.embedders import (
     MAX_EMBEDDER_NAME_CHARS,
     check_embedder_name,
 )
-from projections.storage.vector_rebuilds import RebuildProgress
+from workers.reembed import RebuildProgress
 
 router = APIRouter(
     prefix="/v1/admin/rebuilds",

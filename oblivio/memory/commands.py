@@ -41,9 +41,8 @@ from projections.model import (
     Scope,
     SourceType,
 )
+from projections.reads import GraphReads, NodeRow, node_from_row, state_of
 from projections.scoring import MAX_TRIGGER_WEIGHT
-from projections.storage.claim_store import ClaimStore
-from projections.storage.graph_store import GraphStore, NodeRow, node_from_row, state_of
 
 CorrectionEntry = Mapping[str, Any] | Sequence[Any]
 
@@ -164,7 +163,7 @@ def store_memory(
         except DuplicateEventError as e:
             raise IdempotencyConflictError() from e
         if stream.version == version_before:  # a replay: the earlier nodes, as they are now
-            rows = GraphStore(tx.connection).nodes_of_event(recorded.event_id)
+            rows = GraphReads(tx).nodes_of_event(recorded.event_id)
             node_ids = [row.node_id for row in rows]
         else:
             node_ids = ctx.graph.apply_stored(tx.connection, _cipher(tx, stream), recorded)
@@ -411,7 +410,7 @@ def _retire(
     """
     partners = _open_contradictions(tx, retired.id)
     others = partners - {successor.id}
-    rows = GraphStore(tx.connection).node_rows(others) if others else []
+    rows = GraphReads(tx).node_rows(others) if others else []
     touched = {successor.id: successor, **{n.id: n for n in _nodes(tx, stream, rows)}}
     after = [
         _with_state(
@@ -438,7 +437,7 @@ def _interval_end(
     an earlier-effective one, where the automatic rules would retire nothing.
     Nodes that are not claims have no interval, and their records no ``valid_to``.
     """
-    claims = ClaimStore(tx.connection)
+    claims = GraphReads(tx)
     row = claims.claim(stream.ref.stream_id, retired.id)
     if row is None:
         return {}
@@ -453,7 +452,7 @@ def _interval_end(
 
 def _open_contradictions(tx: Transaction, node_id: uuid.UUID) -> set[uuid.UUID]:
     partners = set()
-    for edge in GraphStore(tx.connection).edges_touching(node_id):
+    for edge in GraphReads(tx).edges_touching(node_id):
         if edge.kind == "CONTRADICTS" and edge.resolved_at is None:
             partners.add(edge.target_node if edge.source_node == node_id else edge.source_node)
     return partners

@@ -25,7 +25,7 @@ from eventstore.ids import parse_uuid
 from oblivio.json_text import iso, plain
 from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
-from projections.storage.graph_store import GraphStore, node_from_row
+from projections.reads import GraphReads, node_from_row
 from workers.erasure import ErasureStatus, request_status
 from workers.policy import DEFAULT_LEGAL_GROUND
 
@@ -181,7 +181,7 @@ def _subject_nodes(ctx: MemoryContext, user: str) -> list[dict[str, Any]]:
         cipher = view.cipher(head.stream.stream_id)
         if cipher is None:
             return []
-        rows = GraphStore(view.connection).stream_nodes(head.stream.stream_id)
+        rows = GraphReads(view).stream_nodes(head.stream.stream_id)
         nodes = [node_from_row(cipher, row) for row in rows]
     return [plain(n) for n in nodes]
 

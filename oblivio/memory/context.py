@@ -14,7 +14,9 @@ from eventstore.ids import check_namespace
 from projections.access import AccessLog
 from projections.embedders import Embedder
 from projections.graph import NodeGraphProjection
+from projections.registry import ProjectionRegistry
 from projections.retrieval_index import RetrievalCache
+from projections.retrieval_service import RetrievalService
 from projections.scoring import ScoringConfig
 from projections.vectors import VectorProjection
 from workers.archiving import Archiver
@@ -31,6 +33,9 @@ DEFAULT_CONSISTENCY_TIMEOUT = 10.0
 @dataclass
 class MemoryContext:
     store: EventStore
+    #: Every projection: erasure, rebuilds, replay and digests iterate over it.
+    projections: ProjectionRegistry
+    #: The inline projection commands write in their own transaction.
     graph: NodeGraphProjection
     vectors: VectorProjection
     runner: ProjectionRunner
@@ -49,8 +54,9 @@ class MemoryContext:
     access: AccessLog
     #: Selective forgetting: archives what exceeds the retrieval tier's capacity.
     archiver: Archiver
+    #: The projections' read facade for retrieval and the vector state.
+    retrieval: RetrievalService
     consistency_timeout: float = DEFAULT_CONSISTENCY_TIMEOUT
-    retrieval_cache: RetrievalCache = field(default_factory=RetrievalCache)
     #: Verified API keys of the HTTP API; off unless the settings give a time.
     api_keys: VerifiedKeys = field(default_factory=lambda: VerifiedKeys(0))
     #: Metadata every ``store`` starts from, under the call's own ``meta``
@@ -79,3 +85,8 @@ class MemoryContext:
         if wanted == self.namespace and cluster_wide == self.cluster_wide:
             return self
         return replace(self, namespace=wanted, cluster_wide=cluster_wide)
+
+    @property
+    def retrieval_cache(self) -> RetrievalCache:
+        """The per-subject retrieval indexes this process keeps (the retrieval service's)."""
+        return self.retrieval.cache

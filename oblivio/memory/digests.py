@@ -5,12 +5,7 @@ from __future__ import annotations
 from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.queries import wait_for_vectors
-from projections.base import Projection
 from workers.replay import compare
-
-
-def projections_of(ctx: MemoryContext) -> list[Projection]:
-    return [ctx.graph, ctx.vectors]
 
 
 def replay_comparison(ctx: MemoryContext, *, user_id: str) -> dict[str, tuple[str, str]]:
@@ -18,4 +13,4 @@ def replay_comparison(ctx: MemoryContext, *, user_id: str) -> dict[str, tuple[st
     stream_id = wait_for_vectors(ctx, inputs.user(user_id))
     if stream_id is None:
         return {}
-    return compare(ctx.store, projections_of(ctx), stream_id)
+    return compare(ctx.store, ctx.projections, stream_id)

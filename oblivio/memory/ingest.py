@@ -24,7 +24,7 @@ from oblivio.memory.context import MemoryContext
 from projections import events as ev
 from projections.claims.publication import FIRST_PERSON_OWNER_KEY
 from projections.model import NodeType, Role, Scope, SourceType
-from projections.storage.graph_store import GraphStore
+from projections.reads import GraphReads
 
 MAX_BATCH_MESSAGES = 100
 MAX_SPEAKER_CHARS = 200
@@ -230,7 +230,7 @@ def _after_extraction(
     if not ctx.extraction.catch_up(event.cursor, event.stream.stream_id, ctx.consistency_timeout):
         raise NotCaughtUpError()
     with ctx.store.reading() as view:
-        rows = GraphStore(view.connection).nodes_of_event(event.event_id)
+        rows = GraphReads(view).nodes_of_event(event.event_id)
     notes = set(result.note_node_ids)
     claims = tuple(
         r.node_id for r in rows if r.node_id not in notes and r.node_type != NodeType.ENTITY

@@ -25,11 +25,10 @@ from oblivio.memory.context import MemoryContext
 from oblivio.memory.queries import is_memory_event, memory_event, owner_stream
 from oblivio.memory.records import ItemRevision, StoredItem
 from projections import events as ev
+from projections.base import replay
 from projections.graph import item_hash
 from projections.model import LifecycleState, NodeType, Role, Scope, SourceType
-from projections.storage.graph_store import GraphStore
-from projections.storage.item_store import ItemRow, ItemStore
-from workers.replay import rebuild
+from projections.reads import GraphReads, ItemRow
 
 MAX_ITEM_KEY_CHARS = 256
 #: ``get_events`` reads at most this many events by id at once.
@@ -87,8 +86,8 @@ def put_item(
         stream = tx.lock_stream(Subject(ctx.namespace, user), create=True)
         cipher = tx.locked_cipher(stream)
         _backfill_locked(ctx, tx, cipher)
-        revisions = ItemStore(tx.connection).revisions(cipher.stream_id, item_hash(cipher, wanted))
-        graph = GraphStore(tx.connection)
+        graph = GraphReads(tx)
+        revisions = graph.item_revisions(cipher.stream_id, item_hash(cipher, wanted))
         current = graph.nodes_of_event(revisions[-1].event_id) if revisions else []
         if any(row.scope != data["scope"] for row in current):
             raise ItemScopeConflictError(
@@ -128,9 +127,9 @@ def set_item_expiries(
             return found
         cipher = tx.locked_cipher(stream)
         _backfill_locked(ctx, tx, cipher)
-        store = ItemStore(tx.connection)
+        graph = GraphReads(tx)
         for key, until in wanted.items():
-            revisions = store.revisions(cipher.stream_id, item_hash(cipher, key))
+            revisions = graph.item_revisions(cipher.stream_id, item_hash(cipher, key))
             if not revisions:
                 continue
             data = {
@@ -155,14 +154,14 @@ def list_items(ctx: MemoryContext, *, user_id: str) -> list[StoredItem]:
 
 
 def _all(view: ReadView, stream_id: int) -> Iterable[list[ItemRow]]:
-    return ItemStore(view.connection).stream_items(stream_id)
+    return GraphReads(view).stream_items(stream_id)
 
 
 def _one(view: ReadView, stream_id: int, key: str) -> list[list[ItemRow]]:
     cipher = view.cipher(stream_id)
     if cipher is None:
         return []
-    revisions = ItemStore(view.connection).revisions(stream_id, item_hash(cipher, key))
+    revisions = GraphReads(view).item_revisions(stream_id, item_hash(cipher, key))
     return [revisions] if revisions else []
 
 
@@ -204,7 +203,7 @@ def _backfill_locked(ctx: MemoryContext, tx: Transaction, cipher: SubjectCipher)
     """Once per stream whose graph predates its item rows (migration pj0008 marks them):
     rebuild it from the log, under the stream's lock, as a replay would."""
     if ctx.graph.needs_rebuild(tx.connection, cipher.stream_id):
-        rebuild(tx, [ctx.graph], cipher.stream_id)
+        replay(tx, [ctx.graph], cipher.stream_id)
 
 
 def _stored_item(event: RecordedEvent, revisions: list[ItemRow]) -> StoredItem:

@@ -21,7 +21,7 @@ from oblivio.errors import (
 )
 from oblivio.memory.context import MemoryContext
 from projections.graph import operation_fingerprint
-from projections.storage.graph_store import GraphStore, NodeRow
+from projections.reads import GraphReads, NodeRow
 
 
 def lock_owner(
@@ -31,7 +31,7 @@ def lock_owner(
 
     All nodes must exist in that stream and share one scope.
     """
-    graph = GraphStore(tx.connection)
+    graph = GraphReads(tx)
     stream = _lock_stream_for(ctx, tx, graph, node_ids[0], user_id)
     rows = {row.node_id: row for row in graph.node_rows(node_ids)}
     for node_id in node_ids:
@@ -50,7 +50,7 @@ def lock_owner(
 def _lock_stream_for(
     ctx: MemoryContext,
     tx: Transaction,
-    graph: GraphStore,
+    graph: GraphReads,
     node_id: uuid.UUID,
     user_id: str | None,
 ) -> LockedStream:
@@ -70,7 +70,7 @@ def check_evidence(
     """Evidence, when given, must be a live memory event of the same owner and scope."""
     if evidence_id is None:
         return
-    row = GraphStore(tx.connection).memory_event(stream_id, evidence_id)
+    row = GraphReads(tx).memory_event(stream_id, evidence_id)
     if row is None or row.scope != scope:
         raise EvidenceUnavailableError()
 
@@ -79,7 +79,7 @@ def earlier_operation(
     tx: Transaction, cipher: SubjectCipher, key: str, request: dict[str, Any]
 ) -> uuid.UUID | None:
     """The event of an earlier identical request under ``key``; a different one conflicts."""
-    row = GraphStore(tx.connection).operation(cipher.stream_id, key)
+    row = GraphReads(tx).operation(cipher.stream_id, key)
     if row is None:
         return None
     if row.fingerprint != operation_fingerprint(cipher, key, request):

@@ -17,13 +17,12 @@ from typing import Any
 from eventstore import ReadView, RecordedEvent
 from eventstore.errors import InvalidInputError
 from eventstore.ids import parse_uuid
-from oblivio.errors import NodeUnavailableError, NotCaughtUpError
+from oblivio.errors import NodeUnavailableError
 from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.records import EmbedderInfo, MemoryEvent, NodePage, Retrieval
 from projections import events as ev
 from projections.claims.records import claim_state
-from projections.embedders import Embedder
 from projections.model import (
     AssertionState,
     EdgeKind,
@@ -32,22 +31,13 @@ from projections.model import (
     NodeType,
     Role,
     Scope,
-    ScoredNode,
     SourceType,
 )
+from projections.reads import GraphReads, NodeRow, node_from_row
 from projections.retrieval_index import (
     NodeFilter,
-    SubjectIndex,
-    load_subject,
-    rank,
-    refresh,
-    refreshable,
 )
-from projections.storage import embedder_store
-from projections.storage.claim_store import ClaimStore
-from projections.storage.graph_store import GraphStore, NodeRow, node_from_row
-from projections.storage.vector_reads import StateToken, state_token
-from projections.storage.vector_store import VectorStore
+from projections.store_embedders import current_embedder
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 1000
@@ -173,7 +163,7 @@ def subjects(ctx: MemoryContext) -> list[str]:
     enumerate people (LangGraph's ``list_namespaces``), not a request path.
     """
     with ctx.store.reading() as view:
-        event_ids = GraphStore(view.connection).one_event_per_subject(ctx.namespace)
+        event_ids = GraphReads(view).one_event_per_subject(ctx.namespace)
     found: set[str] = set()
     for start in range(0, len(event_ids), SUBJECT_PAGE):
         events = ctx.store.get_events(event_ids[start : start + SUBJECT_PAGE])
@@ -191,8 +181,7 @@ def embedder_info(ctx: MemoryContext) -> EmbedderInfo:
     """The store's embedder, as the store records it: one per store, chosen by name, so
     every process (server, workers, MCP, facade) embeds with it (see ``oblivio rebuild
     vectors`` to move a store to another)."""
-    with ctx.store.reading() as view:
-        current = embedder_store.recorded(view.connection)[embedder_store.CURRENT]
+    current = current_embedder(ctx.store)
     return EmbedderInfo(current.name, current.spec, current.dimension)
 
 
@@ -206,7 +195,7 @@ def get_event_nodes(
     wanted = parse_uuid(event_id, "event id")
     owner = owner_stream(ctx, user_id)
     with ctx.store.reading() as view:
-        rows = GraphStore(view.connection).nodes_of_event(wanted, namespace=ctx.namespace)
+        rows = GraphReads(view).nodes_of_event(wanted, namespace=ctx.namespace)
         visible = [r for r in rows if _visible(r, owner) is not None]
         return [n for n in (_decrypt(view, r) for r in visible) if n is not None]
 
@@ -222,7 +211,7 @@ def get_node(
     wanted = parse_uuid(node_id, "node id")
     owner = owner_stream(ctx, user_id)
     with ctx.store.reading() as view:
-        row = _visible(GraphStore(view.connection).node_row(ctx.namespace, wanted), owner)
+        row = _visible(GraphReads(view).node_row(ctx.namespace, wanted), owner)
         if row is None:
             return None
         if row.lifecycle == LifecycleState.SUPERSEDED and not include_superseded:
@@ -238,11 +227,11 @@ def get_assertion_state(
     wanted = parse_uuid(node_id, "node id")
     owner = owner_stream(ctx, user_id)
     with ctx.store.reading() as view:
-        graph = GraphStore(view.connection)
+        graph = GraphReads(view)
         row = _visible(graph.node_row(ctx.namespace, wanted), owner)
         if row is None:
             return None
-        claim_row = ClaimStore(view.connection).claim(row.stream_id, wanted)
+        claim_row = graph.claim(row.stream_id, wanted)
         node = None if claim_row is None else _decrypt(view, row)
         claim = None if node is None else claim_state(node, claim_row)
         supersedes, contradicted_by, retired_in = [], [], None
@@ -307,7 +296,7 @@ def list_nodes(
     current = None if include_superseded else (LifecycleState.ACTIVE, LifecycleState.CONTESTED)
     owner = owner_stream(ctx, user)
     with ctx.store.reading() as view:
-        graph = GraphStore(view.connection)
+        graph = GraphReads(view)
         position = None if start is None else _position(graph, ctx.namespace, start, owner)
         cipher = None if owner is None or owner < 0 else view.cipher(owner)
         if cipher is None:
@@ -326,7 +315,7 @@ def list_nodes(
 
 
 def _position(
-    graph: GraphStore, namespace: str, node_id: uuid.UUID, owner: int | None
+    graph: GraphReads, namespace: str, node_id: uuid.UUID, owner: int | None
 ) -> tuple[datetime, uuid.UUID]:
     """Where the caller's node ``node_id`` sits in the listing's order."""
     row = _visible(graph.node_row(namespace, node_id), owner)
@@ -352,15 +341,7 @@ def _members(
 
 def wait_for_vectors(ctx: MemoryContext, user_id: str) -> int | None:
     """Block until the vector state includes the caller's last write; the stream id."""
-    head = ctx.store.head(ctx.namespace, user_id)
-    if head is None or head.closed_at is not None:
-        return None
-    cursor = ctx.store.last_cursor(ctx.namespace, user_id)
-    if cursor is not None and not ctx.runner.catch_up(
-        cursor, head.stream.stream_id, ctx.consistency_timeout
-    ):
-        raise NotCaughtUpError()
-    return head.stream.stream_id
+    return ctx.retrieval.wait(ctx.namespace, user_id, ctx.consistency_timeout)
 
 
 def retrieve(
@@ -396,136 +377,18 @@ def retrieve(
         excluded_node_types=_values(NodeType, exclude_node_types, "exclude_node_types") or (),
         source_types=_values(SourceType, source_types, "source_types"),
     )
-    served = _subject_index(ctx, user, consistent)
-    if served is None:
-        return Retrieval(text, [])
-    index, embedder = served
-    [query_vector] = embedder.embed([text])
-    now = ctx.clock()
-    results = rank(index, text, query_vector, now, wanted, limit)
-    _count_accesses(ctx, index, results, now)
+    results = ctx.retrieval.retrieve(
+        ctx.namespace,
+        user,
+        text,
+        wanted,
+        limit,
+        scoring=ctx.scoring,
+        clock=ctx.clock,
+        consistent=consistent,
+        timeout=ctx.consistency_timeout,
+    )
     return Retrieval(text, results)
-
-
-def _count_accesses(
-    ctx: MemoryContext, index: SubjectIndex, results: list[ScoredNode], now: datetime
-) -> None:
-    """Count the returned nodes: in the cached index at once (this process's next
-    query sees them), in the store with the writer thread's next batch
-    (projections.access)."""
-    if not results:
-        return
-    index.count_accesses([scored.node.id for scored in results])
-    ctx.access.record(index.stream_id, (scored.node for scored in results), now)
-
-
-def _token(ctx: MemoryContext, user: str) -> StateToken | None:
-    subject_key = ctx.store.subject_key(ctx.namespace, user)
-    with ctx.store.reading() as view:
-        return state_token(
-            view.connection, ctx.namespace, subject_key, ctx.vectors.name, ctx.runner.partitions
-        )
-
-
-def _current_token(ctx: MemoryContext, user: str, consistent: bool) -> StateToken | None:
-    """The subject's state token; consistent reads first wait for the vector state
-    to apply the stream's last event (what ``wait_for_vectors`` does, in one query
-    when nothing is pending)."""
-    token = _token(ctx, user)
-    if not consistent or token is None or not token.readable or token.caught_up:
-        return token
-    assert token.last_event is not None  # caught_up says so
-    if not ctx.runner.catch_up(
-        token.last_event,
-        token.stream_id,
-        ctx.consistency_timeout,
-        checkpoint=token.vector_mark,  # not caught up: the mark is the checkpoint itself
-    ):
-        raise NotCaughtUpError()
-    return token.caught_up_now()
-
-
-def _subject_index(
-    ctx: MemoryContext, user: str, consistent: bool
-) -> tuple[SubjectIndex, Embedder] | None:
-    """The subject's index, from the cache while its state token still matches or
-    the change is new events only (then applied to it), and the embedder its
-    vectors come from (queries must be embedded by the same); ``None`` (and
-    nothing cached) once the subject is forgotten.
-
-    The token is read before the rows it guards (see projections.storage.vector_reads):
-    rows committed in between only make the index newer than its token, so the
-    next query reads them again; they never leave an erased row in the cache.
-    """
-    cached = f"{ctx.namespace}/{user}"  # one cache for every namespace a server serves
-    token = _current_token(ctx, user, consistent)
-    if token is None or not token.readable:
-        ctx.retrieval_cache.drop(cached)
-        return None
-    embedder = _serving_embedder(ctx, token)
-    entry = ctx.retrieval_cache.entry(cached)
-    if entry is not None and entry[0] == token:
-        return entry[1], embedder
-    follows = entry is not None and _only_new_events(entry[0], token)
-    events = (
-        ctx.store.read_stream(
-            ctx.namespace,
-            user,
-            from_version=entry[0].version + 1,
-            limit=token.version - entry[0].version,
-        )
-        if follows and entry is not None
-        else []
-    )
-    with ctx.store.reading() as view:
-        cipher = view.cipher(token.stream_id)
-        if cipher is None:
-            ctx.retrieval_cache.drop(cached)
-            return None
-        if follows and entry is not None and _contiguous(events, entry[0], token):
-            index = entry[1]
-            try:
-                refresh(index, view.connection, cipher, events, token.embedder)
-            except BaseException:
-                ctx.retrieval_cache.drop(cached)  # half applied: never serve or extend it
-                raise
-        else:
-            index = load_subject(view.connection, cipher, ctx.scoring, token.embedder)
-            index.version = token.version  # rows read after the token: at least this
-            index.set_accesses(ctx.access.counts(view.connection, token.stream_id))
-    ctx.retrieval_cache.put(cached, token, index)
-    return index, embedder
-
-
-def _serving_embedder(ctx: MemoryContext, token: StateToken) -> Embedder:
-    """The embedder of the token's vectors; built (once) if a re-embedding job made it so."""
-    embedders = ctx.vectors.embedders
-    built = embedders.built(token.embedder)
-    if built is not None:
-        return built
-    with ctx.store.reading() as view:
-        return embedders.serving(view.connection, token.embedder)
-
-
-def _only_new_events(cached: StateToken, token: StateToken) -> bool:
-    """Whether ``token`` differs from ``cached`` by later events of the same stream
-    only, with the vector state caught up on both: what :func:`refresh` can apply."""
-    return (
-        cached.stream_id == token.stream_id
-        and cached.embedder == token.embedder
-        and cached.erasures == token.erasures
-        and cached.rebuilds == token.rebuilds
-        and cached.version < token.version
-        and cached.caught_up
-        and token.caught_up
-    )
-
-
-def _contiguous(events: list[RecordedEvent], cached: StateToken, token: StateToken) -> bool:
-    """The events read are exactly the versions between the two tokens, and all of
-    a kind the index can apply."""
-    versions = [e.version for e in events]
-    return versions == list(range(cached.version + 1, token.version + 1)) and refreshable(events)
 
 
 def _values(
@@ -540,19 +403,10 @@ def _values(
 def trigger_ids(ctx: MemoryContext, *, user_id: str) -> set[uuid.UUID]:
     """Ids of the resonance triggers currently applying to the caller."""
     stream_id = wait_for_vectors(ctx, inputs.user(user_id))
-    if stream_id is None:
-        return set()
-    with ctx.store.reading() as view:
-        cipher = view.cipher(stream_id)
-        if cipher is None:
-            return set()
-        return {row.trigger_id for row, _ in VectorStore(view.connection).stream_triggers(cipher)}
+    return set() if stream_id is None else ctx.retrieval.trigger_ids(stream_id)
 
 
 def negative_attractor_count(ctx: MemoryContext, *, user_id: str) -> int:
     """How many negative attractors apply to the caller's retrieval now."""
     stream_id = wait_for_vectors(ctx, inputs.user(user_id))
-    if stream_id is None:
-        return 0
-    with ctx.store.reading() as view:
-        return VectorStore(view.connection).count_attractors(stream_id)
+    return 0 if stream_id is None else ctx.retrieval.attractor_count(stream_id)

@@ -14,9 +14,7 @@ from eventstore.ids import parse_uuid
 from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
 from projections.embedders import EmbedderUnavailableError
-from projections.storage import vector_rebuilds as jobs
-from projections.storage.vector_rebuilds import RebuildProgress
-from workers.reembed import RebuildRequest
+from workers.reembed import RebuildProgress, RebuildRequest
 
 
 class VectorRebuildUnavailableError(NotFoundError):
@@ -67,5 +65,4 @@ def vector_rebuild(ctx: MemoryContext, rebuild_id: uuid.UUID | str) -> RebuildPr
 
 def recent_vector_rebuilds(ctx: MemoryContext, limit: int = 50) -> list[RebuildProgress]:
     """The ``limit`` most recent re-embedding jobs' progress, newest first (counts only)."""
-    with ctx.store.reading() as view:
-        return jobs.recent_progress(view.connection, limit)
+    return ctx.reembedder.recent(limit)

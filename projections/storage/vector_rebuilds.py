@@ -1,16 +1,15 @@
 """SQL of re-embedding jobs: one row per job, one work unit per subject, claimed with leases.
 
-A claim is one statement, as for the erasure rebuild jobs
-(:mod:`eventstore.jobs`): the oldest runnable unit (queued, or running with an
-expired lease because its worker died) is marked running for this worker.
-PostgreSQL picks with ``FOR UPDATE SKIP LOCKED`` so concurrent workers never
-take the same unit; SQLite's single writer makes the statement exclusive.
+Units are claimed, kept and released by :mod:`eventstore.leased_work`, as the
+erasure rebuild jobs are (:mod:`eventstore.jobs`): the oldest runnable unit of a
+running job (queued, or running with an expired lease because its worker died)
+is marked running for one worker until its lease expires.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from eventstore.leased_work import LeasedQueue
 from projections.storage.embedder_store import RecordedEmbedder
 from projections.storage.tables import (
     nodes,
@@ -27,6 +27,16 @@ from projections.storage.tables import (
 )
 
 units = vector_rebuild_subjects
+
+#: One unit per subject of a running job, taken oldest job first, by stream id.
+QUEUE = LeasedQueue(
+    units,
+    key=("rebuild_id", "stream_id"),
+    order=(vector_rebuilds.c.created_at, units.c.stream_id),
+    parent=vector_rebuilds,
+    parent_on=vector_rebuilds.c.rebuild_id == units.c.rebuild_id,
+    parent_runs=vector_rebuilds.c.status == "running",
+)
 
 
 @dataclass(frozen=True)
@@ -144,46 +154,8 @@ def missing_nodes(
 
 def claim(conn: Connection, worker: str, now: datetime, lease: timedelta) -> sa.Row[Any] | None:
     """Take the next runnable unit of a running job for ``worker`` (see module docstring)."""
-    runnable = sa.or_(
-        units.c.status == "queued",
-        sa.and_(units.c.status == "running", units.c.lease_expires_at < now),
-    )
-    pick = (
-        sa.select(units.c.rebuild_id, units.c.stream_id)
-        .join(vector_rebuilds, vector_rebuilds.c.rebuild_id == units.c.rebuild_id)
-        .where(runnable, vector_rebuilds.c.status == "running")
-        .order_by(vector_rebuilds.c.created_at, units.c.stream_id)
-        .limit(1)
-        .with_for_update(of=units, skip_locked=True)
-    )
-    picked = conn.execute(pick).first()
-    if picked is None:
-        return None
-    stmt = (
-        units.update()
-        .where(
-            units.c.rebuild_id == picked.rebuild_id,
-            units.c.stream_id == picked.stream_id,
-            runnable,
-        )
-        .values(
-            status="running",
-            lease_owner=worker,
-            lease_expires_at=now + lease,
-            attempts=units.c.attempts + 1,
-        )
-        .returning(*units.c)
-    )
-    return conn.execute(stmt).first()
-
-
-def _held(rebuild_id: uuid.UUID, stream_id: int, worker: str) -> sa.ColumnElement[bool]:
-    return sa.and_(
-        units.c.rebuild_id == rebuild_id,
-        units.c.stream_id == stream_id,
-        units.c.lease_owner == worker,
-        units.c.status == "running",
-    )
+    row: sa.Row[Any] | None = QUEUE.claim(conn, worker, now, lease)
+    return row
 
 
 def progress(
@@ -196,38 +168,32 @@ def progress(
     lease: timedelta,
 ) -> bool:
     """Count a batch and extend the lease; False if ``worker`` no longer holds the unit."""
-    result = conn.execute(
-        units.update()
-        .where(_held(rebuild_id, stream_id, worker))
-        .values(nodes_embedded=units.c.nodes_embedded + embedded, lease_expires_at=now + lease)
-    )
-    return result.rowcount == 1
+    key = (rebuild_id, stream_id)
+    nodes_embedded = units.c.nodes_embedded + embedded
+    return QUEUE.heartbeat(conn, key, worker, now, lease, nodes_embedded=nodes_embedded)
 
 
 def finish_unit(
     conn: Connection, rebuild_id: uuid.UUID, stream_id: int, worker: str, now: datetime
 ) -> bool:
-    result = conn.execute(
-        units.update()
-        .where(_held(rebuild_id, stream_id, worker))
-        .values(status="done", finished_at=now, lease_owner=None, lease_expires_at=None)
-    )
-    return result.rowcount == 1
+    return QUEUE.finish(conn, (rebuild_id, stream_id), worker, now, lease_owner=None)
 
 
 def fail_unit(
     conn: Connection, rebuild_id: uuid.UUID, stream_id: int, worker: str, error: str, retry: bool
 ) -> None:
-    conn.execute(
-        units.update()
-        .where(_held(rebuild_id, stream_id, worker))
-        .values(
-            status="queued" if retry else "failed",
-            last_error=error[:500],
-            lease_owner=None,
-            lease_expires_at=None,
-        )
+    QUEUE.release(conn, (rebuild_id, stream_id), worker, error, failed=not retry)
+
+
+def existing_nodes(
+    conn: Connection, stream_id: int, event_ids: Collection[uuid.UUID]
+) -> set[uuid.UUID]:
+    """The nodes of stream ``stream_id`` that these events still derive (through the
+    nodes' key, by event): what a batch embedded that an erasure has not purged since."""
+    query = sa.select(nodes.c.node_id).where(
+        nodes.c.stream_id == stream_id, nodes.c.event_id.in_(set(event_ids))
     )
+    return set(conn.execute(query).scalars())
 
 
 def open_units(conn: Connection, rebuild_id: uuid.UUID) -> int:

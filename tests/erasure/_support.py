@@ -16,7 +16,7 @@ import projections
 from eventstore import START, RecordedEvent
 from eventstore.schema import certificates, data_keys, erasure_requests, events, rebuild_jobs
 from oblivio import MemoryClient
-from workers.erasure import AsyncPartitioning, ErasureStatus
+from workers.erasure import ErasureStatus
 from workers.policy import ErasurePolicy
 from workers.rebuild import RebuildWorker
 
@@ -182,15 +182,7 @@ def assert_same_request(
     assert len(certificate_rows(client, first.request_id)) == 1
 
 
-def partitioning(client: MemoryClient) -> list[AsyncPartitioning]:
-    """How the client's asynchronous projection is partitioned, as erasure needs to know."""
-    return [AsyncPartitioning(client.context.vectors.name, client.settings.partitions)]
-
-
 def rebuild_worker(client: MemoryClient, policy: ErasurePolicy, cls: type[W], **options: Any) -> W:
     """A rebuild worker of class ``cls`` on the client's store, projections and clock."""
     ctx = client.context
-    derived = [ctx.graph, ctx.vectors]
-    return cls(
-        ctx.store, derived, partitioning(client), ctx.certifier, policy, ctx.clock, **options
-    )
+    return cls(ctx.store, ctx.projections, ctx.certifier, policy, ctx.clock, **options)

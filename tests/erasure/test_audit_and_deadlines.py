@@ -19,7 +19,6 @@ from tests.erasure._support import (
     audit_entries,
     completed,
     marker,
-    partitioning,
     rebuild_worker,
     run_jobs,
     seed_subject,
@@ -131,7 +130,7 @@ class FailingWorker(RebuildWorker):
 
 def eraser_for(client: MemoryClient, policy: ErasurePolicy) -> Eraser:
     ctx = client.context
-    return Eraser(ctx.store, [ctx.graph, ctx.vectors], partitioning(client), policy, ctx.clock)
+    return Eraser(ctx.store, ctx.projections, policy, ctx.clock)
 
 
 def test_failing_rebuilds_retry_with_backoff_then_fail_the_request(client: MemoryClient) -> None:

@@ -1,0 +1,90 @@
+"""The node graph's read facade: what the application's commands and queries read of
+the inline projection, on the caller's read view or transaction.
+
+``oblivio.memory`` reads the graph only through :class:`GraphReads` (and ranked
+retrieval through :mod:`projections.retrieval_service`): the stores under
+``projections.storage``, with their writes and purges, stay inside this package.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection, Iterator
+from typing import Any, Protocol
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from projections.storage.claim_store import ClaimRow, ClaimStore
+from projections.storage.graph_store import GraphStore, NodeRow, node_from_row, state_of
+from projections.storage.item_store import ItemRow, ItemStore
+
+__all__ = ["ClaimRow", "GraphReads", "ItemRow", "NodeRow", "node_from_row", "state_of"]
+
+
+class HasConnection(Protocol):
+    """A read view or a transaction of the log (``eventstore.ReadView``, ``Transaction``)."""
+
+    @property
+    def connection(self) -> Connection: ...
+
+
+class GraphReads:
+    """Read-only queries of the node graph, its claims and its keyed items."""
+
+    def __init__(self, view: HasConnection) -> None:
+        conn = view.connection
+        self._graph, self._claims, self._items = GraphStore(conn), ClaimStore(conn), ItemStore(conn)
+
+    # -- nodes ----------------------------------------------------------------------
+
+    def node_row(self, namespace: str, node_id: uuid.UUID) -> NodeRow | None:
+        """Node ``node_id`` if it is one of ``namespace``'s (else, as unknown, None)."""
+        return self._graph.node_row(namespace, node_id)
+
+    def node_rows(self, node_ids: Collection[uuid.UUID]) -> list[NodeRow]:
+        return self._graph.node_rows(node_ids)
+
+    def nodes_of_event(self, event_id: uuid.UUID, *, namespace: str | None = None) -> list[NodeRow]:
+        """The nodes an event derived, in extraction order; none if ``namespace`` is
+        given and the event is not one of its streams'."""
+        return self._graph.nodes_of_event(event_id, namespace=namespace)
+
+    def stream_nodes(self, stream_id: int, **filters: Any) -> list[NodeRow]:
+        """The stream's nodes matching the filters of ``GraphStore.stream_nodes`` (lifecycles,
+        scopes, node and source types, archived, a position to start after, a limit), by
+        (created_at, node_id)."""
+        return self._graph.stream_nodes(stream_id, **filters)
+
+    def edges_touching(self, node_id: uuid.UUID) -> list[sa.Row[Any]]:
+        return self._graph.edges_touching(node_id)
+
+    def claim(self, stream_id: int, node_id: uuid.UUID) -> ClaimRow | None:
+        return self._claims.claim(stream_id, node_id)
+
+    # -- events, operations, subjects -------------------------------------------------
+
+    def memory_event(self, stream_id: int, event_id: uuid.UUID) -> sa.Row[Any] | None:
+        """The live memory event ``event_id`` of stream ``stream_id``."""
+        return self._graph.memory_event(stream_id, event_id)
+
+    def operation(self, stream_id: int, key: str) -> sa.Row[Any] | None:
+        """What an idempotency key was first used for, if it was."""
+        return self._graph.operation(stream_id, key)
+
+    def one_event_per_subject(self, namespace: str) -> list[uuid.UUID]:
+        return self._graph.one_event_per_subject(namespace)
+
+    def needs_rebuild(self, stream_id: int) -> bool:
+        """Whether the stream's graph predates its dependency rows (migration pj0008)."""
+        return self._graph.needs_rebuild(stream_id)
+
+    # -- keyed items ------------------------------------------------------------------
+
+    def item_revisions(self, stream_id: int, item: bytes) -> list[ItemRow]:
+        """The readable revisions of one item, oldest first."""
+        return self._items.revisions(stream_id, item)
+
+    def stream_items(self, stream_id: int) -> Iterator[list[ItemRow]]:
+        """Every item of a stream, as its revisions (oldest first), in item order."""
+        return self._items.stream_items(stream_id)

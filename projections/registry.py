@@ -1,0 +1,103 @@
+"""The projections of a store, built once by the composition root (``oblivio.bootstrap``).
+
+Erasure, rebuilds, replay and certificates iterate over this registry; none of
+them names a projection.  A projection is either *inline* (applied in the
+appending transaction) or *asynchronous* (applied after commit by a
+``workers.projector.ProjectionRunner`` from checkpoints partitioned by stream
+id): the registry knows which, so it can hold an asynchronous projection still
+while an erasure or a digest reads its rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from sqlalchemy.engine import Connection
+
+from eventstore import LogCursor, RecordedEvent
+from projections.base import Projection, StreamSource
+from projections.storage import checkpoints
+from projections.storage.access_store import AccessStore
+
+
+class ProjectionRegistry:
+    """Every projection of the store, inline ones first.
+
+    That order is the erasure's: an asynchronous projection may keep what
+    the inline ones still hold (the vector state keeps the vectors of nodes the
+    graph still has), so the inline ones are brought up to date first.
+    """
+
+    def __init__(
+        self, inline: Sequence[Projection], asynchronous: Sequence[tuple[Projection, int]] = ()
+    ) -> None:
+        self._all = [*inline, *(p for p, _ in asynchronous)]
+        #: name → partitions of its checkpoints, for asynchronous projections only.
+        self._partitions = {p.name: partitions for p, partitions in asynchronous}
+        names = [p.name for p in self._all]
+        if len(set(names)) != len(names):
+            raise ValueError(f"projection names must be unique: {names}")
+
+    def __iter__(self) -> Iterator[Projection]:
+        return iter(self._all)
+
+    def __len__(self) -> int:
+        return len(self._all)
+
+    def named(self, name: str) -> Projection:
+        """The projection called ``name`` (``KeyError`` for none)."""
+        for projection in self._all:
+            if projection.name == name:
+                return projection
+        raise KeyError(name)
+
+    def versions(self) -> list[tuple[str, int]]:
+        """(name, version) of each projection, as rebuild jobs record them."""
+        return [(p.name, p.version) for p in self._all]
+
+    # -- asynchronous projections' checkpoints ---------------------------------
+
+    def hold(self, conn: Connection, stream_id: int) -> None:
+        """Wait for and lock the stream's checkpoint partition of each asynchronous
+        projection: no runner batch can re-insert rows the caller purges (one that
+        committed before is purged with the rest; the next one sees the purge)."""
+        for name, partitions in self._partitions.items():
+            checkpoints.hold(conn, name, stream_id % partitions)
+
+    def holds_complete_state(
+        self, conn: Connection, name: str, stream_id: int, position: LogCursor
+    ) -> bool:
+        """Whether the live rows of ``name`` are the projection of the whole stream up to
+        ``position``, as kept incrementally.
+
+        Inline projections always are.  An asynchronous one is once its
+        checkpoint has passed ``position``; its partition is held so no runner
+        batch changes the rows while the caller digests them.
+        """
+        partitions = self._partitions.get(name)
+        if partitions is None:
+            return True
+        checkpoints.hold(conn, name, stream_id % partitions)
+        return checkpoints.read(conn, name, stream_id % partitions) >= position
+
+    # -- erasure ---------------------------------------------------------------
+
+    def purge_subject(self, conn: Connection, stream_id: int) -> None:
+        """Remove everything derived from one stream, in every projection.
+
+        Retrieval's access counts go too: they are no projection (no event
+        records a read, so no replay rebuilds them, and rebuilds leave them
+        alone), but they count the subject's nodes.
+        """
+        for projection in self._all:
+            projection.purge(conn, stream_id)
+        AccessStore(conn).purge_stream(stream_id)
+
+    def purge_events(
+        self, source: StreamSource, stream_id: int, erased: Sequence[RecordedEvent]
+    ) -> None:
+        """Take what ``erased`` (read before erasure) contributed out of every projection,
+        and the access counts of the nodes they derived."""
+        for projection in self._all:
+            projection.purge_events(source, stream_id, erased)
+        AccessStore(source.connection).purge_events(stream_id, [e.event_id for e in erased])

@@ -1,0 +1,257 @@
+"""The retrieval service: the projections' read facade for ranked and vector-state reads.
+
+``oblivio.memory`` calls it once per query.  It keeps the per-subject
+retrieval indexes (:class:`~projections.retrieval_index.RetrievalCache`) and
+the protocol that keeps them right: read the subject's state token
+(:mod:`projections.storage.vector_reads`) before the rows it guards, serve
+the cached index while the token matches, apply new events to it when the
+change is only later events of the same stream, reload it otherwise, and, for
+a consistent read, first help the vector state catch up with the caller's
+last write.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import Protocol
+
+from eventstore import EventStore, LogCursor, RecordedEvent
+from projections.access import AccessLog
+from projections.embedders import Embedder
+from projections.errors import NotCaughtUpError
+from projections.model import ScoredNode
+from projections.retrieval_index import (
+    NodeFilter,
+    RetrievalCache,
+    SubjectIndex,
+    load_subject,
+    rank,
+    refresh,
+    refreshable,
+)
+from projections.scoring import ScoringConfig
+from projections.storage.vector_reads import StateToken, state_token
+from projections.storage.vector_store import VectorStore
+from projections.store_embedders import StoreEmbedders
+
+
+class CatchesUp(Protocol):
+    """The asynchronous projection's runner, as a consistent read needs it
+    (``workers.projector.ProjectionRunner``)."""
+
+    partitions: int
+
+    def catch_up(
+        self,
+        cursor: LogCursor,
+        stream_id: int,
+        timeout: float,
+        *,
+        checkpoint: LogCursor | None = None,
+    ) -> bool: ...
+
+
+class RetrievalService:
+    """Ranked retrieval and the vector state's reads, for one store and namespace's callers.
+
+    ``projection`` is the name of the asynchronous projection whose
+    checkpoints the state token reads (the vector state); ``embedders`` are
+    the store's, which serve each subject's vectors.
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        projection: str,
+        embedders: StoreEmbedders,
+        runner: CatchesUp,
+        access: AccessLog,
+        cache: RetrievalCache,
+    ) -> None:
+        self.store = store
+        self.projection = projection
+        self.embedders = embedders
+        self.runner = runner
+        self.access = access
+        self.cache = cache
+
+    # -- consistency ------------------------------------------------------------------
+
+    def wait(self, namespace: str, user: str, timeout: float) -> int | None:
+        """Block until the vector state includes the caller's last write; the stream id
+        (``None`` for a subject without a readable stream)."""
+        head = self.store.head(namespace, user)
+        if head is None or head.closed_at is not None:
+            return None
+        cursor = self.store.last_cursor(namespace, user)
+        if cursor is not None and not self.runner.catch_up(cursor, head.stream.stream_id, timeout):
+            raise NotCaughtUpError()
+        return head.stream.stream_id
+
+    # -- retrieval --------------------------------------------------------------------
+
+    def retrieve(
+        self,
+        namespace: str,
+        user: str,
+        text: str,
+        wanted: NodeFilter,
+        limit: int,
+        *,
+        scoring: ScoringConfig,
+        clock: Callable[[], datetime],
+        consistent: bool,
+        timeout: float,
+    ) -> list[ScoredNode]:
+        """The caller's nodes ranked for ``text``, each counted as one access (Semvec's
+        access frequency: it slows the node's fading)."""
+        served = self.subject_index(namespace, user, scoring, consistent, timeout)
+        if served is None:
+            return []
+        index, embedder = served
+        [query_vector] = embedder.embed([text])
+        now = clock()
+        results = rank(index, text, query_vector, now, wanted, limit)
+        self._count_accesses(index, results, now)
+        return results
+
+    def _count_accesses(
+        self, index: SubjectIndex, results: list[ScoredNode], now: datetime
+    ) -> None:
+        """Count the returned nodes: in the cached index at once (this process's next
+        query sees them), in the store with the writer thread's next batch
+        (projections.access)."""
+        if not results:
+            return
+        index.count_accesses([scored.node.id for scored in results])
+        self.access.record(index.stream_id, (scored.node for scored in results), now)
+
+    def _token(self, namespace: str, user: str) -> StateToken | None:
+        subject_key = self.store.subject_key(namespace, user)
+        with self.store.reading() as view:
+            return state_token(
+                view.connection, namespace, subject_key, self.projection, self.runner.partitions
+            )
+
+    def _current_token(
+        self, namespace: str, user: str, consistent: bool, timeout: float
+    ) -> StateToken | None:
+        """The subject's state token; consistent reads first wait for the vector state
+        to apply the stream's last event (what :meth:`wait` does, in one query when
+        nothing is pending)."""
+        token = self._token(namespace, user)
+        if not consistent or token is None or not token.readable or token.caught_up:
+            return token
+        assert token.last_event is not None  # caught_up says so
+        if not self.runner.catch_up(
+            token.last_event,
+            token.stream_id,
+            timeout,
+            checkpoint=token.vector_mark,  # not caught up: the mark is the checkpoint itself
+        ):
+            raise NotCaughtUpError()
+        return token.caught_up_now()
+
+    def subject_index(
+        self,
+        namespace: str,
+        user: str,
+        scoring: ScoringConfig,
+        consistent: bool,
+        timeout: float,
+    ) -> tuple[SubjectIndex, Embedder] | None:
+        """The subject's index, from the cache while its state token still matches or
+        the change is new events only (then applied to it), and the embedder its
+        vectors come from (queries must be embedded by the same); ``None`` (and
+        nothing cached) once the subject is forgotten.
+
+        The token is read before the rows it guards (see projections.storage.vector_reads):
+        rows committed in between only make the index newer than its token, so the
+        next query reads them again; they never leave an erased row in the cache.
+        """
+        token = self._current_token(namespace, user, consistent, timeout)
+        cached = f"{namespace}/{user}"  # one cache for every namespace a server serves
+        if token is None or not token.readable:
+            self.cache.drop(cached)
+            return None
+        embedder = self._serving_embedder(token)
+        entry = self.cache.entry(cached)
+        if entry is not None and entry[0] == token:
+            return entry[1], embedder
+        follows = entry is not None and _only_new_events(entry[0], token)
+        events = (
+            self.store.read_stream(
+                namespace,
+                user,
+                from_version=entry[0].version + 1,
+                limit=token.version - entry[0].version,
+            )
+            if follows and entry is not None
+            else []
+        )
+        with self.store.reading() as view:
+            cipher = view.cipher(token.stream_id)
+            if cipher is None:
+                self.cache.drop(cached)
+                return None
+            if follows and entry is not None and _contiguous(events, entry[0], token):
+                index = entry[1]
+                try:
+                    refresh(index, view.connection, cipher, events, token.embedder)
+                except BaseException:
+                    self.cache.drop(cached)  # half applied: never serve or extend it
+                    raise
+            else:
+                index = load_subject(view.connection, cipher, scoring, token.embedder)
+                index.version = token.version  # rows read after the token: at least this
+                index.set_accesses(self.access.counts(view.connection, token.stream_id))
+        self.cache.put(cached, token, index)
+        return index, embedder
+
+    def _serving_embedder(self, token: StateToken) -> Embedder:
+        """The embedder of the token's vectors; built (once) if a re-embedding job made it so."""
+        built = self.embedders.built(token.embedder)
+        if built is not None:
+            return built
+        with self.store.reading() as view:
+            return self.embedders.serving(view.connection, token.embedder)
+
+    # -- retrieval modifiers ------------------------------------------------------------
+
+    def trigger_ids(self, stream_id: int) -> set[uuid.UUID]:
+        """Ids of the resonance triggers of a stream's vector state."""
+        with self.store.reading() as view:
+            cipher = view.cipher(stream_id)
+            if cipher is None:
+                return set()
+            return {
+                row.trigger_id for row, _ in VectorStore(view.connection).stream_triggers(cipher)
+            }
+
+    def attractor_count(self, stream_id: int) -> int:
+        """How many negative attractors a stream's vector state holds."""
+        with self.store.reading() as view:
+            return VectorStore(view.connection).count_attractors(stream_id)
+
+
+def _only_new_events(cached: StateToken, token: StateToken) -> bool:
+    """Whether ``token`` differs from ``cached`` by later events of the same stream
+    only, with the vector state caught up on both: what :func:`refresh` can apply."""
+    return (
+        cached.stream_id == token.stream_id
+        and cached.embedder == token.embedder
+        and cached.erasures == token.erasures
+        and cached.rebuilds == token.rebuilds
+        and cached.version < token.version
+        and cached.caught_up
+        and token.caught_up
+    )
+
+
+def _contiguous(events: list[RecordedEvent], cached: StateToken, token: StateToken) -> bool:
+    """The events read are exactly the versions between the two tokens, and all of
+    a kind the index can apply."""
+    versions = [e.version for e in events]
+    return versions == list(range(cached.version + 1, token.version + 1)) and refreshable(events)
