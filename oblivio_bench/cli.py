@@ -191,8 +191,16 @@ def bench_memory(run: BenchRun, sections: tuple[str, ...]) -> None:
 @click.option(
     "--dataset",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    required=True,
+    default=None,
     help="A directory of LoCoMo-format conversations (*.json).",
+)
+@click.option(
+    "--scenarios",
+    "scenario_files",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    multiple=True,
+    help="A file of plain-speech correction, control and paraphrase scenarios "
+    "(repeatable; see docs/benchmarks.md).",
 )
 @click.option(
     "--embedder",
@@ -219,14 +227,16 @@ def bench_memory(run: BenchRun, sections: tuple[str, ...]) -> None:
 @friendly_errors
 def bench_recall(
     ctx: click.Context,
-    dataset: Path,
+    dataset: Path | None,
+    scenario_files: tuple[Path, ...],
     embedder: str,
     lexical_weight: float | None,
     session_context_weight: float | None,
     backend: str,
     json_path: Path | None,
 ) -> None:
-    """Recall@1/5/10 of retrieve() on LoCoMo, beside plain BM25 and plain cosine."""
+    """Recall@1/5/10 of retrieve() on LoCoMo, beside plain BM25 and plain cosine, and
+    how plain-speech corrections, controls and paraphrases come back (--scenarios)."""
     from oblivio_bench.recall import RecallBenchConfig, run_recall_bench  # needs bm25s: lazily
 
     weights = {
@@ -243,6 +253,7 @@ def bench_recall(
         backend=backend,
         server_url=_server_url(ctx),
         scoring=ScoringConfig(**weights) if weights else None,
+        scenarios=scenario_files,
     )
     _emit(run_recall_bench(config, progress=_progress), json_path)
 
