@@ -216,6 +216,12 @@ def bench_memory(run: BenchRun, sections: tuple[str, ...]) -> None:
     help="ScoringConfig.lexical_weight to measure (default: the default ranking's).",
 )
 @click.option(
+    "--lexical-normalisation",
+    type=click.Choice(["attainable", "best"]),
+    default=None,
+    help="ScoringConfig.lexical_normalisation to measure (default: the default ranking's).",
+)
+@click.option(
     "--session-context-weight",
     type=float,
     default=None,
@@ -231,6 +237,7 @@ def bench_recall(
     scenario_files: tuple[Path, ...],
     embedder: str,
     lexical_weight: float | None,
+    lexical_normalisation: str | None,
     session_context_weight: float | None,
     backend: str,
     json_path: Path | None,
@@ -239,10 +246,11 @@ def bench_recall(
     how plain-speech corrections, controls and paraphrases come back (--scenarios)."""
     from oblivio_bench.recall import RecallBenchConfig, run_recall_bench  # needs bm25s: lazily
 
-    weights = {
+    weights: dict[str, Any] = {
         name: value
         for name, value in (
             ("lexical_weight", lexical_weight),
+            ("lexical_normalisation", lexical_normalisation),
             ("session_context_weight", session_context_weight),
         )
         if value is not None

@@ -142,8 +142,8 @@ class SubjectIndex:
         self.nodes: list[Node] = []
         self.lexical = LexicalIndex()
         self._vectors: _Column | None = None  # its width is the first vector's
-        # superseded, scope, node type, source type, archived
-        self._codes = _Column(np.int8, 5)
+        # superseded, scope, node type, source type, archived, asks a question
+        self._codes = _Column(np.int8, 6)
         self._numbers = _Column(np.float64, 7)
         #: How often retrieval returned each row (projections.access): it changes on
         #: reads, not events, so it is kept apart from the node's own numbers.
@@ -280,6 +280,12 @@ class SubjectIndex:
         return values
 
     @property
+    def asks(self) -> npt.NDArray[np.bool_]:
+        """Which rows ask a question."""
+        asks: npt.NDArray[np.bool_] = self._codes.values[:, 5] == 1
+        return asks
+
+    @property
     def neighbours(self) -> Rows:
         values: Rows = self._neighbours.values
         return values
@@ -292,6 +298,7 @@ def _codes(node: Node) -> list[int]:
         _NODE_TYPES[node.node_type.value],
         _SOURCE_TYPES[node.source_type.value],
         node.archived_at is not None,
+        "?" in node.content,  # its session's next node is its reply (scoring.match)
     ]
 
 
@@ -442,8 +449,11 @@ def rank(
             return []
         config = index.config
         dense = scoring.cosines(index.vectors, query_vector)
-        lexical = scoring.lexical_share(np.where(admitted, index.lexical.scores(query), 0.0))
-        matched, context = scoring.match(config, dense, lexical, index.neighbours, admitted)
+        bm25 = np.where(admitted, index.lexical.scores(query), 0.0)
+        lexical = scoring.lexical_share(config, bm25, index.lexical.attainable(query))
+        matched, context = scoring.match(
+            config, dense, lexical, index.neighbours, index.asks, admitted
+        )
         terms = index.terms(now, matched)
         totals = np.where(admitted, scoring.totals(config, terms), -np.inf)
         best = _best(index, np.flatnonzero(admitted), totals, limit)
