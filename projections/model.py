@@ -200,6 +200,9 @@ class ScoreComponents:
     attractor_penalty: float
     #: How often retrieval has returned the node (it slows the recency term's fading).
     accesses: int = 0
+    #: What the score gained by following a memory this node replaced (a supersede, or
+    #: a note whose claims it replaced), above the formula's own value; 0 mostly.
+    succession: float = 0.0
 
 
 @dataclass(frozen=True)

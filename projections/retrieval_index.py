@@ -152,6 +152,11 @@ class SubjectIndex:
         self._neighbours = _Column(np.intp, 2)
         self._session_tail: dict[str, int] = {}
         self._rows: dict[uuid.UUID, int] = {}
+        #: What replaced what (scoring.follow_successors): each superseded row's
+        #: successor, each ingested message's NOTE row and the rows of its claims.
+        self._replaced_by: dict[int, uuid.UUID] = {}
+        self._note_rows: dict[uuid.UUID, int] = {}
+        self._claim_rows: dict[uuid.UUID, list[int]] = {}
         #: Held while ranking or changing: threads share cached indexes.
         self.lock = threading.Lock()
         #: The stream version the index includes every event up to (set by its loader).
@@ -193,6 +198,11 @@ class SubjectIndex:
         self._neighbours.extend(np.full((len(nodes), 2), -1))
         neighbours = self._neighbours.values
         for row, node in enumerate(nodes, start=first):
+            self._track_replacement(row, node)
+            if node.node_type is NodeType.NOTE:
+                self._note_rows.setdefault(node.event_id, row)
+            elif "claim_predicate" in node.meta:
+                self._claim_rows.setdefault(node.event_id, []).append(row)
             if node.session_id is None:
                 continue
             before = self._session_tail.get(node.session_id)
@@ -200,6 +210,29 @@ class SubjectIndex:
                 neighbours[row, 0] = before
                 neighbours[before, 1] = row
             self._session_tail[node.session_id] = row
+
+    def _track_replacement(self, row: int, node: Node) -> None:
+        if node.lifecycle == LifecycleState.SUPERSEDED and node.superseded_by is not None:
+            self._replaced_by[row] = node.superseded_by
+        else:
+            self._replaced_by.pop(row, None)
+
+    def successions(self) -> Rows:
+        """(old row, successor row) pairs: each superseded node and the node that
+        replaced it, and each ingested message's note whose every claim was replaced,
+        with the replacement of its claims (the best-placed one is its successor)."""
+        pairs = [
+            (row, successor)
+            for row, new in self._replaced_by.items()
+            if (successor := self._rows.get(new)) is not None
+        ]
+        retired_events = {self.nodes[row].event_id for row, _ in pairs}
+        for event_id in retired_events:
+            note, claims = self._note_rows.get(event_id), self._claim_rows.get(event_id, [])
+            if note is None or not claims or any(c not in self._replaced_by for c in claims):
+                continue
+            pairs += [(note, s) for c in claims if (s := self._rows.get(self._replaced_by[c]))]
+        return np.asarray(pairs, dtype=np.intp).reshape(-1, 2)
 
     def row_of(self, node_id: uuid.UUID) -> int | None:
         return self._rows.get(node_id)
@@ -225,6 +258,7 @@ class SubjectIndex:
         """A node's new state (lifecycle, reinforcement, confidence …); its text,
         vector and session never change, nor do the terms derived from them."""
         self.nodes[row] = node
+        self._track_replacement(row, node)
         self._codes.values[row] = _codes(node)
         self._numbers.values[row, :5] = _numbers(node)
         self._last_touch_us.values[row] = _micros(node.last_reinforced_at or node.created_at)
@@ -449,15 +483,17 @@ def rank(
             return []
         config = index.config
         dense = scoring.cosines(index.vectors, query_vector)
-        bm25 = np.where(admitted, index.lexical.scores(query), 0.0)
-        lexical = scoring.lexical_share(config, bm25, index.lexical.attainable(query))
+        bm25 = index.lexical.scores(query)
+        lexical = scoring.lexical_share(config, bm25, index.lexical.attainable(query), admitted)
         matched, context = scoring.match(
             config, dense, lexical, index.neighbours, index.asks, admitted
         )
         terms = index.terms(now, matched)
-        totals = np.where(admitted, scoring.totals(config, terms), -np.inf)
+        own = scoring.totals(config, terms)
+        totals = np.where(admitted, scoring.follow_successors(own, index.successions()), -np.inf)
         best = _best(index, np.flatnonzero(admitted), totals, limit)
-        return [_scored(index, row, totals, terms, dense, lexical, context) for row in best]
+        channels = (dense, lexical, context)
+        return [_scored(index, row, totals, own, terms, channels) for row in best]
 
 
 def _best(index: SubjectIndex, admitted: Rows, totals: Floats, limit: int) -> list[int]:
@@ -475,11 +511,11 @@ def _scored(
     index: SubjectIndex,
     row: int,
     totals: Floats,
+    own: Floats,
     terms: scoring.Terms,
-    dense: Floats,
-    lexical: Floats,
-    context: Floats,
+    channels: tuple[Floats, Floats, Floats],
 ) -> ScoredNode:
+    dense, lexical, context = channels
     components = ScoreComponents(
         similarity=max(float(dense[row]), 0.0),
         lexical=float(lexical[row]),
@@ -492,6 +528,7 @@ def _scored(
         trigger_boost=float(terms.trigger_boost[row]),
         attractor_penalty=float(terms.attractor_penalty[row]),
         accesses=int(index.accesses[row]),
+        succession=float(totals[row] - own[row]),
     )
     # A copy: callers may change the meta dict, the cached node must not change.
     node = index.nodes[row]

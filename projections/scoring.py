@@ -242,11 +242,16 @@ def retention(config: ScoringConfig, age_days: Floats, stretch: Floats, accesses
     return result
 
 
-def lexical_share(config: ScoringConfig, bm25: Floats, attainable: float) -> Floats:
+def lexical_share(
+    config: ScoringConfig,
+    bm25: Floats,
+    attainable: float,
+    admitted: npt.NDArray[np.bool_] | None = None,
+) -> Floats:
     """The lexical channel in [0, 1]: each node's BM25 score against what the query
     could attain (``attainable``: the score of a memory holding every query term,
     see :meth:`~projections.lexical.LexicalIndex.attainable`), times ``1 / lexical_scale``
-    and capped at 1.
+    and capped at 1 (``"best"``: divided by the best ``admitted`` node's score).
 
     Measured against the best candidate's score instead (``"best"``), one shared
     common word makes a perfect lexical match whenever nothing matches better;
@@ -254,7 +259,8 @@ def lexical_share(config: ScoringConfig, bm25: Floats, attainable: float) -> Flo
     terms scores what that term is worth.
     """
     if config.lexical_normalisation == "best":
-        scale = float(bm25.max(initial=0.0))
+        candidates = bm25 if admitted is None else np.where(admitted, bm25, 0.0)
+        scale = float(candidates.max(initial=0.0))
     else:
         scale = attainable * config.lexical_scale
     if scale <= 0:
@@ -295,6 +301,34 @@ def match(
     distant = np.maximum(lent[beyond[previous, 0]], lent[beyond[following, 1]])
     context: Floats = np.maximum(near, config.distant_context_weight * distant)
     return fused + context, context
+
+
+#: How far above the memory it replaced a successor ranks: enough to sort above it
+#: (ties within retrieval_index.TIE_MARGIN are ordered by node id), nothing a score shows.
+SUCCESSION_MARGIN = 1e-9
+
+
+def follow_successors(totals: Floats, successions: npt.NDArray[np.intp]) -> Floats:
+    """The totals with each successor raised to just above the memory it replaced.
+
+    ``successions`` holds (old, successor) row pairs.  A question that matches an
+    old memory finds its successor where the old one would have ranked, and the
+    old one (when the query admits it: a note whose claims were replaced, or
+    ``include_superseded``) right below.  Chains (A replaced by B, B by C) pass
+    the rank on to their end, through links the query does not admit; whether a
+    successor is returned is still the query's filter's decision.
+    """
+    if len(successions) == 0:
+        return totals
+    raised = totals.copy()
+    old, new = successions[:, 0], successions[:, 1]
+    for _ in range(len(successions)):  # a chain is at most as long as the pairs
+        lifted = np.maximum(raised[new], raised[old] + SUCCESSION_MARGIN)
+        changed = lifted > raised[new]
+        if not changed.any():
+            break
+        np.maximum.at(raised, new[changed], lifted[changed])
+    return raised
 
 
 @dataclass(frozen=True)

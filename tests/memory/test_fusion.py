@@ -92,3 +92,68 @@ def test_the_reply_to_a_matching_question_comes_back(reopen: Opener) -> None:
     assert contents[1] == turns[3]  # and its reply holds the answer
     reply = found.results[1].components
     assert reply.context > 0
+
+
+def test_a_successor_takes_the_place_of_what_it_replaced(reopen: Opener) -> None:
+    memory: MemoryClient = reopen()
+    old_text = "My gym is PureFit on Mill Road."
+    new_text = "I joined the climbing centre by the canal."
+    memory.store("I keep a vegetable patch behind the garage.", user_id="sam")
+    old_event = memory.store(old_text, user_id="sam")
+    new_event = memory.store(new_text, user_id="sam")
+    [old] = memory.get_event_nodes(old_event, user_id="sam")
+    [new] = memory.get_event_nodes(new_event, user_id="sam")
+    question = "Which gym on Mill Road do I go to?"
+    before = memory.retrieve(question, user_id="sam", include_superseded=True).results
+    assert before[0].node.content == old_text  # it repeats the question's words
+
+    memory.supersede(old.id, new.id, evidence_id=new_event, user_id="sam")
+    found = memory.retrieve(question, user_id="sam", include_superseded=True).results
+    assert [r.node.content for r in found[:2]] == [new_text, old_text]  # old right below
+    assert found[0].components.succession > 0
+    assert found[0].score == pytest.approx(found[1].score, abs=1e-6)
+    assert found[1].components.succession == 0
+    # By default the retired memory is not returned; its successor ranks where it did.
+    default = memory.retrieve(question, user_id="sam").results
+    assert default[0].node.content == new_text
+
+
+def test_a_note_whose_claims_were_replaced_ranks_below_the_replacement(reopen: Opener) -> None:
+    memory: MemoryClient = reopen()
+    old = memory.ingest(
+        "I keep my passwords in LastPass.",
+        user_id="kim",
+        first_person_owner=True,
+        wait_for_extraction=True,
+    )
+    memory.ingest(
+        "I switched from LastPass to Bitwarden.",
+        user_id="kim",
+        first_person_owner=True,
+        wait_for_extraction=True,
+    )
+    assert old.claim_node_ids == ()  # "keep … in" is no rule: the note has no claim
+    memory.ingest(
+        "I use LastPass for passwords.",
+        user_id="lee",
+        first_person_owner=True,
+        wait_for_extraction=True,
+    )
+    memory.ingest(
+        "I switched from LastPass to Bitwarden.",
+        user_id="lee",
+        first_person_owner=True,
+        wait_for_extraction=True,
+    )
+    found = memory.retrieve("Do I use LastPass for passwords?", user_id="lee").results
+    contents = [r.node.content for r in found]
+    # The old note's one claim was retired: the claim that replaced it comes first,
+    # the old note right below it.
+    assert contents[:2] == [
+        "I switched from LastPass to Bitwarden",
+        "I use LastPass for passwords.",
+    ]
+    assert found[0].components.succession > 0
+    # Without a retired claim a note keeps its own place.
+    kept = memory.retrieve("Where do I keep my passwords?", user_id="kim").results
+    assert kept[0].node.content == "I keep my passwords in LastPass."

@@ -120,17 +120,13 @@ def reference_ranking(
     admitted = [admits(n) for n in nodes]
     # The lexical channel: BM25 against half of what the query could attain, at most 1.
     scale = c.lexical_scale * _attainable(documents, tokenize(query))
-    lexical = [
-        min(b / scale, 1.0) if a and scale > 0 else 0.0 for b, a in zip(bm25, admitted, strict=True)
-    ]
+    lexical = [min(b / scale, 1.0) if scale > 0 else 0.0 for b in bm25]
     fused = [
         (1 - c.lexical_weight) * max(_cos(query_vector, v), 0.0) + c.lexical_weight * x
         for v, x in zip(vectors, lexical, strict=True)
     ]
     scored = []
     for i, node in enumerate(nodes):
-        if not admitted[i]:
-            continue
         session = [
             j
             for j in range(len(nodes))
@@ -165,8 +161,28 @@ def reference_ranking(
         total = relevance * (1 + components["trigger_boost"])
         total *= 1 - components["attractor_penalty"]
         scored.append((node.id, total, components))
+    _follow_successors(nodes, scored)
+    scored = [s for s, a in zip(scored, admitted, strict=True) if a]
     scored.sort(key=lambda s: (-s[1], str(s[0])))
     return scored
+
+
+def _follow_successors(nodes: list[Node], scored: Reference) -> None:
+    """Each successor scores a hair (1e-9) above the node it superseded, at least;
+    a chain passes it on.  ``components["succession"]`` is what that added."""
+    place = {n.id: i for i, n in enumerate(nodes)}
+    own = [total for _, total, _ in scored]
+    totals = list(own)
+    changed = True
+    while changed:
+        changed = False
+        for i, node in enumerate(nodes):
+            j = place.get(node.superseded_by) if node.superseded_by else None
+            if j is not None and totals[i] + 1e-9 > totals[j]:
+                totals[j], changed = totals[i] + 1e-9, True
+    for i, (node_id, _, components) in enumerate(scored):
+        components["succession"] = totals[i] - own[i]
+        scored[i] = (node_id, totals[i], components)
 
 
 def _context(
