@@ -31,7 +31,7 @@ import dataclasses
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -56,6 +56,7 @@ from projections.model import (
 )
 from projections.scoring import AttractorProbe, ScoringConfig, TriggerProbe
 from projections.storage.graph_store import GraphStore, node_from_row
+from projections.storage.item_store import ItemStore
 from projections.storage.vector_reads import StateToken, event_versions
 from projections.storage.vector_store import VectorStore
 
@@ -157,6 +158,9 @@ class SubjectIndex:
         self._replaced_by: dict[int, uuid.UUID] = {}
         self._note_rows: dict[uuid.UUID, int] = {}
         self._claim_rows: dict[uuid.UUID, list[int]] = {}
+        #: Events that store a revision of a keyed item (MemoryClient.put_item): a new
+        #: value of the item replaces the old one; it takes nothing of its place.
+        self._item_revisions: set[uuid.UUID] = set()
         #: Held while ranking or changing: threads share cached indexes.
         self.lock = threading.Lock()
         #: The stream version the index includes every event up to (set by its loader).
@@ -225,6 +229,7 @@ class SubjectIndex:
             (row, successor)
             for row, new in self._replaced_by.items()
             if (successor := self._rows.get(new)) is not None
+            and self.nodes[successor].event_id not in self._item_revisions
         ]
         retired_events = {self.nodes[row].event_id for row, _ in pairs}
         for event_id in retired_events:
@@ -233,6 +238,10 @@ class SubjectIndex:
                 continue
             pairs += [(note, s) for c in claims if (s := self._rows.get(self._replaced_by[c]))]
         return np.asarray(pairs, dtype=np.intp).reshape(-1, 2)
+
+    def mark_item_revisions(self, event_ids: Iterable[uuid.UUID]) -> None:
+        """These events store revisions of keyed items (see :meth:`successions`)."""
+        self._item_revisions.update(event_ids)
 
     def row_of(self, node_id: uuid.UUID) -> int | None:
         return self._rows.get(node_id)
@@ -363,6 +372,7 @@ def load_subject(
     triggers, attractors = stream_probes(store, cipher)
     index = SubjectIndex(config, triggers, attractors)
     index.add(nodes, vectors)
+    index.mark_item_revisions(r["event_id"] for r in ItemStore(conn).stream_rows(cipher.stream_id))
     index.stream_id = cipher.stream_id
     return index
 
@@ -431,6 +441,7 @@ def refresh(
             return
         index.version = events[-1].version
         stored = [e.event_id for e in events if e.type == ev.STORED and e.data is not None]
+        index.mark_item_revisions(e.event_id for e in events if _revises_item(e))
         changed = {
             uuid.UUID(node_id)
             for e in events
@@ -448,6 +459,10 @@ def refresh(
             place = index.row_of(row.node_id)
             if place is not None and row.stream_id == cipher.stream_id:
                 index.replace(place, node_from_row(cipher, row))
+
+
+def _revises_item(event: RecordedEvent) -> bool:
+    return event.type == ev.STORED and event.data is not None and ev.item_of(event.data) is not None
 
 
 def stream_probes(
