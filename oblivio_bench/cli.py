@@ -191,8 +191,16 @@ def bench_memory(run: BenchRun, sections: tuple[str, ...]) -> None:
 @click.option(
     "--dataset",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    required=True,
+    default=None,
     help="A directory of LoCoMo-format conversations (*.json).",
+)
+@click.option(
+    "--scenarios",
+    "scenario_files",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    multiple=True,
+    help="A file of plain-speech correction, control and paraphrase scenarios "
+    "(repeatable; see docs/benchmarks.md).",
 )
 @click.option(
     "--embedder",
@@ -208,6 +216,12 @@ def bench_memory(run: BenchRun, sections: tuple[str, ...]) -> None:
     help="ScoringConfig.lexical_weight to measure (default: the default ranking's).",
 )
 @click.option(
+    "--lexical-normalisation",
+    type=click.Choice(["attainable", "best"]),
+    default=None,
+    help="ScoringConfig.lexical_normalisation to measure (default: the default ranking's).",
+)
+@click.option(
     "--session-context-weight",
     type=float,
     default=None,
@@ -219,20 +233,24 @@ def bench_memory(run: BenchRun, sections: tuple[str, ...]) -> None:
 @friendly_errors
 def bench_recall(
     ctx: click.Context,
-    dataset: Path,
+    dataset: Path | None,
+    scenario_files: tuple[Path, ...],
     embedder: str,
     lexical_weight: float | None,
+    lexical_normalisation: str | None,
     session_context_weight: float | None,
     backend: str,
     json_path: Path | None,
 ) -> None:
-    """Recall@1/5/10 of retrieve() on LoCoMo, beside plain BM25 and plain cosine."""
+    """Recall@1/5/10 of retrieve() on LoCoMo, beside plain BM25 and plain cosine, and
+    how plain-speech corrections, controls and paraphrases come back (--scenarios)."""
     from oblivio_bench.recall import RecallBenchConfig, run_recall_bench  # needs bm25s: lazily
 
-    weights = {
+    weights: dict[str, Any] = {
         name: value
         for name, value in (
             ("lexical_weight", lexical_weight),
+            ("lexical_normalisation", lexical_normalisation),
             ("session_context_weight", session_context_weight),
         )
         if value is not None
@@ -244,6 +262,7 @@ def bench_recall(
         server_url=_server_url(ctx),
         scoring=ScoringConfig(**weights) if weights else None,
         embedder_options=settings_from(ctx).embedder_options(),
+        scenarios=scenario_files,
     )
     _emit(run_recall_bench(config, progress=_progress), json_path)
 

@@ -35,6 +35,8 @@ def percentile(values: Sequence[float], q: float) -> float:
 def format_value(value: float, unit: str) -> str:
     if unit == "ms":
         return format_ms(value)
+    if unit == "count":
+        return f"{value:,.0f}"
     if unit in ("×", "fraction"):
         return f"{value:.3f}"  # three decimals: 0.4998 must not print as a met 0.50
     if unit == "s":

@@ -33,6 +33,7 @@ from oblivio.client import MemoryClient
 from oblivio_bench.figures import Figure, FigureReport, Section, at_least, percentile
 from oblivio_bench.loading import open_client, scratch_settings
 from oblivio_bench.report import machine_info
+from oblivio_bench.scenarios import measure_scenarios, read_scenarios
 from oblivio_bench.systems import BenchError
 from projections.embedders import Embedder, EmbedderOptions, resolve_embedder
 from projections.scoring import ScoringConfig
@@ -48,7 +49,8 @@ _SESSION = re.compile(r"session_(\d+)")
 
 @dataclass(frozen=True)
 class RecallBenchConfig:
-    dataset: Path
+    #: A directory of LoCoMo conversations (``None``: scenario files only).
+    dataset: Path | None
     embedder: str = "wordllama"
     backend: str = "sqlite"
     server_url: str = ""
@@ -56,6 +58,8 @@ class RecallBenchConfig:
     scoring: ScoringConfig | None = None
     #: How the embedder is reached (``openai:MODEL``: the endpoint and key of the settings).
     embedder_options: EmbedderOptions = field(default_factory=EmbedderOptions)
+    #: Plain-speech scenario files (see :mod:`oblivio_bench.scenarios`), measured after LoCoMo.
+    scenarios: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,8 @@ class RecallRun:
     store_seconds: float = 0.0
     stored: int = 0
     latencies_ms: list[float] = field(default_factory=list)
+    scenario_sections: list[Section] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
 
     def tally(self, method: str) -> Tally:
         return self.tallies.setdefault(method, Tally())
@@ -145,7 +151,10 @@ class RecallRun:
 def run_recall_bench(
     config: RecallBenchConfig, progress: Progress = lambda _: None
 ) -> FigureReport:
-    conversations = read_dataset(config.dataset)
+    if config.dataset is None and not config.scenarios:
+        raise BenchError("give a LoCoMo directory, a scenario file, or both")
+    conversations = read_dataset(config.dataset) if config.dataset is not None else []
+    scenario_files = [read_scenarios(path) for path in config.scenarios]
     embedder = resolve_embedder(config.embedder, config.embedder_options)
     run = RecallRun()
     with (
@@ -155,6 +164,10 @@ def run_recall_bench(
         for conversation in conversations:
             progress(f"{conversation.name}: {len(conversation.turns)} turns")
             _measure(client, embedder, conversation, run)
+        for scenarios in scenario_files:
+            sections, details = measure_scenarios(client, scenarios, progress)
+            run.scenario_sections += sections
+            run.details.update(details)
     return _report(config, embedder, conversations, run)
 
 
@@ -216,6 +229,31 @@ def _report(
     conversations: Sequence[Conversation],
     run: RecallRun,
 ) -> FigureReport:
+    ours = run.tally("oblivio")
+    sections = _locomo_sections(run) if conversations else []
+    sections += run.scenario_sections
+    return FigureReport(
+        benchmark="oblivio bench recall",
+        backend=config.backend,
+        rounds=1,
+        scale=1.0,
+        machine=machine_info(None),
+        parameters={
+            "dataset": str(config.dataset) if config.dataset is not None else None,
+            "scenarios": [str(path) for path in config.scenarios],
+            "embedder": embedder.name,
+            "scoring": vars(config.scoring or ScoringConfig()),
+            "conversations": len(conversations),
+            "turns": run.stored,
+            "questions": sum(ours.asked.values()),
+            "query_median_ms": statistics.median(run.latencies_ms) if run.latencies_ms else 0.0,
+        },
+        sections=sections,
+        details=run.details,
+    )
+
+
+def _locomo_sections(run: RecallRun) -> list[Section]:
     ours, anchor = run.tally("oblivio"), run.tally("bm25s")
     sections = []
     for method, tally in run.tallies.items():
@@ -254,23 +292,7 @@ def _report(
             ],
         )
     )
-    return FigureReport(
-        benchmark="oblivio bench recall",
-        backend=config.backend,
-        rounds=1,
-        scale=1.0,
-        machine=machine_info(None),
-        parameters={
-            "dataset": str(config.dataset),
-            "embedder": embedder.name,
-            "scoring": vars(config.scoring or ScoringConfig()),
-            "conversations": len(conversations),
-            "turns": run.stored,
-            "questions": sum(ours.asked.values()),
-            "query_median_ms": statistics.median(run.latencies_ms) if run.latencies_ms else 0.0,
-        },
-        sections=sections,
-    )
+    return sections
 
 
 _TITLES = {

@@ -189,7 +189,7 @@ class ScoreComponents:
     """Every input of a retrieval score, so callers can see why a node ranked."""
 
     similarity: float  # dense channel: cosine of query and node embeddings, at least 0
-    lexical: float  # lexical channel: BM25 relative to the best candidate's, in [0, 1]
+    lexical: float  # lexical channel: BM25 against what the query could attain, in [0, 1]
     context: float  # added by the node's best session neighbour (see projections.scoring)
     recency: float
     salience: float
@@ -200,6 +200,9 @@ class ScoreComponents:
     attractor_penalty: float
     #: How often retrieval has returned the node (it slows the recency term's fading).
     accesses: int = 0
+    #: What the score gained by following a memory this node replaced (a supersede, or
+    #: a note whose claims it replaced), above the formula's own value; 0 mostly.
+    succession: float = 0.0
 
 
 @dataclass(frozen=True)

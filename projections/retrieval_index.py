@@ -31,7 +31,7 @@ import dataclasses
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -56,6 +56,7 @@ from projections.model import (
 )
 from projections.scoring import AttractorProbe, ScoringConfig, TriggerProbe
 from projections.storage.graph_store import GraphStore, node_from_row
+from projections.storage.item_store import ItemStore
 from projections.storage.vector_reads import StateToken, event_versions
 from projections.storage.vector_store import VectorStore
 
@@ -142,8 +143,8 @@ class SubjectIndex:
         self.nodes: list[Node] = []
         self.lexical = LexicalIndex()
         self._vectors: _Column | None = None  # its width is the first vector's
-        # superseded, scope, node type, source type, archived
-        self._codes = _Column(np.int8, 5)
+        # superseded, scope, node type, source type, archived, asks a question
+        self._codes = _Column(np.int8, 6)
         self._numbers = _Column(np.float64, 7)
         #: How often retrieval returned each row (projections.access): it changes on
         #: reads, not events, so it is kept apart from the node's own numbers.
@@ -152,6 +153,14 @@ class SubjectIndex:
         self._neighbours = _Column(np.intp, 2)
         self._session_tail: dict[str, int] = {}
         self._rows: dict[uuid.UUID, int] = {}
+        #: What replaced what (scoring.follow_successors): each superseded row's
+        #: successor, each ingested message's NOTE row and the rows of its claims.
+        self._replaced_by: dict[int, uuid.UUID] = {}
+        self._note_rows: dict[uuid.UUID, int] = {}
+        self._claim_rows: dict[uuid.UUID, list[int]] = {}
+        #: Events that store a revision of a keyed item (MemoryClient.put_item): a new
+        #: value of the item replaces the old one; it takes nothing of its place.
+        self._item_revisions: set[uuid.UUID] = set()
         #: Held while ranking or changing: threads share cached indexes.
         self.lock = threading.Lock()
         #: The stream version the index includes every event up to (set by its loader).
@@ -193,6 +202,11 @@ class SubjectIndex:
         self._neighbours.extend(np.full((len(nodes), 2), -1))
         neighbours = self._neighbours.values
         for row, node in enumerate(nodes, start=first):
+            self._track_replacement(row, node)
+            if node.node_type is NodeType.NOTE:
+                self._note_rows.setdefault(node.event_id, row)
+            elif "claim_predicate" in node.meta:
+                self._claim_rows.setdefault(node.event_id, []).append(row)
             if node.session_id is None:
                 continue
             before = self._session_tail.get(node.session_id)
@@ -200,6 +214,34 @@ class SubjectIndex:
                 neighbours[row, 0] = before
                 neighbours[before, 1] = row
             self._session_tail[node.session_id] = row
+
+    def _track_replacement(self, row: int, node: Node) -> None:
+        if node.lifecycle == LifecycleState.SUPERSEDED and node.superseded_by is not None:
+            self._replaced_by[row] = node.superseded_by
+        else:
+            self._replaced_by.pop(row, None)
+
+    def successions(self) -> Rows:
+        """(old row, successor row) pairs: each superseded node and the node that
+        replaced it, and each ingested message's note whose every claim was replaced,
+        with the replacement of its claims (the best-placed one is its successor)."""
+        pairs = [
+            (row, successor)
+            for row, new in self._replaced_by.items()
+            if (successor := self._rows.get(new)) is not None
+            and self.nodes[successor].event_id not in self._item_revisions
+        ]
+        retired_events = {self.nodes[row].event_id for row, _ in pairs}
+        for event_id in retired_events:
+            note, claims = self._note_rows.get(event_id), self._claim_rows.get(event_id, [])
+            if note is None or not claims or any(c not in self._replaced_by for c in claims):
+                continue
+            pairs += [(note, s) for c in claims if (s := self._rows.get(self._replaced_by[c]))]
+        return np.asarray(pairs, dtype=np.intp).reshape(-1, 2)
+
+    def mark_item_revisions(self, event_ids: Iterable[uuid.UUID]) -> None:
+        """These events store revisions of keyed items (see :meth:`successions`)."""
+        self._item_revisions.update(event_ids)
 
     def row_of(self, node_id: uuid.UUID) -> int | None:
         return self._rows.get(node_id)
@@ -225,6 +267,7 @@ class SubjectIndex:
         """A node's new state (lifecycle, reinforcement, confidence …); its text,
         vector and session never change, nor do the terms derived from them."""
         self.nodes[row] = node
+        self._track_replacement(row, node)
         self._codes.values[row] = _codes(node)
         self._numbers.values[row, :5] = _numbers(node)
         self._last_touch_us.values[row] = _micros(node.last_reinforced_at or node.created_at)
@@ -280,6 +323,12 @@ class SubjectIndex:
         return values
 
     @property
+    def asks(self) -> npt.NDArray[np.bool_]:
+        """Which rows ask a question."""
+        asks: npt.NDArray[np.bool_] = self._codes.values[:, 5] == 1
+        return asks
+
+    @property
     def neighbours(self) -> Rows:
         values: Rows = self._neighbours.values
         return values
@@ -292,6 +341,7 @@ def _codes(node: Node) -> list[int]:
         _NODE_TYPES[node.node_type.value],
         _SOURCE_TYPES[node.source_type.value],
         node.archived_at is not None,
+        "?" in node.content,  # its session's next node is its reply (scoring.match)
     ]
 
 
@@ -322,6 +372,7 @@ def load_subject(
     triggers, attractors = stream_probes(store, cipher)
     index = SubjectIndex(config, triggers, attractors)
     index.add(nodes, vectors)
+    index.mark_item_revisions(r["event_id"] for r in ItemStore(conn).stream_rows(cipher.stream_id))
     index.stream_id = cipher.stream_id
     return index
 
@@ -390,6 +441,7 @@ def refresh(
             return
         index.version = events[-1].version
         stored = [e.event_id for e in events if e.type == ev.STORED and e.data is not None]
+        index.mark_item_revisions(e.event_id for e in events if _revises_item(e))
         changed = {
             uuid.UUID(node_id)
             for e in events
@@ -407,6 +459,10 @@ def refresh(
             place = index.row_of(row.node_id)
             if place is not None and row.stream_id == cipher.stream_id:
                 index.replace(place, node_from_row(cipher, row))
+
+
+def _revises_item(event: RecordedEvent) -> bool:
+    return event.type == ev.STORED and event.data is not None and ev.item_of(event.data) is not None
 
 
 def stream_probes(
@@ -442,12 +498,17 @@ def rank(
             return []
         config = index.config
         dense = scoring.cosines(index.vectors, query_vector)
-        lexical = scoring.lexical_share(np.where(admitted, index.lexical.scores(query), 0.0))
-        matched, context = scoring.match(config, dense, lexical, index.neighbours, admitted)
+        bm25 = index.lexical.scores(query)
+        lexical = scoring.lexical_share(config, bm25, index.lexical.attainable(query), admitted)
+        matched, context = scoring.match(
+            config, dense, lexical, index.neighbours, index.asks, admitted
+        )
         terms = index.terms(now, matched)
-        totals = np.where(admitted, scoring.totals(config, terms), -np.inf)
+        own = scoring.totals(config, terms)
+        totals = np.where(admitted, scoring.follow_successors(own, index.successions()), -np.inf)
         best = _best(index, np.flatnonzero(admitted), totals, limit)
-        return [_scored(index, row, totals, terms, dense, lexical, context) for row in best]
+        channels = (dense, lexical, context)
+        return [_scored(index, row, totals, own, terms, channels) for row in best]
 
 
 def _best(index: SubjectIndex, admitted: Rows, totals: Floats, limit: int) -> list[int]:
@@ -465,11 +526,11 @@ def _scored(
     index: SubjectIndex,
     row: int,
     totals: Floats,
+    own: Floats,
     terms: scoring.Terms,
-    dense: Floats,
-    lexical: Floats,
-    context: Floats,
+    channels: tuple[Floats, Floats, Floats],
 ) -> ScoredNode:
+    dense, lexical, context = channels
     components = ScoreComponents(
         similarity=max(float(dense[row]), 0.0),
         lexical=float(lexical[row]),
@@ -482,6 +543,7 @@ def _scored(
         trigger_boost=float(terms.trigger_boost[row]),
         attractor_penalty=float(terms.attractor_penalty[row]),
         accesses=int(index.accesses[row]),
+        succession=float(totals[row] - own[row]),
     )
     # A copy: callers may change the meta dict, the cached node must not change.
     node = index.nodes[row]

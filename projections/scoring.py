@@ -6,13 +6,13 @@ gathers those inputs and calls them, and nothing else computes a score.
 
 score = relevance × (1 + trigger boost) × (1 − attractor penalty), where
 
-* match = (1 − λ) · dense + λ · lexical, plus κ times the best match of the
-  node's neighbours in its session (the memory stored just before or just
-  after it with the same ``session_id``): in a conversation the answer to a
-  question often sits one turn away from the words the question repeats;
+* match = (1 − λ) · dense + λ · lexical, plus the context its session lends
+  it (:func:`match`): in a conversation the answer to a question often sits
+  a turn or two away from the words the question repeats, above all in the
+  reply to a turn that asked something;
 * dense is the cosine of the query and node embeddings (clamped at 0) and
-  lexical the node's BM25 score divided by the best BM25 score among the
-  candidates (so both lie in [0, 1]);
+  lexical the node's BM25 score against what the query could attain
+  (:func:`lexical_share`), both in [0, 1];
 * relevance mixes match with recency (retention: :func:`retention`, which
   importance, confirmations and how often retrieval returned the node slow
   down), salience, reinforcement and confidence (the node's own, times the
@@ -54,7 +54,10 @@ _BOUNDS: dict[str, tuple[float, float | None]] = {
     "reinforcement_weight": (0.0, None),
     "confidence_weight": (0.0, None),
     "lexical_weight": (0.0, 1.0),
+    "lexical_scale": (1e-6, 1.0),
     "session_context_weight": (0.0, 1.0),
+    "reply_context_weight": (0.0, 1.0),
+    "distant_context_weight": (0.0, 1.0),
     "recency_half_life_days": (1e-6, None),
     "access_weight": (0.0, 10.0),
     "trigger_retrieval_boost": (0.0, None),
@@ -77,9 +80,18 @@ class ScoringConfig:
     reinforcement_weight: float = 0.1
     confidence_weight: float = 0.1
     #: λ: the lexical (BM25) channel's share of the match; 0 is dense only, 1 lexical only.
-    lexical_weight: float = 0.5
+    lexical_weight: float = 0.7
+    #: How BM25 becomes the lexical channel's [0, 1] (see :func:`lexical_share`):
+    #: ``"attainable"`` or ``"best"`` (divided by the best candidate's, before 2026-12).
+    lexical_normalisation: str = "attainable"
+    #: The share of the query's attainable BM25 score that counts as a full match.
+    lexical_scale: float = 0.5
     #: κ: how much of the best session neighbour's match a node adds to its own; 0 is off.
-    session_context_weight: float = 0.5
+    session_context_weight: float = 0.4
+    #: κ for the reply: the node right after a session turn that asked a question ("?").
+    reply_context_weight: float = 0.8
+    #: κ for the session's turns two away (often the same speaker going on); 0 is off.
+    distant_context_weight: float = 0.3
     recency_half_life_days: float = 30.0
     #: α: how much each retrieval slows a memory's fading (see :func:`access_factor`); 0 is off.
     access_weight: float = 0.5
@@ -89,7 +101,20 @@ class ScoringConfig:
 
     def __post_init__(self) -> None:
         for field in fields(self):
-            _check_bound(field.name, getattr(self, field.name))
+            if field.name in _CHOICES:
+                _check_choice(field.name, getattr(self, field.name))
+            else:
+                _check_bound(field.name, getattr(self, field.name))
+
+
+#: The allowed values of the fields that are a choice, not a number.
+_CHOICES = {"lexical_normalisation": ("attainable", "best")}
+
+
+def _check_choice(name: str, value: object) -> None:
+    allowed = _CHOICES[name]
+    if value not in allowed:
+        raise ScoringConfigError(f"ScoringConfig.{name} must be one of {allowed}, not {value!r}")
 
 
 def _check_bound(name: str, value: object) -> None:
@@ -217,10 +242,31 @@ def retention(config: ScoringConfig, age_days: Floats, stretch: Floats, accesses
     return result
 
 
-def lexical_share(bm25: Floats) -> Floats:
-    """BM25 scores relative to the best among the candidates, in [0, 1]."""
-    best = float(bm25.max(initial=0.0))
-    return bm25 / best if best > 0 else np.zeros_like(bm25)
+def lexical_share(
+    config: ScoringConfig,
+    bm25: Floats,
+    attainable: float,
+    admitted: npt.NDArray[np.bool_] | None = None,
+) -> Floats:
+    """The lexical channel in [0, 1]: each node's BM25 score against what the query
+    could attain (``attainable``: the score of a memory holding every query term,
+    see :meth:`~projections.lexical.LexicalIndex.attainable`), times ``1 / lexical_scale``
+    and capped at 1 (``"best"``: divided by the best ``admitted`` node's score).
+
+    Measured against the best candidate's score instead (``"best"``), one shared
+    common word makes a perfect lexical match whenever nothing matches better;
+    against the attainable score, a memory that shares one of a query's four
+    terms scores what that term is worth.
+    """
+    if config.lexical_normalisation == "best":
+        candidates = bm25 if admitted is None else np.where(admitted, bm25, 0.0)
+        scale = float(candidates.max(initial=0.0))
+    else:
+        scale = attainable * config.lexical_scale
+    if scale <= 0:
+        return np.zeros_like(bm25)
+    share: Floats = np.minimum(bm25 / scale, 1.0)
+    return share
 
 
 def match(
@@ -228,19 +274,61 @@ def match(
     dense: Floats,
     lexical: Floats,
     neighbours: npt.NDArray[np.intp],
+    asks: npt.NDArray[np.bool_],
     admitted: npt.NDArray[np.bool_],
 ) -> tuple[Floats, Floats]:
-    """(match, context) per node: the fused channels plus κ times the best fused
-    value among the node's admitted session neighbours.
+    """(match, context) per node: the fused channels plus the context its session lends.
 
     All arrays are over the same nodes; ``neighbours`` has two columns, the
     positions of the node's previous and next node in its session, -1 where
-    there is none.  A node the query does not admit lends no context.
+    there is none, and ``asks`` says which nodes ask a question.  The context
+    is the largest of κ times the fused value of the previous or next node
+    (κ_reply for the previous one when it asked a question: the node is its
+    reply) and κ_distant times that of the nodes two turns away.  A node the
+    query does not admit lends nothing.
     """
     fused = (1 - config.lexical_weight) * np.maximum(dense, 0.0) + config.lexical_weight * lexical
     lent = np.append(np.where(admitted, fused, 0.0), 0.0)  # position -1 reads the final 0
-    context: Floats = config.session_context_weight * lent[neighbours].max(axis=1, initial=0.0)
+    previous, following = neighbours[:, 0], neighbours[:, 1]
+    asked = np.append(asks, False)[previous]
+    near = np.maximum(
+        np.where(asked, config.reply_context_weight, config.session_context_weight)
+        * lent[previous],
+        config.session_context_weight * lent[following],
+    )
+    # Two turns away: the previous node's previous and the next node's next.
+    beyond = np.append(neighbours, [[-1, -1]], axis=0)
+    distant = np.maximum(lent[beyond[previous, 0]], lent[beyond[following, 1]])
+    context: Floats = np.maximum(near, config.distant_context_weight * distant)
     return fused + context, context
+
+
+#: How far above the memory it replaced a successor ranks: enough to sort above it
+#: (ties within retrieval_index.TIE_MARGIN are ordered by node id), nothing a score shows.
+SUCCESSION_MARGIN = 1e-9
+
+
+def follow_successors(totals: Floats, successions: npt.NDArray[np.intp]) -> Floats:
+    """The totals with each successor raised to just above the memory it replaced.
+
+    ``successions`` holds (old, successor) row pairs.  A question that matches an
+    old memory finds its successor where the old one would have ranked, and the
+    old one (when the query admits it: a note whose claims were replaced, or
+    ``include_superseded``) right below.  Chains (A replaced by B, B by C) pass
+    the rank on to their end, through links the query does not admit; whether a
+    successor is returned is still the query's filter's decision.
+    """
+    if len(successions) == 0:
+        return totals
+    raised = totals.copy()
+    old, new = successions[:, 0], successions[:, 1]
+    for _ in range(len(successions)):  # a chain is at most as long as the pairs
+        lifted = np.maximum(raised[new], raised[old] + SUCCESSION_MARGIN)
+        changed = lifted > raised[new]
+        if not changed.any():
+            break
+        np.maximum.at(raised, new[changed], lifted[changed])
+    return raised
 
 
 @dataclass(frozen=True)

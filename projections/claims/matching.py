@@ -24,6 +24,11 @@ PREDICATE_CLASSES = {
     "moved_to": "residence",
     "works_as": "occupation",
     "switched_to": "switch",
+    "works_at": "workplace",
+    "eats": "eat",
+    "drinks": "drink",
+    "drives": "drive",
+    "am": "identity",
 }
 #: The one bounded transition across classes: a switch replaces what one used
 #: (FACT claims only), never what one has, owns or likes.

@@ -24,7 +24,21 @@ MAX_CLAIMS_PER_PLAN = 50
 MAX_OBJECT_CHARS = 200
 
 Predicate = Literal[
-    "uses", "has", "owns", "likes", "lives_in", "works_as", "moved_to", "switched_to", "is"
+    "uses",
+    "has",
+    "owns",
+    "likes",
+    "lives_in",
+    "works_as",
+    "moved_to",
+    "switched_to",
+    "is",
+    # Since the rule extractor's version 3.
+    "works_at",
+    "eats",
+    "drinks",
+    "drives",
+    "am",
 ]
 SubjectRef = Literal["first_person", "first_person_plural"]
 

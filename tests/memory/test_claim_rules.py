@@ -68,6 +68,13 @@ def test_the_one_bounded_transition() -> None:
         ("I moved to Chicago.", [("moved_to", "Chicago", "positive", "update", None)]),
         ("I work as a nurse.", [("works_as", "nurse", "positive", "state", None)]),
         ("My current city is Boston.", [("is", "Boston", "positive", "state", None)]),
+        (
+            "I'm a nurse; I live in Oslo.",
+            [
+                ("am", "nurse", "positive", "state", None),
+                ("lives_in", "Oslo", "positive", "state", None),
+            ],
+        ),
         ("My car is no longer red.", [("is", "red", "negative", "update", None)]),
         (
             "I like green tea, and I have a dog!",
@@ -89,6 +96,64 @@ def test_the_one_bounded_transition() -> None:
         ("I know the bike is mine.", []),  # not an object with a subject of its own
         ("I bought a gift for me.", []),  # outside the listed patterns
         ("I bought ourselves a boat.", []),  # the reflexive must agree
+        # Version 3: sentences keep emails, URLs, decimals, times and abbreviations whole.
+        (
+            "My email is jo.parker@example.com.",
+            [("is", "jo.parker@example.com", "positive", "state", None)],
+        ),
+        (
+            "See https://example.org/a.b?x=1. I use Vim.",
+            [("uses", "Vim", "positive", "state", None)],
+        ),
+        (
+            "Dr. Okafor is kind. I live in St. Albans.",
+            [("lives_in", "St. Albans", "positive", "state", None)],
+        ),
+        (
+            "I paid 3.50 at 9.30 today. I drive a Corsa.",
+            [("drives", "Corsa", "positive", "state", None)],
+        ),
+        (
+            "I work at the library, e.g. on Mondays.",
+            [("works_at", "library", "positive", "state", None)],
+        ),
+        ("I work for Acme Ltd. now.", [("works_at", "Acme Ltd.", "positive", "update", None)]),
+        # Everyday predicates and ways of saying that something changed.
+        ("I'm a paramedic.", [("am", "paramedic", "positive", "state", None)]),
+        ("We're vegan.", [("am", "vegan", "positive", "state", None)]),
+        ("I'm not vegetarian anymore.", [("am", "vegetarian", "negative", "update", None)]),
+        ("I am no longer a student.", [("am", "student", "negative", "update", None)]),
+        ("I'm moving house soon.", []),  # a progressive says no role
+        ("I'm using Vim.", [("uses", "Vim", "positive", "state", None)]),
+        ("I don't eat meat anymore.", [("eats", "meat", "negative", "update", None)]),
+        ("I stopped drinking coffee.", [("drinks", "coffee", "negative", "update", None)]),
+        ("I used to live in Leeds.", [("lives_in", "Leeds", "negative", "update", None)]),
+        ("I no longer work at the bakery.", [("works_at", "bakery", "negative", "update", None)]),
+        (
+            "I moved from Boston to Denver last month.",
+            [("moved_to", "Denver", "positive", "update", "Boston")],
+        ),
+        (
+            "We sold the Honda, now we drive a Tesla.",
+            [
+                ("owns", "Honda", "negative", "update", None),
+                ("drives", "Tesla", "positive", "update", None),
+            ],
+        ),
+        (
+            "I use Bitwarden instead of LastPass.",
+            [("uses", "Bitwarden", "positive", "update", "LastPass")],
+        ),
+        (
+            "Actually my sister's name is Ana, not Anna.",
+            [("is", "Ana", "positive", "update", "Anna")],
+        ),
+        ("My new number is 720-555-0123.", [("is", "720-555-0123", "positive", "update", None)]),
+        ("These days I drink green tea.", [("drinks", "green tea", "positive", "update", None)]),
+        (
+            "I have 2 cats, a dog and a parrot.",
+            [("has", "2 cats, a dog and a parrot", "positive", "state", None)],
+        ),
         ("Yo uso una bomba de insulina.", []),  # English only
         ("The weather is nice.", []),
     ],
@@ -134,10 +199,12 @@ def test_mine_me_and_myself_are_singular_ours_us_ourselves_plural(text: str, sub
     assert claim.subject == subject
 
 
-def test_version_2_appends_its_rules() -> None:
+def test_versions_2_and_3_append_their_rules() -> None:
     plan = RuleClaimExtractor().plan(Message(text="I use Vim.", role="user"))
-    assert plan.extractor_version == 2
-    new = (
+    assert plan.extractor_version == 3
+    third = ("used_to", "not_am_anymore", "not_am", "am", "sold")
+    assert plan.rules[-len(third) :] == third
+    second = (
         "no_longer_mine",
         "not_mine",
         "is_mine",
@@ -145,8 +212,9 @@ def test_version_2_appends_its_rules() -> None:
         "bought_myself",
         "bought_for_myself",
     )
-    assert plan.rules[-len(new) :] == new
-    assert plan.rules[: -len(new)] == (
+    rules = plan.rules[: -len(third)]
+    assert rules[-len(second) :] == second
+    assert rules[: -len(second)] == (
         "no_longer",
         "stopped",
         "not_anymore",

@@ -34,7 +34,7 @@ def expected_score(c: ScoreComponents, config: ScoringConfig | None = None) -> f
         + config.reinforcement_weight * c.reinforcement
         + config.confidence_weight * c.confidence * c.source_confidence
     )
-    return relevance * (1 + c.trigger_boost) * (1 - c.attractor_penalty)
+    return relevance * (1 + c.trigger_boost) * (1 - c.attractor_penalty) + c.succession
 
 
 def ranked(memory: MemoryClient, query: str = QUERY, **filters: object) -> dict[str, ScoredNode]:

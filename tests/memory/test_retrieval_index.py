@@ -43,8 +43,21 @@ def _cos(a: Sequence[float], b: Sequence[float]) -> float:
     return sum(x * y for x, y in zip(a, b, strict=True))
 
 
+K1, B = 1.2, 0.5
+
+
+def _idf(documents: list[list[str]], term: str) -> float:
+    df = sum(term in d for d in documents)
+    return math.log(1 + (len(documents) - df + 0.5) / (df + 0.5))
+
+
+def _attainable(documents: list[list[str]], query: list[str]) -> float:
+    """The most a document could score: idf · (k1 + 1) over the distinct query terms."""
+    return sum(_idf(documents, term) * (K1 + 1) for term in dict.fromkeys(query))
+
+
 def _bm25(documents: list[list[str]], query: list[str]) -> list[float]:
-    """Lucene's BM25 (k1 = 1.5, b = 0.75), each distinct query term once."""
+    """Lucene's BM25 (k1 = 1.2, b = 0.5), each distinct query term once."""
     average = sum(map(len, documents)) / len(documents) or 1.0
     counts = [Counter(d) for d in documents]
     scores = [0.0] * len(documents)
@@ -53,8 +66,8 @@ def _bm25(documents: list[list[str]], query: list[str]) -> list[float]:
         idf = math.log(1 + (len(documents) - df + 0.5) / (df + 0.5))
         for i, c in enumerate(counts):
             if c[term]:
-                norm = 1.5 * (1 - 0.75 + 0.75 * len(documents[i]) / average)
-                scores[i] += idf * c[term] * 2.5 / (c[term] + norm)
+                norm = K1 * (1 - B + B * len(documents[i]) / average)
+                scores[i] += idf * c[term] * (K1 + 1) / (c[term] + norm)
     return scores
 
 
@@ -102,28 +115,24 @@ def reference_ranking(
         )
         nodes = [node_from_row(cipher, row) for row in rows]
         vectors = [unpack_vector(cipher.open("vector", r.node_id.bytes, r.embedding)) for r in rows]
-    bm25 = _bm25([tokenize(n.content) for n in nodes], tokenize(query))
+    documents = [tokenize(n.content) for n in nodes]
+    bm25 = _bm25(documents, tokenize(query))
     admitted = [admits(n) for n in nodes]
-    best_bm25 = max((b for b, a in zip(bm25, admitted, strict=True) if a), default=0.0)
+    # The lexical channel: BM25 against half of what the query could attain, at most 1.
+    scale = c.lexical_scale * _attainable(documents, tokenize(query))
+    lexical = [min(b / scale, 1.0) if scale > 0 else 0.0 for b in bm25]
     fused = [
-        (1 - c.lexical_weight) * max(_cos(query_vector, v), 0.0)
-        + c.lexical_weight * (b / best_bm25 if best_bm25 > 0 else 0.0)
-        for v, b in zip(vectors, bm25, strict=True)
+        (1 - c.lexical_weight) * max(_cos(query_vector, v), 0.0) + c.lexical_weight * x
+        for v, x in zip(vectors, lexical, strict=True)
     ]
     scored = []
     for i, node in enumerate(nodes):
-        if not admitted[i]:
-            continue
         session = [
             j
             for j in range(len(nodes))
             if node.session_id is not None and nodes[j].session_id == node.session_id
         ]
-        place = session.index(i) if session else 0
-        beside = [session[k] for k in (place - 1, place + 1) if 0 <= k < len(session)]
-        context = c.session_context_weight * max(
-            [fused[j] for j in beside if admitted[j]], default=0.0
-        )
+        context = _context(c, session, i, fused, admitted, nodes)
         age = (now - (node.last_reinforced_at or node.created_at)).total_seconds() / 86_400
         stretch = (1 + node.salience_base) * (1 + math.log1p(node.reinforcement_count))
         used = accesses.get(node.id, 0)
@@ -131,7 +140,7 @@ def reference_ranking(
         confidence = node.meta.get("confidence", 1.0)
         components = {
             "similarity": max(_cos(query_vector, vectors[i]), 0.0),
-            "lexical": bm25[i] / best_bm25 if best_bm25 > 0 else 0.0,
+            "lexical": lexical[i],
             "context": context,
             "recency": 0.5 ** (age / (c.recency_half_life_days * stretch)),
             "salience": node.salience_base,
@@ -152,8 +161,55 @@ def reference_ranking(
         total = relevance * (1 + components["trigger_boost"])
         total *= 1 - components["attractor_penalty"]
         scored.append((node.id, total, components))
+    _follow_successors(nodes, scored)
+    scored = [s for s, a in zip(scored, admitted, strict=True) if a]
     scored.sort(key=lambda s: (-s[1], str(s[0])))
     return scored
+
+
+def _follow_successors(nodes: list[Node], scored: Reference) -> None:
+    """Each successor scores a hair (1e-9) above the node it superseded, at least;
+    a chain passes it on.  ``components["succession"]`` is what that added."""
+    place = {n.id: i for i, n in enumerate(nodes)}
+    own = [total for _, total, _ in scored]
+    totals = list(own)
+    changed = True
+    while changed:
+        changed = False
+        for i, node in enumerate(nodes):
+            j = place.get(node.superseded_by) if node.superseded_by else None
+            if j is not None and totals[i] + 1e-9 > totals[j]:
+                totals[j], changed = totals[i] + 1e-9, True
+    for i, (node_id, _, components) in enumerate(scored):
+        components["succession"] = totals[i] - own[i]
+        scored[i] = (node_id, totals[i], components)
+
+
+def _context(
+    c: ScoringConfig,
+    session: list[int],
+    i: int,
+    fused: list[float],
+    admitted: list[bool],
+    nodes: list[Node],
+) -> float:
+    """What a node's session lends it: κ times its neighbours' fused match (κ_reply for
+    the turn before it when that turn asked a question), κ_distant two turns away."""
+    if not session:
+        return 0.0
+    place = session.index(i)
+
+    def lent(offset: int) -> float:
+        k = place + offset
+        return fused[session[k]] if 0 <= k < len(session) and admitted[session[k]] else 0.0
+
+    asked = place > 0 and "?" in nodes[session[place - 1]].content
+    return max(
+        (c.reply_context_weight if asked else c.session_context_weight) * lent(-1),
+        c.session_context_weight * lent(1),
+        c.distant_context_weight * lent(-2),
+        c.distant_context_weight * lent(2),
+    )
 
 
 def varied_subject(client: MemoryClient, user: str) -> None:
@@ -168,7 +224,7 @@ def varied_subject(client: MemoryClient, user: str) -> None:
             meta["confidence"] = round(0.1 + (i % 9) / 10, 2)
         _, node = remember(
             client,
-            f"memory {i}: " + " ".join(words),
+            f"memory {i}: " + " ".join(words) + ("?" if i % 5 == 1 else ""),
             user_id=user,
             scope=scopes[i % len(scopes)],
             node_type=types[i % len(types)],
@@ -271,7 +327,7 @@ def test_the_index_ranks_by_the_documented_formula(reopen: Opener) -> None:
     penalties = [r.components.attractor_penalty for r in everything]
     assert any(0 < p < 0.8 for p in penalties)
     # Both channels and the session context take part.
-    assert any(r.components.lexical == 1.0 for r in everything)
+    assert any(r.components.lexical == 0 for r in everything)
     assert any(0 < r.components.lexical < 1 for r in everything)
     assert any(r.components.context > 0 for r in everything)
     assert any(r.components.context == 0 for r in everything)

@@ -1,0 +1,159 @@
+"""How the two channels fuse and what a session lends: the scoring functions on
+arrays, and the issue-29 cases through the facade."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from oblivio import MemoryClient
+from projections import scoring
+from projections.lexical import LexicalIndex
+from projections.scoring import ScoringConfig
+from tests.memory.conftest import Opener
+
+NONE = -1
+
+
+def test_bm25_is_measured_against_what_the_query_could_attain() -> None:
+    index = LexicalIndex()
+    for text in ("My sister Anna lives in Madrid.", "I work as a nurse.", "I like tea."):
+        index.add(text)
+    # "living" and "lives" share a stem, and nothing matches better: divided by the
+    # best candidate's score, that one common word made a perfect lexical match.
+    query = "What does my sister do for a living in Spain?"
+    bm25 = index.scores(query)
+    best = scoring.lexical_share(ScoringConfig(lexical_normalisation="best"), bm25, 0.0)
+    assert best.tolist() == [1.0, 0.0, 0.0]
+    attainable = index.attainable(query)  # sister, live, spain: "spain" is in no memory
+    config = ScoringConfig()
+    share = scoring.lexical_share(config, bm25, attainable)
+    assert 0 < share[0] < 1
+    assert share[0] == pytest.approx(bm25[0] / (config.lexical_scale * attainable))
+    # A memory holding every term of the query, and more than once, is a full match.
+    index.add("Spain: my sister is living in Spain, my sister lives there")
+    full = scoring.lexical_share(config, index.scores(query), index.attainable(query))
+    assert full[3] == 1.0
+    assert index.attainable("") == 0.0
+    assert not scoring.lexical_share(config, np.zeros(3), 0.0).any()
+
+
+def _match(config: ScoringConfig, fused_only: list[float], asks: list[bool]) -> np.ndarray:
+    """The context each node of one session (in order) gets when only the dense
+    channel speaks, with these dense values."""
+    n = len(fused_only)
+    neighbours = np.array([[i - 1 if i else NONE, i + 1 if i + 1 < n else NONE] for i in range(n)])
+    config = ScoringConfig(
+        lexical_weight=0.0,
+        session_context_weight=config.session_context_weight,
+        reply_context_weight=config.reply_context_weight,
+        distant_context_weight=config.distant_context_weight,
+    )
+    dense = np.array(fused_only)
+    _, context = scoring.match(
+        config, dense, np.zeros(n), neighbours, np.array(asks), np.ones(n, dtype=bool)
+    )
+    return context
+
+
+def test_a_reply_borrows_more_from_the_question_before_it() -> None:
+    config = ScoringConfig()
+    # Turn 0 matches the query and asks something; turn 1 answers it.
+    context = _match(config, [1.0, 0.0, 0.0, 0.0], [True, False, False, False])
+    assert context.tolist() == pytest.approx(
+        [0.0, config.reply_context_weight, config.distant_context_weight, 0.0]
+    )
+    # Without the question mark, turn 1 is a plain neighbour.
+    plain = _match(config, [1.0, 0.0, 0.0, 0.0], [False] * 4)
+    assert plain[1] == pytest.approx(config.session_context_weight)
+    # The turn before a matching one borrows κ, whatever it asked.
+    before = _match(config, [0.0, 1.0, 0.0, 0.0], [True] * 4)
+    assert before[0] == pytest.approx(config.session_context_weight)
+    assert before[3] == pytest.approx(config.distant_context_weight)
+    off = ScoringConfig(session_context_weight=0, reply_context_weight=0, distant_context_weight=0)
+    assert not _match(off, [1.0, 0.5, 0.2], [True, True, True]).any()
+
+
+def test_the_reply_to_a_matching_question_comes_back(reopen: Opener) -> None:
+    memory: MemoryClient = reopen()
+    turns = [
+        "Ben: How was the trip to the coast?",
+        "Ana: Lovely, thanks.",
+        "Ben: Did you try any local dishes while you were there?",
+        "Ana: Grilled sardines every single evening!",
+        "Ben: My cat knocked the plant over again.",
+        "Ana: Cats will be cats.",
+    ]
+    for turn in turns:
+        memory.store(turn, user_id="ana", session_id="s1")
+    found = memory.retrieve("What local dishes did Ana try on her trip?", user_id="ana", limit=2)
+    contents = [n.content for n in found.nodes]
+    assert contents[0] == turns[2]  # the question repeats the words
+    assert contents[1] == turns[3]  # and its reply holds the answer
+    reply = found.results[1].components
+    assert reply.context > 0
+
+
+def test_a_successor_takes_the_place_of_what_it_replaced(reopen: Opener) -> None:
+    memory: MemoryClient = reopen()
+    old_text = "My gym is PureFit on Mill Road."
+    new_text = "I joined the climbing centre by the canal."
+    memory.store("I keep a vegetable patch behind the garage.", user_id="sam")
+    old_event = memory.store(old_text, user_id="sam")
+    new_event = memory.store(new_text, user_id="sam")
+    [old] = memory.get_event_nodes(old_event, user_id="sam")
+    [new] = memory.get_event_nodes(new_event, user_id="sam")
+    question = "Which gym on Mill Road do I go to?"
+    before = memory.retrieve(question, user_id="sam", include_superseded=True).results
+    assert before[0].node.content == old_text  # it repeats the question's words
+
+    memory.supersede(old.id, new.id, evidence_id=new_event, user_id="sam")
+    found = memory.retrieve(question, user_id="sam", include_superseded=True).results
+    assert [r.node.content for r in found[:2]] == [new_text, old_text]  # old right below
+    assert found[0].components.succession > 0
+    assert found[0].score == pytest.approx(found[1].score, abs=1e-6)
+    assert found[1].components.succession == 0
+    # By default the retired memory is not returned; its successor ranks where it did.
+    default = memory.retrieve(question, user_id="sam").results
+    assert default[0].node.content == new_text
+
+
+def test_a_note_whose_claims_were_replaced_ranks_below_the_replacement(reopen: Opener) -> None:
+    memory: MemoryClient = reopen()
+    old = memory.ingest(
+        "I keep my passwords in LastPass.",
+        user_id="kim",
+        first_person_owner=True,
+        wait_for_extraction=True,
+    )
+    memory.ingest(
+        "I switched from LastPass to Bitwarden.",
+        user_id="kim",
+        first_person_owner=True,
+        wait_for_extraction=True,
+    )
+    assert old.claim_node_ids == ()  # "keep … in" is no rule: the note has no claim
+    memory.ingest(
+        "I use LastPass for passwords.",
+        user_id="lee",
+        first_person_owner=True,
+        wait_for_extraction=True,
+    )
+    memory.ingest(
+        "I switched from LastPass to Bitwarden.",
+        user_id="lee",
+        first_person_owner=True,
+        wait_for_extraction=True,
+    )
+    found = memory.retrieve("Do I use LastPass for passwords?", user_id="lee").results
+    contents = [r.node.content for r in found]
+    # The old note's one claim was retired: the claim that replaced it comes first,
+    # the old note right below it.
+    assert contents[:2] == [
+        "I switched from LastPass to Bitwarden",
+        "I use LastPass for passwords.",
+    ]
+    assert found[0].components.succession > 0
+    # Without a retired claim a note keeps its own place.
+    kept = memory.retrieve("Where do I keep my passwords?", user_id="kim").results
+    assert kept[0].node.content == "I keep my passwords in LastPass."
