@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from oblivio.client import MemoryClient, MemoryEngine
+    from oblivio.remote import AsyncRemoteClient, RemoteClient
     from projections.model import (
         AssertionState,
         LifecycleState,
@@ -28,6 +29,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "MemoryClient": "oblivio.client",
     "MemoryEngine": "oblivio.client",
+    "RemoteClient": "oblivio.remote",
+    "AsyncRemoteClient": "oblivio.remote",
     "AssertionState": "projections.model",
     "LifecycleState": "projections.model",
     "Node": "projections.model",
@@ -40,11 +43,13 @@ _LAZY = {
 
 __all__ = [
     "AssertionState",
+    "AsyncRemoteClient",
     "LifecycleState",
     "MemoryClient",
     "MemoryEngine",
     "Node",
     "NodeType",
+    "RemoteClient",
     "Role",
     "Scope",
     "ScoredNode",

@@ -6,7 +6,13 @@ written against those contracts catch it unchanged.
 
 from __future__ import annotations
 
-from eventstore.errors import ConflictError, InvalidInputError, NotFoundError, OperationalError
+from eventstore.errors import (
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    OblivioError,
+    OperationalError,
+)
 from eventstore.errors import EventUnavailableError as EventUnavailableError
 
 
@@ -36,3 +42,18 @@ class ItemScopeConflictError(ConflictError, ValueError):
 
 class NotCaughtUpError(OperationalError):
     """The vector state did not catch up with the caller's last write in time."""
+
+
+# -- answers of a remote server (oblivio.RemoteClient) that the facade never gives ------------
+
+
+class UnauthorizedError(OblivioError, PermissionError):
+    """The server refused the API key: missing, wrong, revoked or expired."""
+
+
+class ForbiddenError(OblivioError, PermissionError):
+    """This API key's principal may not do this."""
+
+
+class ServerError(OblivioError):
+    """The server could not complete the request; its log has the details."""

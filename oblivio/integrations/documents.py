@@ -32,6 +32,7 @@ from typing import Any
 from eventstore.errors import InvalidInputError
 from oblivio.client import MemoryClient
 from oblivio.memory.records import StoredItem
+from oblivio.remote import RemoteClient
 from projections.model import Scope
 
 LOCATOR = "doc.locator"
@@ -169,13 +170,15 @@ def is_document(meta: Mapping[str, Any]) -> bool:
     return isinstance(meta.get(LOCATOR), str)
 
 
-def read_documents(client: MemoryClient, user: str) -> dict[str, Document]:
+def read_documents(client: MemoryClient | RemoteClient, user: str) -> dict[str, Document]:
     """Every document of ``user`` by locator (a listing: it reads each current revision)."""
     found = (_document(item) for item in client.list_items(user_id=user))
     return {doc_locator: doc for doc_locator, doc in found if doc is not None}
 
 
-def read_document(client: MemoryClient, user: str, doc_locator: str) -> Document | None:
+def read_document(
+    client: MemoryClient | RemoteClient, user: str, doc_locator: str
+) -> Document | None:
     """The document at ``doc_locator``, found by index (its cost does not grow with the
     person's other memories)."""
     item = client.get_item(doc_locator, user_id=user)

@@ -24,6 +24,7 @@ from pydantic import ConfigDict, Field
 
 from oblivio.client import MemoryClient
 from oblivio.errors import NodeUnavailableError
+from oblivio.remote import RemoteClient
 from projections.model import ScoredNode
 
 
@@ -40,7 +41,7 @@ class OblivioRetriever(BaseRetriever):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    client: MemoryClient
+    client: MemoryClient | RemoteClient
     user_id: str
     k: int = Field(default=4, ge=1, le=1000)
     scopes: list[str] | None = None
@@ -90,7 +91,7 @@ def memory_document(result: ScoredNode) -> Document:
     )
 
 
-def memory_tools(client: MemoryClient, user_id: str) -> list[BaseTool]:
+def memory_tools(client: MemoryClient | RemoteClient, user_id: str) -> list[BaseTool]:
     """Tools an agent uses for the person ``user_id``: ``store_memory``,
     ``supersede_memory`` and ``forget_user``; each answers in JSON."""
 

@@ -51,6 +51,7 @@ from eventstore.errors import InvalidInputError
 from oblivio.client import MemoryClient
 from oblivio.integrations import documents as docs
 from oblivio.integrations.documents import Document, DocumentMapping
+from oblivio.remote import RemoteClient
 from projections.model import NodeType, Scope, SourceType
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ def _utc_now() -> datetime:
 class _Snapshot:
     """Listings read during one batch, per person; a write drops that person's."""
 
-    client: MemoryClient
+    client: MemoryClient | RemoteClient
     by_user: dict[str, dict[str, Document]] = field(default_factory=dict)
 
     def documents(self, user: str) -> dict[str, Document]:
@@ -114,7 +115,7 @@ class OblivioStore(BaseStore):
 
     def __init__(
         self,
-        client: MemoryClient,
+        client: MemoryClient | RemoteClient,
         *,
         user_segment: int = 0,
         scope: Scope | str = Scope.PERSONAL,
