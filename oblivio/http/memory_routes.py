@@ -80,7 +80,7 @@ def list_events(
     who: Member,
     user_id: s.UserId | None = None,
     after_version: Annotated[int, Query(ge=0, le=MAX_VERSION)] = 0,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    limit: Annotated[int, Query(ge=1, le=queries.MAX_PAGE)] = queries.DEFAULT_PAGE,
     scope: Scope | None = None,
     session_id: Annotated[str | None, Query(min_length=1, max_length=256)] = None,
     source_type: SourceType | None = None,

@@ -58,6 +58,15 @@ def _on_remote(code: str, url: str, key: str) -> str:
     return code.replace("from oblivio import MemoryClient", "from oblivio import RemoteClient")
 
 
+def _at(code: str, url: str, key: str) -> str:
+    """docs/remote.md's first example with this server's URL and key."""
+    lines = code.splitlines()
+    [url_line] = [n for n, line in enumerate(lines) if line.startswith("URL = ")]
+    [key_line] = [n for n, line in enumerate(lines) if line.startswith("API_KEY = ")]
+    lines[url_line], lines[key_line] = f"URL = {url!r}", f"API_KEY = {key!r}"
+    return "\n".join(lines) + "\n"
+
+
 def _run_examples(path: Path, url: str, key: str) -> int:
     """Run every Python block of ``path`` in one namespace, as tests/test_docs.py does."""
     namespace: dict[str, Any] = {"__name__": "__main__"}
@@ -79,6 +88,13 @@ def test_readme_and_integration_examples_run_on_oblivio_serve(
         exec(compile(readme, "README.md:1", "exec"), {"__name__": "__main__"})
         # The LangGraph store, its agent and async use, then the LangChain retriever and tools.
         assert _run_examples(ROOT / "docs" / "integrations.md", url, key) == 6
+        # docs/remote.md's own examples, pointed at this server.
+        remote_page = python_blocks(ROOT / "docs" / "remote.md")
+        namespace: dict[str, Any] = {"__name__": "__main__"}
+        for number, block in enumerate(remote_page, start=1):
+            code = _at(block.code, url, key) if number == 1 else block.code
+            exec(compile(code, f"remote.md:{number}", "exec"), namespace)
+        assert len(remote_page) == 2
 
 
 # -- the facade's results ------------------------------------------------------------------
@@ -123,6 +139,40 @@ def test_results_equal_the_facades(live_server: LiveServer, remote: RemoteClient
     manifest = compliance.verify_subject_export(exported, remote.jwks())
     # Two memories, the correction, a trigger added and removed, attractors added and cleared.
     assert manifest["counts"]["events"] == 7
+
+
+def test_corrections_and_ingest_equal_the_facades(
+    live_server: LiveServer, remote: RemoteClient
+) -> None:
+    ctx = live_server.world.ctx
+    first, second, third = (live_server.world.seed(ALICE) for _ in range(3))
+    contested = remote.contradict(first.node_id, second.node_id, user_id=ALICE)
+    assert contested.replayed is False
+    assert remote.get_assertion_state(first.node_id) == queries.get_assertion_state(
+        ctx, first.node_id
+    )
+    resolved = remote.resolve_contradiction(second.node_id, first.node_id, actor_id="agent-7")
+    assert resolved.replayed is False
+    assert queries.get_node(ctx, first.node_id) is None  # the loser, retired on the server
+    [batch] = remote.supersede_many([(second.node_id, third.node_id)], user_id=ALICE)
+    assert queries.get_node(ctx, second.node_id) is None  # retired on the server
+    assert batch.evidence_id is None
+
+    key = uuid.uuid4()
+    reinforced = remote.reinforce(third.node_id, request_id=key, user_id=ALICE)
+    assert remote.reinforce(third.node_id, request_id=key, user_id=ALICE) == reinforced
+    assert reinforced.reinforcement_count == 1
+
+    said = remote.ingest(b"I moved to Lisbon.", user_id=ALICE, first_person_owner=True)
+    [later] = remote.ingest_batch(
+        [{"message": "I work at a bakery.", "request_id": uuid.uuid4()}],
+        user_id=ALICE,
+        wait_for_extraction=True,
+    )
+    assert later.claim_node_ids is not None
+    events = remote.get_events(user_id=ALICE, limit=1000)
+    assert events == queries.get_events(ctx, user_id=ALICE, limit=1000)
+    assert [e.id for e in events][-2:] == [said.event_id, later.event_id]
 
 
 def test_items_equal_the_facades(live_server: LiveServer, remote: RemoteClient) -> None:
