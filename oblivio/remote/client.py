@@ -13,6 +13,7 @@ database and replay projections on the host (``oblivio verify-log``,
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -23,7 +24,8 @@ import httpx
 
 from certificates import verify
 from oblivio import __version__
-from oblivio.memory import compliance
+from oblivio.client import UserMemory
+from oblivio.memory import compliance, inputs
 from oblivio.remote import calls
 from oblivio.remote.calls import Arguments, Call
 from oblivio.remote.transport import PROBLEM, Request, RetryPolicy, error_of, unreachable
@@ -112,6 +114,29 @@ class _Operations:
     export_audit = _Remote(calls.export_audit)
 
 
+#: What a handle for one user offers: the operations of the facade's ``UserMemory``
+#: that the HTTP API serves (not ``verify_log``).
+USER_OPERATIONS = frozenset(
+    name for name in vars(UserMemory) if isinstance(getattr(_Operations, name, None), _Remote)
+)
+
+
+class RemoteUserMemory:
+    """The operations of one user (``for_user``), ``user_id`` bound, as ``UserMemory`` offers
+    them; on an ``AsyncRemoteClient`` they are awaited.  It shares the client's connections:
+    close the client, not the handle."""
+
+    def __init__(self, client: _Client, user_id: str) -> None:
+        self._client = client
+        self.user_id = inputs.user(user_id)
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name not in USER_OPERATIONS:
+            raise AttributeError(f"a handle for one user has no operation {name!r}")
+        method: Callable[..., Any] = getattr(self._client, name)
+        return functools.partial(method, user_id=self.user_id)
+
+
 class _Client(_Operations):
     """What both clients share: where the server is, the key, the retry policy, and
     turning an answer into the facade's result or error."""
@@ -124,6 +149,10 @@ class _Client(_Operations):
             "User-Agent": f"oblivio-remote/{__version__}",
         }
         self._cache: dict[tuple[Any, ...], Any] = {}
+
+    def for_user(self, user_id: str) -> RemoteUserMemory:
+        """A handle whose methods act for ``user_id`` (see ``MemoryClient.for_user``)."""
+        return RemoteUserMemory(self, user_id)
 
     def perform(self, call: Call[Any, R], arguments: Arguments) -> Any:
         raise NotImplementedError

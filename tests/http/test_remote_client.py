@@ -197,6 +197,17 @@ def test_items_equal_the_facades(live_server: LiveServer, remote: RemoteClient) 
         remote.put_item("notes/city 1?", "Denver", user_id=BOB, scope="project")
 
 
+def test_a_handle_for_one_user(remote: RemoteClient) -> None:
+    bob = remote.for_user(BOB)
+    event = bob.store("Bob rides a bike.")
+    [node] = bob.get_event_nodes(event)
+    assert bob.get_node(node.id) == node
+    assert bob.retrieve("bike").results[0].node.id == node.id
+    with pytest.raises(AttributeError):
+        bob.subjects  # an operator's listing, not one user's  # noqa: B018
+    assert bob.forget().status == "completed"
+
+
 def test_erasure_and_certificates(remote: RemoteClient) -> None:
     event = remote.store("Bob's phone number is 555-0100.", user_id=BOB)
     deleted = remote.delete_event(event, user_id=BOB, wait=True)
@@ -263,7 +274,9 @@ def test_async_client_offers_the_same_methods(live_server: LiveServer) -> None:
 
     async def session() -> list[str]:
         async with AsyncRemoteClient(url, key) as memory:
-            event = await memory.store("Alice plays the cello.", user_id=ALICE)
+            alice = memory.for_user(ALICE)
+            event = await alice.store("Alice plays the cello.")
+            assert (await alice.get_event(event)).content == "Alice plays the cello."
             [node] = await memory.get_event_nodes(event, user_id=ALICE)
             found = await memory.retrieve("instrument", user_id=ALICE)
             with pytest.raises(NodeUnavailableError):
