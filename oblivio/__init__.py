@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from oblivio.client import MemoryClient, MemoryEngine
     from oblivio.memory.records import EmbedderInfo, StoredItem
+    from oblivio.remote import AsyncRemoteClient, RemoteClient
     from projections.model import (
         AssertionState,
         LifecycleState,
@@ -33,6 +34,8 @@ _LAZY = {
     "EmbedderInfo": "oblivio.memory.records",
     "StoredItem": "oblivio.memory.records",
     "ErasureStatus": "workers.erasure",
+    "RemoteClient": "oblivio.remote",
+    "AsyncRemoteClient": "oblivio.remote",
     "AssertionState": "projections.model",
     "LifecycleState": "projections.model",
     "Node": "projections.model",
@@ -45,6 +48,7 @@ _LAZY = {
 
 __all__ = [
     "AssertionState",
+    "AsyncRemoteClient",
     "EmbedderInfo",
     "ErasureStatus",
     "LifecycleState",
@@ -52,6 +56,7 @@ __all__ = [
     "MemoryEngine",
     "Node",
     "NodeType",
+    "RemoteClient",
     "Role",
     "Scope",
     "ScoredNode",

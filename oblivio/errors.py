@@ -6,7 +6,11 @@ written against those contracts catch it unchanged.
 
 from __future__ import annotations
 
-from eventstore.errors import ConflictError, NotFoundError
+from eventstore.errors import (
+    ConflictError,
+    NotFoundError,
+    OblivioError,
+)
 from eventstore.errors import EventUnavailableError as EventUnavailableError
 from eventstore.errors import InvalidInputError as InvalidInputError
 from projections.errors import NotCaughtUpError as NotCaughtUpError
@@ -36,3 +40,16 @@ class ItemScopeConflictError(ConflictError, ValueError):
     """The item exists in another scope; delete it before storing it in this one."""
 
 
+# -- answers of a remote server (oblivio.RemoteClient) that the facade never gives ------------
+
+
+class UnauthorizedError(OblivioError, PermissionError):
+    """The server refused the API key: missing, wrong, revoked or expired."""
+
+
+class ForbiddenError(OblivioError, PermissionError):
+    """This API key's principal may not do this."""
+
+
+class ServerError(OblivioError):
+    """The server could not complete the request; its log has the details."""

@@ -4,7 +4,10 @@ The server is ``oblivio serve --no-workers`` in a subprocess on a free
 loopback port, exactly as an operator starts it (uvicorn, the JSON access log,
 bearer API keys).  Clients are threads of this process, each with its own
 keep-alive connection (the standard library's ``http.client``) and the API
-key of its own user.  The facade baseline runs the same operations through
+key of its own user.  The remote client (``oblivio.RemoteClient``: httpx,
+decoding into the facade's types) runs the same operations against the same
+server, one client per thread with the same keys, to measure what an agent
+calling the facade remotely pays per call.  The facade baseline runs the same operations through
 one ``MemoryClient`` shared by as many threads, which is how an embedding
 application would use it.
 
@@ -47,6 +50,7 @@ from oblivio.bootstrap import migrate, open_memory
 from oblivio.client import MemoryClient
 from oblivio.memory import commands, queries
 from oblivio.memory.context import MemoryContext
+from oblivio.remote import RemoteClient
 from oblivio.settings import Settings
 from oblivio_bench.config import RunConfig
 from oblivio_bench.report import (
@@ -68,7 +72,9 @@ CpuSample = tuple[float, float]
 Progress = Callable[[str], None]
 
 OPERATIONS: tuple[Operation, ...] = ("store", "retrieve")
-SYSTEMS = ("http", "facade")
+SYSTEMS = ("http", "remote", "facade")
+#: The stores: the remote client calls the same server as raw HTTP.
+STORES = ("http", "facade")
 CLIENTS = (1, 8, 32)
 #: HTTP may cost up to 3× the facade at 8 clients: every route pays FastAPI's routing and
 #: dependency solving, with no bypass lane (docs/benchmarks.md).
@@ -108,6 +114,10 @@ OVERHEAD_MEANING = (
     "facade requests/s divided by HTTP requests/s of the adjacent round, median over rounds "
     "(2.00: HTTP takes twice as long)"
 )
+REMOTE_OVERHEAD_MEANING = (
+    "facade requests/s divided by RemoteClient requests/s of the adjacent round, median over "
+    "rounds: the remote client's cost per call over the in-process facade"
+)
 CPU_RATIO_MEANING = (
     "CPU time per request of HTTP (clients plus server) divided by the facade's, "
     "adjacent rounds, median over rounds"
@@ -118,6 +128,11 @@ NOTES = {
         "http.client connection per client thread, bearer API key of the client's own user; "
         "store = POST /v1/events (answers with the derived node ids), "
         "retrieve = POST /v1/retrieve"
+    ),
+    "remote": (
+        "one oblivio.RemoteClient per client thread against the same server, with the same "
+        "keys; store = RemoteClient.store, retrieve = RemoteClient.retrieve (httpx, answers "
+        "decoded into the facade's result types)"
     ),
     "facade": (
         "one MemoryClient shared by the client threads of this process; "
@@ -230,9 +245,9 @@ class CellResult:
     def median(self, system: str, figure: Callable[[RoundResult], float]) -> float:
         return statistics.median(figure(r) for r in self.rounds[system])
 
-    def overhead(self) -> float:
-        """Median over rounds of facade req/s over HTTP req/s in the adjacent round."""
-        pairs = zip(self.rounds["http"], self.rounds["facade"], strict=True)
+    def overhead(self, system: str = "http") -> float:
+        """Median over rounds of facade req/s over ``system``'s req/s in the adjacent round."""
+        pairs = zip(self.rounds[system], self.rounds["facade"], strict=True)
         return statistics.median(f.requests_per_s / h.requests_per_s for h, f in pairs)
 
     def latency_ratio(self, figure: Callable[[RoundResult], float]) -> float:
@@ -245,9 +260,10 @@ class CellResult:
         known = [v for v in values if v is not None]
         return statistics.median(known) if known else None
 
-    def cpu_ratio(self) -> float | None:
-        """Median over rounds of HTTP's CPU per request over the facade's, adjacent rounds."""
-        pairs = zip(self.rounds["http"], self.rounds["facade"], strict=True)
+    def cpu_ratio(self, system: str = "http") -> float | None:
+        """Median over rounds of ``system``'s CPU per request over the facade's, adjacent
+        rounds."""
+        pairs = zip(self.rounds[system], self.rounds["facade"], strict=True)
         ratios = [h.cpu_ms / f.cpu_ms for h, f in pairs if h.cpu_ms and f.cpu_ms]
         return statistics.median(ratios) if ratios else None
 
@@ -271,6 +287,8 @@ class CellResult:
         document["p50_ratio"] = self.latency_ratio(lambda r: r.p50_ms)
         document["p99_ratio"] = self.latency_ratio(lambda r: r.p99_ms)
         document["cpu_ratio"] = self.cpu_ratio()
+        document["remote_overhead"] = self.overhead("remote")
+        document["remote_cpu_ratio"] = self.cpu_ratio("remote")
         return document
 
 
@@ -290,6 +308,7 @@ class HttpBenchReport:
             "max_overhead": TARGET_OVERHEAD,
             "overhead": overhead,
             "met": {op: value <= TARGET_OVERHEAD for op, value in overhead.items()},
+            "remote_overhead": {c.operation: c.overhead("remote") for c in cells},
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -304,6 +323,7 @@ class HttpBenchReport:
             "machine": dict(self.machine),
             "systems": {name: {"notes": notes} for name, notes in NOTES.items()},
             "overhead": OVERHEAD_MEANING,
+            "remote_overhead": REMOTE_OVERHEAD_MEANING,
             "cpu_ratio": CPU_RATIO_MEANING,
             "target": self.target(),
             "operations": {
@@ -320,10 +340,11 @@ class HttpBenchReport:
         header = ["operation", "clients", "requests/round"]
         for system in SYSTEMS:
             header += [f"{system} req/s", f"{system} p50 ms", f"{system} p99 ms"]
-        header += ["overhead", "cpu ratio"]
+        header += ["overhead", "cpu ratio", "remote overhead", "remote cpu ratio"]
         rows = [_row(cell) for cell in self.results]
         lines = [self._heading(), "", render_table(header, rows), ""]
         lines += _wrapped(f"overhead: {OVERHEAD_MEANING}")
+        lines += _wrapped(f"remote overhead: {REMOTE_OVERHEAD_MEANING}")
         lines += _wrapped(f"cpu ratio: {CPU_RATIO_MEANING}")
         lines.append(self._verdict())
         for name, notes in NOTES.items():
@@ -345,8 +366,11 @@ class HttpBenchReport:
             f"{op} {value:.2f}× {'met' if target['met'][op] else 'MISSED'}"
             for op, value in target["overhead"].items()
         ]
-        return f"  target (overhead ≤ {TARGET_OVERHEAD:g} at {TARGET_CLIENTS} clients): " + (
-            ", ".join(parts) or "not measured"
+        remote = ", ".join(f"{op} {v:.2f}×" for op, v in target["remote_overhead"].items())
+        return (
+            f"  target (overhead ≤ {TARGET_OVERHEAD:g} at {TARGET_CLIENTS} clients): "
+            + (", ".join(parts) or "not measured")
+            + f"\n  remote client at {TARGET_CLIENTS} clients: {remote or 'not measured'}"
         )
 
 
@@ -362,8 +386,17 @@ def _row(cell: CellResult) -> list[str]:
             f"{cell.median(system, lambda r: r.p50_ms):.2f}",
             f"{cell.median(system, lambda r: r.p99_ms):.2f}",
         ]
-    cpu = cell.cpu_ratio()
-    return [*row, f"{cell.overhead():.2f}", "n/a" if cpu is None else f"{cpu:.2f}"]
+    figures = [
+        f"{cell.overhead():.2f}",
+        _ratio(cell.cpu_ratio()),
+        f"{cell.overhead('remote'):.2f}",
+        _ratio(cell.cpu_ratio("remote")),
+    ]
+    return [*row, *figures]
+
+
+def _ratio(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
 
 
 # -- the systems -------------------------------------------------------------------
@@ -456,6 +489,45 @@ class HttpTarget:
 
     def _client(self, user: str) -> AbstractContextManager[KeepAliveClient]:
         return closing(KeepAliveClient(self.base_url, self.tokens[user]))
+
+
+class RemoteTarget:
+    """``oblivio.RemoteClient`` against the same server: one client per thread."""
+
+    name = "remote"
+
+    def __init__(self, http: HttpTarget) -> None:
+        self.http = http
+
+    def cpu_seconds(self) -> CpuSample | None:
+        return self.http.cpu_seconds()
+
+    @contextmanager
+    def callers(self, operation: Operation, clients: int) -> Iterator[list[Call]]:
+        with ExitStack() as stack:
+            calls = []
+            for client_no in range(clients):
+                user = writer(client_no) if operation == "store" else reader(client_no)
+                remote = RemoteClient(self.http.base_url, self.http.tokens[user])
+                stack.enter_context(remote)
+                op = _remote_store if operation == "store" else _remote_retrieve
+                calls.append(_bind_remote(op, remote, user))
+            yield calls
+
+
+def _bind_remote(
+    op: Callable[[RemoteClient, str, int], None], remote: RemoteClient, user: str
+) -> Call:
+    return lambda n: op(remote, user, n)
+
+
+def _remote_store(remote: RemoteClient, user: str, n: int) -> None:
+    remote.store(memory_text(n), user_id=user)
+
+
+def _remote_retrieve(remote: RemoteClient, user: str, n: int) -> None:
+    found = remote.retrieve(memory_text(n), user_id=user, limit=RETRIEVE_LIMIT)
+    _check_found(len(found.results), user)
 
 
 def _bind(op: Callable[[int, int], None], client_no: int) -> Call:
@@ -589,10 +661,10 @@ def scratch_settings(config: HttpBenchConfig, directory: Path) -> Iterator[dict[
     with ExitStack() as stack:
         urls: dict[str, str] = {}
         if config.backend == "postgres":
-            urls = stack.enter_context(postgres_databases(config.server_url, SYSTEMS))
+            urls = stack.enter_context(postgres_databases(config.server_url, STORES))
         yield {
             name: Settings(data_dir=directory / name, database_url=urls.get(name))
-            for name in SYSTEMS
+            for name in STORES
         }
 
 
@@ -608,7 +680,8 @@ def open_targets(
         seed(client.context, config)
         server = stack.enter_context(oblivio_server(settings["http"], directory / "server.log"))
         progress(f"server listening on {server.base_url} (pid {server.pid})")
-        yield {"http": HttpTarget(server, tokens), "facade": FacadeTarget(client)}
+        http = HttpTarget(server, tokens)
+        yield {"http": http, "remote": RemoteTarget(http), "facade": FacadeTarget(client)}
 
 
 def _migrated(settings: Settings) -> Settings:

@@ -14,7 +14,7 @@ from tests._bench import invoke_bench, run_on_postgres
 
 OPERATIONS = ("store", "retrieve")
 CLIENTS = ("1", "8", "32")
-SYSTEMS = ("http", "facade")
+SYSTEMS = ("http", "remote", "facade")
 FIGURES = ("median_requests_per_s", "median_p50_ms", "median_p99_ms", "median_mean_ms")
 
 
@@ -42,11 +42,13 @@ def assert_complete(report: dict[str, Any]) -> None:
                 assert cpu > 0 if sys.platform == "linux" else cpu is None or cpu > 0, where
                 [timed] = figures["rounds"]
                 assert timed["requests"] == cell["requests_per_round"], where
-            assert all(cell[name] > 0 for name in ("overhead", "p50_ratio", "p99_ratio"))
+            ratios = ("overhead", "p50_ratio", "p99_ratio", "remote_overhead")
+            assert all(cell[name] > 0 for name in ratios)
             assert "cpu_ratio" in cell
     target = report["target"]
     assert target["clients"] == 8
     assert set(target["met"]) == set(OPERATIONS)
+    assert set(target["remote_overhead"]) == set(OPERATIONS)
     assert report["machine"]["packages"]["uvicorn"]
     assert report["machine"]["http_parser"] in ("h11", "httptools")
 

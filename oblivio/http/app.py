@@ -24,6 +24,7 @@ from oblivio.http import (
     memory_routes,
     rebuild_routes,
     schemas,
+    subject_routes,
 )
 from oblivio.http.auth import Ctx, Operator, context
 from oblivio.http.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -53,6 +54,7 @@ def create_app(ctx: MemoryContext, settings: Settings | None = None) -> FastAPI:
     app.state.context = ctx
     app.state.auth_throttle = FailedAuthThrottle(limits.auth_failures_per_minute)
     app.include_router(memory_routes.router)
+    app.include_router(subject_routes.router)
     app.include_router(compliance_routes.router)
     app.include_router(key_routes.router)
     app.include_router(rebuild_routes.router)

@@ -80,24 +80,40 @@ def list_events(
     who: Member,
     user_id: s.UserId | None = None,
     after_version: Annotated[int, Query(ge=0, le=MAX_VERSION)] = 0,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    limit: Annotated[int, Query(ge=1, le=queries.MAX_PAGE)] = queries.DEFAULT_PAGE,
+    scope: Scope | None = None,
+    session_id: Annotated[str | None, Query(min_length=1, max_length=256)] = None,
+    source_type: SourceType | None = None,
 ) -> list[s.EventOut]:
-    """A user's stored memories in order; page with ``after_version``."""
-    user = required_user(who, user_id)
-    events = queries.get_events(ctx, user_id=user, after_version=after_version, limit=limit)
+    """A user's stored memories in order, optionally only one scope, session or source
+    type; page with ``after_version``."""
+    events = queries.get_events(
+        ctx,
+        user_id=required_user(who, user_id),
+        after_version=after_version,
+        limit=limit,
+        scope=scope,
+        session_id=session_id,
+        source_type=source_type,
+    )
     return [s.EventOut.of(e) for e in events]
 
 
 @router.get("/events/{event_id}", response_model=s.EventOut)
-def get_event(event_id: uuid.UUID, ctx: Ctx, who: Member) -> s.EventOut:
-    """One stored memory event."""
-    return s.EventOut.of(found(queries.get_event(ctx, event_id, user_id=acting_user(who, None))))
+def get_event(
+    event_id: uuid.UUID, ctx: Ctx, who: Member, user_id: s.UserId | None = None
+) -> s.EventOut:
+    """One stored memory event (of ``user_id`` only, when named)."""
+    user = acting_user(who, user_id)
+    return s.EventOut.of(found(queries.get_event(ctx, event_id, user_id=user)))
 
 
 @router.get("/events/{event_id}/nodes", response_model=list[s.NodeOut])
-def get_event_nodes(event_id: uuid.UUID, ctx: Ctx, who: Member) -> list[s.NodeOut]:
-    """The nodes derived from one event."""
-    user = acting_user(who, None)
+def get_event_nodes(
+    event_id: uuid.UUID, ctx: Ctx, who: Member, user_id: s.UserId | None = None
+) -> list[s.NodeOut]:
+    """The nodes derived from one event (of ``user_id`` only, when named)."""
+    user = acting_user(who, user_id)
     found(queries.get_event(ctx, event_id, user_id=user))
     return [s.NodeOut.of(n) for n in queries.get_event_nodes(ctx, event_id, user_id=user)]
 
@@ -140,19 +156,26 @@ def list_nodes(
 
 @router.get("/nodes/{node_id}", response_model=s.NodeOut)
 def get_node(
-    node_id: uuid.UUID, ctx: Ctx, who: Member, include_superseded: bool = False
+    node_id: uuid.UUID,
+    ctx: Ctx,
+    who: Member,
+    include_superseded: bool = False,
+    user_id: s.UserId | None = None,
 ) -> s.NodeOut:
-    """One node; superseded nodes only with ``include_superseded=true``."""
+    """One node (of ``user_id`` only, when named); superseded nodes only with
+    ``include_superseded=true``."""
     node = queries.get_node(
-        ctx, node_id, user_id=acting_user(who, None), include_superseded=include_superseded
+        ctx, node_id, user_id=acting_user(who, user_id), include_superseded=include_superseded
     )
     return s.NodeOut.of(found(node))
 
 
 @router.get("/nodes/{node_id}/assertion-state", response_model=s.AssertionStateOut)
-def get_assertion_state(node_id: uuid.UUID, ctx: Ctx, who: Member) -> s.AssertionStateOut:
+def get_assertion_state(
+    node_id: uuid.UUID, ctx: Ctx, who: Member, user_id: s.UserId | None = None
+) -> s.AssertionStateOut:
     """Whether a node is current, contested or superseded, and by which nodes."""
-    state = queries.get_assertion_state(ctx, node_id, user_id=acting_user(who, None))
+    state = queries.get_assertion_state(ctx, node_id, user_id=acting_user(who, user_id))
     return s.AssertionStateOut.of(found(state))
 
 
@@ -193,7 +216,7 @@ def supersede(
     else:
         raise InvalidInputError("old_node_id and new_node_id are required")
     results = commands.supersede_many(
-        ctx, entries, user_id=acting_user(who, None), actor_id=body.actor_id
+        ctx, entries, user_id=acting_user(who, body.user_id), actor_id=body.actor_id
     )
     if all(r.replayed for r in results):
         response.status_code = 200
@@ -212,7 +235,7 @@ def contradict(
             body.node_id,
             body.other_node_id,
             evidence_id=body.evidence_id,
-            user_id=acting_user(who, None),
+            user_id=acting_user(who, body.user_id),
             actor_id=body.actor_id,
         ),
     )
@@ -228,7 +251,7 @@ def resolve(body: s.ResolveRequest, ctx: Ctx, who: Member, response: Response) -
             body.winner_node_id,
             body.loser_node_id,
             evidence_id=body.evidence_id,
-            user_id=acting_user(who, None),
+            user_id=acting_user(who, body.user_id),
             actor_id=body.actor_id,
         ),
     )
@@ -241,13 +264,14 @@ def reinforce(
     who: Member,
     body: Annotated[s.ReinforceRequest | None, Body()] = None,
     idempotency_key: Annotated[uuid.UUID | None, Header()] = None,
+    user_id: s.UserId | None = None,
 ) -> s.NodeOut:
     """Confirm a node once per ``Idempotency-Key``; returns the current node."""
     node = commands.reinforce(
         ctx,
         node_id,
         evidence_id=None if body is None else body.evidence_id,
-        user_id=acting_user(who, None),
+        user_id=acting_user(who, user_id),
         request_id=idempotency_key,
     )
     return s.NodeOut.of(node)

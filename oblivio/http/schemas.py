@@ -315,6 +315,9 @@ class SupersedeRequest(BaseModel):
         max_length=100,
     )
     actor_id: str | None = Field(default=None, min_length=1, max_length=256)
+    user_id: UserId | None = Field(
+        default=None, description="Only nodes of this user (operator keys); a user key's own."
+    )
 
     def pair_given(self) -> bool:
         return bool(set(_ONE_PAIR) & self.model_fields_set)
@@ -334,6 +337,9 @@ class ContradictRequest(BaseModel):
     other_node_id: uuid.UUID
     evidence_id: uuid.UUID | None = None
     actor_id: str | None = Field(default=None, min_length=1, max_length=256)
+    user_id: UserId | None = Field(
+        default=None, description="Only nodes of this user (operator keys); a user key's own."
+    )
 
 
 class ResolveRequest(BaseModel):
@@ -342,6 +348,9 @@ class ResolveRequest(BaseModel):
     loser_node_id: uuid.UUID
     evidence_id: uuid.UUID | None = None
     actor_id: str | None = Field(default=None, min_length=1, max_length=256)
+    user_id: UserId | None = Field(
+        default=None, description="Only nodes of this user (operator keys); a user key's own."
+    )
 
 
 class ReinforceRequest(BaseModel):
@@ -545,3 +554,64 @@ class KeyOut(BaseModel):
 class IssuedKeyOut(BaseModel):
     key: KeyOut
     token: str = Field(description="The bearer token: shown in this response only.")
+
+
+#: What ``oblivio.memory.items.item_key`` accepts.
+ItemKey = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+
+
+class ItemPutRequest(BaseModel):
+    """A new revision of a keyed item (``MemoryClient.put_item``)."""
+
+    model_config = Strict
+    content: str = Field(min_length=1, max_length=100_000, pattern=NOT_BLANK)
+    user_id: UserId | None = Field(default=None, description="Required for operator keys.")
+    scope: Scope = Scope.PERSONAL
+    source_type: SourceType = SourceType.USER_STATED
+    node_type: NodeType = NodeType.FACT
+    meta: dict[str, str | int | float | bool | None] = Field(
+        default_factory=dict, json_schema_extra=META_SCHEMA
+    )
+    expires_at: AwareDatetime | None = Field(
+        default=None, description="The revision's retention time; none: kept until erased."
+    )
+
+
+class ItemRevisionOut(BaseModel):
+    event_id: uuid.UUID
+    node_ids: list[uuid.UUID]
+    replaced: list[uuid.UUID] = Field(description="Earlier readable revisions, oldest first.")
+
+
+class StoredItemOut(BaseModel):
+    key: str
+    current: EventOut
+    revision_ids: list[uuid.UUID] = Field(description="Every readable revision, oldest first.")
+    created_at: datetime
+    expires_at: datetime | None
+
+
+class ItemExpiriesRequest(BaseModel):
+    """New retention times of items, by key (null: kept until erased)."""
+
+    model_config = Strict
+    user_id: UserId | None = Field(default=None, description="Required for operator keys.")
+    expiries: dict[ItemKey, AwareDatetime | None] = Field(max_length=1000)
+
+
+class ItemKeysOut(BaseModel):
+    keys: list[str] = Field(description="The keys that named an item.")
+
+
+class SubjectsOut(BaseModel):
+    user_ids: list[str]
+
+
+class EmbedderOut(BaseModel):
+    name: str = Field(description="The name the store's vectors are recorded under.")
+    spec: str | None = Field(description="The setting it was chosen by; null: given in code.")
+    dimension: int
+
+
+class SubjectRefOut(BaseModel):
+    subject_ref: str = Field(description="The pseudonymous reference certificates name.")

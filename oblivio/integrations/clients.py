@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import TypeAlias
 
-from oblivio import MemoryClient
+from oblivio import MemoryClient, RemoteClient
 
-#: What an integration may be built on.
-Client: TypeAlias = MemoryClient
+#: What an integration may be built on: the in-process facade or the HTTP one.
+Client: TypeAlias = MemoryClient | RemoteClient
 #: The same, for the check at construction (``isinstance``).
-CLIENT_TYPES: tuple[type[Client], ...] = (MemoryClient,)
+CLIENT_TYPES: tuple[type[MemoryClient] | type[RemoteClient], ...] = (MemoryClient, RemoteClient)
 
 
 def checked_client(client: object, integration: str) -> Client:
@@ -24,6 +24,7 @@ def checked_client(client: object, integration: str) -> Client:
         accepted = " or ".join(f"oblivio.{kind.__name__}" for kind in CLIENT_TYPES)
         raise TypeError(
             f"{integration} needs an open {accepted}, not {type(client).__name__}: "
-            'for example MemoryClient("./memory") or MemoryClient(database_url=...)'
+            'for example MemoryClient("./memory"), MemoryClient(database_url=...) or '
+            'RemoteClient("http://127.0.0.1:8000", api_key)'
         )
     return client

@@ -30,11 +30,12 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
 from oblivio.http import create_app
-from oblivio.memory import vector_rebuilds
+from oblivio.memory import items, vector_rebuilds
 from tests.http.conftest import (
     ALICE,
     BOB,
@@ -147,12 +148,20 @@ def by_seed_id(template: str, field: str) -> Spec:
     def seed_id(world: World, user: str) -> object:
         return getattr(world.shared_seed(user), field)
 
+    def naming(value: object, user: str) -> Call:
+        return Call("GET", template.format(**{field: value}), params={"user_id": user})
+
     probe = Probe(
         field.replace("_", " "),
         lambda w, me, them: call(seed_id(w, them)),
         lambda w, me: call(rnd()),
     )
-    return Spec("member", lambda w, me: call(seed_id(w, me)), (probe,))
+    owner = Probe(
+        "user id in query",
+        lambda w, me, them: naming(seed_id(w, me), them),
+        lambda w, me: naming(seed_id(w, me), nobody()),
+    )
+    return Spec("member", lambda w, me: call(seed_id(w, me)), (probe, owner))
 
 
 def by_event(template: str) -> Spec:
@@ -315,6 +324,46 @@ def proof_spec(template: str, make: Callable[[World, str], uuid.UUID]) -> Spec:
     )
 
 
+def item_key(world: World, user: str) -> str:
+    """The key of a fresh item of ``user``: keys hold ``/`` and spaces, as item keys may."""
+    key = f"notes/{uuid.uuid4().hex[:8]} city"
+    items.put_item(world.ctx, key, "I like tea", user_id=user)
+    return key
+
+
+def get_item_spec() -> Spec:
+    def call(key: str, user: str) -> Call:
+        return Call("GET", f"/v1/items/{quote(key, safe='')}", params={"user_id": user})
+
+    return Spec(
+        "member",
+        lambda w, me: call(item_key(w, me), me),
+        (
+            Probe(
+                "user id in query",
+                lambda w, me, them: call(item_key(w, them), them),
+                lambda w, me: call(item_key(w, me), nobody()),
+            ),
+            Probe(
+                "item key",
+                lambda w, me, them: call(item_key(w, them), me),
+                lambda w, me: call(rnd(), me),
+            ),
+        ),
+    )
+
+
+def put_item_spec() -> Spec:
+    def call(user: str) -> Call:
+        return Call("PUT", f"/v1/items/{rnd()}", json={"content": "I like tea", "user_id": user})
+
+    return Spec(
+        "member",
+        lambda w, me: call(me),
+        (Probe("user id in body", lambda w, me, them: call(them), lambda w, me: call(nobody())),),
+    )
+
+
 def revoke_key_spec() -> Spec:
     def call(key_id: str) -> Call:
         return Call("DELETE", f"/v1/admin/keys/{key_id}")
@@ -340,6 +389,13 @@ SPECS: dict[tuple[str, str], Spec] = {
     ("POST", "/v1/contradictions/resolutions"): resolution_spec(),
     ("PUT", "/v1/nodes/{node_id}/reinforce"): reinforce_spec(),
     ("POST", "/v1/retrieve"): by_user_body("POST", "/v1/retrieve", query="tea"),
+    ("GET", "/v1/items"): by_user_query("GET", "/v1/items"),
+    ("PATCH", "/v1/items"): by_user_body("PATCH", "/v1/items", expiries={}),
+    ("GET", "/v1/items/{key}"): get_item_spec(),
+    ("PUT", "/v1/items/{key}"): put_item_spec(),
+    ("GET", "/v1/subjects"): Spec("operator", lambda w, me: Call("GET", "/v1/subjects")),
+    ("GET", "/v1/subjects/ref"): by_user_query("GET", "/v1/subjects/ref"),
+    ("GET", "/v1/embedder"): Spec("member", lambda w, me: Call("GET", "/v1/embedder")),
     ("POST", "/v1/triggers"): by_user_body("POST", "/v1/triggers", keyword="tea"),
     ("DELETE", "/v1/triggers/{trigger_id}"): remove_trigger_spec(),
     ("POST", "/v1/attractors"): by_user_body("POST", "/v1/attractors", text="coffee"),

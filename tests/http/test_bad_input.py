@@ -40,6 +40,8 @@ VALID_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/admin/keys"): {"principal": "auditor"},
     ("POST", "/v1/ingest"): {"message": "I like tea"},
     ("POST", "/v1/admin/rebuilds"): {"embedder": "hashing:64"},
+    ("PUT", "/v1/items/{key}"): {"content": "I like tea"},
+    ("PATCH", "/v1/items"): {"expiries": {"city": None}},
 }
 
 #: Body routes a user key may not call at all (it would get 403 before any validation).
