@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,6 +32,11 @@ def invoke_bench(
     return report
 
 
+# How the benchmark names its scratch databases (oblivio_bench.scratch), as its
+# CREATE DATABASE statement spells them, quoted or not.
+_CREATED = re.compile(r'CREATE DATABASE "?(?P<name>oblivio_bench_[0-9a-f]{8}_[a-z]+)"?')
+
+
 def bench_databases(server_url: str) -> set[str]:
     engine = sa.create_engine(normalise_postgres_url(server_url))
     try:
@@ -43,10 +49,22 @@ def bench_databases(server_url: str) -> set[str]:
 
 @contextmanager
 def drops_its_databases(server_url: str) -> Iterator[None]:
-    """Around a benchmark run on PostgreSQL: its scratch databases are gone afterwards."""
-    before = bench_databases(server_url)
-    yield
-    assert bench_databases(server_url) <= before
+    """Around a benchmark run on PostgreSQL in this process: the scratch databases it
+    created are gone afterwards.  Only its own are looked for, as its statements name
+    them: other runs on a shared server create and drop theirs at any time."""
+    created: list[str] = []
+
+    def record(conn: object, cursor: object, statement: str, *args: object) -> None:
+        if match := _CREATED.match(statement):
+            created.append(match["name"])
+
+    sa.event.listen(sa.Engine, "before_cursor_execute", record)
+    try:
+        yield
+    finally:
+        sa.event.remove(sa.Engine, "before_cursor_execute", record)
+    assert created, "the run created no scratch database"
+    assert not bench_databases(server_url) & set(created)
 
 
 def assert_ran_on_postgres(report: dict[str, Any]) -> None:
