@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
@@ -53,6 +54,7 @@ class CatchesUp(Protocol):
     ) -> bool: ...
 
 
+@dataclass
 class RetrievalService:
     """Ranked retrieval and the vector state's reads, for one store and namespace's callers.
 
@@ -61,21 +63,12 @@ class RetrievalService:
     the store's, which serve each subject's vectors.
     """
 
-    def __init__(
-        self,
-        store: EventStore,
-        projection: str,
-        embedders: StoreEmbedders,
-        runner: CatchesUp,
-        access: AccessLog,
-        cache: RetrievalCache,
-    ) -> None:
-        self.store = store
-        self.projection = projection
-        self.embedders = embedders
-        self.runner = runner
-        self.access = access
-        self.cache = cache
+    store: EventStore
+    projection: str
+    embedders: StoreEmbedders
+    runner: CatchesUp
+    access: AccessLog
+    cache: RetrievalCache
 
     # -- consistency ------------------------------------------------------------------
 
