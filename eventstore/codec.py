@@ -178,20 +178,22 @@ def from_json_bytes(raw: bytes) -> dict[str, Any]:
 
 
 # orjson parses an event in a fraction of the standard library's time, but
-# reads an integer beyond 64 bits as a float.  Such a number needs at least
-# 20 digits in a row, so plaintexts with a digit run that long (rare, and
-# mostly digits inside strings) take the exact parser.  Counting all digits
+# reads an integer beyond 64 bits (below -2**63 or above 2**64 - 1) as a float.
+# Such a number needs at least 20 digits in a row, or a minus sign and 19, so
+# plaintexts with a digit run that long (rare, and mostly digits inside
+# strings) take the exact parser.  Counting all digits
 # first is cheap and settles almost every event without the regex.  Older
 # releases started some plaintexts with a space (JSON whitespace, which both
 # parsers skip), so those rows read the same way.
-_LONG_DIGIT_RUN = re.compile(rb"[0-9]{20}")
+_LONG_DIGIT_RUN = re.compile(rb"-[0-9]{19}|[0-9]{20}")
 _NOT_DIGITS = bytes(b for b in range(256) if not 0x30 <= b <= 0x39)
 
 
 def small_numbers(json_text: bytes) -> bool:
-    """Whether every number in ``json_text`` surely fits in 64 bits (no 20-digit run)."""
+    """Whether every number in ``json_text`` surely fits in 64 bits (no 20-digit run,
+    no 19 digits after a minus sign)."""
     return (
-        len(json_text.translate(None, _NOT_DIGITS)) < 20
+        len(json_text.translate(None, _NOT_DIGITS)) < 19
         or _LONG_DIGIT_RUN.search(json_text) is None
     )
 
