@@ -447,7 +447,7 @@ def _subject_index(
     rows committed in between only make the index newer than its token, so the
     next query reads them again; they never leave an erased row in the cache.
     """
-    cached = f"{ctx.namespace}/{user}"  # one cache for every namespace a server serves
+    cached = cache_key(ctx, user)
     token = _current_token(ctx, user, consistent)
     if token is None or not token.readable:
         ctx.retrieval_cache.drop(cached)
@@ -485,6 +485,12 @@ def _subject_index(
             index.set_accesses(ctx.access.counts(view.connection, token.stream_id))
     ctx.retrieval_cache.put(cached, token, index)
     return index, embedder
+
+
+def cache_key(ctx: MemoryContext, user: str) -> str:
+    """Whose index a retrieval cache entry holds: one cache serves every namespace of
+    a server, and a namespace cannot contain ``/``."""
+    return f"{ctx.namespace}/{user}"
 
 
 def _serving_embedder(ctx: MemoryContext, token: StateToken) -> Embedder:
