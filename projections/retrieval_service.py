@@ -165,7 +165,7 @@ class RetrievalService:
         next query reads them again; they never leave an erased row in the cache.
         """
         token = self._current_token(namespace, user, consistent, timeout)
-        cached = f"{namespace}/{user}"  # one cache for every namespace a server serves
+        cached = cache_key(namespace, user)
         if token is None or not token.readable:
             self.cache.drop(cached)
             return None
@@ -227,6 +227,12 @@ class RetrievalService:
         """How many negative attractors a stream's vector state holds."""
         with self.store.reading() as view:
             return VectorStore(view.connection).count_attractors(stream_id)
+
+
+def cache_key(namespace: str, user: str) -> str:
+    """Whose index a cache entry holds: one cache serves every namespace of a server,
+    and a namespace cannot contain ``/``."""
+    return f"{namespace}/{user}"
 
 
 def _only_new_events(cached: StateToken, token: StateToken) -> bool:

@@ -22,6 +22,7 @@ from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.records import EmbedderInfo, MemoryEvent, NodePage, Retrieval
 from projections import events as ev
+from projections import retrieval_service
 from projections.claims.records import claim_state
 from projections.model import (
     AssertionState,
@@ -389,6 +390,11 @@ def retrieve(
         timeout=ctx.consistency_timeout,
     )
     return Retrieval(text, results)
+
+
+def cache_key(ctx: MemoryContext, user: str) -> str:
+    """Whose index a retrieval cache entry holds (see ``retrieval_service.cache_key``)."""
+    return retrieval_service.cache_key(ctx.namespace, user)
 
 
 def _values(

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from eventstore import OblivioError
 from oblivio import MemoryClient
+from oblivio.memory import queries
 from projections.scoring import ScoringConfig
 from tests.memory.conftest import Opener
 
@@ -121,7 +122,7 @@ def test_a_refreshed_index_answers_like_a_fresh_load(
     for op in operations:
         writer.apply(op)
         for query, options in zip(QUERIES, ({}, {"include_superseded": True}, {}), strict=True):
-            cold.context.retrieval_cache.drop(user)
+            cold.context.retrieval_cache.drop(queries.cache_key(cold.context, user))
             assert_same(
                 ranking(reader, user, query, **options), ranking(cold, user, query, **options)
             )
@@ -131,11 +132,11 @@ def test_a_store_is_applied_to_the_cached_index_not_reloaded(reopen: Opener) -> 
     writer, reader = reopen(), reopen()
     writer.store("I drink coffee in Paris.", user_id="alice", session_id="s")
     assert len(reader.retrieve("coffee", user_id="alice").results) == 1
-    entry = reader.context.retrieval_cache.entry("alice")
+    entry = reader.context.retrieval_cache.entry(queries.cache_key(reader.context, "alice"))
     assert entry is not None
     writer.store("Tea on Mondays.", user_id="alice", session_id="s")
     [first, second] = reader.retrieve("tea", user_id="alice").results
-    after = reader.context.retrieval_cache.entry("alice")
+    after = reader.context.retrieval_cache.entry(queries.cache_key(reader.context, "alice"))
     assert after is not None
     assert after[1] is entry[1]  # the same index object, grown by one node
     assert len(after[1]) == 2
@@ -149,11 +150,11 @@ def test_an_erasure_reloads_the_index(reopen: Opener) -> None:
     gone = writer.store("My old address is 12 Elm Street.", user_id="alice")
     writer.store("My new address is 48 Oak Avenue.", user_id="alice")
     assert len(reader.retrieve("address", user_id="alice").results) == 2
-    entry = reader.context.retrieval_cache.entry("alice")
+    entry = reader.context.retrieval_cache.entry(queries.cache_key(reader.context, "alice"))
     writer.delete_event(gone, user_id="alice")
     [left] = reader.retrieve("address", user_id="alice").nodes
     assert left.content == "My new address is 48 Oak Avenue."
-    after = reader.context.retrieval_cache.entry("alice")
+    after = reader.context.retrieval_cache.entry(queries.cache_key(reader.context, "alice"))
     assert entry is not None
     assert after is not None
     assert after[1] is not entry[1]
@@ -168,7 +169,7 @@ def test_threads_refreshing_one_index_apply_each_write_once(reopen: Opener) -> N
     with ThreadPoolExecutor(4) as pool:
         found = list(pool.map(lambda _: reader.retrieve("tea", user_id="alice"), range(8)))
     assert all(len(f.results) == 6 for f in found)
-    entry = reader.context.retrieval_cache.entry("alice")
+    entry = reader.context.retrieval_cache.entry(queries.cache_key(reader.context, "alice"))
     assert entry is not None
     assert len(entry[1]) == 6
     assert len({n.id for n in entry[1].nodes}) == 6

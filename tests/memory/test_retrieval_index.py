@@ -471,4 +471,4 @@ def test_the_cache_keeps_at_most_its_node_budget(reopen: Opener) -> None:
     # alice and bob fit; carol evicts alice; alice needs bob and carol gone;
     # dave (4 > 3) is scored but never kept.
     assert sizes == [2, 3, 3, 2, 2]
-    assert cache.subjects == [f"{memory.context.namespace}/alice"]  # one cache, every namespace
+    assert cache.subjects == [queries.cache_key(memory.context, "alice")]

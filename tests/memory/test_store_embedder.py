@@ -15,6 +15,7 @@ from eventstore.migrate import _config
 from oblivio import MemoryClient
 from oblivio.bootstrap import database_url
 from oblivio.cli import main
+from oblivio.memory import queries
 from oblivio.settings import Settings
 from projections.embedders import EmbedderUnavailableError, HashingEmbedder, UnknownEmbedderError
 from projections.storage.tables import vector_embedders, vectors
@@ -105,7 +106,7 @@ def test_retrieval_reads_only_the_serving_embedders_vectors(fresh_settings: Sett
                     for row in rows
                 ],
             )
-        client.context.retrieval_cache.drop("alice")
+        client.context.retrieval_cache.drop(queries.cache_key(client.context, "alice"))
         assert top(client, "pizza") == "I love pizza with olives"
 
 
