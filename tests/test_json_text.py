@@ -50,7 +50,7 @@ def test_keys_list_json_is_what_the_http_api_answers(tmp_path: Path) -> None:
     store = open_event_store(Settings(data_dir=tmp_path / "data"))
     try:
         with store.reading() as view:
-            keys = apikeys.list_keys(view.connection)
+            keys = apikeys.list_keys(view.connection, apikeys.ALL_NAMESPACES)
     finally:
         store.close()
     assert json.loads(listed.output) == [KeyOut.of(k).model_dump(mode="json") for k in keys]

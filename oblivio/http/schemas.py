@@ -519,7 +519,7 @@ class KeyRequest(BaseModel):
     expires_at: AwareInstant | None = Field(
         default=None, description="When the key stops authenticating; none: never."
     )
-    cluster_wide: bool = Field(
+    cluster_wide: StrictBool = Field(
         default=False,
         description="An operator key of no namespace, serving every one (only a "
         "cluster-wide key may create one). Otherwise the key belongs to the caller's "
@@ -572,7 +572,7 @@ class ItemPutRequest(BaseModel):
     meta: dict[str, str | int | float | bool | None] = Field(
         default_factory=dict, json_schema_extra=META_SCHEMA
     )
-    expires_at: AwareDatetime | None = Field(
+    expires_at: AwareInstant | None = Field(
         default=None, description="The revision's retention time; none: kept until erased."
     )
 
@@ -596,7 +596,7 @@ class ItemExpiriesRequest(BaseModel):
 
     model_config = Strict
     user_id: UserId | None = Field(default=None, description="Required for operator keys.")
-    expiries: dict[ItemKey, AwareDatetime | None] = Field(max_length=1000)
+    expiries: dict[ItemKey, AwareInstant | None] = Field(max_length=1000)
 
 
 class ItemKeysOut(BaseModel):

@@ -118,7 +118,7 @@ class _Operations:
 #: What a handle for one user offers: the operations of the facade's ``UserMemory``
 #: that the HTTP API serves (not ``verify_log``).
 USER_OPERATIONS = frozenset(
-    name for name in vars(UserMemory) if isinstance(getattr(_Operations, name, None), _Remote)
+    name for name in dir(UserMemory) if isinstance(getattr(_Operations, name, None), _Remote)
 )
 
 

@@ -50,7 +50,7 @@ def test_an_operator_re_embeds_the_store_and_watches_the_job(world: World) -> No
 
 def test_a_bad_embedder_name_answers_with_the_names_there_are(sqlite_world: World) -> None:
     response = sqlite_world.client.post(
-        REBUILDS, json={"embedder": "word2vec"}, headers=sqlite_world.headers("operator")
+        REBUILDS, json={"embedder": "word2vec"}, headers=sqlite_world.headers("cluster")
     )
     assert response.status_code == 422, response.text
     assert "'word2vec' is not an embedder name; the names are wordllama[:64|128|256], " in (
@@ -160,7 +160,7 @@ def test_an_openai_name_without_an_endpoint_contacts_nothing(
             response = world.client.post(
                 REBUILDS,
                 json={"embedder": "openai:text-embedding-3-small"},
-                headers=world.headers("operator"),
+                headers=world.headers("cluster"),
             )
             assert response.status_code == 409, response.text
             problem = response.json()

@@ -86,8 +86,9 @@ def test_readme_and_integration_examples_run_on_oblivio_serve(
         url, key = served.base_url, served.operator_key
         readme = _on_remote(python_blocks(ROOT / "README.md")[0].code, url, key)
         exec(compile(readme, "README.md:1", "exec"), {"__name__": "__main__"})
-        # The LangGraph store, its agent and async use, then the LangChain retriever and tools.
-        assert _run_examples(ROOT / "docs" / "integrations.md", url, key) == 6
+        # The LangGraph store (by index and by template), its agent and async use, the
+        # LangMem tools, then the LangChain retriever and tools.
+        assert _run_examples(ROOT / "docs" / "integrations.md", url, key) == 8
         # docs/remote.md's own examples, pointed at this server.
         remote_page = python_blocks(ROOT / "docs" / "remote.md")
         namespace: dict[str, Any] = {"__name__": "__main__"}

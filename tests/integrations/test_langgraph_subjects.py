@@ -71,7 +71,8 @@ def test_the_store_cannot_be_built_without_saying_who_the_person_is(
 
 def test_anything_but_an_oblivio_client_is_refused_at_construction(tmp_path: Path) -> None:
     for wrong in [str(tmp_path / "memory"), tmp_path, None]:
-        with pytest.raises(TypeError, match=r"needs an open oblivio\.MemoryClient, not"):
+        refused = r"needs an open oblivio\.MemoryClient or oblivio\.RemoteClient, not"
+        with pytest.raises(TypeError, match=refused):
             OblivioStore(wrong, user_segment=0)  # type: ignore[arg-type]
         with pytest.raises(TypeError, match="OblivioRetriever needs an open"):
             OblivioRetriever(client=wrong, user_id="alice")  # type: ignore[arg-type]
