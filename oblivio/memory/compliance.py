@@ -20,7 +20,13 @@ from certificates import VerifiedPayload, canonicalize, sign, verify
 from eventstore import VerifyReport
 from eventstore import erasure as requests
 from eventstore.errors import InvalidInputError, NotFoundError
-from eventstore.exports import ALL_NAMESPACES, audit_slice, chain_problem, dumps_line
+from eventstore.exports import (
+    ALL_NAMESPACES,
+    audit_slice,
+    chain_problem,
+    dumps_line,
+    gapped_chain_problem,
+)
 from eventstore.ids import parse_uuid
 from oblivio.json_text import iso, plain
 from oblivio.memory import inputs
@@ -232,8 +238,10 @@ def export_audit(
     """The audit stream for ``[since, until)`` as JSON Lines, the signed manifest last.
 
     A namespaced caller gets its namespace's entries only, each with its chain
-    link; the manifest signs the chain's head either way (``namespace`` null:
-    every entry, each labelled with its namespace).
+    link, and the manifest's ``gaps`` carry the chain inputs (no payload, no
+    namespace) of the entries left out from the first line to the head; the
+    manifest signs the chain's head either way (``namespace`` null: every entry,
+    each labelled with its namespace, and no ``gaps``).
     """
     namespace = audit_namespace(ctx)
     audit = audit_slice(ctx.store, since, until, namespace)
@@ -251,13 +259,16 @@ def export_audit(
         "chain_head": audit.chain_head,
         "head_version": audit.head_version,
     }
+    if audit.gaps is not None:
+        manifest["gaps"] = audit.gaps
     signed = sign(manifest, ctx.issuer.active, typ=AUDIT_EXPORT_TYP)
     return body + dumps_line({"manifest": signed}) + "\n"
 
 
 def verify_audit_export(text: str, keys: Mapping[str, Any]) -> dict[str, Any]:
-    """Check an audit export offline: signature, line digest, the hash chain (each
-    line against its chain link) and the signed head."""
+    """Check an audit export offline: signature, line digest, the hash chain and the
+    signed head.  A one-namespace export's chain is recomputed through its gap
+    records from the first line's link to the signed head."""
     raw_lines = text.splitlines(keepends=True)
     if not raw_lines:
         raise ExportVerificationError("the export is empty")
@@ -286,12 +297,21 @@ def verify_audit_export(text: str, keys: Mapping[str, Any]) -> dict[str, Any]:
 def _chain_or_head_problem(lines: list[dict[str, Any]], manifest: Mapping[str, Any]) -> str | None:
     """The first problem of the lines' chain, their namespaces or the signed head.
 
-    An export of one namespace (``namespace`` set) skips other entries: each line
-    is then checked against its own chain link instead of the line before it.
+    An export of one namespace (``namespace`` set) leaves other entries out: the
+    chain runs through its signed gap records up to the signed head.  One made
+    before exports carried gap records has each line checked against its own link.
     """
     namespace = manifest.get("namespace")
     filtered = namespace is not None
-    problem = chain_problem(lines, None if filtered else manifest["previous_chain_hash"])
+    gaps = manifest.get("gaps")
+    if filtered and gaps is not None:
+        if not isinstance(gaps, list):
+            return "the manifest's gap records are not a list"
+        problem = chain_problem(lines, None) or gapped_chain_problem(
+            lines, gaps, manifest["chain_head"], manifest["head_version"]
+        )
+    else:
+        problem = chain_problem(lines, None if filtered else manifest["previous_chain_hash"])
     if problem is None and filtered and any(line["namespace"] != namespace for line in lines):
         problem = "a line of another namespace is in a one-namespace export"
     return problem or _head_problem(lines, manifest)

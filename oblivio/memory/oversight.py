@@ -18,7 +18,7 @@ from typing import Any
 from eventstore import oversight
 from eventstore.erasure import OPEN_STATUSES
 from eventstore.errors import InvalidInputError, NotFoundError
-from eventstore.exports import audit_slice, chain_problem
+from eventstore.exports import audit_slice, chain_problem, gapped_chain_problem
 from eventstore.ids import parse_uuid
 from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
@@ -274,6 +274,10 @@ def audit_trail(ctx: MemoryContext, *, page: int = 1, per_page: int = 50) -> Aud
     namespace = _visible_namespace(ctx)
     audit = audit_slice(ctx.store, namespace=namespace)
     problem = chain_problem(audit.lines, None if namespace else audit.previous_chain_hash)
+    if problem is None and audit.gaps is not None:
+        problem = gapped_chain_problem(
+            audit.lines, audit.gaps, audit.chain_head, audit.head_version
+        )
     newest_first = audit.lines[::-1]
     start = (page - 1) * per_page
     return AuditTrail(

@@ -24,6 +24,8 @@ tools from the MCP server's own list.
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
 import re
 import uuid
@@ -39,12 +41,13 @@ from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from mcp.server.mcpserver import MCPServer
 
+from certificates import CertificateVerificationError, sign
 from eventstore import apikeys, exports, schema
 from oblivio.cli import main
 from oblivio.console import pages as console_pages
 from oblivio.http.auth import NAMESPACE_HEADER
 from oblivio.mcp_server import build_mcp_server
-from oblivio.memory import compliance
+from oblivio.memory import compliance, inputs
 from oblivio.memory.context import MemoryContext
 from projections.storage.tables import nodes
 from tests.console.conftest import sign_in
@@ -348,6 +351,88 @@ def test_a_namespace_audit_export_holds_its_entries_each_in_the_signed_chain(
     assert spanning["namespace"] is None
     assert {home.ctx.namespace, OTHER} <= labels
     assert spanning["chain_head"] == manifest["chain_head"]
+
+
+def resigned(home: Tenant, body: list[str], manifest: dict[str, Any]) -> str:
+    """An export of ``body`` under ``manifest`` re-signed with the issuer's key: only
+    the hash chain can then tell a change."""
+    lines = [json.loads(line) for line in body]
+    manifest = {
+        **manifest,
+        "count": len(body),
+        "lines_sha256": hashlib.sha256("".join(body).encode()).hexdigest(),
+        "last_chain_hash": lines[-1]["chain_hash"] if lines else None,
+    }
+    signed = sign(manifest, home.ctx.issuer.active, typ=compliance.AUDIT_EXPORT_TYP)
+    return "".join(body) + exports.dumps_line({"manifest": signed}) + "\n"
+
+
+def test_a_namespace_audit_export_recomputes_the_chain_through_gap_records(
+    pair: tuple[Tenant, Tenant],
+) -> None:
+    home, other = pair
+    mine = [home.erasure_request(ALICE)]
+    theirs = [other.erasure_request(ALICE)]
+    mine.append(home.erasure_request(BOB))
+    theirs += [other.erasure_request(BOB), other.erasure_request(ALICE)]
+    mine.append(home.erasure_request(ALICE))
+    theirs.append(other.erasure_request(BOB))  # after the last exported line: up to the head
+    jwks = compliance.jwks(home.ctx)
+    text = home.client.get(AUDIT_EXPORT, headers=home.headers("auditor")).text
+    manifest = compliance.verify_audit_export(text, jwks)
+    body = text.splitlines(keepends=True)[:-1]
+    lines = [json.loads(line) for line in body]
+    gaps = manifest["gaps"]
+    assert all(str(request) in text for request in mine)
+    assert gaps, "other namespaces' entries lie between and after the exported lines"
+    assert {line["version"] for line in lines} | {gap["version"] for gap in gaps} == set(
+        range(lines[0]["version"], manifest["head_version"] + 1)
+    )
+    assert exports.gapped_chain_problem(
+        lines, gaps, manifest["chain_head"], manifest["head_version"]
+    ) is None
+    # Gap records hold the chain's inputs and nothing of the other namespace.
+    fields = {"event_id", "version", "type", "schema_version", "recorded_at", "digest"}
+    assert all(set(gap) == fields for gap in gaps)
+    assert OTHER not in text
+    assert marker(OTHER) not in text
+    for user in (ALICE, BOB):
+        assert user not in text
+        assert other.ctx.store.subject_ref(OTHER, inputs.user(user)) not in text
+    assert not any(str(request) in text for request in theirs)
+    signed_text = json.dumps(manifest)
+    assert OTHER not in signed_text
+    assert not any(str(request) in signed_text for request in theirs)
+
+    def refused(changed: str, reason: str) -> None:
+        with pytest.raises(compliance.ExportVerificationError, match=reason):
+            compliance.verify_audit_export(changed, jwks)
+
+    # Unsigned changes to the gap records break the signature.
+    payload = dict(manifest)
+    altered = [dict(gap) for gap in gaps]
+    altered[0]["digest"] = ("1" if altered[0]["digest"][0] == "0" else "0") + altered[0][
+        "digest"
+    ][1:]
+    jws = json.loads(text.splitlines()[-1])["manifest"]
+    forged_payload = json.dumps({**payload, "gaps": altered}, sort_keys=True).encode()
+    jws = {**jws, "payload": base64.urlsafe_b64encode(forged_payload).rstrip(b"=").decode()}
+    forged = "".join(body) + json.dumps({"manifest": jws}) + "\n"
+    with pytest.raises((compliance.ExportVerificationError, CertificateVerificationError)):
+        compliance.verify_audit_export(forged, jwks)
+    # Re-signed by the issuer itself, the chain still refuses, naming why.
+    assert compliance.verify_audit_export(resigned(home, body, payload), jwks) == payload
+    refused(resigned(home, body, {**payload, "gaps": altered}), "hash chain is broken")
+    for index in (0, len(gaps) - 1):
+        dropped = gaps[:index] + gaps[index + 1 :]
+        refused(resigned(home, body, {**payload, "gaps": dropped}), "hash chain is broken")
+    if len(gaps) > 1:
+        reordered = [gaps[1], gaps[0], *gaps[2:]]
+        refused(resigned(home, body, {**payload, "gaps": reordered}), "dropped or reordered")
+    for index in (1, len(body) - 1):
+        refused(resigned(home, body[:index] + body[index + 1 :], payload), "hash chain is broken")
+    wrong_head = {**payload, "chain_head": "00" * 32}
+    refused(resigned(home, body, wrong_head), "does not end at the signed head")
 
 
 def test_only_a_cluster_wide_key_creates_cluster_wide_keys(pair: tuple[Tenant, Tenant]) -> None:
