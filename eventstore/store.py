@@ -11,8 +11,6 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from eventstore import apikeys
-from eventstore.apikeys import Principal
 from eventstore.audit import AUDIT_NAMESPACE, AUDIT_SUBJECT, AuditEntry
 from eventstore.backends.port import Backend
 from eventstore.batch import encode_batch
@@ -157,11 +155,6 @@ class EventStore:
     def pseudonym(self, kind: str, value: str) -> str:
         """A keyed, content-free reference to ``value`` (e.g. an actor id) for the audit log."""
         return self.codec.pseudonym(kind, value)
-
-    def authenticate_api_key(self, token: str, now: datetime) -> Principal | None:
-        """The principal of a valid, unrevoked, unexpired API key at ``now``, or ``None``."""
-        with self.backend.statement_reads() as conn:
-            return apikeys.authenticate(conn, token, now)
 
     # -- writing ---------------------------------------------------------------
 

@@ -7,21 +7,25 @@ from pathlib import Path
 import sqlalchemy as sa
 from alembic.config import Config
 
-import projections
 from eventstore import create_backend
 from eventstore.migrate import (
     MIGRATIONS_DIR,
+    applied_revisions,
     pending,
     schema_differences,
     script_heads,
     upgrade,
 )
+from oblivio.bootstrap import migration_locations, table_metadatas
+
+BRANCHES = migration_locations()
+TABLES = table_metadatas()
 
 
 def test_migrations_equal_the_models(any_database_url: str) -> None:
     backend = create_backend(any_database_url)
     try:
-        assert schema_differences(backend.engine, [projections.metadata]) == []
+        assert schema_differences(backend.engine, TABLES) == []
     finally:
         backend.dispose()
 
@@ -31,7 +35,7 @@ def test_a_model_change_without_a_migration_is_noticed(any_database_url: str) ->
     sa.Table("not_migrated", extra, sa.Column("id", sa.Integer, primary_key=True))
     backend = create_backend(any_database_url)
     try:
-        differences = schema_differences(backend.engine, [projections.metadata, extra])
+        differences = schema_differences(backend.engine, [*TABLES, extra])
     finally:
         backend.dispose()
     assert [d[0] for d in differences] == ["add_table"]
@@ -51,7 +55,7 @@ def test_events_reference_streams_by_foreign_key_on_sqlite_only(any_database_url
     assert referred == ([("streams", ["stream_id"])] if dialect == "sqlite" else [])
 
 
-LOCATIONS = [MIGRATIONS_DIR / "versions", projections.MIGRATIONS]
+LOCATIONS = [MIGRATIONS_DIR / "versions", *BRANCHES]
 
 
 def test_the_heads_read_from_the_scripts_are_alembics_heads() -> None:
@@ -63,18 +67,18 @@ def test_the_heads_read_from_the_scripts_are_alembics_heads() -> None:
     config.set_main_option("version_locations", ":".join(str(p) for p in LOCATIONS))
     alembic_heads = set(ScriptDirectory.from_config(config).get_heads())
     assert script_heads(LOCATIONS) == alembic_heads
-    assert {head[:2] for head in alembic_heads} == {"es", "pj"}  # both packages' branches
+    assert {head[:2] for head in alembic_heads} == {"es", "pj", "ap"}  # every package's branch
 
 
 def test_an_up_to_date_schema_has_nothing_pending(any_database_url: str) -> None:
     backend = create_backend(any_database_url)
     try:
-        assert not pending(backend.engine, [projections.MIGRATIONS])
-        # Without the projections' branch, its head in the database is unknown to the scripts.
+        assert not pending(backend.engine, BRANCHES)
+        # Without the other branches, their heads in the database are unknown to the scripts.
         assert pending(backend.engine)
         with backend.engine.begin() as conn:
             conn.execute(sa.text("DELETE FROM alembic_version WHERE version_num LIKE 'pj%'"))
-        assert pending(backend.engine, [projections.MIGRATIONS])
+        assert pending(backend.engine, BRANCHES)
     finally:
         backend.dispose()
 
@@ -82,10 +86,10 @@ def test_an_up_to_date_schema_has_nothing_pending(any_database_url: str) -> None
 def test_a_new_database_is_pending_and_upgrade_brings_it_to_the_heads(tmp_path: Path) -> None:
     backend = create_backend(f"sqlite:///{tmp_path / 'fresh.sqlite3'}")
     try:
-        assert pending(backend.engine, [projections.MIGRATIONS])
-        upgrade(backend.engine, [projections.MIGRATIONS], [projections.metadata])
-        assert not pending(backend.engine, [projections.MIGRATIONS])
-        assert schema_differences(backend.engine, [projections.metadata]) == []
+        assert pending(backend.engine, BRANCHES)
+        upgrade(backend.engine, BRANCHES, TABLES)
+        assert not pending(backend.engine, BRANCHES)
+        assert schema_differences(backend.engine, TABLES) == []
     finally:
         backend.dispose()
 
@@ -110,7 +114,7 @@ def test_db_upgrade_says_what_it_did(tmp_path: Path) -> None:
     backend = create_backend(f"sqlite:///{tmp_path / 'oblivio.sqlite3'}")
     try:
         with backend.engine.begin() as conn:
-            command.downgrade(_config(conn, [projections.MIGRATIONS], []), "pj0007")
+            command.downgrade(_config(conn, BRANCHES, []), "pj0007")
         older = heads.replace("pj0008", "pj0007")
     finally:
         backend.dispose()
@@ -146,3 +150,36 @@ def test_the_ids_are_read_from_a_scripts_header_or_else_from_all_of_it(tmp_path:
     ):
         (tmp_path / name).write_text(body)
     assert script_heads([tmp_path]) == {"b", "e"}
+
+
+def test_an_older_database_keeps_its_keys_and_sessions_when_appdata_adopts_them(
+    any_database_url: str,
+) -> None:
+    """A database made before ``ap0001`` (its API keys and console sessions created
+    by the log's branch) keeps every row when upgraded; the schema then equals the models."""
+    from alembic import command
+
+    from appdata import apikeys, console_sessions
+    from eventstore.migrate import _config
+    from eventstore.store import utc_now
+    from oblivio.bootstrap import upgrade_schema
+
+    backend = create_backend(any_database_url)
+    try:
+        with backend.engine.begin() as conn:
+            command.downgrade(_config(conn, BRANCHES, []), "appdata@base")
+        assert "ap0001" not in applied_revisions(backend.engine)
+        with backend.engine.begin() as conn:
+            key, _ = apikeys.issue(conn, "operator", None, None, utc_now(), namespace="default")
+            who = apikeys.Principal(key.key_id, "operator", None, namespace="default")
+            token = console_sessions.open_session(conn, who, utc_now())
+
+        assert "ap0001" in upgrade_schema(backend.engine).after
+        assert schema_differences(backend.engine, TABLES) == []
+        with backend.engine.connect() as conn:
+            assert key in apikeys.list_keys(conn, apikeys.ALL_NAMESPACES)
+            found = console_sessions.find(conn, token)
+            assert found is not None
+            assert found.principal == who
+    finally:
+        backend.dispose()

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from appdata import apikeys
 from certificates import merkle_root
 from eventstore import (
     AuditEntry,
@@ -29,7 +30,6 @@ from eventstore import (
     Subject,
     Tombstone,
     Transaction,
-    apikeys,
 )
 from eventstore import erasure as requests
 from eventstore import jobs as job_queue

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from eventstore import oversight
+from appdata import oversight
 from eventstore.erasure import OPEN_STATUSES
 from eventstore.errors import InvalidInputError, NotFoundError
 from eventstore.exports import audit_slice, chain_problem, gapped_chain_problem

@@ -16,8 +16,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from appdata.tables import apscheduler_jobs, scheduler_leases
 from eventstore.erasure import OPEN_STATUSES, in_namespace
-from eventstore.schema import apscheduler_jobs, erasure_requests, rebuild_jobs, scheduler_leases
+from eventstore.schema import erasure_requests, rebuild_jobs
 
 Row = sa.Row[Any]
 
@@ -49,9 +50,7 @@ def _filtered(query: sa.Select[Any], wanted: RequestFilter) -> sa.Select[Any]:
         query = query.where(
             sa.or_(
                 table.c.overdue_at.is_not(None),
-                sa.and_(
-                    table.c.status.in_(OPEN_STATUSES), table.c.deadline_at < wanted.overdue_at
-                ),
+                sa.and_(table.c.status.in_(OPEN_STATUSES), table.c.deadline_at < wanted.overdue_at),
             )
         )
     return query

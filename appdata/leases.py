@@ -7,13 +7,11 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from eventstore.schema import scheduler_leases
+from appdata.tables import scheduler_leases
 from eventstore.transaction import Transaction
 
 
-def try_acquire(
-    tx: Transaction, name: str, owner: str, now: datetime, ttl: timedelta
-) -> bool:
+def try_acquire(tx: Transaction, name: str, owner: str, now: datetime, ttl: timedelta) -> bool:
     """Take the lease ``name`` if it is free, expired, or already ours."""
     conn = tx.connection
     conn.execute(
