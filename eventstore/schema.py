@@ -164,10 +164,15 @@ erasure_requests = sa.Table(
     sa.Column("api_keys_revoked", sa.Integer, nullable=True),
 )
 
+# The one table of leased work (eventstore.leased_work), one queue per ``kind``:
+# ``erasure``, a projection's rebuild after an erasure request (``request_id``);
+# ``reembed``, one subject's re-embedding in a re-embedding job (``request_id``
+# is that job's id, ``nodes_embedded`` its progress).
 rebuild_jobs = sa.Table(
     "rebuild_jobs",
     metadata,
     sa.Column("job_id", sa.Uuid, primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),
     sa.Column("request_id", sa.Uuid, nullable=False, index=True),
     sa.Column("projection", sa.String(64), nullable=False),
     sa.Column("projection_version", sa.Integer, nullable=False),
@@ -182,6 +187,7 @@ rebuild_jobs = sa.Table(
     sa.Column("position", sa.String(64), nullable=True),
     sa.Column("state_digest", sa.String(64), nullable=True),
     sa.Column("replay_digest", sa.String(64), nullable=True),
+    sa.Column("nodes_embedded", sa.BigInteger, nullable=True),
     sa.Column("created_at", UTCDateTime(), nullable=False),
     sa.Column("finished_at", UTCDateTime(), nullable=True),
     sa.Index(None, "status", "run_after"),
