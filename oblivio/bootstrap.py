@@ -166,7 +166,6 @@ def open_memory(
         store=store,
         projections=projections,
         graph=graph,
-        vectors=vectors,
         runner=runner,
         embedder=embedders.first,
         scoring=scoring,

@@ -1,20 +1,23 @@
-"""The node graph's read facade: what the application's commands and queries read of
-the inline projection, on the caller's read view or transaction.
+"""The node graph's read facade: what the application's commands and queries, and the
+workers, read of the inline projection, on the caller's read view or transaction.
 
-``oblivio.memory`` reads the graph only through :class:`GraphReads` (and ranked
-retrieval through :mod:`projections.retrieval_service`): the stores under
-``projections.storage``, with their writes and purges, stay inside this package.
+``oblivio.memory`` and ``workers`` read the graph only through :class:`GraphReads`
+(and ranked retrieval through :mod:`projections.retrieval_service`): the stores
+under ``projections.storage``, with their writes and purges, stay inside this package.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Collection, Iterator
+from datetime import datetime
 from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from projections.model import Scope
+from projections.storage import graph_queries as queries
 from projections.storage.claim_store import ClaimRow, ClaimStore
 from projections.storage.graph_store import GraphStore, NodeRow, node_from_row, state_of
 from projections.storage.item_store import ItemRow, ItemStore
@@ -33,14 +36,14 @@ class GraphReads:
     """Read-only queries of the node graph, its claims and its keyed items."""
 
     def __init__(self, view: HasConnection) -> None:
-        conn = view.connection
+        conn = self._conn = view.connection
         self._graph, self._claims, self._items = GraphStore(conn), ClaimStore(conn), ItemStore(conn)
 
     # -- nodes ----------------------------------------------------------------------
 
     def node_row(self, namespace: str, node_id: uuid.UUID) -> NodeRow | None:
         """Node ``node_id`` if it is one of ``namespace``'s (else, as unknown, None)."""
-        return self._graph.node_row(namespace, node_id)
+        return queries.node_row(self._conn, namespace, node_id)
 
     def node_rows(self, node_ids: Collection[uuid.UUID]) -> list[NodeRow]:
         return self._graph.node_rows(node_ids)
@@ -48,7 +51,7 @@ class GraphReads:
     def nodes_of_event(self, event_id: uuid.UUID, *, namespace: str | None = None) -> list[NodeRow]:
         """The nodes an event derived, in extraction order; none if ``namespace`` is
         given and the event is not one of its streams'."""
-        return self._graph.nodes_of_event(event_id, namespace=namespace)
+        return queries.nodes_of_event(self._conn, event_id, namespace=namespace)
 
     def stream_nodes(self, stream_id: int, **filters: Any) -> list[NodeRow]:
         """The stream's nodes matching the filters of ``GraphStore.stream_nodes`` (lifecycles,
@@ -57,7 +60,15 @@ class GraphReads:
         return self._graph.stream_nodes(stream_id, **filters)
 
     def edges_touching(self, node_id: uuid.UUID) -> list[sa.Row[Any]]:
-        return self._graph.edges_touching(node_id)
+        return queries.edges_touching(self._conn, node_id)
+
+    def stream_edges(self, stream_id: int) -> list[sa.Row[Any]]:
+        return self._graph.stream_edges(stream_id)
+
+    def streams_for_tier(self, capacity: int) -> list[int]:
+        """Streams whose retrieval tier the archiving job may change: more than
+        ``capacity`` current nodes not archived, or current nodes archived."""
+        return queries.streams_for_tier(self._conn, capacity)
 
     def claim(self, stream_id: int, node_id: uuid.UUID) -> ClaimRow | None:
         return self._claims.claim(stream_id, node_id)
@@ -66,14 +77,27 @@ class GraphReads:
 
     def memory_event(self, stream_id: int, event_id: uuid.UUID) -> sa.Row[Any] | None:
         """The live memory event ``event_id`` of stream ``stream_id``."""
-        return self._graph.memory_event(stream_id, event_id)
+        return queries.memory_event(self._conn, stream_id, event_id)
 
     def operation(self, stream_id: int, key: str) -> sa.Row[Any] | None:
         """What an idempotency key was first used for, if it was."""
-        return self._graph.operation(stream_id, key)
+        return queries.operation(self._conn, stream_id, key)
 
     def one_event_per_subject(self, namespace: str) -> list[uuid.UUID]:
-        return self._graph.one_event_per_subject(namespace)
+        return queries.one_event_per_subject(self._conn, namespace)
+
+    def events_recorded_before(
+        self, namespace: str, scope: Scope, cutoff: datetime, limit: int
+    ) -> list[uuid.UUID]:
+        """Live memory events of ``scope`` in ``namespace`` recorded before ``cutoff``
+        (the retention sweep's), oldest first."""
+        return queries.events_recorded_before(self._conn, namespace, scope, cutoff, limit)
+
+    def live_memory_events(
+        self, stream_id: int, event_ids: Collection[uuid.UUID]
+    ) -> set[uuid.UUID]:
+        """Which of ``event_ids`` are live memory events of stream ``stream_id``."""
+        return queries.live_memory_events(self._conn, stream_id, event_ids)
 
     def needs_rebuild(self, stream_id: int) -> bool:
         """Whether the stream's graph predates its dependency rows (migration pj0008)."""

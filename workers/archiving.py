@@ -43,14 +43,10 @@ from projections import events as ev
 from projections import scoring
 from projections.graph import NodeGraphProjection, state_to_json
 from projections.model import EdgeKind, LifecycleState
+from projections.reads import GraphReads
 from projections.scoring import ScoringConfig
 from projections.storage.access_store import AccessStore
-from projections.storage.graph_store import (
-    CURRENT_LIFECYCLES,
-    STATE_COLUMNS,
-    GraphStore,
-    NodeRow,
-)
+from projections.storage.graph_store import CURRENT_LIFECYCLES, STATE_COLUMNS, NodeRow
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +81,7 @@ class Archiver:
         if self.capacity <= 0:
             return ArchiveReport(0, 0)
         with self.store.reading() as view:
-            candidates = GraphStore(view.connection).streams_for_tier(self.capacity)
+            candidates = GraphReads(view).streams_for_tier(self.capacity)
         wanted = [s for s in candidates if stream_ids is None or s in stream_ids]
         moves = [self.archive_stream(stream_id) for stream_id in wanted]
         report = ArchiveReport(
@@ -109,7 +105,7 @@ class Archiver:
             if stream is None or stream.closed_at is not None:
                 return 0, 0
             # Read under the lock: what a concurrent pass moved is seen here.
-            every = GraphStore(tx.connection).stream_nodes(stream_id)
+            every = GraphReads(tx).stream_nodes(stream_id)
             rows = [r for r in every if LifecycleState(r.lifecycle) in CURRENT_LIFECYCLES]
             in_tier = sum(1 for r in rows if r.archived_at is None)
             if in_tier <= self.capacity and in_tier == len(rows):
@@ -155,7 +151,7 @@ class Archiver:
         values = self._retention(tx, stream_id, every, now)
         own = {row.node_id: float(v) for row, v in zip(every, values, strict=True)}
         carried = dict(own)
-        for edge in GraphStore(tx.connection).stream_edges(stream_id):
+        for edge in GraphReads(tx).stream_edges(stream_id):
             if edge.kind == EdgeKind.SUPERSEDES and edge.target_node in own:
                 successor = edge.source_node
                 if successor in carried:

@@ -44,8 +44,8 @@ from projections import events as ev
 from projections.claims.plan import ClaimExtractor, IngestionPlan, Message, validate_plan
 from projections.claims.publication import claims_event
 from projections.graph import NodeGraphProjection
+from projections.reads import GraphReads
 from projections.storage import checkpoints
-from projections.storage.graph_store import GraphStore
 from workers.follower import LogFollower
 
 log = logging.getLogger(__name__)
@@ -136,9 +136,7 @@ class ExtractionWorker(LogFollower):
         stream = tx.lock_stream(stream_id)
         if stream is None or stream.closed_at is not None:
             return  # forgotten since the page was read
-        live = GraphStore(tx.connection).live_memory_events(
-            stream_id, [m.event_id for m in messages]
-        )
+        live = GraphReads(tx).live_memory_events(stream_id, [m.event_id for m in messages])
         for message in messages:
             if message.event_id in live:  # else erased since the page was read
                 self._publish(tx, stream, message, plans[message.event_id])

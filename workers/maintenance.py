@@ -15,7 +15,7 @@ from eventstore import AuditEntry, EventStore
 from eventstore import erasure as requests
 from eventstore import jobs as job_queue
 from projections.model import Scope
-from projections.storage.graph_store import GraphStore
+from projections.reads import GraphReads
 from workers.erasure import Eraser
 from workers.policy import RETENTION_LEGAL_GROUND
 from workers.rebuild import mark_request_failed
@@ -52,7 +52,7 @@ def sweep_retention(
         cutoff = clock() - policy.max_age
         while True:
             with store.reading() as view:
-                expired = GraphStore(view.connection).events_recorded_before(
+                expired = GraphReads(view).events_recorded_before(
                     policy.namespace, policy.scope, cutoff, SWEEP_BATCH
                 )
             for event_id in expired:

@@ -18,7 +18,6 @@ from projections.registry import ProjectionRegistry
 from projections.retrieval_index import RetrievalCache
 from projections.retrieval_service import RetrievalService
 from projections.scoring import ScoringConfig
-from projections.vectors import VectorProjection
 from workers.archiving import Archiver
 from workers.certify import Certifier
 from workers.erasure import Eraser
@@ -35,9 +34,9 @@ class MemoryContext:
     store: EventStore
     #: Every projection: erasure, rebuilds, replay and digests iterate over it.
     projections: ProjectionRegistry
-    #: The inline projection commands write in their own transaction.
+    #: The inline projection commands write in their own transaction (they need its
+    #: node ids back); every other use of the projections goes through ``projections``.
     graph: NodeGraphProjection
-    vectors: VectorProjection
     runner: ProjectionRunner
     embedder: Embedder
     scoring: ScoringConfig

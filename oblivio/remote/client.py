@@ -142,7 +142,14 @@ class _Client(_Operations):
     """What both clients share: where the server is, the key, the retry policy, and
     turning an answer into the facade's result or error."""
 
-    def __init__(self, url: str, api_key: str, *, retry: RetryPolicy | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        api_key: str,
+        *,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+    ) -> None:
         self.url = url.rstrip("/")
         self.retry = retry or RetryPolicy()
         self._headers = {
@@ -150,6 +157,11 @@ class _Client(_Operations):
             "User-Agent": f"oblivio-remote/{__version__}",
         }
         self._cache: dict[tuple[Any, ...], Any] = {}
+        self._http = self._connect(timeout)
+
+    def _connect(self, timeout: float | httpx.Timeout) -> Any:
+        """The client's HTTP connection pool (httpx's sync or async client)."""
+        raise NotImplementedError
 
     def for_user(self, user_id: str) -> RemoteUserMemory:
         """A handle whose methods act for ``user_id`` (see ``MemoryClient.for_user``)."""
@@ -173,6 +185,18 @@ class _Client(_Operations):
                 self._cache.clear()
             self._cache[key] = result
 
+    def _answer(
+        self, request: Request, attempt: int, outcome: httpx.Response | httpx.TransportError
+    ) -> httpx.Response | float:
+        """What attempt ``attempt`` at ``request`` came to: the answer, or how long to
+        wait before the next attempt; a connection failure not to retry raises."""
+        pause = self.retry.pause(request, attempt, outcome)
+        if pause is not None:
+            return pause
+        if isinstance(outcome, httpx.TransportError):
+            raise unreachable(outcome) from outcome
+        return outcome
+
     @staticmethod
     def _result(call: Call[Any, R], response: httpx.Response) -> R:
         if response.is_success:
@@ -194,16 +218,10 @@ class RemoteClient(_Client):
     manager, or call :meth:`close`.
     """
 
-    def __init__(
-        self,
-        url: str,
-        api_key: str,
-        *,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        retry: RetryPolicy | None = None,
-    ) -> None:
-        super().__init__(url, api_key, retry=retry)
-        self._http = httpx.Client(base_url=self.url, headers=self._headers, timeout=timeout)
+    _http: httpx.Client
+
+    def _connect(self, timeout: float | httpx.Timeout) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers=self._headers, timeout=timeout)
 
     def perform(self, call: Call[Any, R], arguments: Arguments) -> R:
         key, known = self._cached(call, arguments)
@@ -222,12 +240,10 @@ class RemoteClient(_Client):
                 outcome = self._http.send(request.build(self._http))
             except httpx.TransportError as e:
                 outcome = e
-            pause = self.retry.pause(request, attempt, outcome)
-            if pause is None:
-                if isinstance(outcome, httpx.TransportError):
-                    raise unreachable(outcome) from outcome
-                return outcome
-            time.sleep(pause)
+            answer = self._answer(request, attempt, outcome)
+            if isinstance(answer, httpx.Response):
+                return answer
+            time.sleep(answer)
 
     def verify_certificate(
         self, certificate: Mapping[str, Any] | str, keys: Mapping[str, Any] | None = None
@@ -254,16 +270,10 @@ class RemoteClient(_Client):
 class AsyncRemoteClient(_Client):
     """Asynchronous access to an oblivio server: the methods of ``RemoteClient``, awaited."""
 
-    def __init__(
-        self,
-        url: str,
-        api_key: str,
-        *,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        retry: RetryPolicy | None = None,
-    ) -> None:
-        super().__init__(url, api_key, retry=retry)
-        self._http = httpx.AsyncClient(base_url=self.url, headers=self._headers, timeout=timeout)
+    _http: httpx.AsyncClient
+
+    def _connect(self, timeout: float | httpx.Timeout) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.url, headers=self._headers, timeout=timeout)
 
     async def perform(self, call: Call[Any, R], arguments: Arguments) -> R:
         key, known = self._cached(call, arguments)
@@ -282,12 +292,10 @@ class AsyncRemoteClient(_Client):
                 outcome = await self._http.send(request.build(self._http))
             except httpx.TransportError as e:
                 outcome = e
-            pause = self.retry.pause(request, attempt, outcome)
-            if pause is None:
-                if isinstance(outcome, httpx.TransportError):
-                    raise unreachable(outcome) from outcome
-                return outcome
-            await asyncio.sleep(pause)
+            answer = self._answer(request, attempt, outcome)
+            if isinstance(answer, httpx.Response):
+                return answer
+            await asyncio.sleep(answer)
 
     async def verify_certificate(
         self, certificate: Mapping[str, Any] | str, keys: Mapping[str, Any] | None = None

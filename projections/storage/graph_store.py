@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from eventstore import SubjectCipher
-from eventstore.schema import events, streams
+from eventstore.schema import events
 from projections.model import LifecycleState, Node, NodeType, Scope, SourceType
 from projections.storage.tables import (
     claims,
@@ -55,7 +55,7 @@ _insert_claim = claims.insert()
 # event's stream, and memory_nodes is then read by its subject-first key.  An
 # erased node's entry finds no node row (nor, when its stream is forgotten,
 # any row of the stream).
-_nodes_by_id = (
+NODES_BY_ID = (
     sa.select(nodes)
     .select_from(node_directory)
     .join(events, events.c.event_id == node_directory.c.event_id)
@@ -67,15 +67,6 @@ _nodes_by_id = (
             nodes.c.ordinal == node_directory.c.ordinal,
         ),
     )
-)
-
-# A node by id within one namespace (parameters ``node_id``, ``namespace``): one
-# statement, so another namespace's id costs what an unknown id costs and
-# answers the same (nothing).
-_node_in_namespace = (
-    _nodes_by_id.join(streams, streams.c.stream_id == events.c.stream_id)
-    .where(node_directory.c.node_id == sa.bindparam("node_id", type_=sa.Uuid()))
-    .where(streams.c.namespace == sa.bindparam("namespace", type_=sa.String()))
 )
 
 # Which of some node ids have a node in a known stream: the directory gives
@@ -179,63 +170,10 @@ class GraphStore:
         self.conn.execute(node_directory.delete().where(node_directory.c.node_id.in_(ids)))
         self.conn.execute(node_directory.insert(), [_directory_entry(r) for r in rows])
 
-    def events_recorded_before(
-        self, namespace: str, scope: Scope, cutoff: datetime, limit: int
-    ) -> list[uuid.UUID]:
-        """Live memory events of ``scope`` in ``namespace`` recorded before ``cutoff``."""
-        query = (
-            sa.select(memory_events.c.event_id)
-            .join(streams, streams.c.stream_id == memory_events.c.stream_id)
-            .where(
-                streams.c.namespace == namespace,
-                memory_events.c.scope == scope.value,
-                memory_events.c.recorded_at < cutoff,
-            )
-            .order_by(memory_events.c.recorded_at)
-            .limit(limit)
-        )
-        return list(self.conn.execute(query).scalars())
-
-    def live_memory_events(
-        self, stream_id: int, event_ids: Collection[uuid.UUID]
-    ) -> set[uuid.UUID]:
-        """Which of ``event_ids`` are live memory events of stream ``stream_id``."""
-        query = sa.select(memory_events.c.event_id).where(
-            memory_events.c.stream_id == stream_id, memory_events.c.event_id.in_(list(event_ids))
-        )
-        return set(self.conn.execute(query).scalars())
-
-    def one_event_per_subject(self, namespace: str) -> list[uuid.UUID]:
-        """One live memory event of each open stream in ``namespace`` (any of its events):
-        what names each subject that still has memories, to be decrypted by the caller."""
-        one_event = (
-            sa.select(memory_events.c.event_id)
-            .where(memory_events.c.stream_id == streams.c.stream_id)
-            .limit(1)
-            .correlate(streams)
-            .scalar_subquery()
-        )
-        query = sa.select(one_event).where(
-            streams.c.namespace == namespace, streams.c.closed_at.is_(None)
-        )
-        return [event_id for event_id in self.conn.execute(query).scalars() if event_id]
-
-    def memory_event(self, stream_id: int, event_id: uuid.UUID) -> sa.Row[Any] | None:
-        """The live memory event ``event_id`` of stream ``stream_id`` (the table's key)."""
-        query = sa.select(memory_events).where(
-            memory_events.c.stream_id == stream_id, memory_events.c.event_id == event_id
-        )
-        return self.conn.execute(query).first()
-
     # -- nodes ---------------------------------------------------------------
 
-    def node_row(self, namespace: str, node_id: uuid.UUID) -> NodeRow | None:
-        """Node ``node_id`` if it is one of ``namespace``'s (else, as unknown, None)."""
-        params = {"node_id": node_id, "namespace": namespace}
-        return self.conn.execute(_node_in_namespace, params).first()
-
     def node_rows(self, node_ids: Collection[uuid.UUID]) -> list[NodeRow]:
-        query = _nodes_by_id.where(node_directory.c.node_id.in_(list(node_ids)))
+        query = NODES_BY_ID.where(node_directory.c.node_id.in_(list(node_ids)))
         return list(self.conn.execute(query))
 
     def present_nodes(self, stream_id: int, node_ids: Collection[uuid.UUID]) -> set[uuid.UUID]:
@@ -244,23 +182,6 @@ class GraphStore:
             return set()
         params = {"stream_id": stream_id, "node_ids": list(node_ids)}
         return set(self.conn.execute(_present_in_stream, params).scalars())
-
-    def nodes_of_event(self, event_id: uuid.UUID, *, namespace: str | None = None) -> list[NodeRow]:
-        """The event's nodes, in order; none if ``namespace`` is given and the event
-        is not one of its streams'."""
-        # The log knows the event's stream; with it the lookup is a range of
-        # the subject-first key, with no index by event id alone to maintain.
-        stream = sa.select(events.c.stream_id).where(events.c.event_id == event_id)
-        if namespace is not None:
-            stream = stream.join(streams, streams.c.stream_id == events.c.stream_id).where(
-                streams.c.namespace == namespace
-            )
-        query = (
-            sa.select(nodes)
-            .where(nodes.c.stream_id == stream.scalar_subquery(), nodes.c.event_id == event_id)
-            .order_by(nodes.c.ordinal)
-        )
-        return list(self.conn.execute(query))
 
     def stream_nodes(
         self,
@@ -302,20 +223,6 @@ class GraphStore:
         if limit is not None:
             query = query.limit(limit)
         return list(self.conn.execute(query))
-
-    def streams_for_tier(self, capacity: int) -> list[int]:
-        """Streams whose retrieval tier the archiving job may change: more than
-        ``capacity`` current nodes not archived, or current nodes archived."""
-        current = nodes.c.lifecycle.in_([s.value for s in CURRENT_LIFECYCLES])
-        in_tier = sa.func.count() - sa.func.count(nodes.c.archived_at)
-        query = (
-            sa.select(nodes.c.stream_id)
-            .where(current)
-            .group_by(nodes.c.stream_id)
-            .having(sa.or_(in_tier > capacity, sa.func.count(nodes.c.archived_at) > 0))
-            .order_by(nodes.c.stream_id)
-        )
-        return list(self.conn.execute(query).scalars())
 
     def update_state(self, row: NodeRow, state: Mapping[str, Any]) -> None:
         """Set the lifecycle columns of the node ``row`` (found by its key)."""
@@ -359,22 +266,10 @@ class GraphStore:
             .values(resolved_at=resolved_at)
         )
 
-    def edges_touching(self, node_id: uuid.UUID) -> list[sa.Row[Any]]:
-        query = sa.select(edges).where(
-            sa.or_(edges.c.source_node == node_id, edges.c.target_node == node_id)
-        )
-        return list(self.conn.execute(query.order_by(edges.c.created_at, edges.c.edge_id)))
-
     def stream_edges(self, stream_id: int) -> list[sa.Row[Any]]:
         return self._stream_rows(edges, stream_id, edges.c.edge_id)
 
     # -- idempotency keys ----------------------------------------------------
-
-    def operation(self, stream_id: int, key: str) -> sa.Row[Any] | None:
-        query = sa.select(operations).where(
-            operations.c.stream_id == stream_id, operations.c.operation_key == key
-        )
-        return self.conn.execute(query).first()
 
     def record_operation(
         self, stream_id: int, key: str, fingerprint: bytes, event_id: uuid.UUID

@@ -42,7 +42,8 @@ def test_a_live_state_that_drifted_from_the_log_is_certified_unequal(
     assert run_jobs(client) == 2
 
     results = _projections(completed(client.erasure_status(status.request_id)), client)
-    graph, vector = results[client.context.graph.name], results[client.context.vectors.name]
+    graph = results[client.context.graph.name]
+    vector = results[client.context.runner.projection.name]
     assert graph["equal"] is False
     assert graph["state_digest"] != graph["replay_digest"]
     assert vector["equal"] is True

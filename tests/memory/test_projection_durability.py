@@ -156,7 +156,7 @@ def test_a_kill_9_after_projection_commits_loses_nothing_the_log_cannot_replay(
         # transaction can hold delivery back for a moment.)
         assert ctx.runner.catch_up(cursor, stream_id, 60)
         assert vector_rows(client, stream_id) == victim.PROJECTED + victim.PENDING
-        digests = compare(ctx.store, [ctx.graph, ctx.vectors], stream_id)
+        digests = compare(ctx.store, list(ctx.projections), stream_id)
         assert all(live == fresh for live, fresh in digests.values()), digests
         found = client.retrieve(victim.texts()[-1], user_id=victim.USER, limit=1)
         assert found.results[0].node.content == victim.texts()[-1]

@@ -112,7 +112,7 @@ def test_a_page_that_fails_midway_leaves_nothing_and_is_applied_again(
     memory: MemoryClient,
 ) -> None:
     written = _write(memory)
-    failing = FailingAfterWriting(memory.context.vectors)
+    failing = FailingAfterWriting(memory.context.runner.projection)
     runner = ProjectionRunner(memory.context.store, failing, partitions=1)
     with pytest.raises(PageFailedError):
         runner.run_once(0)
