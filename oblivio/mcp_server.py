@@ -187,11 +187,22 @@ def _memory_tools(ctx: MemoryContext, bind: _Binding) -> list[ToolFunction]:
         scope: Scope = Scope.PERSONAL,
         source_type: SourceType = SourceType.USER_STATED,
         node_type: NodeType = NodeType.FACT,
+        occurred_at: AwareDatetime | None = None,
     ) -> dict[str, Any]:
-        """Remember something about a person; returns the event id and its node ids."""
+        """Remember something about a person; returns the event id and its node ids.
+
+        occurred_at is when it took effect (timezone-aware; default: now), e.g. a
+        move that happened last year.
+        """
         user = bind.user(user_id)
         stored = commands.store_memory(
-            ctx, content, user_id=user, scope=scope, source_type=source_type, node_type=node_type
+            ctx,
+            content,
+            user_id=user,
+            scope=scope,
+            source_type=source_type,
+            node_type=node_type,
+            occurred_at=occurred_at,
         )
         return {"event_id": str(stored.event_id), "node_ids": [str(n) for n in stored.node_ids]}
 
@@ -275,6 +286,8 @@ def _memory_tools(ctx: MemoryContext, bind: _Binding) -> list[ToolFunction]:
                 "node_type": r.node.node_type.value,
                 "source_type": r.node.source_type.value,
                 "archived_at": _plain(r.node.archived_at),
+                "occurred_at": _plain(r.node.occurred_at),
+                "valid_to": _plain(r.node.valid_to),
             }
             for r in found.results
         ]

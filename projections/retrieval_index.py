@@ -197,7 +197,7 @@ class SubjectIndex:
         self._numbers.extend(
             [[*_numbers(n), b, p] for n, b, p in zip(nodes, boosts, penalties, strict=True)]
         )
-        self._last_touch_us.extend([_micros(n.last_reinforced_at or n.created_at) for n in nodes])
+        self._last_touch_us.extend([_last_touch(n) for n in nodes])
         self._accesses.extend(np.zeros(len(nodes)))
         self._neighbours.extend(np.full((len(nodes), 2), -1))
         neighbours = self._neighbours.values
@@ -270,7 +270,7 @@ class SubjectIndex:
         self._track_replacement(row, node)
         self._codes.values[row] = _codes(node)
         self._numbers.values[row, :5] = _numbers(node)
-        self._last_touch_us.values[row] = _micros(node.last_reinforced_at or node.created_at)
+        self._last_touch_us.values[row] = _last_touch(node)
 
     def set_probes(
         self, triggers: Sequence[TriggerProbe], attractors: Sequence[AttractorProbe]
@@ -332,6 +332,12 @@ class SubjectIndex:
     def neighbours(self) -> Rows:
         values: Rows = self._neighbours.values
         return values
+
+
+def _last_touch(node: Node) -> int:
+    """Where a node's recency counts from: its last confirmation, else its effective
+    time (history stored today with an old ``occurred_at`` is not fresh)."""
+    return _micros(node.last_reinforced_at or node.occurred_at)
 
 
 def _codes(node: Node) -> list[int]:

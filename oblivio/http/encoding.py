@@ -53,4 +53,6 @@ def node_dict(node: Node) -> dict[str, Any]:
         "session_id": node.session_id,
         "meta": node.meta,
         "archived_at": node.archived_at,
+        "occurred_at": node.occurred_at,
+        "valid_to": node.valid_to,
     }

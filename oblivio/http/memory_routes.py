@@ -56,6 +56,7 @@ def store_event(body: s.StoreRequest, ctx: Ctx, who: Member) -> s.StoreResponse:
         node_type=body.node_type,
         meta=body.meta,
         request_id=body.request_id,
+        occurred_at=body.occurred_at,
     )
     return s.StoreResponse(event_id=stored.event_id, node_ids=list(stored.node_ids))
 

@@ -110,6 +110,10 @@ class StoreRequest(BaseModel):
         default_factory=dict, json_schema_extra=META_SCHEMA
     )
     request_id: uuid.UUID | None = None
+    occurred_at: AwareInstant | None = Field(
+        default=None,
+        description="When the statement took effect (timezone-aware); none: when stored.",
+    )
 
 
 class IngestMessage(BaseModel):
@@ -206,7 +210,8 @@ class EventOut(BaseModel):
     session_id: str | None
     meta: dict[str, Any]
     version: int
-    recorded_at: datetime
+    recorded_at: datetime = Field(description="When the log recorded it.")
+    occurred_at: datetime = Field(description="When it took effect (default: recorded_at).")
 
     @classmethod
     def of(cls, event: MemoryEvent) -> EventOut:
@@ -233,6 +238,10 @@ class NodeOut(BaseModel):
     meta: dict[str, Any]
     #: Set once the node left default retrieval (archived: not erased; docs/retrieval.md).
     archived_at: datetime | None = None
+    occurred_at: datetime = Field(description="When its statement took effect.")
+    valid_to: datetime | None = Field(
+        default=None, description="When a correction ended its validity (effective time)."
+    )
 
     @classmethod
     def of(cls, node: Node) -> NodeOut:
@@ -574,6 +583,10 @@ class ItemPutRequest(BaseModel):
     )
     expires_at: AwareInstant | None = Field(
         default=None, description="The revision's retention time; none: kept until erased."
+    )
+    occurred_at: AwareInstant | None = Field(
+        default=None,
+        description="When the statement took effect (timezone-aware); none: when stored.",
     )
 
 

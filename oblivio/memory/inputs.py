@@ -6,6 +6,7 @@ import enum
 import math
 import uuid
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from eventstore.errors import InvalidEncodingError, InvalidInputError, MalformedIdError
@@ -120,3 +121,23 @@ def bounded(value: object, what: str, low: float, high: float) -> float:
     if not low <= value <= high:
         raise InvalidInputError(f"{what} must be between {low:g} and {high:g}")
     return float(value)
+
+
+def moment(value: object, what: str) -> datetime:
+    """A timezone-aware point in time (a datetime, or ISO 8601 text), in UTC.
+
+    Naive datetimes are refused: a wall-clock time without a zone names no
+    instant, and guessing one would move memories in time.
+    """
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError as e:
+            raise InvalidInputError(f"{what} must be an ISO 8601 date and time") from e
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        raise InvalidInputError(f"{what} must be a timezone-aware date and time")
+    return value.astimezone(UTC)
+
+
+def optional_moment(value: object, what: str) -> datetime | None:
+    return None if value is None else moment(value, what)

@@ -152,6 +152,7 @@ def memory_event(event: RecordedEvent) -> MemoryEvent:
         meta=data.get("meta") or {},
         version=event.version,
         recorded_at=event.recorded_at,
+        occurred_at=ev.effective_at(data, event.recorded_at),
     )
 
 

@@ -25,6 +25,8 @@ class MemoryEvent:
     meta: dict[str, Any]
     version: int
     recorded_at: datetime
+    #: When the statement took effect (``occurred_at`` as stored; else ``recorded_at``).
+    occurred_at: datetime
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,7 @@ STATE_COLUMNS = (
     "last_reinforced_at",
     "updated_at",
     "archived_at",
+    "valid_to",
 )
 
 
@@ -490,6 +491,7 @@ def _node_values(cipher: SubjectCipher, node: Node, ordinal: int) -> dict[str, A
         "meta": seal_json(cipher, "node.meta", node.id, node.meta),
         "session_id": session,
         "created_at": node.created_at,
+        "occurred_at": node.occurred_at,
         **state_of(node),
     }
 
@@ -506,6 +508,7 @@ def state_of(node: Node) -> dict[str, Any]:
         "last_reinforced_at": node.last_reinforced_at,
         "updated_at": node.updated_at,
         "archived_at": node.archived_at,
+        "valid_to": node.valid_to,
     }
 
 
@@ -530,9 +533,11 @@ def node_from_row(cipher: SubjectCipher, row: NodeRow) -> Node:
         reinforcement_count=row.reinforcement_count,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        occurred_at=row.occurred_at,
         last_reinforced_at=row.last_reinforced_at,
         superseded_by=row.superseded_by,
         session_id=session,
         meta=open_json(cipher, "node.meta", row.node_id, row.meta),
         archived_at=row.archived_at,
+        valid_to=row.valid_to,
     )
