@@ -273,14 +273,25 @@ class GraphStore:
         exclude_node_types: Collection[NodeType] | None = None,
         source_types: Collection[SourceType] | None = None,
         include_archived: bool = True,
+        valid_at: datetime | None = None,
+        occurred_since: datetime | None = None,
+        occurred_until: datetime | None = None,
         after: tuple[datetime, uuid.UUID] | None = None,
         limit: int | None = None,
     ) -> list[NodeRow]:
         """The stream's nodes matching the filters, by (created_at, node_id);
-        ``after`` starts past that position, ``limit`` bounds the count."""
+        ``valid_at`` keeps nodes in effect then (see ``retrieval_index.NodeFilter``),
+        ``occurred_since``/``until`` bound effective times (half-open); ``after``
+        starts past that position, ``limit`` bounds the count."""
         query = sa.select(nodes).where(nodes.c.stream_id == stream_id)
         if not include_archived:
             query = query.where(nodes.c.archived_at.is_(None))
+        if valid_at is not None:
+            query = query.where(nodes.c.occurred_at <= valid_at, _holds_at(valid_at))
+        if occurred_since is not None:
+            query = query.where(nodes.c.occurred_at >= occurred_since)
+        if occurred_until is not None:
+            query = query.where(nodes.c.occurred_at < occurred_until)
         if after is not None:
             created_at, node_id = after
             query = query.where(
@@ -466,6 +477,15 @@ class GraphStore:
         """A stream's rows in ``table``, in the order of a unique ``key`` (digests compare them)."""
         query = sa.select(table).where(table.c.stream_id == stream_id).order_by(key)
         return list(self.conn.execute(query))
+
+
+def _holds_at(moment: datetime) -> sa.ColumnElement[bool]:
+    """Not retired by ``moment``.  A node retired before effective time existed has no
+    ``valid_to`` until its graph is rebuilt: it counts as never in effect."""
+    return sa.or_(
+        nodes.c.valid_to > moment,
+        sa.and_(nodes.c.valid_to.is_(None), nodes.c.lifecycle != LifecycleState.SUPERSEDED.value),
+    )
 
 
 def _directory_entry(node_row: Mapping[str, Any]) -> dict[str, Any]:
