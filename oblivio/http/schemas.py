@@ -381,6 +381,24 @@ class RetrieveRequest(BaseModel):
         default=False, description="Also rank nodes archived out of the retrieval tier."
     )
     consistent: StrictBool = True
+    as_of: AwareInstant | None = Field(
+        default=None,
+        description="Rank what was valid at this moment (effective time; docs/retrieval.md).",
+    )
+    occurred_since: AwareInstant | None = Field(
+        default=None, description="Only memories that took effect at or after this time."
+    )
+    occurred_until: AwareInstant | None = Field(
+        default=None, description="Only memories that took effect before this time."
+    )
+    meta: dict[str, str | int | float | bool | None] | None = Field(
+        default=None,
+        description="Only memories whose metadata has each key with this value (JSON scalars).",
+    )
+    resolve_dates: StrictBool = Field(
+        default=False,
+        description="Without as_of: a query naming one year, month or day ranks as of its end.",
+    )
 
 
 class ScoredOut(BaseModel):
@@ -399,6 +417,9 @@ class ScoredOut(BaseModel):
 class RetrieveResponse(BaseModel):
     query: str
     results: list[ScoredOut]
+    as_of: datetime | None = Field(
+        default=None, description="The moment ranked: as given, or resolved from the query."
+    )
 
 
 class TriggerRequest(BaseModel):

@@ -20,6 +20,7 @@ from eventstore.ids import parse_uuid
 from oblivio.errors import NodeUnavailableError
 from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
+from oblivio.memory.dates import named_period_end
 from oblivio.memory.records import EmbedderInfo, MemoryEvent, NodePage, Retrieval
 from projections import events as ev
 from projections import retrieval_service
@@ -406,6 +407,7 @@ def retrieve(
     occurred_since: datetime | str | None = None,
     occurred_until: datetime | str | None = None,
     meta: Mapping[str, Any] | None = None,
+    resolve_dates: bool = False,
 ) -> Retrieval:
     """The caller's nodes ranked for ``query``, with every score component.
 
@@ -416,6 +418,9 @@ def retrieve(
     keep effective times in [since, until); ``meta`` keeps nodes whose metadata
     has each key with an equal JSON scalar.  Filters apply before ranking: up to
     ``limit`` matching nodes come back, not a filtered top ``limit``.
+    With ``resolve_dates`` (and no ``as_of``), a question naming one absolute year,
+    month or day is ranked as of the end of that period (:mod:`oblivio.memory.dates`);
+    the result's ``as_of`` says which moment was ranked.
     """
     text = inputs.content(query)
     user = inputs.user(user_id)
@@ -424,6 +429,11 @@ def retrieve(
     if not isinstance(include_archived, bool):
         raise InvalidInputError("include_archived must be true or false")
     times = inputs.time_filter(as_of, occurred_since, occurred_until)
+    if not isinstance(resolve_dates, bool):
+        raise InvalidInputError("resolve_dates must be true or false")
+    moment = times.as_of
+    if moment is None and resolve_dates:
+        moment = named_period_end(text)
     wanted = NodeFilter(
         include_superseded=include_superseded,
         include_archived=include_archived,
@@ -431,7 +441,7 @@ def retrieve(
         node_types=_values(NodeType, node_types, "node_types"),
         excluded_node_types=_values(NodeType, exclude_node_types, "exclude_node_types") or (),
         source_types=_values(SourceType, source_types, "source_types"),
-        as_of=times.as_of,
+        as_of=moment,
         occurred_since=times.occurred_since,
         occurred_until=times.occurred_until,
         meta=inputs.meta_filter(meta),
@@ -447,7 +457,7 @@ def retrieve(
         consistent=consistent,
         timeout=ctx.consistency_timeout,
     )
-    return Retrieval(text, results)
+    return Retrieval(text, results, moment)
 
 
 def cache_key(ctx: MemoryContext, user: str) -> str:

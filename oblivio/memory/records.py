@@ -74,6 +74,8 @@ class Retrieval:
 
     query: str
     results: list[ScoredNode] = field(default_factory=list)
+    #: The moment ranked: ``as_of`` as given, or resolved from the question's date.
+    as_of: datetime | None = None
 
     @property
     def nodes(self) -> list[Any]:

@@ -63,3 +63,115 @@ def test_a_time_without_a_zone_is_refused_and_nothing_is_written(
         assert response.status_code == 422, response.text
     listed = world.client.get("/v1/events", headers=world.headers("user"))
     assert listed.json() == []
+
+
+def history(world: World) -> dict[str, str]:
+    """Boston from 2022, Chicago from March 2024 (told in the other order), the
+    correction recorded; node ids by city."""
+    ids = {}
+    for city, when in (("Chicago", "2024-03-15T00:00:00Z"), ("Boston", MOVED)):
+        body = {"content": f"I live in {city}", "occurred_at": when, "meta": {"topic": "home"}}
+        response = world.client.post("/v1/events", json=body, headers=world.headers("user"))
+        ids[city] = response.json()["node_ids"][0]
+    body = {"old_node_id": ids["Boston"], "new_node_id": ids["Chicago"]}
+    response = world.client.post("/v1/supersedences", json=body, headers=world.headers("user"))
+    assert response.status_code in (200, 201), response.text
+    return ids
+
+
+def retrieved(world: World, **fields: object) -> dict[str, object]:
+    body = {"query": "Where do I live?", **fields}
+    response = world.client.post("/v1/retrieve", json=body, headers=world.headers("user"))
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def cities(answer: dict[str, object]) -> list[str]:
+    return [r["node"]["content"] for r in answer["results"]]  # type: ignore[attr-defined,index]
+
+
+def test_retrieve_as_of_and_resolved_dates(world: World) -> None:
+    history(world)
+
+    assert cities(retrieved(world)) == ["I live in Chicago"]
+    then = retrieved(world, as_of="2023-06-01T00:00:00Z")
+    assert cities(then) == ["I live in Boston"]
+    assert then["as_of"] == "2023-06-01T00:00:00Z"
+    asked = retrieved(world, query="Where did I live in 2023?", resolve_dates=True)
+    assert cities(asked) == ["I live in Boston"]
+    assert asked["as_of"] == "2023-12-31T23:59:59.999999Z"
+    unresolved = retrieved(world, query="Where did I live in 2023?")
+    assert cities(unresolved) == ["I live in Chicago"]
+    assert unresolved["as_of"] is None
+
+
+def test_retrieve_filters_on_effective_time_and_metadata(world: World) -> None:
+    history(world)
+    world.client.post(
+        "/v1/events", json={"content": "I live for jazz"}, headers=world.headers("user")
+    )
+
+    window = retrieved(
+        world,
+        include_superseded=True,
+        occurred_since="2022-01-01T00:00:00Z",
+        occurred_until="2024-03-15T00:00:00Z",
+    )
+    assert cities(window) == ["I live in Boston"]
+    tagged = retrieved(world, meta={"topic": "home"}, include_superseded=True)
+    assert sorted(cities(tagged)) == ["I live in Boston", "I live in Chicago"]
+    assert cities(retrieved(world, meta={"topic": "work"})) == []
+
+
+def test_listing_and_assertion_state_as_of(world: World) -> None:
+    ids = history(world)
+    headers = world.headers("user")
+
+    page = world.client.get("/v1/nodes", params={"as_of": "2023-06-01T00:00:00Z"}, headers=headers)
+    assert [n["content"] for n in page.json()["nodes"]] == ["I live in Boston"]
+    page = world.client.get("/v1/nodes", params={"meta": '{"topic": "home"}'}, headers=headers)
+    assert [n["content"] for n in page.json()["nodes"]] == ["I live in Chicago"]
+    state = world.client.get(
+        f"/v1/nodes/{ids['Boston']}/assertion-state",
+        params={"as_of": "2023-06-01T00:00:00Z"},
+        headers=headers,
+    )
+    assert state.status_code == 200, state.text
+    assert state.json()["lifecycle"] == "active"
+    before = world.client.get(
+        f"/v1/nodes/{ids['Boston']}/assertion-state",
+        params={"as_of": "2021-01-01T00:00:00Z"},
+        headers=headers,
+    )
+    assert before.status_code == 404
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"as_of": "2023-06-01T00:00:00"},
+        {"occurred_since": "2024-01-01T00:00:00Z", "occurred_until": "2023-01-01T00:00:00Z"},
+        {"meta": {"topic": ["home"]}},
+        {"meta": {"topic": {"nested": 1}}},
+        {"filters": {"topic": "home"}},
+        {"resolve_dates": "yes"},
+    ],
+)
+def test_bad_retrieve_input_is_422(world: World, fields: dict[str, object]) -> None:
+    body = {"query": "Where do I live?", **fields}
+    response = world.client.post("/v1/retrieve", json=body, headers=world.headers("user"))
+    assert response.status_code == 422, response.text
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"as_of": "2023-06-01T00:00:00"},
+        {"meta": "not json"},
+        {"meta": '["topic"]'},
+        {"occurred_since": "2024-01-01T00:00:00Z", "occurred_until": "2023-01-01T00:00:00Z"},
+    ],
+)
+def test_bad_listing_input_is_422(world: World, params: dict[str, str]) -> None:
+    response = world.client.get("/v1/nodes", params=params, headers=world.headers("user"))
+    assert response.status_code == 422, response.text
