@@ -95,7 +95,9 @@ class NodeFilter:
     alike); with ``include_superseded`` also those retired by then.
     ``occurred_since``/``occurred_until`` bound the effective time (half-open);
     ``meta`` keeps nodes whose metadata has every given key with an equal value
-    (JSON equality: ``1`` equals ``1.0``, ``true`` equals neither).
+    (JSON equality: ``1`` equals ``1.0``, ``true`` equals neither); ``event_ids``
+    keeps the nodes of those events (a caller's own selection, e.g. the items a
+    LangGraph filter matched).
     """
 
     include_superseded: bool = False
@@ -109,6 +111,7 @@ class NodeFilter:
     occurred_since: datetime | None = None
     occurred_until: datetime | None = None
     meta: Mapping[str, MetaValue] | None = None
+    event_ids: Collection[uuid.UUID] | None = None
 
 
 class _Column:
@@ -172,6 +175,7 @@ class SubjectIndex:
         self._validity_us = _Column(np.int64, 2)
         #: Rows by (metadata key, JSON scalar): a ``meta`` filter is set intersections.
         self._meta_rows: dict[tuple[str, object], list[int]] = {}
+        self._event_rows: dict[uuid.UUID, list[int]] = {}
         self._neighbours = _Column(np.intp, 2)
         self._session_tail: dict[str, int] = {}
         self._rows: dict[uuid.UUID, int] = {}
@@ -224,6 +228,7 @@ class SubjectIndex:
         for row, node in enumerate(nodes, start=first):
             for entry in _meta_entries(node.meta):
                 self._meta_rows.setdefault(entry, []).append(row)
+            self._event_rows.setdefault(node.event_id, []).append(row)
         self._accesses.extend(np.zeros(len(nodes)))
         self._neighbours.extend(np.full((len(nodes), 2), -1))
         neighbours = self._neighbours.values
@@ -327,6 +332,10 @@ class SubjectIndex:
             mask &= effective < _micros(wanted.occurred_until)
         if wanted.meta is not None:
             mask &= self._meta_match(wanted.meta)
+        if wanted.event_ids is not None:
+            chosen = np.zeros(len(self), dtype=bool)
+            chosen[[r for e in wanted.event_ids for r in self._event_rows.get(e, ())]] = True
+            mask &= chosen
         for column, table, values in (
             (1, _SCOPES, wanted.scopes),
             (2, _NODE_TYPES, wanted.node_types),

@@ -329,6 +329,7 @@ def retrieve(body: s.RetrieveRequest, ctx: Ctx, who: Member) -> Response:
         occurred_until=body.occurred_until,
         meta=body.meta,
         resolve_dates=body.resolve_dates,
+        event_ids=body.event_ids,
     )
     # Encoded here rather than validated into s.RetrieveResponse: see encoding.py.
     return Response(retrieve_json(result.query, result.results, result.as_of), media_type=JSON)

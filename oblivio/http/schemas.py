@@ -399,6 +399,11 @@ class RetrieveRequest(BaseModel):
         default=False,
         description="Without as_of: a query naming one year, month or day ranks as of its end.",
     )
+    event_ids: list[uuid.UUID] | None = Field(
+        default=None,
+        max_length=100_000,
+        description="Rank only the nodes of these stored events (a selection of the caller's).",
+    )
 
 
 class ScoredOut(BaseModel):

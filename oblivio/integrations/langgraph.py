@@ -432,10 +432,18 @@ class OblivioStore(BaseStore):
     def _ranked(
         self, user: str, query: str, matching: dict[str, Document]
     ) -> list[tuple[float, Document]]:
-        """Matching, indexed documents in oblivio's retrieval order, with its scores."""
-        if not any(d.indexed for d in matching.values()):
+        """Matching, indexed documents in oblivio's retrieval order, with its scores.
+
+        LangGraph's filter chose ``matching``; retrieval ranks only their nodes
+        (``event_ids``), so a filtered search finds every match, however far down
+        the person's unfiltered ranking it would sit.
+        """
+        chosen = [d.event_id for d in matching.values() if d.indexed]
+        if not chosen:
             return []
-        retrieval = self.client.retrieve(query, user_id=user, limit=RETRIEVE_LIMIT)
+        retrieval = self.client.retrieve(
+            query, user_id=user, limit=RETRIEVE_LIMIT, event_ids=chosen
+        )
         ranked: dict[str, tuple[float, Document]] = {}
         for result in retrieval.results:
             loc = result.node.meta.get(docs.LOCATOR)

@@ -42,6 +42,8 @@ from projections.store_embedders import current_embedder
 DEFAULT_PAGE = 50
 MAX_PAGE = 1000
 SUBJECT_PAGE = 500
+#: How many events one retrieve may be restricted to (``event_ids``).
+MAX_EVENT_IDS = 100_000
 
 
 def owner_stream(ctx: MemoryContext, user_id: str | None) -> int | None:
@@ -408,6 +410,7 @@ def retrieve(
     occurred_until: datetime | str | None = None,
     meta: Mapping[str, Any] | None = None,
     resolve_dates: bool = False,
+    event_ids: Collection[uuid.UUID | str] | None = None,
 ) -> Retrieval:
     """The caller's nodes ranked for ``query``, with every score component.
 
@@ -420,7 +423,9 @@ def retrieve(
     ``limit`` matching nodes come back, not a filtered top ``limit``.
     With ``resolve_dates`` (and no ``as_of``), a question naming one absolute year,
     month or day is ranked as of the end of that period (:mod:`oblivio.memory.dates`);
-    the result's ``as_of`` says which moment was ranked.
+    the result's ``as_of`` says which moment was ranked.  ``event_ids`` ranks only
+    the nodes of those stored events (a selection the caller made, such as the
+    items a LangGraph filter matched), at most ``MAX_EVENT_IDS``.
     """
     text = inputs.content(query)
     user = inputs.user(user_id)
@@ -445,6 +450,7 @@ def retrieve(
         occurred_since=times.occurred_since,
         occurred_until=times.occurred_until,
         meta=inputs.meta_filter(meta),
+        event_ids=_event_selection(event_ids),
     )
     results = ctx.retrieval.retrieve(
         ctx.namespace,
@@ -458,6 +464,16 @@ def retrieve(
         timeout=ctx.consistency_timeout,
     )
     return Retrieval(text, results, moment)
+
+
+def _event_selection(values: Collection[uuid.UUID | str] | None) -> frozenset[uuid.UUID] | None:
+    if values is None:
+        return None
+    if isinstance(values, str) or not isinstance(values, Collection):
+        raise InvalidInputError("event_ids must be a list")
+    if len(values) > MAX_EVENT_IDS:
+        raise InvalidInputError(f"event_ids holds at most {MAX_EVENT_IDS} ids")
+    return frozenset(parse_uuid(v, "event id") for v in values)
 
 
 def cache_key(ctx: MemoryContext, user: str) -> str:

@@ -48,3 +48,24 @@ def test_a_value_whose_time_has_no_zone_is_refused(client: MemoryClient, given: 
         store.put(NS, "home", {"text": "Alice lives in Boston", "occurred_at": given})
 
     assert client.get_events(user_id="alice") == []
+
+
+def test_a_filtered_search_ranks_every_match_however_far_down(
+    client: MemoryClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LangGraph's filter applies inside the ranking: with room for three ranked
+    nodes, the one match that six better-ranked items would push out still ranks."""
+    from oblivio.integrations import langgraph
+
+    monkeypatch.setattr(langgraph, "RETRIEVE_LIMIT", 3)
+    store = OblivioStore(client, user_segment=0)
+    for n in range(6):
+        store.put(NS, f"tea-{n}", {"text": f"Alice brews green tea number {n}", "kind": "drink"})
+    store.put(NS, "walk", {"text": "Alice walks by the river", "kind": "habit", "level": 3})
+
+    [hit] = store.search(("alice",), query="green tea", filter={"kind": "habit"})
+    assert hit.key == "walk"
+    assert hit.score is not None
+    assert store.search(("alice",), query="green tea", filter={"level": {"$gt": 3}}) == []
+    [hit] = store.search(("alice",), query="green tea", filter={"level": {"$gte": 3}})
+    assert hit.score is not None
