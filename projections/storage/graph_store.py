@@ -96,6 +96,7 @@ STATE_COLUMNS = (
     "last_reinforced_at",
     "updated_at",
     "archived_at",
+    "valid_to",
 )
 
 
@@ -193,14 +194,25 @@ class GraphStore:
         exclude_node_types: Collection[NodeType] | None = None,
         source_types: Collection[SourceType] | None = None,
         include_archived: bool = True,
+        valid_at: datetime | None = None,
+        occurred_since: datetime | None = None,
+        occurred_until: datetime | None = None,
         after: tuple[datetime, uuid.UUID] | None = None,
         limit: int | None = None,
     ) -> list[NodeRow]:
         """The stream's nodes matching the filters, by (created_at, node_id);
-        ``after`` starts past that position, ``limit`` bounds the count."""
+        ``valid_at`` keeps nodes in effect then (see ``retrieval_index.NodeFilter``),
+        ``occurred_since``/``until`` bound effective times (half-open); ``after``
+        starts past that position, ``limit`` bounds the count."""
         query = sa.select(nodes).where(nodes.c.stream_id == stream_id)
         if not include_archived:
             query = query.where(nodes.c.archived_at.is_(None))
+        if valid_at is not None:
+            query = query.where(nodes.c.occurred_at <= valid_at, _holds_at(valid_at))
+        if occurred_since is not None:
+            query = query.where(nodes.c.occurred_at >= occurred_since)
+        if occurred_until is not None:
+            query = query.where(nodes.c.occurred_at < occurred_until)
         if after is not None:
             created_at, node_id = after
             query = query.where(
@@ -362,6 +374,15 @@ class GraphStore:
         return list(self.conn.execute(query))
 
 
+def _holds_at(moment: datetime) -> sa.ColumnElement[bool]:
+    """Not retired by ``moment``.  A node retired before effective time existed has no
+    ``valid_to`` until its graph is rebuilt: it counts as never in effect."""
+    return sa.or_(
+        nodes.c.valid_to > moment,
+        sa.and_(nodes.c.valid_to.is_(None), nodes.c.lifecycle != LifecycleState.SUPERSEDED.value),
+    )
+
+
 def _directory_entry(node_row: Mapping[str, Any]) -> dict[str, Any]:
     return {k: node_row[k] for k in ("node_id", "event_id", "ordinal")}
 
@@ -385,6 +406,7 @@ def _node_values(cipher: SubjectCipher, node: Node, ordinal: int) -> dict[str, A
         "meta": seal_json(cipher, "node.meta", node.id, node.meta),
         "session_id": session,
         "created_at": node.created_at,
+        "occurred_at": node.occurred_at,
         **state_of(node),
     }
 
@@ -401,6 +423,7 @@ def state_of(node: Node) -> dict[str, Any]:
         "last_reinforced_at": node.last_reinforced_at,
         "updated_at": node.updated_at,
         "archived_at": node.archived_at,
+        "valid_to": node.valid_to,
     }
 
 
@@ -425,9 +448,11 @@ def node_from_row(cipher: SubjectCipher, row: NodeRow) -> Node:
         reinforcement_count=row.reinforcement_count,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        occurred_at=row.occurred_at,
         last_reinforced_at=row.last_reinforced_at,
         superseded_by=row.superseded_by,
         session_id=session,
         meta=open_json(cipher, "node.meta", row.node_id, row.meta),
         archived_at=row.archived_at,
+        valid_to=row.valid_to,
     )
