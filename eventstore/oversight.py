@@ -49,9 +49,7 @@ def _filtered(query: sa.Select[Any], wanted: RequestFilter) -> sa.Select[Any]:
         query = query.where(
             sa.or_(
                 table.c.overdue_at.is_not(None),
-                sa.and_(
-                    table.c.status.in_(OPEN_STATUSES), table.c.deadline_at < wanted.overdue_at
-                ),
+                sa.and_(table.c.status.in_(OPEN_STATUSES), table.c.deadline_at < wanted.overdue_at),
             )
         )
     return query

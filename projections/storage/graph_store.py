@@ -359,6 +359,29 @@ class GraphStore:
             .values(resolved_at=resolved_at)
         )
 
+    def resolve_edge(
+        self, stream_id: int, kind: str, source: uuid.UUID, target: uuid.UUID, at: datetime
+    ) -> None:
+        """Mark the open edges of ``kind`` from ``source`` to ``target`` as resolved."""
+        self.conn.execute(
+            edges.update()
+            .where(
+                edges.c.stream_id == stream_id,
+                edges.c.kind == kind,
+                edges.c.source_node == source,
+                edges.c.target_node == target,
+                edges.c.resolved_at.is_(None),
+            )
+            .values(resolved_at=at)
+        )
+
+    def open_edges(self, stream_id: int, kind: str) -> list[sa.Row[Any]]:
+        """A stream's unresolved edges of ``kind``, oldest first."""
+        query = sa.select(edges).where(
+            edges.c.stream_id == stream_id, edges.c.kind == kind, edges.c.resolved_at.is_(None)
+        )
+        return list(self.conn.execute(query.order_by(edges.c.created_at, edges.c.edge_id)))
+
     def edges_touching(self, node_id: uuid.UUID) -> list[sa.Row[Any]]:
         query = sa.select(edges).where(
             sa.or_(edges.c.source_node == node_id, edges.c.target_node == node_id)
