@@ -58,16 +58,21 @@ def test_a_change_in_plain_words_comes_first_and_the_old_memory_right_below(
     )
     assert first_two(memory, "How do I get to the office by scooter?") == [new, old]
     found = memory.retrieve("scooter to the office", user_id=USER, limit=1).results[0]
-    assert found.node.id == new and found.components.succession > 0
+    assert found.node.id == new
+    assert found.components.succession > 0
     state = memory.get_assertion_state(old, user_id=USER)
-    assert state is not None and state.lifecycle is LifecycleState.ACTIVE
+    assert state is not None
+    assert state.lifecycle is LifecycleState.ACTIVE
     decision = state.likely_updated_by
     assert decision is not None
     assert (decision.old_node_id, decision.new_node_id, decision.status) == (old, new, "open")
-    assert decision.detector == "oblivio.updates.en" and decision.version == 1
-    assert "change_verb:sold" in decision.cues and 0.5 <= decision.confidence <= 1
+    assert decision.detector == "oblivio.updates.en"
+    assert decision.version == 1
+    assert "change_verb:sold" in decision.cues
+    assert 0.5 <= decision.confidence <= 1
     newer = memory.get_assertion_state(new, user_id=USER)
-    assert newer is not None and [d.old_node_id for d in newer.likely_updates] == [old]
+    assert newer is not None
+    assert [d.old_node_id for d in newer.likely_updates] == [old]
     replay_equal(memory)
 
 
@@ -84,7 +89,8 @@ def test_what_someone_else_does_a_one_off_or_a_plan_updates_nothing(
 ) -> None:
     old, _ = stored(memory, "I ride a green scooter to the office.", newer)
     state = memory.get_assertion_state(old, user_id=USER)
-    assert state is not None and state.likely_updated_by is None
+    assert state is not None
+    assert state.likely_updated_by is None
     assert first_two(memory, "Which scooter do I ride to the office?")[0] == old
 
 
@@ -97,7 +103,8 @@ def test_an_ingested_message_is_judged_before_wait_for_extraction_returns(
     )
     [old], [new] = first.note_node_ids, second.note_node_ids
     state = memory.get_assertion_state(old, user_id=USER)
-    assert state is not None and state.likely_updated_by is not None
+    assert state is not None
+    assert state.likely_updated_by is not None
     assert state.likely_updated_by.new_node_id == new
     found = memory.retrieve("Who is my dentist?", user_id=USER, limit=1)
     assert found.results[0].node.id == new
@@ -108,9 +115,11 @@ def test_confirming_supersedes_the_older_memory(memory: MemoryClient) -> None:
     correction = memory.confirm_likely_update(old, user_id=USER, actor_id="tester")
     assert correction.node_ids == (old, new)
     state = memory.get_assertion_state(old, user_id=USER)
-    assert state is not None and state.lifecycle is LifecycleState.SUPERSEDED
+    assert state is not None
+    assert state.lifecycle is LifecycleState.SUPERSEDED
     assert state.superseded_by == new
-    assert state.likely_updated_by is not None and state.likely_updated_by.status == "confirmed"
+    assert state.likely_updated_by is not None
+    assert state.likely_updated_by.status == "confirmed"
     assert old not in first_two(memory, "Which gym is Ironworks?")
     with pytest.raises(NoLikelyUpdateError):
         memory.confirm_likely_update(old, user_id=USER)
@@ -123,10 +132,13 @@ def test_rejecting_leaves_both_standing(memory: MemoryClient) -> None:
     assert rejection.node_ids == (old, new)
     assert log_of(memory)[-1] == (rejection.event_id, ev.LIKELY_UPDATE_REJECTED)
     state = memory.get_assertion_state(old, user_id=USER)
-    assert state is not None and state.lifecycle is LifecycleState.ACTIVE
-    assert state.likely_updated_by is not None and state.likely_updated_by.status == "rejected"
+    assert state is not None
+    assert state.lifecycle is LifecycleState.ACTIVE
+    assert state.likely_updated_by is not None
+    assert state.likely_updated_by.status == "rejected"
     found = memory.retrieve("My gym is Ironworks", user_id=USER, limit=1).results[0]
-    assert found.node.id == old and found.components.succession == 0
+    assert found.node.id == old
+    assert found.components.succession == 0
     with pytest.raises(NoLikelyUpdateError):
         memory.reject_likely_update(old, user_id=USER)
     replay_equal(memory)
@@ -143,7 +155,7 @@ def test_bad_input_to_confirm_or_reject_writes_nothing(memory: MemoryClient) -> 
             call(old, user_id="someone-else")
         with pytest.raises(NoLikelyUpdateError):  # the newer one has no successor
             call(new, user_id=USER)
-        with pytest.raises(ValueError):
+        with pytest.raises(NodeUnavailableError):  # a malformed id names no node
             call("not-an-id", user_id=USER)
     assert log_of(memory) == before
 
@@ -160,7 +172,8 @@ def test_erasing_the_newer_memory_reinstates_the_older(memory: MemoryClient) -> 
     # The decision derives from the memory: erased (and counted) with it.
     assert decision not in {event_id for event_id, _ in log_of(memory)}
     state = memory.get_assertion_state(old, user_id=USER)
-    assert state is not None and state.likely_updated_by is None
+    assert state is not None
+    assert state.likely_updated_by is None
     assert first_two(memory, "Which gym is Ironworks?")[0] == old
     memory.context.rebuilder.run_pending()
     replay_equal(memory)
