@@ -161,6 +161,7 @@ _VALUE_KINDS = {
     "email": re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+"),
     "phone": re.compile(r"(?<![\w.])\+?\d[\d ()-]{6,}\d"),
     "money": re.compile(r"[£$€]\s?\d[\d,.]*"),
+    "weekday": re.compile(r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)days?\b", re.IGNORECASE),
     "date": re.compile(
         r"\b\d{1,2}(?:st|nd|rd|th)?\s+(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\w*"
         r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\w*\s+\d{1,2}\b",
@@ -239,6 +240,14 @@ _MARKER_STEMS = frozenset(
 )
 
 
+def may_update(new_text: str) -> bool:
+    """Whether ``new_text`` holds any evidence of a change (a change verb or marker, or
+    "my X is …"): only then are earlier memories looked up and weighed.  Cheap, so a
+    memory that changes nothing costs a few regular expressions."""
+    clauses = [c for c in _clauses(new_text) if c]
+    return bool(_change_cues(new_text, clauses)) or _MY_ATTRIBUTE.search(new_text) is not None
+
+
 def detect(
     new_text: str, candidates: Sequence[Candidate], idf: dict[str, float]
 ) -> Decision | None:
@@ -284,6 +293,9 @@ def _weigh(
     shared = (_stems(_words(said)) & _stems(old_words)) - _MARKER_STEMS
     overlap = sum(idf.get(s, rarest) * (0.3 if s in _WEAK_ANCHORS else 1.0) for s in shared)
     kinds = [k for k, p in _VALUE_KINDS.items() if p.search(new_text) and p.search(candidate.text)]
+    if "weekday" in kinds:
+        # "Flying on Saturday" after "leaves on Friday": the day is the slot's new value.
+        against = [a for a in against if not a.startswith("one_off:on ")]
     cues = list(change)
     attribute = _new_attribute_value(candidate.text, new_text)
     if attribute:

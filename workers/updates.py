@@ -92,7 +92,9 @@ class LikelyUpdateWorker(LogFollower):
         cursor = self.checkpoint(partition)
         page = self.read_page(partition, cursor, self.batch_size)
         judged = [j for e in page.events if not self.skips(e) and (j := self._judge(e))]
-        with self.store.transaction() as tx:
+        # A page that decides nothing writes only its checkpoint: projection state the
+        # log replays, so its commit need not wait for the disk (docs/architecture.md).
+        with self.store.transaction(durable=bool(judged)) as tx:
             if checkpoints.claim(tx.connection, NAME, partition) != cursor:
                 return None
             for found in judged:
@@ -107,6 +109,8 @@ class LikelyUpdateWorker(LogFollower):
         if not node_ids:
             return None
         text = data["content"]
+        if not updates.may_update(text):
+            return None
         ranked, idf = self.retrieval.neighbours(
             event.stream.namespace,
             data["user_id"],
