@@ -59,6 +59,10 @@ class GraphReads:
     def edges_touching(self, node_id: uuid.UUID) -> list[sa.Row[Any]]:
         return self._graph.edges_touching(node_id)
 
+    def open_edges(self, stream_id: int, kind: str) -> list[sa.Row[Any]]:
+        """The stream's unresolved edges of ``kind`` (likely updates, contradictions)."""
+        return self._graph.open_edges(stream_id, kind)
+
     def claim(self, stream_id: int, node_id: uuid.UUID) -> ClaimRow | None:
         return self._claims.claim(stream_id, node_id)
 

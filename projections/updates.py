@@ -50,6 +50,8 @@ NAME = "oblivio.updates.en"
 VERSION = 1
 #: Below this confidence nothing is recorded.
 THRESHOLD = 0.5
+#: The least share of the earlier memory's words (by idf) that shared words must cover.
+MIN_COVERAGE = 0.15
 #: A dense-only slot (no shared word, no shared kind of value) needs a cosine this high
 #: and this far above the next candidate's.
 DENSE_FLOOR = 0.35
@@ -292,6 +294,10 @@ def _weigh(
     said = _STATE_MARKERS.sub(" ", new_text)
     shared = (_stems(_words(said)) & _stems(old_words)) - _MARKER_STEMS
     overlap = sum(idf.get(s, rarest) * (0.3 if s in _WEAK_ANCHORS else 1.0) for s in shared)
+    # What they share must be much of what the earlier memory says, not one word of a
+    # long turn: the share of its idf mass the new memory repeats.
+    said_before = sum(idf.get(s, rarest) for s in _stems(old_words) - _MARKER_STEMS)
+    coverage = overlap / said_before if said_before else 0.0
     kinds = [k for k, p in _VALUE_KINDS.items() if p.search(new_text) and p.search(candidate.text)]
     if "weekday" in kinds:
         # "Flying on Saturday" after "leaves on Friday": the day is the slot's new value.
@@ -301,7 +307,7 @@ def _weigh(
     if attribute:
         cues.append("new_value_for_attribute")
     slot: list[str] = []
-    if overlap >= 0.5:
+    if overlap >= 0.5 and coverage >= MIN_COVERAGE:
         slot.append("shared_words")
     slot += [f"same_kind:{k}" for k in kinds]
     predicates = _predicates(candidate.text) & _predicates(new_text)

@@ -263,6 +263,17 @@ def get_assertion_state(
     )
 
 
+def open_likely_updates(ctx: MemoryContext, *, user_id: str) -> dict[uuid.UUID, uuid.UUID]:
+    """The caller's open likely updates: each older node id with the newer one's."""
+    user = inputs.user(user_id)
+    head = ctx.store.head(ctx.namespace, user)
+    if head is None or head.closed_at is not None:
+        return {}
+    with ctx.store.reading() as view:
+        edges = GraphReads(view).open_edges(head.stream.stream_id, EdgeKind.LIKELY_UPDATES)
+    return {e.target_node: e.source_node for e in edges}
+
+
 def _likely_updates(
     ctx: MemoryContext, graph: GraphReads, node_id: uuid.UUID, edges: Sequence[Any]
 ) -> tuple[LikelyUpdate | None, list[LikelyUpdate]]:
