@@ -13,7 +13,7 @@ last write.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -114,23 +114,27 @@ class RetrievalService:
         self,
         namespace: str,
         user: str,
-        text: str,
+        texts: Sequence[str],
         limit: int,
         terms: Iterable[str],
         *,
         scoring: ScoringConfig,
         clock: Callable[[], datetime],
         timeout: float,
-    ) -> tuple[list[ScoredNode], dict[str, float]]:
-        """The subject's memories ranked for ``text`` as a query would rank them (the
-        vector state caught up, no access counted), and the idf of ``terms`` among
-        them: what the likely-update detector weighs an earlier memory by."""
+    ) -> tuple[list[list[ScoredNode]], dict[str, float]]:
+        """The subject's memories ranked for each of ``texts`` as a query would rank
+        them (the vector state caught up once, no access counted), and the idf of
+        ``terms`` among them: what the likely-update detector weighs earlier memories by."""
         served = self.subject_index(namespace, user, scoring, True, timeout)
         if served is None:
-            return [], {}
+            return [[] for _ in texts], {}
         index, embedder = served
-        [vector] = embedder.embed([text])
-        ranked = rank(index, text, vector, clock(), NodeFilter(), limit)
+        vectors = embedder.embed(list(texts))
+        now = clock()
+        ranked = [
+            rank(index, text, vector, now, NodeFilter(), limit)
+            for text, vector in zip(texts, vectors, strict=True)
+        ]
         with index.lock:
             return ranked, index.lexical.idf(terms)
 

@@ -31,7 +31,7 @@ from eventstore.store import utc_now
 from projections import events as ev
 from projections import updates
 from projections.graph import NodeGraphProjection
-from projections.model import LifecycleState, NodeType
+from projections.model import LifecycleState, NodeType, ScoredNode
 from projections.retrieval_service import RetrievalService
 from projections.scoring import ScoringConfig
 from projections.storage import checkpoints
@@ -91,7 +91,7 @@ class LikelyUpdateWorker(LogFollower):
     def follow_page(self, partition: int) -> tuple[int, LogCursor] | None:
         cursor = self.checkpoint(partition)
         page = self.read_page(partition, cursor, self.batch_size)
-        judged = [j for e in page.events if not self.skips(e) and (j := self._judge(e))]
+        judged = self._judge_page(page.events)
         # A page that decides nothing writes only its checkpoint: projection state the
         # log replays, so its commit need not wait for the disk (docs/architecture.md).
         with self.store.transaction(durable=bool(judged)) as tx:
@@ -102,25 +102,41 @@ class LikelyUpdateWorker(LogFollower):
             checkpoints.advance(tx.connection, NAME, partition, page.next_cursor, self.clock())
         return len(page.events), page.next_cursor
 
-    def _judge(self, event: RecordedEvent) -> _Judged | None:
-        """The decision about one new memory, if the evidence suffices."""
+    def _judge_page(self, events: list[RecordedEvent]) -> list[_Judged]:
+        """The decisions about a page's new memories: those that hold evidence of a
+        change are looked up together, one retrieval index read per person."""
+        asked: dict[tuple[str, str], list[RecordedEvent]] = {}
+        for event in events:
+            data = event.data or {}
+            if not self.skips(event) and updates.may_update(data["content"]):
+                asked.setdefault((event.stream.namespace, data["user_id"]), []).append(event)
+        judged: list[_Judged] = []
+        for (namespace, user), theirs in asked.items():
+            texts = [(e.data or {})["content"] for e in theirs]
+            ranked, idf = self.retrieval.neighbours(
+                namespace,
+                user,
+                texts,
+                CANDIDATES,
+                set().union(*map(updates.stems_of, texts)),
+                scoring=self.scoring,
+                clock=self.clock,
+                timeout=CATCH_UP_SECONDS,
+            )
+            for event, nearest in zip(theirs, ranked, strict=True):
+                if found := self._judge(event, nearest, idf):
+                    judged.append(found)
+        return judged
+
+    def _judge(
+        self, event: RecordedEvent, ranked: list[ScoredNode], idf: dict[str, float]
+    ) -> _Judged | None:
+        """The decision about one new memory, given the person's memories nearest it."""
         data = event.data or {}
         node_ids = self.graph.node_ids(event)
         if not node_ids:
             return None
         text = data["content"]
-        if not updates.may_update(text):
-            return None
-        ranked, idf = self.retrieval.neighbours(
-            event.stream.namespace,
-            data["user_id"],
-            text,
-            CANDIDATES,
-            updates.stems_of(text),
-            scoring=self.scoring,
-            clock=self.clock,
-            timeout=CATCH_UP_SECONDS,
-        )
         candidates = [
             updates.Candidate(s.node.id, s.node.content, s.components.similarity)
             for s in ranked
