@@ -129,6 +129,7 @@ def open_memory(
     from workers.projector import ProjectionRunner
     from workers.rebuild import RebuildWorker
     from workers.reembed import VectorRebuilder
+    from workers.updates import LikelyUpdateWorker
 
     base_meta = inputs.meta(default_meta)
     store = open_event_store(settings)
@@ -182,6 +183,9 @@ def open_memory(
             claim_extractor or build_claim_extractor(settings),
             partitions=settings.partitions,
             clock=clock,
+        ),
+        updates=LikelyUpdateWorker(
+            store, graph, retrieval, scoring, partitions=settings.partitions, clock=clock
         ),
         access=access,
         archiver=Archiver(store, graph, scoring, settings.retrieval_capacity, clock),
@@ -274,5 +278,6 @@ def build_worker_service(ctx: MemoryContext, settings: Settings) -> WorkerServic
         ctx.rebuilder,
         maintenance,
         extraction=ctx.extraction,
+        updates=ctx.updates,
         reembedder=ctx.reembedder,
     )

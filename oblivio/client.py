@@ -18,7 +18,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from eventstore.ids import check_namespace
 from oblivio.bootstrap import open_memory
-from oblivio.memory import commands, compliance, inputs, items, queries
+from oblivio.memory import commands, compliance, inputs, items, queries, updates
 from oblivio.memory import ingest as ingestion
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.digests import replay_comparison
@@ -95,6 +95,8 @@ class _UserOperations:
     supersede_many = _Operation(commands.supersede_many)
     contradict = _Operation(commands.contradict)
     resolve_contradiction = _Operation(commands.resolve_contradiction)
+    confirm_likely_update = _Operation(updates.confirm_likely_update)
+    reject_likely_update = _Operation(updates.reject_likely_update)
     reinforce = _Operation(commands.reinforce)
     add_resonance_trigger = _Operation(commands.add_resonance_trigger)
     remove_resonance_trigger = _Operation(commands.remove_resonance_trigger)

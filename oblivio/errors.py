@@ -36,6 +36,11 @@ class LifecycleConflictError(ConflictError, ValueError):
     """The node's lifecycle does not allow this change."""
 
 
+class NoLikelyUpdateError(InvalidInputError, ValueError):
+    """No newer memory likely updates this node (or the decision was already confirmed or
+    rejected)."""
+
+
 class ItemScopeConflictError(ConflictError, ValueError):
     """The item exists in another scope; delete it before storing it in this one."""
 

@@ -36,7 +36,7 @@ from appdata.apikeys import Principal
 from certificates import CertificateVerificationError
 from eventstore.errors import InvalidInputError, OblivioError
 from oblivio import __version__, json_text
-from oblivio.memory import commands, compliance, ingest, queries
+from oblivio.memory import commands, compliance, ingest, queries, updates
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.records import Correction
 from projections.model import NodeType, Role, Scope, SourceType
@@ -384,7 +384,31 @@ def _correction_tools(ctx: MemoryContext, bind: _Binding) -> list[ToolFunction]:
         state = queries.get_assertion_state(ctx, node_id, user_id=bind.optional_user(), as_of=as_of)
         return None if state is None else _plain(state)
 
-    return [memory_contradict, memory_resolve_contradiction, memory_get_assertion_state]
+    def memory_confirm_likely_update(node_id: uuid.UUID, actor_id: Actor = DEFAULT_ACTOR) -> Any:
+        """Confirm that the newer memory which likely updates this one replaces it (the
+        memory is superseded); an error when no open likely update names it."""
+        return _plain(
+            updates.confirm_likely_update(
+                ctx, node_id, user_id=bind.optional_user(), actor_id=actor_id
+            )
+        )
+
+    def memory_reject_likely_update(node_id: uuid.UUID, actor_id: Actor = DEFAULT_ACTOR) -> Any:
+        """Reject the likely update of this memory: it and the newer one both stand as
+        before; an error when no open likely update names it."""
+        return _plain(
+            updates.reject_likely_update(
+                ctx, node_id, user_id=bind.optional_user(), actor_id=actor_id
+            )
+        )
+
+    return [
+        memory_contradict,
+        memory_resolve_contradiction,
+        memory_get_assertion_state,
+        memory_confirm_likely_update,
+        memory_reject_likely_update,
+    ]
 
 
 def _ranking_tools(ctx: MemoryContext, bind: _Binding) -> list[ToolFunction]:

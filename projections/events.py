@@ -35,6 +35,12 @@ CLAIMS_EXTRACTED: Final = "memory.claims_extracted"
 # A keyed item's revision gets a new expiry (a TTL refreshed on read); the
 # revision itself is a memory.stored event whose payload names the item.
 ITEM_EXPIRY: Final = "memory.item_expiry"
+# The likely-update detector's decision that a newer memory of the person likely
+# updates an older one (projections.updates, workers.updates): content-free (node
+# ids, cues, rule and version, confidence).  Confirming it is an explicit
+# memory.superseded; rejecting it is the next event, after which both stand.
+LIKELY_UPDATE: Final = "memory.likely_update"
+LIKELY_UPDATE_REJECTED: Final = "memory.likely_update_rejected"
 
 # Before the items index (pj0006), OblivioStore kept an item as a plain stored
 # memory whose metadata names it: the item key in "doc.locator", its expiry
@@ -57,6 +63,8 @@ MEMORY_EVENT_TYPES: Final = frozenset(
         ATTRACTORS_CLEARED,
         CLAIMS_EXTRACTED,
         ITEM_EXPIRY,
+        LIKELY_UPDATE,
+        LIKELY_UPDATE_REJECTED,
     }
 )
 
@@ -67,6 +75,7 @@ EDGE_IDS: Final = uuid.UUID("6f1d7c1e-3c55-4f0e-9a51-0b6a0d0e5a02")
 OPERATION_IDS: Final = uuid.UUID("6f1d7c1e-3c55-4f0e-9a51-0b6a0d0e5a03")
 PLAN_IDS: Final = uuid.UUID("6f1d7c1e-3c55-4f0e-9a51-0b6a0d0e5a04")
 IDENTITY_IDS: Final = uuid.UUID("6f1d7c1e-3c55-4f0e-9a51-0b6a0d0e5a05")
+UPDATE_IDS: Final = uuid.UUID("6f1d7c1e-3c55-4f0e-9a51-0b6a0d0e5a06")
 
 
 def node_id(event_id: uuid.UUID, ordinal: int) -> uuid.UUID:
@@ -84,9 +93,16 @@ def plan_event_id(source_event_id: uuid.UUID) -> uuid.UUID:
     return uuid.uuid5(PLAN_IDS, str(source_event_id))
 
 
+def likely_update_event_id(source_event_id: uuid.UUID) -> uuid.UUID:
+    """The id of the likely-update decision about a stored memory (one at most per
+    memory): a function of the memory alone, so the detector's append of it is
+    idempotent and erasing the memory finds the decision without reading."""
+    return uuid.uuid5(UPDATE_IDS, str(source_event_id))
+
+
 def derived_event_ids(event_id: uuid.UUID) -> list[uuid.UUID]:
     """Events whose content derives from ``event_id`` and go when it goes."""
-    return [plan_event_id(event_id)]
+    return [plan_event_id(event_id), likely_update_event_id(event_id)]
 
 
 def identity_id(*parts: object) -> uuid.UUID:

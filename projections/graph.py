@@ -91,6 +91,8 @@ class NodeGraphProjection(Projection):
             ev.UNARCHIVED: self._archived,
             ev.CLAIMS_EXTRACTED: self._claims_extracted,
             ev.ITEM_EXPIRY: self._item_expiry,
+            ev.LIKELY_UPDATE: self._likely_update,
+            ev.LIKELY_UPDATE_REJECTED: self._likely_update_rejected,
         }.get(event.type)
         if handler is not None:
             handler(store, cipher, event, event.data)
@@ -307,6 +309,23 @@ class NodeGraphProjection(Projection):
         )
         for retirement in data["retirements"]:
             self._retired(store, cipher, event, retirement)
+
+    def _likely_update(
+        self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
+    ) -> None:
+        """The detector's decision: an open LIKELY_UPDATES edge from the newer memory to
+        the older, while both exist (an erased successor reinstates its predecessor,
+        as for a retirement: docs/erasure.md)."""
+        new, old = uuid.UUID(data["new_node_id"]), uuid.UUID(data["old_node_id"])
+        if store.present_nodes(cipher.stream_id, [old, new]) == {old, new}:
+            _link(store, cipher, event, EdgeKind.LIKELY_UPDATES, new, old)
+
+    def _likely_update_rejected(
+        self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
+    ) -> None:
+        """Both memories stand again: the decision's edge is resolved."""
+        new, old = uuid.UUID(data["new_node_id"]), uuid.UUID(data["old_node_id"])
+        store.resolve_edge(cipher.stream_id, EdgeKind.LIKELY_UPDATES, new, old, event.recorded_at)
 
     # -- shared steps ------------------------------------------------------------
 

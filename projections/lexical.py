@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Iterable
 from functools import lru_cache
 
 import numpy as np
@@ -107,6 +108,16 @@ class LexicalIndex:
             df = len(self._rows.get(term, ()))
             total += math.log(1 + (rows - df + 0.5) / (df + 0.5)) * (K1 + 1)
         return total
+
+    def idf(self, terms: Iterable[str]) -> dict[str, float]:
+        """Each term's idf over the indexed rows (a term no row holds has df = 0)."""
+        rows = self._size
+        return {
+            t: math.log(
+                1 + (rows - len(self._rows.get(t, ())) + 0.5) / (len(self._rows.get(t, ())) + 0.5)
+            )
+            for t in terms
+        }
 
     def scores(self, query: str) -> npt.NDArray[np.float64]:
         """The BM25 score of every row for ``query`` (0 where no term matches)."""

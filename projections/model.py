@@ -49,6 +49,9 @@ class LifecycleState(enum.StrEnum):
 class EdgeKind(enum.StrEnum):
     SUPERSEDES = "SUPERSEDES"
     CONTRADICTS = "CONTRADICTS"
+    #: A newer memory likely updates an older one (the detector's decision, until
+    #: confirmed or rejected: a rejected one is resolved).
+    LIKELY_UPDATES = "LIKELY_UPDATES"
 
 
 # Starting values of a new node, and the reinforcement rule of the seeds:
@@ -173,6 +176,26 @@ class ClaimState:
 
 
 @dataclass(frozen=True)
+class LikelyUpdate:
+    """The detector's decision that ``new_node_id`` likely updates ``old_node_id``.
+
+    ``status`` is ``open`` (default retrieval ranks the newer memory where the older
+    would rank, the older right below), ``confirmed`` (the older was superseded by
+    the newer) or ``rejected`` (both stand as before).
+    """
+
+    old_node_id: uuid.UUID
+    new_node_id: uuid.UUID
+    status: str
+    decision_event_id: uuid.UUID
+    detector: str
+    version: int
+    rule: str
+    cues: list[str]
+    confidence: float
+
+
+@dataclass(frozen=True)
 class AssertionState:
     """Where a node stands: current, contested, or retired, and by what."""
 
@@ -187,6 +210,10 @@ class AssertionState:
     claim: ClaimState | None = None
     #: When the node left default retrieval (archived; it is neither retired nor erased).
     archived_at: datetime | None = None
+    #: The detector's decision that a newer memory likely updates this one.
+    likely_updated_by: LikelyUpdate | None = None
+    #: The detector's decisions that this memory likely updates older ones.
+    likely_updates: list[LikelyUpdate] = field(default_factory=list)
 
     @property
     def current(self) -> bool:

@@ -70,6 +70,10 @@ class GraphReads:
         ``capacity`` current nodes not archived, or current nodes archived."""
         return queries.streams_for_tier(self._conn, capacity)
 
+    def open_edges(self, stream_id: int, kind: str) -> list[sa.Row[Any]]:
+        """The stream's unresolved edges of ``kind`` (likely updates, contradictions)."""
+        return queries.open_edges(self._conn, stream_id, kind)
+
     def claim(self, stream_id: int, node_id: uuid.UUID) -> ClaimRow | None:
         return self._claims.claim(stream_id, node_id)
 

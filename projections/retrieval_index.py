@@ -46,6 +46,7 @@ from projections import scoring
 from projections.lexical import LexicalIndex
 from projections.model import (
     REINFORCEMENT_CAP,
+    EdgeKind,
     LifecycleState,
     Node,
     NodeType,
@@ -55,6 +56,7 @@ from projections.model import (
     SourceType,
 )
 from projections.scoring import AttractorProbe, ScoringConfig, TriggerProbe
+from projections.storage import graph_queries
 from projections.storage.graph_store import GraphStore, node_from_row
 from projections.storage.item_store import ItemStore
 from projections.storage.vector_reads import StateToken, event_versions
@@ -187,6 +189,8 @@ class SubjectIndex:
         #: Events that store a revision of a keyed item (MemoryClient.put_item): a new
         #: value of the item replaces the old one; it takes nothing of its place.
         self._item_revisions: set[uuid.UUID] = set()
+        #: Open likely updates (projections.updates): older node id -> newer node id.
+        self._likely_updates: dict[uuid.UUID, uuid.UUID] = {}
         #: Held while ranking or changing: threads share cached indexes.
         self.lock = threading.Lock()
         #: The stream version the index includes every event up to (set by its loader).
@@ -268,7 +272,26 @@ class SubjectIndex:
             if note is None or not claims or any(c not in self._replaced_by for c in claims):
                 continue
             pairs += [(note, s) for c in claims if (s := self._rows.get(self._replaced_by[c]))]
+        pairs += self._likely_successions()
         return np.asarray(pairs, dtype=np.intp).reshape(-1, 2)
+
+    def _likely_successions(self) -> list[tuple[int, int]]:
+        """(old row, successor row) pairs of the open likely updates: every row of the
+        older memory's event (its note and its claims) is succeeded by the newer memory."""
+        pairs: list[tuple[int, int]] = []
+        for old_id, new_id in self._likely_updates.items():
+            old, new = self._rows.get(old_id), self._rows.get(new_id)
+            if old is None or new is None:  # not embedded yet, or gone
+                continue
+            event_id = self.nodes[old].event_id
+            rows = {old, *self._claim_rows.get(event_id, ())}
+            note = self._note_rows.get(event_id)
+            pairs += [(row, new) for row in sorted(rows if note is None else rows | {note})]
+        return pairs
+
+    def set_likely_updates(self, pairs: Iterable[tuple[uuid.UUID, uuid.UUID]]) -> None:
+        """The subject's open likely updates, as (older node id, newer node id) pairs."""
+        self._likely_updates = dict(pairs)
 
     def mark_item_revisions(self, event_ids: Iterable[uuid.UUID]) -> None:
         """These events store revisions of keyed items (see :meth:`successions`)."""
@@ -481,8 +504,15 @@ def load_subject(
     index = SubjectIndex(config, triggers, attractors)
     index.add(nodes, vectors)
     index.mark_item_revisions(r["event_id"] for r in ItemStore(conn).stream_rows(cipher.stream_id))
+    index.set_likely_updates(likely_updates(conn, cipher.stream_id))
     index.stream_id = cipher.stream_id
     return index
+
+
+def likely_updates(conn: Connection, stream_id: int) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """The stream's open likely updates as (older node id, newer node id) pairs."""
+    edges = graph_queries.open_edges(conn, stream_id, EdgeKind.LIKELY_UPDATES)
+    return [(row.target_node, row.source_node) for row in edges]
 
 
 def _decrypted(
@@ -515,7 +545,10 @@ _NODE_STATE_EVENTS = frozenset(
 #: an ingested message's claims (memory.claims_extracted), for one, are nodes of
 #: an earlier event and would sit among the old rows of a fresh load.  A keyed
 #: item's new expiry (memory.item_expiry) changes nothing retrieval reads.
-REFRESHABLE_EVENTS = frozenset({ev.STORED, ev.ITEM_EXPIRY, *_NODE_STATE_EVENTS, *_PROBE_EVENTS})
+_UPDATE_EVENTS = frozenset({ev.LIKELY_UPDATE, ev.LIKELY_UPDATE_REJECTED})
+REFRESHABLE_EVENTS = frozenset(
+    {ev.STORED, ev.ITEM_EXPIRY, *_NODE_STATE_EVENTS, *_PROBE_EVENTS, *_UPDATE_EVENTS}
+)
 
 
 def refreshable(events: Sequence[RecordedEvent]) -> bool:
@@ -558,6 +591,8 @@ def refresh(
         }
         if any(e.type in _PROBE_EVENTS for e in events):
             index.set_probes(*stream_probes(store, cipher))
+        if any(e.type in _UPDATE_EVENTS for e in events):
+            index.set_likely_updates(likely_updates(conn, cipher.stream_id))
         order = {event_id: place for place, event_id in enumerate(stored)}
         rows = store.event_node_vectors(cipher.stream_id, stored, embedder)
         rows.sort(key=lambda r: (order[r.event_id], r.ordinal))

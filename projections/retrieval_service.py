@@ -13,7 +13,7 @@ last write.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -109,6 +109,34 @@ class RetrievalService:
         results = rank(index, text, query_vector, now, wanted, limit)
         self._count_accesses(index, results, now)
         return results
+
+    def neighbours(
+        self,
+        namespace: str,
+        user: str,
+        texts: Sequence[str],
+        limit: int,
+        terms: Iterable[str],
+        *,
+        scoring: ScoringConfig,
+        clock: Callable[[], datetime],
+        timeout: float,
+    ) -> tuple[list[list[ScoredNode]], dict[str, float]]:
+        """The subject's memories ranked for each of ``texts`` as a query would rank
+        them (the vector state caught up once, no access counted), and the idf of
+        ``terms`` among them: what the likely-update detector weighs earlier memories by."""
+        served = self.subject_index(namespace, user, scoring, True, timeout)
+        if served is None:
+            return [[] for _ in texts], {}
+        index, embedder = served
+        vectors = embedder.embed(list(texts))
+        now = clock()
+        ranked = [
+            rank(index, text, vector, now, NodeFilter(), limit)
+            for text, vector in zip(texts, vectors, strict=True)
+        ]
+        with index.lock:
+            return ranked, index.lexical.idf(terms)
 
     def _count_accesses(
         self, index: SubjectIndex, results: list[ScoredNode], now: datetime

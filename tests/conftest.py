@@ -180,6 +180,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     skipped = _postgres_outcomes["skipped"]
     if skipped:
-        print(f"\n{len(skipped)} PostgreSQL test(s) were skipped with "
-              f"{REQUIRE_POSTGRES_ENV}=1, e.g. {skipped[0]}")
+        print(
+            f"\n{len(skipped)} PostgreSQL test(s) were skipped with "
+            f"{REQUIRE_POSTGRES_ENV}=1, e.g. {skipped[0]}"
+        )
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

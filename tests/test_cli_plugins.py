@@ -12,8 +12,9 @@ from oblivio.cli import main
 
 def run_python(probe: str) -> None:
     """Run ``probe`` in a fresh interpreter, which must exit cleanly."""
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                            timeout=120, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 

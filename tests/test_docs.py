@@ -59,7 +59,9 @@ def fenced_blocks(markdown: str) -> list[Block]:
         end = index + 1
         while end < len(lines) and not _closes(lines[end], fence):
             end += 1
-        body = [line[indent:] if line[:indent].isspace() else line for line in lines[index + 1:end]]
+        body = [
+            line[indent:] if line[:indent].isspace() else line for line in lines[index + 1 : end]
+        ]
         info = opening["info"].split()
         runs = index == 0 or lines[index - 1].strip() != NOT_RUN
         blocks.append(Block(info[0] if info else "", "\n".join(body) + "\n", index + 2, runs))
@@ -157,29 +159,31 @@ def test_the_readme_has_python_examples() -> None:
 
 
 def test_block_parser_finds_python_blocks_and_honours_not_run() -> None:
-    markdown = "\n".join([
-        "# Title",
-        "```python",
-        "a = 1",
-        "```",
-        "",
-        NOT_RUN,
-        "```python",
-        "serve_forever()",
-        "```",
-        "````markdown",
-        "```python",
-        "not_a_block()",
-        "```",
-        "````",
-        "- a list item:",
-        "  ```py",
-        "  b = a + 1",
-        "  ```",
-        "```sh",
-        "oblivio demo",
-        "```",
-    ])
+    markdown = "\n".join(
+        [
+            "# Title",
+            "```python",
+            "a = 1",
+            "```",
+            "",
+            NOT_RUN,
+            "```python",
+            "serve_forever()",
+            "```",
+            "````markdown",
+            "```python",
+            "not_a_block()",
+            "```",
+            "````",
+            "- a list item:",
+            "  ```py",
+            "  b = a + 1",
+            "  ```",
+            "```sh",
+            "oblivio demo",
+            "```",
+        ]
+    )
     blocks = fenced_blocks(markdown)
     assert [(b.lang, b.code, b.line, b.runs) for b in blocks] == [
         ("python", "a = 1\n", 3, True),

@@ -17,6 +17,7 @@ from workers.projector import ProjectionRunner
 from workers.rebuild import RebuildWorker
 from workers.reembed import VectorRebuilder
 from workers.scheduler import Maintenance, start_scheduler
+from workers.updates import LikelyUpdateWorker
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +35,12 @@ class WorkerService:
         poll_interval: float = 0.2,
         *,
         extraction: ExtractionWorker | None = None,
+        updates: LikelyUpdateWorker | None = None,
         reembedder: VectorRebuilder | None = None,
     ) -> None:
         self.runner = runner
         self.extraction = extraction
+        self.updates = updates
         self.rebuilder = rebuilder
         self.reembedder = reembedder
         self.maintenance = maintenance
@@ -57,6 +60,11 @@ class WorkerService:
             extraction = self.extraction
             self._spawn(
                 "claims-extraction", lambda: extraction.run_forever(self._stop, self.poll_interval)
+            )
+        if self.updates is not None:
+            detector = self.updates
+            self._spawn(
+                "likely-updates", lambda: detector.run_forever(self._stop, self.poll_interval)
             )
         reembedder = self.reembedder
         if reembedder is not None:

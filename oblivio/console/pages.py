@@ -324,6 +324,7 @@ def my_page(request: Request, who: Who, after: str | None = None) -> Response:
         "my.html",
         who,
         nodes=nodes,
+        updated=queries.open_likely_updates(ctx, user_id=user),
         subject_ref=ctx.store.subject_ref(ctx.namespace, user),
     )
 

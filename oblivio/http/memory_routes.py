@@ -19,7 +19,7 @@ from oblivio.http.auth import (
 )
 from oblivio.http.encoding import JSON, retrieve_json
 from oblivio.http.errors import problem_responses
-from oblivio.memory import commands, ingest, queries
+from oblivio.memory import commands, ingest, queries, updates
 from oblivio.memory.records import Correction
 from projections.model import NodeType, Scope, SourceType
 
@@ -286,6 +286,38 @@ def resolve(body: s.ResolveRequest, ctx: Ctx, who: Member, response: Response) -
             user_id=acting_user(who, body.user_id),
             actor_id=body.actor_id,
         ),
+    )
+
+
+@router.post(
+    "/nodes/{node_id}/likely-update/confirm", status_code=201, response_model=s.CorrectionOut
+)
+def confirm_likely_update(
+    node_id: uuid.UUID, body: s.LikelyUpdateDecisionRequest, ctx: Ctx, who: Member
+) -> s.CorrectionOut:
+    """Confirm that the newer memory which likely updates this node replaces it: the
+    journaled supersede.  422 when no open likely update names the node."""
+    result = updates.confirm_likely_update(
+        ctx, node_id, user_id=acting_user(who, body.user_id), actor_id=body.actor_id
+    )
+    return _correction(result)
+
+
+@router.post(
+    "/nodes/{node_id}/likely-update/reject", status_code=201, response_model=s.RejectionOut
+)
+def reject_likely_update(
+    node_id: uuid.UUID, body: s.LikelyUpdateDecisionRequest, ctx: Ctx, who: Member
+) -> s.RejectionOut:
+    """Reject the likely update of this node: both memories stand as before.  422 when
+    no open likely update names the node."""
+    result = updates.reject_likely_update(
+        ctx, node_id, user_id=acting_user(who, body.user_id), actor_id=body.actor_id
+    )
+    return s.RejectionOut(
+        event_id=result.event_id,
+        decision_event_id=result.decision_event_id,
+        node_ids=list(result.node_ids),
     )
 
 

@@ -272,6 +272,21 @@ class ClaimStateOut(BaseModel):
     retired_by_event_id: uuid.UUID | None = None
 
 
+class LikelyUpdateOut(BaseModel):
+    """The detector's decision that ``new_node_id`` likely updates ``old_node_id``:
+    ``open``, ``confirmed`` (superseded) or ``rejected`` (both stand)."""
+
+    old_node_id: uuid.UUID
+    new_node_id: uuid.UUID
+    status: str
+    decision_event_id: uuid.UUID
+    detector: str
+    version: int
+    rule: str
+    cues: list[str]
+    confidence: float
+
+
 class AssertionStateOut(BaseModel):
     node_id: uuid.UUID
     lifecycle: str
@@ -282,6 +297,8 @@ class AssertionStateOut(BaseModel):
     reinforcement_boost: float
     claim: ClaimStateOut | None = None
     archived_at: datetime | None = None
+    likely_updated_by: LikelyUpdateOut | None = None
+    likely_updates: list[LikelyUpdateOut] = []
 
     @classmethod
     def of(cls, state: AssertionState) -> AssertionStateOut:
@@ -349,6 +366,22 @@ class ContradictRequest(BaseModel):
     user_id: UserId | None = Field(
         default=None, description="Only nodes of this user (operator keys); a user key's own."
     )
+
+
+class LikelyUpdateDecisionRequest(BaseModel):
+    """Confirm or reject the likely update of the node in the path."""
+
+    model_config = Strict
+    actor_id: str | None = Field(default=None, min_length=1, max_length=256)
+    user_id: UserId | None = Field(
+        default=None, description="Only nodes of this user (operator keys); a user key's own."
+    )
+
+
+class RejectionOut(BaseModel):
+    event_id: uuid.UUID
+    decision_event_id: uuid.UUID
+    node_ids: list[uuid.UUID]
 
 
 class ResolveRequest(BaseModel):

@@ -25,6 +25,7 @@ from workers.extraction import ExtractionWorker
 from workers.projector import ProjectionRunner
 from workers.rebuild import RebuildWorker
 from workers.reembed import VectorRebuilder
+from workers.updates import LikelyUpdateWorker
 
 DEFAULT_CONSISTENCY_TIMEOUT = 10.0
 
@@ -49,6 +50,8 @@ class MemoryContext:
     certifier: Certifier
     issuer: IssuerKeyring
     extraction: ExtractionWorker
+    #: Likely-update detection (projections.updates), after commit.
+    updates: LikelyUpdateWorker
     #: Retrieval's access counts not yet written (Semvec's access frequency).
     access: AccessLog
     #: Selective forgetting: archives what exceeds the retrieval tier's capacity.

@@ -42,6 +42,7 @@ def partition_lag(ctx: MemoryContext) -> dict[str, list[int]]:
     return {
         ctx.runner.projection.name: _pending(ctx, ctx.runner),
         ctx.extraction.name: _pending(ctx, ctx.extraction),
+        ctx.updates.name: _pending(ctx, ctx.updates),
     }
 
 

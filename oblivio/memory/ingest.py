@@ -218,9 +218,11 @@ def _result(ctx: MemoryContext, event: RecordedEvent) -> IngestedMessage:
 def _after_extraction(
     ctx: MemoryContext, event: RecordedEvent, result: IngestedMessage
 ) -> IngestedMessage:
-    """Wait until the worker has appended (and the graph applied) the message's plan."""
-    if not ctx.extraction.catch_up(event.cursor, event.stream.stream_id, ctx.consistency_timeout):
-        raise NotCaughtUpError()
+    """Wait until the workers have appended (and the graph applied) the message's plan
+    and the likely-update decision about it, if any."""
+    for follower in (ctx.extraction, ctx.updates):
+        if not follower.catch_up(event.cursor, event.stream.stream_id, ctx.consistency_timeout):
+            raise NotCaughtUpError()
     with ctx.store.reading() as view:
         rows = GraphReads(view).nodes_of_event(event.event_id)
     notes = set(result.note_node_ids)

@@ -9,7 +9,7 @@ ids that do not exist.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,10 +25,12 @@ from oblivio.memory.records import EmbedderInfo, MemoryEvent, NodePage, Retrieva
 from projections import events as ev
 from projections import retrieval_service
 from projections.claims.records import claim_state
+from projections.errors import NotCaughtUpError
 from projections.model import (
     AssertionState,
     EdgeKind,
     LifecycleState,
+    LikelyUpdate,
     Node,
     NodeType,
     Role,
@@ -247,7 +249,9 @@ def get_assertion_state(
         node = None if claim_row is None else _decrypt(view, row)
         claim = None if node is None else claim_state(node, claim_row)
         supersedes, contradicted_by, retired_in = [], [], None
-        for edge in graph.edges_touching(wanted):
+        edges = graph.edges_touching(wanted)
+        updated_by, updates = _likely_updates(ctx, graph, wanted, edges)
+        for edge in edges:
             if edge.kind == EdgeKind.SUPERSEDES and edge.source_node == wanted:
                 supersedes.append(edge.target_node)
             elif edge.kind == EdgeKind.SUPERSEDES:
@@ -265,8 +269,64 @@ def get_assertion_state(
         reinforcement_boost=row.reinforcement_boost,
         claim=None if claim is None else replace(claim, retired_by_event_id=retired_in),
         archived_at=row.archived_at,
+        likely_updated_by=updated_by,
+        likely_updates=updates,
     )
     return state if moment is None or _retired_by(row, moment) else _in_effect(state)
+
+
+def open_likely_updates(ctx: MemoryContext, *, user_id: str) -> dict[uuid.UUID, uuid.UUID]:
+    """The caller's open likely updates: each older node id with the newer one's."""
+    user = inputs.user(user_id)
+    head = ctx.store.head(ctx.namespace, user)
+    if head is None or head.closed_at is not None:
+        return {}
+    with ctx.store.reading() as view:
+        edges = GraphReads(view).open_edges(head.stream.stream_id, EdgeKind.LIKELY_UPDATES)
+    return {e.target_node: e.source_node for e in edges}
+
+
+def _likely_updates(
+    ctx: MemoryContext, graph: GraphReads, node_id: uuid.UUID, edges: Sequence[Any]
+) -> tuple[LikelyUpdate | None, list[LikelyUpdate]]:
+    """The likely-update decisions about ``node_id``: the latest that a newer memory
+    updates it, and those that it updates older ones, each with its current status."""
+    found = [e for e in edges if e.kind == EdgeKind.LIKELY_UPDATES]
+    if not found:
+        return None, []
+    decisions = {
+        e.event_id: e.data
+        for e in ctx.store.get_events([e.event_id for e in found], namespace=ctx.namespace)
+        if e.data is not None
+    }
+    olds = {r.node_id: r for r in graph.node_rows({e.target_node for e in found})}
+    made = [
+        _likely_update(edge, decisions[edge.event_id], olds.get(edge.target_node))
+        for edge in found
+        if edge.event_id in decisions
+    ]
+    by = [m for m in made if m.old_node_id == node_id]
+    return (by[-1] if by else None), [m for m in made if m.new_node_id == node_id]
+
+
+def _likely_update(edge: Any, data: dict[str, Any], old: NodeRow | None) -> LikelyUpdate:
+    if edge.resolved_at is not None:
+        status = "rejected"
+    elif old is not None and old.superseded_by == edge.source_node:
+        status = "confirmed"
+    else:
+        status = "open"
+    return LikelyUpdate(
+        old_node_id=edge.target_node,
+        new_node_id=edge.source_node,
+        status=status,
+        decision_event_id=edge.event_id,
+        detector=data["detector"],
+        version=data["version"],
+        rule=data["rule"],
+        cues=list(data["cues"]),
+        confidence=data["confidence"],
+    )
 
 
 def _retired_by(row: NodeRow, moment: datetime) -> bool:
@@ -392,6 +452,18 @@ def wait_for_vectors(ctx: MemoryContext, user_id: str) -> int | None:
     return ctx.retrieval.wait(ctx.namespace, user_id, ctx.consistency_timeout)
 
 
+def wait_for_likely_updates(ctx: MemoryContext, user_id: str) -> None:
+    """Block until the likely-update detector has judged the caller's last write (a
+    consistent read ranks what replaced what as of that write)."""
+    head = ctx.store.head(ctx.namespace, user_id)
+    if head is None or head.closed_at is not None:
+        return
+    cursor = ctx.store.last_cursor(ctx.namespace, user_id)
+    stream_id, timeout = head.stream.stream_id, ctx.consistency_timeout
+    if cursor is not None and not ctx.updates.catch_up(cursor, stream_id, timeout):
+        raise NotCaughtUpError()
+
+
 def retrieve(
     ctx: MemoryContext,
     query: str,
@@ -452,6 +524,8 @@ def retrieve(
         meta=inputs.meta_filter(meta),
         event_ids=_event_selection(event_ids),
     )
+    if consistent:
+        wait_for_likely_updates(ctx, user)
     results = ctx.retrieval.retrieve(
         ctx.namespace,
         user,

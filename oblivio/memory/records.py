@@ -69,6 +69,16 @@ class Correction:
 
 
 @dataclass(frozen=True)
+class Rejection:
+    """The outcome of reject_likely_update: the event that records it, the decision it
+    rejects, and the (older, newer) nodes, which both stand again."""
+
+    event_id: uuid.UUID
+    decision_event_id: uuid.UUID
+    node_ids: tuple[uuid.UUID, uuid.UUID]
+
+
+@dataclass(frozen=True)
 class Retrieval:
     """Scored nodes, best first."""
 

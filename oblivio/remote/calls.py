@@ -27,7 +27,7 @@ from pydantic_core import to_jsonable_python
 
 from eventstore.errors import InvalidEncodingError, InvalidInputError
 from eventstore.ids import parse_uuid
-from oblivio.memory import commands, compliance, inputs, items, queries
+from oblivio.memory import commands, compliance, inputs, items, queries, updates
 from oblivio.memory import ingest as ingestion
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.ingest import IngestedMessage
@@ -37,6 +37,7 @@ from oblivio.memory.records import (
     ItemRevision,
     MemoryEvent,
     NodePage,
+    Rejection,
     Retrieval,
     StoredItem,
 )
@@ -255,6 +256,11 @@ def _node_path(args: Arguments) -> str:
     return f"/v1/nodes/{parse_uuid(args['node_id'], 'node id')}"
 
 
+def _likely_update_decision(args: Arguments, verb: str) -> Request:
+    body = {"user_id": args["user_id"], "actor_id": args["actor_id"]}
+    return Request("POST", f"{_node_path(args)}/likely-update/{verb}", body=body)
+
+
 # -- compliance -----------------------------------------------------------------------------
 
 
@@ -309,6 +315,16 @@ resolve_contradiction = Call(
     commands.resolve_contradiction,
     _sent("POST", "/v1/contradictions/resolutions", retry_safe=True),
     _as(Correction),
+)
+confirm_likely_update = Call(
+    updates.confirm_likely_update,
+    lambda a: _likely_update_decision(a, "confirm"),
+    _as(Correction),
+)
+reject_likely_update = Call(
+    updates.reject_likely_update,
+    lambda a: _likely_update_decision(a, "reject"),
+    _as(Rejection),
 )
 reinforce = Call(commands.reinforce, _reinforce, _as(Node))
 add_resonance_trigger = Call(

@@ -85,6 +85,8 @@ class _Operations:
     supersede_many = _Remote(calls.supersede_many)
     contradict = _Remote(calls.contradict)
     resolve_contradiction = _Remote(calls.resolve_contradiction)
+    confirm_likely_update = _Remote(calls.confirm_likely_update)
+    reject_likely_update = _Remote(calls.reject_likely_update)
     reinforce = _Remote(calls.reinforce)
     add_resonance_trigger = _Remote(calls.add_resonance_trigger)
     remove_resonance_trigger = _Remote(calls.remove_resonance_trigger)

@@ -130,6 +130,14 @@ def edges_touching(conn: Connection, node_id: uuid.UUID) -> list[sa.Row[Any]]:
     return list(conn.execute(query.order_by(edges.c.created_at, edges.c.edge_id)))
 
 
+def open_edges(conn: Connection, stream_id: int, kind: str) -> list[sa.Row[Any]]:
+    """A stream's unresolved edges of ``kind``, oldest first."""
+    query = sa.select(edges).where(
+        edges.c.stream_id == stream_id, edges.c.kind == kind, edges.c.resolved_at.is_(None)
+    )
+    return list(conn.execute(query.order_by(edges.c.created_at, edges.c.edge_id)))
+
+
 def operation(conn: Connection, stream_id: int, key: str) -> sa.Row[Any] | None:
     query = sa.select(operations).where(
         operations.c.stream_id == stream_id, operations.c.operation_key == key

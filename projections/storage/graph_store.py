@@ -278,6 +278,22 @@ class GraphStore:
             .values(resolved_at=resolved_at)
         )
 
+    def resolve_edge(
+        self, stream_id: int, kind: str, source: uuid.UUID, target: uuid.UUID, at: datetime
+    ) -> None:
+        """Mark the open edges of ``kind`` from ``source`` to ``target`` as resolved."""
+        self.conn.execute(
+            edges.update()
+            .where(
+                edges.c.stream_id == stream_id,
+                edges.c.kind == kind,
+                edges.c.source_node == source,
+                edges.c.target_node == target,
+                edges.c.resolved_at.is_(None),
+            )
+            .values(resolved_at=at)
+        )
+
     def stream_edges(self, stream_id: int) -> list[sa.Row[Any]]:
         return self._stream_rows(edges, stream_id, edges.c.edge_id)
 

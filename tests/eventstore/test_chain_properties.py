@@ -88,8 +88,10 @@ class StoreFactory:
     @contextmanager
     def open(self) -> Iterator[EventStore]:
         path = self.template.with_name(f"example-{uuid.uuid4().hex}.sqlite3")
-        with closing(sqlite3.connect(self.template)) as source, \
-                closing(sqlite3.connect(path)) as copy:
+        with (
+            closing(sqlite3.connect(self.template)) as source,
+            closing(sqlite3.connect(path)) as copy,
+        ):
             _no_fsync(copy, None)
             source.backup(copy)
         backend = create_backend(f"sqlite:///{path}")
@@ -157,7 +159,9 @@ class ModelEvent:
 
 def assert_reads_as(read: RecordedEvent, expected: ModelEvent) -> None:
     assert (read.event_id, read.version, read.type) == (
-        expected.event_id, expected.version, expected.type,
+        expected.event_id,
+        expected.version,
+        expected.type,
     )
     assert read.stream.stream_id == expected.stream.stream_id
     assert read.erasure is expected.erasure
@@ -189,8 +193,11 @@ class LogMachine(RuleBasedStateMachine):
 
     # -- operations --------------------------------------------------------------
 
-    @rule(subject=subjects, batch=st.lists(new_events, min_size=1, max_size=4),
-          check_version=st.booleans())
+    @rule(
+        subject=subjects,
+        batch=st.lists(new_events, min_size=1, max_size=4),
+        check_version=st.booleans(),
+    )
     def append(self, subject: str, batch: list[NewEvent], check_version: bool) -> None:
         latest = self.latest(subject)
         new_generation = latest is None or latest.closed
@@ -209,8 +216,15 @@ class LogMachine(RuleBasedStateMachine):
         for new, written in zip(batch, recorded, strict=True):
             assert written.version == len(latest.events) + 1
             assert written.stream.generation == latest.generation
-            model = ModelEvent(written.event_id, subject, written.version, new.type,
-                               dict(new.data), dict(new.metadata), latest)
+            model = ModelEvent(
+                written.event_id,
+                subject,
+                written.version,
+                new.type,
+                dict(new.data),
+                dict(new.metadata),
+                latest,
+            )
             assert_reads_as(written, model)
             latest.events.append(model)
             self.events.append(model)
@@ -284,7 +298,8 @@ class LogMachine(RuleBasedStateMachine):
         report = self.store.verify()
         assert report.ok, report.first_break
         assert (report.streams_checked, report.events_checked) == (
-            sum(map(len, self.streams.values())), len(self.events),
+            sum(map(len, self.streams.values())),
+            len(self.events),
         )
         for subject in SUBJECTS:
             self.check_current_generation(subject)
@@ -310,7 +325,8 @@ class LogMachine(RuleBasedStateMachine):
         assert head is not None
         assert (head.version, head.stream.generation) == (len(latest.events), latest.generation)
         assert (head.closed_at is not None, head.key_destroyed_at is not None) == (
-            latest.closed, latest.key_destroyed,
+            latest.closed,
+            latest.key_destroyed,
         )
 
     def teardown(self) -> None:
@@ -354,8 +370,14 @@ def test_any_sequence_of_operations_keeps_the_chain_verifying(stores: StoreFacto
 # are not covered either: the first is a position too, the others are written after
 # the fact by erasure (the audit stream records erasures).
 EVENT_COLUMNS = (
-    "event_id", "version", "type", "schema_version", "recorded_at",
-    "payload", "digest", "chain_hash",
+    "event_id",
+    "version",
+    "type",
+    "schema_version",
+    "recorded_at",
+    "payload",
+    "digest",
+    "chain_hash",
 )
 STREAM_COLUMNS = ("version", "chain_hash")
 _REPLACEMENT_CHARS = "abcXYZ019._:-"
@@ -381,13 +403,13 @@ def changed(value: Any, data: st.DataObject) -> Any:
     if isinstance(value, bytes):
         index = data.draw(st.integers(0, len(value) - 1), label="byte")
         bit = data.draw(st.integers(0, 7), label="bit")
-        return value[:index] + bytes([value[index] ^ (1 << bit)]) + value[index + 1:]
+        return value[:index] + bytes([value[index] ^ (1 << bit)]) + value[index + 1 :]
     if isinstance(value, uuid.UUID):
         digits = value.hex
         index = data.draw(st.integers(0, 31), label="hex digit")
         flip = data.draw(st.integers(1, 15), label="xor")
         digit = format(int(digits[index], 16) ^ flip, "x")
-        return uuid.UUID(digits[:index] + digit + digits[index + 1:])
+        return uuid.UUID(digits[:index] + digit + digits[index + 1 :])
     if isinstance(value, datetime):
         return value + timedelta(microseconds=1)
     if isinstance(value, int):
@@ -395,7 +417,7 @@ def changed(value: Any, data: st.DataObject) -> Any:
     if isinstance(value, str):
         index = data.draw(st.integers(0, len(value) - 1), label="char")
         other = data.draw(st.sampled_from([c for c in _REPLACEMENT_CHARS if c != value[index]]))
-        return value[:index] + other + value[index + 1:]
+        return value[:index] + other + value[index + 1 :]
     raise AssertionError(f"no way to change a {type(value).__name__}")
 
 
@@ -433,17 +455,18 @@ def fill_log(store: EventStore, data: st.DataObject) -> tuple[list[RecordedEvent
     return written, erased
 
 
-def draw_target(
-    store: EventStore, table: sa.Table, column: str, data: st.DataObject
-) -> Target:
+def draw_target(store: EventStore, table: sa.Table, column: str, data: st.DataObject) -> Target:
     written, erased = fill_log(store, data)
     # A tombstone has no payload (data and metadata sealed together) left to change.
     candidates = [i for i in range(len(written)) if column != "payload" or i not in erased]
     index = data.draw(st.sampled_from(candidates), label="event")
     label_example(f"target is {'a tombstone' if index in erased else 'live'}")
     chosen = written[index]
-    key = (events.c.position == chosen.position if table is events
-           else streams.c.stream_id == chosen.stream.stream_id)
+    key = (
+        events.c.position == chosen.position
+        if table is events
+        else streams.c.stream_id == chosen.stream.stream_id
+    )
     with store.backend.read_connection() as conn:
         original = conn.execute(sa.select(table.c[column]).where(key)).scalar_one()
     return Target(chosen, table, key, column, original)
@@ -454,8 +477,9 @@ def draw_target(
     [(events, c) for c in EVENT_COLUMNS] + [(streams, c) for c in STREAM_COLUMNS],
     ids=[f"events.{c}" for c in EVENT_COLUMNS] + [f"streams.{c}" for c in STREAM_COLUMNS],
 )
-@settings(max_examples=12, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.data())
 def test_any_single_change_to_a_stored_row_is_detected(
     stores: StoreFactory, table: sa.Table, column: str, data: st.DataObject
@@ -483,12 +507,15 @@ def assert_break_at(brk: ChainBreak | None, target: Target) -> None:
 
 
 def test_positions_out_of_version_order_are_detected(sqlite_store: EventStore) -> None:
-    first, _, last = sqlite_store.append("default", "alice", [
-        NewEvent("memory.stored", {"n": n}) for n in range(3)
-    ])
+    first, _, last = sqlite_store.append(
+        "default", "alice", [NewEvent("memory.stored", {"n": n}) for n in range(3)]
+    )
     with sqlite_store.backend.write_connection() as conn, conn.begin():
-        conn.execute(events.update().where(events.c.position == first.position)
-                     .values(position=last.position + 1000))
+        conn.execute(
+            events.update()
+            .where(events.c.position == first.position)
+            .values(position=last.position + 1000)
+        )
     brk = sqlite_store.verify().first_break
     assert brk is not None
     assert (brk.stream_id, brk.version) == (first.stream.stream_id, 2)
@@ -505,12 +532,15 @@ def test_out_of_range_values_are_reported_as_a_break_not_raised(
     # The chain packs schema_version as an unsigned 32-bit integer; a stored value
     # outside that range must make verify name the row, not crash the walk (and
     # with it `oblivio verify-log`).
-    _, second = sqlite_store.append("default", "alice", [
-        NewEvent("memory.stored", {"n": n}) for n in range(2)
-    ])
+    _, second = sqlite_store.append(
+        "default", "alice", [NewEvent("memory.stored", {"n": n}) for n in range(2)]
+    )
     with sqlite_store.backend.write_connection() as conn, conn.begin():
-        conn.execute(events.update().where(events.c.position == second.position)
-                     .values(schema_version=schema_version))
+        conn.execute(
+            events.update()
+            .where(events.c.position == second.position)
+            .values(schema_version=schema_version)
+        )
     brk = sqlite_store.verify().first_break
     assert brk is not None
     assert (brk.stream_id, brk.version) == (second.stream.stream_id, 2)
@@ -523,12 +553,17 @@ def test_a_stream_moved_to_another_subject_is_detected(sqlite_store: EventStore)
     # every hash intact, and alice's reads then return bob's events.
     [alice] = sqlite_store.append("default", "alice", [NewEvent("memory.stored", {"who": "a"})])
     [bob] = sqlite_store.append("default", "bob", [NewEvent("memory.stored", {"who": "b"})])
-    moves = [(alice, bytes(32)),  # out of the way of the unique (namespace, subject) key
-             (bob, alice.stream.subject_key),
-             (alice, bob.stream.subject_key)]
+    moves = [
+        (alice, bytes(32)),  # out of the way of the unique (namespace, subject) key
+        (bob, alice.stream.subject_key),
+        (alice, bob.stream.subject_key),
+    ]
     with sqlite_store.backend.write_connection() as conn, conn.begin():
         for event, subject_key in moves:
-            conn.execute(streams.update().where(streams.c.stream_id == event.stream.stream_id)
-                         .values(subject_key=subject_key))
+            conn.execute(
+                streams.update()
+                .where(streams.c.stream_id == event.stream.stream_id)
+                .values(subject_key=subject_key)
+            )
     assert [e.data for e in sqlite_store.read_stream("default", "alice")] == [{"who": "b"}]
     assert not sqlite_store.verify().ok, "alice now reads bob's events and the chain verifies"

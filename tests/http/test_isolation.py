@@ -389,9 +389,10 @@ def test_a_namespace_audit_export_recomputes_the_chain_through_gap_records(
     assert {line["version"] for line in lines} | {gap["version"] for gap in gaps} == set(
         range(lines[0]["version"], manifest["head_version"] + 1)
     )
-    assert exports.gapped_chain_problem(
-        lines, gaps, manifest["chain_head"], manifest["head_version"]
-    ) is None
+    assert (
+        exports.gapped_chain_problem(lines, gaps, manifest["chain_head"], manifest["head_version"])
+        is None
+    )
     # Gap records hold the chain's inputs and nothing of the other namespace.
     fields = {"event_id", "version", "type", "schema_version", "recorded_at", "digest"}
     assert all(set(gap) == fields for gap in gaps)
@@ -412,9 +413,9 @@ def test_a_namespace_audit_export_recomputes_the_chain_through_gap_records(
     # Unsigned changes to the gap records break the signature.
     payload = dict(manifest)
     altered = [dict(gap) for gap in gaps]
-    altered[0]["digest"] = ("1" if altered[0]["digest"][0] == "0" else "0") + altered[0][
-        "digest"
-    ][1:]
+    altered[0]["digest"] = ("1" if altered[0]["digest"][0] == "0" else "0") + altered[0]["digest"][
+        1:
+    ]
     jws = json.loads(text.splitlines()[-1])["manifest"]
     forged_payload = json.dumps({**payload, "gaps": altered}, sort_keys=True).encode()
     jws = {**jws, "payload": base64.urlsafe_b64encode(forged_payload).rstrip(b"=").decode()}

@@ -37,6 +37,8 @@ MEMORY_TOOLS = {
     "memory_contradict",
     "memory_resolve_contradiction",
     "memory_get_assertion_state",
+    "memory_confirm_likely_update",
+    "memory_reject_likely_update",
     "memory_add_resonance_trigger",
     "memory_remove_resonance_trigger",
     "memory_add_negative_attractor",
