@@ -265,3 +265,25 @@ console_sessions = sa.Table(
     sa.Column("created_at", UTCDateTime(), nullable=False),
     sa.Column("last_seen_at", UTCDateTime(), nullable=False),
 )
+
+# One row per audit entry: the entry's content-free fields the audit page filters
+# on (no more than the entry itself holds), so a page of the newest entries, or of
+# one subject's, reads that page and not the whole audit stream.  Written in the
+# transaction that appends the entry; entries older than the table are indexed
+# from the stream on first use (``eventstore.audit_index``).
+audit_index = sa.Table(
+    "audit_index",
+    metadata,
+    sa.Column("version", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("event_id", sa.Uuid, nullable=False),
+    sa.Column("recorded_at", UTCDateTime(), nullable=False),
+    sa.Column("namespace", sa.String(64), nullable=True),
+    sa.Column("action", sa.String(64), nullable=False),
+    sa.Column("subject_ref", sa.String(128), nullable=True),
+    sa.Column("actor_ref", sa.String(128), nullable=True),
+    sa.Index(None, "namespace", "version"),
+    sa.Index(None, "subject_ref", "version"),
+    sa.Index(None, "actor_ref", "version"),
+    sa.Index(None, "action", "version"),
+    sa.Index(None, "recorded_at"),
+)

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.dml import Insert
 
-from eventstore import crypto
+from eventstore import audit_index, crypto
 from eventstore.audit import AUDIT_NAMESPACE, AUDIT_SUBJECT, AuditEntry
 from eventstore.backends.port import Backend
 from eventstore.batch import encode_batch, recorded_events, seal_batch
@@ -50,6 +50,7 @@ from eventstore.reader import (
     subject_cipher,
 )
 from eventstore.rewrap import rewrap_batch
+from eventstore.schema import audit_index as audit_index_table
 from eventstore.schema import data_keys, events, streams
 
 Clock = Callable[[], datetime]
@@ -218,8 +219,12 @@ class Transaction:
         return self._append_encoded(self._open(namespace, subject_key), encoded, expected_version)
 
     def append_audit(self, entry: AuditEntry) -> RecordedEvent:
-        """Append one entry to the content-free audit stream."""
-        return self._append(AUDIT_NAMESPACE, AUDIT_SUBJECT, [entry.to_event()], ANY)[0]
+        """Append one entry to the content-free audit stream, and index it."""
+        recorded = self._append(AUDIT_NAMESPACE, AUDIT_SUBJECT, [entry.to_event()], ANY)[0]
+        audit_index.record(
+            self.connection, self.insert_unless_present(audit_index_table), [recorded]
+        )
+        return recorded
 
     def cipher(self, stream_id: int) -> SubjectCipher | None:
         """The cipher of a stream's data key, or ``None`` once the key is destroyed."""

@@ -46,6 +46,7 @@ class JobStatus:
     status: str
     attempts: int
     last_error: str | None
+    max_attempts: int = 0
 
 
 @dataclass(frozen=True)
@@ -328,5 +329,8 @@ def request_status(
         events_erased=request.events_erased,
         certificate_id=request.certificate_id,
         certificate=None if certificate is None else json.loads(certificate.jws),
-        jobs=[JobStatus(j.projection, j.status, j.attempts, j.last_error) for j in request_jobs],
+        jobs=[
+            JobStatus(j.projection, j.status, j.attempts, j.last_error, j.max_attempts)
+            for j in request_jobs
+        ],
     )

@@ -233,9 +233,18 @@ def audit_namespace(ctx: MemoryContext) -> str | None:
 
 
 def export_audit(
-    ctx: MemoryContext, *, since: datetime | None = None, until: datetime | None = None
+    ctx: MemoryContext,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    filters: Mapping[str, str] | None = None,
 ) -> str:
     """The audit stream for ``[since, until)`` as JSON Lines, the signed manifest last.
+
+    ``filters`` (``action``, ``subject_ref``, ``actor_ref``; see
+    :func:`oblivio.memory.oversight.audit_filters`) keep only the matching
+    entries; the manifest names them and its ``gaps`` carry the chain inputs of
+    the entries left out, so the filtered export still verifies offline.
 
     A namespaced caller gets its namespace's entries only, each with its chain
     link, and the manifest's ``gaps`` carry the chain inputs (no payload, no
@@ -244,7 +253,7 @@ def export_audit(
     each labelled with its namespace, and no ``gaps``).
     """
     namespace = audit_namespace(ctx)
-    audit = audit_slice(ctx.store, since, until, namespace)
+    audit = audit_slice(ctx.store, since, until, namespace, filters)
     body = "".join(dumps_line(line) + "\n" for line in audit.lines)
     manifest = {
         "format": AUDIT_EXPORT_FORMAT,
@@ -259,6 +268,8 @@ def export_audit(
         "chain_head": audit.chain_head,
         "head_version": audit.head_version,
     }
+    if filters:
+        manifest["filters"] = dict(filters)
     if audit.gaps is not None:
         manifest["gaps"] = audit.gaps
     signed = sign(manifest, ctx.issuer.active, typ=AUDIT_EXPORT_TYP)
@@ -302,7 +313,8 @@ def _chain_or_head_problem(lines: list[dict[str, Any]], manifest: Mapping[str, A
     before exports carried gap records has each line checked against its own link.
     """
     namespace = manifest.get("namespace")
-    filtered = namespace is not None
+    filters = manifest.get("filters") or {}
+    filtered = namespace is not None or bool(filters)
     gaps = manifest.get("gaps")
     if filtered and gaps is not None:
         if not isinstance(gaps, list):
@@ -312,9 +324,25 @@ def _chain_or_head_problem(lines: list[dict[str, Any]], manifest: Mapping[str, A
         )
     else:
         problem = chain_problem(lines, None if filtered else manifest["previous_chain_hash"])
-    if problem is None and filtered and any(line["namespace"] != namespace for line in lines):
-        problem = "a line of another namespace is in a one-namespace export"
+    if problem is None and namespace is not None:
+        problem = _foreign_line(lines, namespace)
+    if problem is None and filters:
+        problem = _unmatched_line(lines, filters)
     return problem or _head_problem(lines, manifest)
+
+
+def _foreign_line(lines: list[dict[str, Any]], namespace: str) -> str | None:
+    if any(line["namespace"] != namespace for line in lines):
+        return "a line of another namespace is in a one-namespace export"
+    return None
+
+
+def _unmatched_line(lines: list[dict[str, Any]], filters: Mapping[str, Any]) -> str | None:
+    for line in lines:
+        entry = line.get("entry") or {}
+        if any(entry.get(name) != wanted for name, wanted in filters.items()):
+            return f"line for version {line['version']} does not match the export's filters"
+    return None
 
 
 def _head_problem(lines: list[dict[str, Any]], manifest: Mapping[str, Any]) -> str | None:
