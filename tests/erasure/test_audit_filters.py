@@ -36,7 +36,8 @@ def test_a_page_is_the_newest_matching_entries_and_their_count(client: MemoryCli
     assert [line["version"] for line in newest.entries] == list(range(42, 32, -1))
 
     of_b = oversight.audit_trail(ctx, filters=AuditFilters(subject=SUBJECT_B), per_page=5)
-    assert of_b.total == 7 and of_b.pages == 2
+    assert of_b.total == 7
+    assert of_b.pages == 2
     assert {line["entry"]["subject_ref"] for line in of_b.entries} == {SUBJECT_B}
     assert [line["version"] for line in of_b.entries] == [37, 36, 35, 34, 33]
     second = oversight.audit_trail(ctx, filters=AuditFilters(subject=SUBJECT_B), page=2, per_page=5)
@@ -46,7 +47,8 @@ def test_a_page_is_the_newest_matching_entries_and_their_count(client: MemoryCli
     assert by_action.total == 7
     later = ctx.clock() + timedelta(days=1)
     assert oversight.audit_trail(ctx, filters=AuditFilters(since=later)).total == 0
-    assert not newest.checked and newest.chain_problem is None
+    assert not newest.checked
+    assert newest.chain_problem is None
     assert oversight.audit_trail(ctx, check_chain=True).chain_problem is None
 
 
