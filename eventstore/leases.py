@@ -11,9 +11,7 @@ from eventstore.schema import scheduler_leases
 from eventstore.transaction import Transaction
 
 
-def try_acquire(
-    tx: Transaction, name: str, owner: str, now: datetime, ttl: timedelta
-) -> bool:
+def try_acquire(tx: Transaction, name: str, owner: str, now: datetime, ttl: timedelta) -> bool:
     """Take the lease ``name`` if it is free, expired, or already ours."""
     conn = tx.connection
     conn.execute(

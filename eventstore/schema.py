@@ -160,6 +160,9 @@ erasure_requests = sa.Table(
     sa.Column("error", sa.String(500), nullable=True),
     # forget: the subject's user API keys it revoked; null for other kinds.
     sa.Column("api_keys_revoked", sa.Integer, nullable=True),
+    # forget: whether processing of the subject was restricted (Art. 18) when it was
+    # erased (the restriction ends with the data); null for other kinds and before.
+    sa.Column("subject_restricted", sa.Boolean, nullable=True),
 )
 
 rebuild_jobs = sa.Table(
@@ -286,4 +289,67 @@ audit_index = sa.Table(
     sa.Index(None, "actor_ref", "version"),
     sa.Index(None, "action", "version"),
     sa.Index(None, "recorded_at"),
+)
+
+# -- the data-protection officer's desk ---------------------------------------------
+# Content-free like the erasure bookkeeping: subjects by keyed hash, actors by keyed
+# hash, grounds from fixed vocabularies, references as identifiers (a ticket or
+# letter id, never prose).
+
+# Subjects whose processing is restricted (GDPR Art. 18) now.  The record is the
+# restriction events in the subject's own stream; this row is their current state,
+# written in the same transaction, so every automated path can ask one indexed
+# question under the stream lock.  A forget deletes it with the stream.
+subject_restrictions = sa.Table(
+    "subject_restrictions",
+    metadata,
+    sa.Column("namespace", sa.String(64), primary_key=True),
+    sa.Column("subject_key", sa.LargeBinary(32), primary_key=True),
+    sa.Column("ground", sa.String(32), nullable=False),
+    sa.Column("reference", sa.String(64), nullable=False),
+    sa.Column("restricted_at", UTCDateTime(), nullable=False),
+)
+
+# Legal holds (Art. 17(3)(e)): while a hold is in place (``lifted_at`` null) the
+# subject's erasure is refused with the hold's ground; retention sweeps skip them.
+legal_holds = sa.Table(
+    "legal_holds",
+    metadata,
+    sa.Column("hold_id", sa.Uuid, primary_key=True),
+    sa.Column("namespace", sa.String(64), nullable=False),
+    sa.Column("subject_key", sa.LargeBinary(32), nullable=False),
+    sa.Column("ground", sa.String(32), nullable=False),
+    sa.Column("reference", sa.String(64), nullable=False),
+    sa.Column("placed_at", UTCDateTime(), nullable=False),
+    sa.Column("placed_by", sa.String(64), nullable=True),  # hex keyed hash of the actor
+    sa.Column("lifted_at", UTCDateTime(), nullable=True),
+    sa.Column("lifted_by", sa.String(64), nullable=True),
+    sa.Index(None, "namespace", "subject_key"),
+)
+
+# The request register: one row per data-subject request of any kind (erasure,
+# access/portability, restriction), with its legal deadline (Art. 12(3): a month,
+# extendable by two with a recorded reason) beside the operational one.  An
+# erasure's progress stays in ``erasure_requests`` (``erasure_request_id``).
+subject_requests = sa.Table(
+    "subject_requests",
+    metadata,
+    sa.Column("request_id", sa.Uuid, primary_key=True),
+    sa.Column("namespace", sa.String(64), nullable=False),
+    sa.Column("subject_key", sa.LargeBinary(32), nullable=False),
+    sa.Column("kind", sa.String(32), nullable=False),  # erasure | access | restriction
+    sa.Column("reference", sa.String(64), nullable=True),
+    sa.Column("received_at", UTCDateTime(), nullable=False),
+    sa.Column("legal_deadline_at", UTCDateTime(), nullable=False),
+    sa.Column("extended_deadline_at", UTCDateTime(), nullable=True),
+    sa.Column("extension_reason", sa.String(32), nullable=True),
+    sa.Column("operational_deadline_at", UTCDateTime(), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),  # open | completed | refused | failed
+    sa.Column("outcome", sa.String(64), nullable=True),
+    sa.Column("completed_at", UTCDateTime(), nullable=True),
+    sa.Column("overdue_at", UTCDateTime(), nullable=True),
+    sa.Column("erasure_request_id", sa.Uuid, nullable=True, unique=True),
+    sa.Column("requested_by", sa.String(64), nullable=True),  # hex keyed hash of the actor
+    sa.Index(None, "namespace", "received_at"),
+    sa.Index(None, "namespace", "subject_key"),
 )

@@ -56,6 +56,11 @@ class GraphReads:
         (created_at, node_id)."""
         return self._graph.stream_nodes(stream_id, **filters)
 
+    def current_counts(self, stream_id: int) -> list[tuple[str, str, int]]:
+        """(scope, node type, count) of the stream's current (not superseded) nodes:
+        content-free, nothing decrypted."""
+        return self._graph.current_counts(stream_id)
+
     def edges_touching(self, node_id: uuid.UUID) -> list[sa.Row[Any]]:
         return self._graph.edges_touching(node_id)
 

@@ -71,7 +71,7 @@ def forget(
         legal_ground=legal_ground,
         actor_id=actor_id,
     )
-    return _settle(ctx, request_id, wait, timeout)
+    return settle(ctx, request_id, wait, timeout)
 
 
 def delete_event(
@@ -94,7 +94,7 @@ def delete_event(
         legal_ground=legal_ground,
         actor_id=actor_id,
     )
-    return _settle(ctx, request_id, wait, timeout)
+    return settle(ctx, request_id, wait, timeout)
 
 
 def erasure_status(ctx: MemoryContext, request_id: uuid.UUID | str) -> ErasureStatus:
@@ -106,7 +106,9 @@ def erasure_status(ctx: MemoryContext, request_id: uuid.UUID | str) -> ErasureSt
     return status
 
 
-def _settle(ctx: MemoryContext, request_id: uuid.UUID, wait: bool, timeout: float) -> ErasureStatus:
+def settle(ctx: MemoryContext, request_id: uuid.UUID, wait: bool, timeout: float) -> ErasureStatus:
+    """The request's status; with ``wait``, after helping the workers along until it
+    completes or ``timeout`` seconds pass."""
     deadline = time.monotonic() + timeout
     status = erasure_status(ctx, request_id)
     while wait and status.status not in ("completed", "failed") and time.monotonic() < deadline:

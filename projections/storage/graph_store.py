@@ -180,10 +180,42 @@ class GraphStore:
         self.conn.execute(node_directory.insert(), [_directory_entry(r) for r in rows])
 
     def events_recorded_before(
-        self, namespace: str, scope: Scope, cutoff: datetime, limit: int
+        self,
+        namespace: str,
+        scope: Scope,
+        cutoff: datetime,
+        limit: int,
+        *,
+        skip_subjects: Collection[bytes] = (),
     ) -> list[uuid.UUID]:
-        """Live memory events of ``scope`` in ``namespace`` recorded before ``cutoff``."""
+        """Live memory events of ``scope`` in ``namespace`` recorded before ``cutoff``
+        (but none of the subjects whose keys are in ``skip_subjects``)."""
+        query = self._recorded_before(namespace, scope, cutoff).with_only_columns(
+            memory_events.c.event_id
+        )
+        if skip_subjects:
+            query = query.where(streams.c.subject_key.not_in(list(skip_subjects)))
+        return list(
+            self.conn.execute(query.order_by(memory_events.c.recorded_at).limit(limit)).scalars()
+        )
+
+    def subjects_with_events_before(
+        self, namespace: str, scope: Scope, cutoff: datetime, subjects: Collection[bytes]
+    ) -> int:
+        """How many of ``subjects`` have live memory events of ``scope`` recorded before
+        ``cutoff`` (the subjects a retention sweep skipped)."""
+        if not subjects:
+            return 0
         query = (
+            self._recorded_before(namespace, scope, cutoff)
+            .with_only_columns(sa.func.count(sa.distinct(streams.c.subject_key)))
+            .where(streams.c.subject_key.in_(list(subjects)))
+        )
+        return int(self.conn.execute(query).scalar_one())
+
+    @staticmethod
+    def _recorded_before(namespace: str, scope: Scope, cutoff: datetime) -> sa.Select[Any]:
+        return (
             sa.select(memory_events.c.event_id)
             .join(streams, streams.c.stream_id == memory_events.c.stream_id)
             .where(
@@ -191,10 +223,7 @@ class GraphStore:
                 memory_events.c.scope == scope.value,
                 memory_events.c.recorded_at < cutoff,
             )
-            .order_by(memory_events.c.recorded_at)
-            .limit(limit)
         )
-        return list(self.conn.execute(query).scalars())
 
     def live_memory_events(
         self, stream_id: int, event_ids: Collection[uuid.UUID]
@@ -261,6 +290,19 @@ class GraphStore:
             .order_by(nodes.c.ordinal)
         )
         return list(self.conn.execute(query))
+
+    def current_counts(self, stream_id: int) -> list[tuple[str, str, int]]:
+        """(scope, node type, count) of the stream's current (not superseded) nodes."""
+        query = (
+            sa.select(nodes.c.scope, nodes.c.node_type, sa.func.count())
+            .where(
+                nodes.c.stream_id == stream_id,
+                nodes.c.lifecycle != LifecycleState.SUPERSEDED.value,
+            )
+            .group_by(nodes.c.scope, nodes.c.node_type)
+            .order_by(nodes.c.scope, nodes.c.node_type)
+        )
+        return [(str(r[0]), str(r[1]), int(r[2])) for r in self.conn.execute(query)]
 
     def stream_nodes(
         self,
