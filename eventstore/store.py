@@ -11,7 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from eventstore import apikeys, audit_index
+from eventstore import apikeys, audit_index, subject_rights
 from eventstore.apikeys import Principal
 from eventstore.audit import AUDIT_NAMESPACE, AUDIT_SUBJECT, AuditEntry
 from eventstore.audit_index import AuditQuery
@@ -401,6 +401,14 @@ class EventStore:
         """The cipher of a stream's data key for reading projections, or ``None`` once destroyed."""
         with self.backend.read_connection() as conn:
             return subject_cipher(conn, self.codec, stream_id)
+
+    def processing_restricted(self, namespace: str, subject: str) -> bool:
+        """Whether processing of the subject is restricted now (GDPR Art. 18): the
+        predicate read paths ask; writers ask ``Transaction.processing_restricted``
+        under the stream lock."""
+        key = self.subject_key(namespace, subject)
+        with self.backend.statement_reads() as conn:
+            return subject_rights.is_restricted(conn, namespace, key)
 
     def subject_ref(self, namespace: str, subject: str) -> str:
         """The pseudonymous reference (hex keyed hash) of a subject."""

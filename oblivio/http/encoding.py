@@ -22,9 +22,10 @@ from projections.model import Node, ScoredNode
 JSON = "application/json"
 
 
-def retrieve_json(query: str, results: Sequence[ScoredNode]) -> bytes:
+def retrieve_json(query: str, results: Sequence[ScoredNode], restricted: bool = False) -> bytes:
     """The body of ``RetrieveResponse`` for ``query`` and its ranked ``results``."""
-    return orjson.dumps({"query": query, "results": [_scored(r) for r in results]}, option=_OPTIONS)
+    body = {"query": query, "results": [_scored(r) for r in results], "restricted": restricted}
+    return orjson.dumps(body, option=_OPTIONS)
 
 
 def _scored(scored: ScoredNode) -> dict[str, Any]:

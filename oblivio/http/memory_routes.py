@@ -294,7 +294,7 @@ def retrieve(body: s.RetrieveRequest, ctx: Ctx, who: Member) -> Response:
         consistent=body.consistent,
     )
     # Encoded here rather than validated into s.RetrieveResponse: see encoding.py.
-    return Response(retrieve_json(result.query, result.results), media_type=JSON)
+    return Response(retrieve_json(result.query, result.results, result.restricted), media_type=JSON)
 
 
 @router.post(

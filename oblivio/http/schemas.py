@@ -390,6 +390,11 @@ class ScoredOut(BaseModel):
 class RetrieveResponse(BaseModel):
     query: str
     results: list[ScoredOut]
+    restricted: bool = Field(
+        default=False,
+        description="Processing of the person is restricted (GDPR Art. 18): nothing is "
+        "ranked and the results are empty.",
+    )
 
 
 class TriggerRequest(BaseModel):

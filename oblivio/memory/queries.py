@@ -362,7 +362,9 @@ def retrieve(
     """The caller's nodes ranked for ``query``, with every score component.
 
     Each node returned counts one access (Semvec's access frequency: it slows
-    the node's fading); archived nodes rank only with ``include_archived``.
+    the node's fading); archived nodes rank only with ``include_archived``.  While
+    processing of the person is restricted (Art. 18) the result is empty and
+    marked ``restricted``.
     """
     text = inputs.content(query)
     user = inputs.user(user_id)
@@ -378,6 +380,9 @@ def retrieve(
         excluded_node_types=_values(NodeType, exclude_node_types, "exclude_node_types") or (),
         source_types=_values(SourceType, source_types, "source_types"),
     )
+    if ctx.store.processing_restricted(ctx.namespace, user):
+        # Art. 18: kept and exportable, but not used; the answer says why it is empty.
+        return Retrieval(text, [], restricted=True)
     results = ctx.retrieval.retrieve(
         ctx.namespace,
         user,

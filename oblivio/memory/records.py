@@ -72,6 +72,8 @@ class Retrieval:
 
     query: str
     results: list[ScoredNode] = field(default_factory=list)
+    #: Processing of the person is restricted (GDPR Art. 18): nothing was ranked.
+    restricted: bool = False
 
     @property
     def nodes(self) -> list[Any]:
