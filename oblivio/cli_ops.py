@@ -335,8 +335,7 @@ def keys_rotate_kek(ctx: click.Context) -> None:
 @click.option(
     "--prune-orphaned",
     is_flag=True,
-    help="Delete the keyrings (and certificate keys) whose store no longer exists, after "
-    "asking.",
+    help="Delete the keyrings (and certificate keys) whose store no longer exists, after asking.",
 )
 @click.option("--dry-run", is_flag=True, help="With --prune-orphaned: list, delete nothing.")
 @click.option("--yes", is_flag=True, help="With --prune-orphaned: do not ask.")

@@ -35,6 +35,7 @@ DEFAULT_MAX_HEADER_BYTES = 32 * 1024
 #: Failed API key checks one client address may make per minute before 429s.
 DEFAULT_AUTH_FAILURES_PER_MINUTE = 10
 
+
 def check_embedder_name(name: str) -> str:
     """``name`` if it is an embedder name (``projections.embedders.EMBEDDER_KINDS``, the one
     rule); else a ``ValueError`` listing the names there are."""

@@ -75,8 +75,8 @@ def _utc_now() -> datetime:
 WHOLE_VALUE = "$"
 MAPPING_REQUIRED = (
     "OblivioStore needs to know which namespace segment is the person (the data subject "
-    "that forget() erases): pass user_segment=1 for namespaces like (\"memories\", user_id), "
-    "or namespace_template=(\"memories\", \"{user_id}\")"
+    'that forget() erases): pass user_segment=1 for namespaces like ("memories", user_id), '
+    'or namespace_template=("memories", "{user_id}")'
 )
 
 

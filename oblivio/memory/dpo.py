@@ -32,6 +32,9 @@ from projections.reads import GraphReads
 from workers.erasure import ErasureStatus, legal_deadline
 from workers.policy import DEFAULT_LEGAL_GROUND
 
+#: Who acts when a caller of the Python API names no one (the HTTP routes and the CLI
+#: name the API key and ``cli``).
+OPERATOR = "operator"
 #: How far an extension may move the legal deadline: two further months (Art. 12(3)).
 EXTENSION_MONTHS = 2
 MAX_PAGE_SIZE = 200
@@ -145,7 +148,7 @@ def look_up(ctx: MemoryContext, user_id: str) -> Person:
 
 
 def export_for(
-    ctx: MemoryContext, user_id: str, *, reference: str, actor_id: str
+    ctx: MemoryContext, user_id: str, *, reference: str, actor_id: str = OPERATOR
 ) -> tuple[RegisterEntry, dict[str, Any]]:
     """Serve an access/portability request (Art. 15/20): the signed subject export,
     recorded in the register as completed and in the audit log."""
@@ -174,7 +177,7 @@ def forget_for(
     user_id: str,
     *,
     reference: str,
-    actor_id: str,
+    actor_id: str = OPERATOR,
     legal_ground: str = DEFAULT_LEGAL_GROUND,
     wait: bool = True,
     timeout: float = compliance.DEFAULT_WAIT_SECONDS,
@@ -198,7 +201,7 @@ def forget_for(
 
 
 def restrict(
-    ctx: MemoryContext, user_id: str, *, ground: str, reference: str, actor_id: str
+    ctx: MemoryContext, user_id: str, *, ground: str, reference: str, actor_id: str = OPERATOR
 ) -> RegisterEntry:
     """Restrict processing of the person (Art. 18): their memories are kept and
     exportable, but retrieval, extraction and automated decisions leave them alone and
@@ -220,7 +223,9 @@ def restrict(
     return entry(ctx, register_id)
 
 
-def lift_restriction(ctx: MemoryContext, user_id: str, *, reference: str, actor_id: str) -> None:
+def lift_restriction(
+    ctx: MemoryContext, user_id: str, *, reference: str, actor_id: str = OPERATOR
+) -> None:
     """End the person's restriction of processing: an event in their stream and an
     audit entry (``NotFoundError`` when none is in place)."""
     rights.check_reference(reference)
@@ -237,7 +242,7 @@ def lift_restriction(ctx: MemoryContext, user_id: str, *, reference: str, actor_
 
 
 def place_hold(
-    ctx: MemoryContext, user_id: str, *, ground: str, reference: str, actor_id: str
+    ctx: MemoryContext, user_id: str, *, ground: str, reference: str, actor_id: str = OPERATOR
 ) -> Hold:
     """Hold the person's data against erasure (Art. 17(3)): forgets and deletes are
     refused naming ``ground`` and retention sweeps skip them, until the hold is lifted."""
@@ -268,7 +273,9 @@ def place_hold(
     return Hold(hold_id, ground, reference, now)
 
 
-def lift_hold(ctx: MemoryContext, user_id: str, *, reference: str, actor_id: str) -> None:
+def lift_hold(
+    ctx: MemoryContext, user_id: str, *, reference: str, actor_id: str = OPERATOR
+) -> None:
     """Lift the person's legal hold (``NotFoundError`` when none is in place); refused
     erasures can then be run again."""
     rights.check_reference(reference)
@@ -284,7 +291,7 @@ def lift_hold(ctx: MemoryContext, user_id: str, *, reference: str, actor_id: str
 
 
 def extend_deadline(
-    ctx: MemoryContext, request_id: uuid.UUID | str, *, reason: str, actor_id: str
+    ctx: MemoryContext, request_id: uuid.UUID | str, *, reason: str, actor_id: str = OPERATOR
 ) -> RegisterEntry:
     """Extend a request's legal deadline by two further months (Art. 12(3)), with a
     reason from ``EXTENSION_REASONS``; once."""
