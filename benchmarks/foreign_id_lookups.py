@@ -25,7 +25,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from eventstore import apikeys
+from appdata import apikeys
 from oblivio.bootstrap import migrate, open_memory
 from oblivio.http import create_app
 from oblivio.memory import commands, queries

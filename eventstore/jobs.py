@@ -23,9 +23,12 @@ from eventstore.schema import erasure_requests, events, rebuild_jobs
 
 JobRow = sa.Row[Any]
 
+#: This queue's kind of leased work.
+KIND = "erasure"
+
 #: Rebuild jobs run in the order they became due, each once its backoff has passed.
 QUEUE = LeasedQueue(
-    rebuild_jobs,
+    KIND,
     key=("job_id",),
     order=(rebuild_jobs.c.run_after, rebuild_jobs.c.created_at),
     due="run_after",
@@ -45,6 +48,7 @@ def enqueue(
     rows: list[dict[str, Any]] = [
         {
             "job_id": job_id,
+            "kind": KIND,
             "request_id": request_id,
             "projection": name,
             "projection_version": version,
@@ -116,6 +120,7 @@ def expired_to_failed(conn: Connection, now: datetime) -> list[JobRow]:
     stmt = (
         rebuild_jobs.update()
         .where(
+            rebuild_jobs.c.kind == KIND,
             rebuild_jobs.c.status == "running",
             rebuild_jobs.c.lease_expires_at < now,
             rebuild_jobs.c.attempts >= rebuild_jobs.c.max_attempts,

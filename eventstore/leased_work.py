@@ -1,11 +1,12 @@
 """Leased work: the one implementation of claim, lease, heartbeat and release.
 
-Every queue of leased work (erasure rebuild jobs in :mod:`eventstore.jobs`,
-re-embedding units in :mod:`projections.storage.vector_rebuilds`) keeps its
-items in a table with the same lease columns: ``status`` (queued, running,
-done, failed), ``attempts``, ``lease_owner``, ``lease_expires_at``,
-``finished_at`` and ``last_error``.  A :class:`LeasedQueue` names the table,
-its key and what else makes an item runnable, and does the rest.
+Leased work is kept in one table, ``rebuild_jobs``, one queue per ``kind``:
+erasure rebuild jobs (:mod:`eventstore.jobs`) and re-embedding units
+(:mod:`projections.storage.vector_rebuilds`).  Its lease columns are
+``status`` (queued, running, done, failed), ``attempts``, ``lease_owner``,
+``lease_expires_at``, ``finished_at`` and ``last_error``.  A
+:class:`LeasedQueue` names its kind, the key its items are found by and what
+else makes an item runnable, and does the rest.
 
 A claim picks the first runnable item (queued and due, or running with an
 expired lease, i.e. its worker died) and marks it running for the worker until
@@ -27,12 +28,14 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from eventstore.schema import rebuild_jobs
+
 Key = tuple[Any, ...]
 
 
 @dataclass(frozen=True)
 class LeasedQueue:
-    """Leased items of ``table``, found by the columns ``key``.
+    """The leased items of one ``kind``, found by the columns ``key``.
 
     ``due`` names a column an item must have reached (``<= now``) to be
     claimed while queued; ``parent`` is a table joined (on ``parent_on``) to
@@ -40,20 +43,23 @@ class LeasedQueue:
     ``order`` the claim order.
     """
 
-    table: sa.Table
+    kind: str
     key: Sequence[str]
     order: Sequence[sa.ColumnElement[Any]]
     due: str | None = None
     parent: sa.Table | None = None
     parent_on: sa.ColumnElement[bool] | None = None
     parent_runs: sa.ColumnElement[bool] | None = None
+    #: Every kind's items are rows of this one table.
+    table: sa.Table = rebuild_jobs
 
     def _runnable(self, now: datetime) -> sa.ColumnElement[bool]:
         c = self.table.c
         queued = c.status == "queued"
         if self.due is not None:
             queued = sa.and_(queued, c[self.due] <= now)
-        return sa.or_(queued, sa.and_(c.status == "running", c.lease_expires_at < now))
+        expired = sa.and_(c.status == "running", c.lease_expires_at < now)
+        return sa.and_(c.kind == self.kind, sa.or_(queued, expired))
 
     def _is(self, key: Key) -> sa.ColumnElement[bool]:
         return sa.and_(*(self.table.c[k] == v for k, v in zip(self.key, key, strict=True)))

@@ -111,7 +111,12 @@ def applied_revisions(engine: Engine) -> frozenset[str]:
 
 
 def script_heads(locations: Iterable[Path]) -> set[str]:
-    """The head revisions of the migration scripts in ``locations``: revised by no other."""
+    """The revisions Alembic's version table holds once the scripts in ``locations``
+    are all applied: those no other revises or ``depends_on``.
+
+    A revision another branch's script depends on leaves the version table when
+    that script is applied (as a merge's parents do), unless its own branch goes on.
+    """
     revisions: set[str] = set()
     revised: set[str] = set()
     for script in (path for location in locations for path in location.glob("*.py")):
@@ -119,13 +124,14 @@ def script_heads(locations: Iterable[Path]) -> set[str]:
         if "revision" not in declared:
             continue  # __init__.py
         revisions.add(declared["revision"])
-        down = declared.get("down_revision")
-        revised.update((down,) if isinstance(down, str) else down or ())
+        for parents in (declared.get("down_revision"), declared.get("depends_on")):
+            revised.update((parents,) if isinstance(parents, str) else parents or ())
     return revisions - revised
 
 
 def _declared(script: Path) -> dict[str, Any]:
-    """The literal ``revision`` and ``down_revision`` a script assigns at module level.
+    """The literal ids (``revision``, ``down_revision``, ``depends_on``) a script
+    assigns at module level.
 
     Parsing a whole script, migration code and all, was most of the time an
     up-to-date store takes to open; so only the header above its first top-level
@@ -135,7 +141,7 @@ def _declared(script: Path) -> dict[str, Any]:
     """
     text = script.read_text()
     cut = _FIRST_DEFINITION.search(text)
-    if cut is not None and text.find("revision", cut.start()) == -1:
+    if cut is not None and all(text.find(name, cut.start()) == -1 for name in _IDS):
         try:
             return _assigned_ids(text[: cut.start()])
         except SyntaxError:
@@ -143,12 +149,16 @@ def _declared(script: Path) -> dict[str, Any]:
     return _assigned_ids(text)
 
 
+#: The ids a script declares for Alembic.
+_IDS = ("revision", "down_revision", "depends_on")
+
+
 def _assigned_ids(source: str) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for node in ast.parse(source).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
-            if isinstance(target, ast.Name) and target.id in ("revision", "down_revision"):
+            if isinstance(target, ast.Name) and target.id in _IDS:
                 found[target.id] = ast.literal_eval(node.value)
     return found
 

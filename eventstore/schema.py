@@ -13,15 +13,17 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
-metadata = sa.MetaData(
-    naming_convention={
-        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-        "pk": "pk_%(table_name)s",
-        "ck": "ck_%(table_name)s_%(constraint_name)s",
-    }
-)
+#: How constraints and indexes are named, here and in every package's tables
+#: (the migration helpers of ``eventstore.migrations.ops`` spell the same names).
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+}
+
+metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
 
 
 class UTCDateTime(sa.types.TypeDecorator[datetime]):
@@ -165,10 +167,15 @@ erasure_requests = sa.Table(
     sa.Column("subject_restricted", sa.Boolean, nullable=True),
 )
 
+# The one table of leased work (eventstore.leased_work), one queue per ``kind``:
+# ``erasure``, a projection's rebuild after an erasure request (``request_id``);
+# ``reembed``, one subject's re-embedding in a re-embedding job (``request_id``
+# is that job's id, ``nodes_embedded`` its progress).
 rebuild_jobs = sa.Table(
     "rebuild_jobs",
     metadata,
     sa.Column("job_id", sa.Uuid, primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),
     sa.Column("request_id", sa.Uuid, nullable=False, index=True),
     sa.Column("projection", sa.String(64), nullable=False),
     sa.Column("projection_version", sa.Integer, nullable=False),
@@ -183,6 +190,7 @@ rebuild_jobs = sa.Table(
     sa.Column("position", sa.String(64), nullable=True),
     sa.Column("state_digest", sa.String(64), nullable=True),
     sa.Column("replay_digest", sa.String(64), nullable=True),
+    sa.Column("nodes_embedded", sa.BigInteger, nullable=True),
     sa.Column("created_at", UTCDateTime(), nullable=False),
     sa.Column("finished_at", UTCDateTime(), nullable=True),
     sa.Index(None, "status", "run_after"),
@@ -198,45 +206,6 @@ certificates = sa.Table(
     sa.Column("jws", sa.Text, nullable=False),
 )
 
-# Periodic jobs take a lease here before running, so that several worker
-# processes (each with its own scheduler) never run the same job at once.
-scheduler_leases = sa.Table(
-    "scheduler_leases",
-    metadata,
-    sa.Column("name", sa.String(100), primary_key=True),
-    sa.Column("owner", sa.String(100), nullable=False),
-    sa.Column("expires_at", UTCDateTime(), nullable=False),
-)
-
-# Bearer API keys: only a hash of each secret is stored.  A user principal's
-# user id is sealed under a key derived from the secret itself, so the raw id
-# is readable only while a request presents that key.
-api_keys = sa.Table(
-    "api_keys",
-    metadata,
-    sa.Column("key_id", sa.String(32), primary_key=True),
-    sa.Column("secret_hash", sa.LargeBinary(32), nullable=False),
-    sa.Column("principal", sa.String(16), nullable=False),  # user | operator | auditor
-    sa.Column("sealed_user_id", sa.LargeBinary, nullable=True),
-    sa.Column("subject_ref", sa.String(64), nullable=True),  # for listing, never the raw id
-    sa.Column("created_at", UTCDateTime(), nullable=False),
-    sa.Column("revoked_at", UTCDateTime(), nullable=True),
-    sa.Column("expires_at", UTCDateTime(), nullable=True),  # None: never expires
-    # The tenant the key serves; None only for explicit cluster-wide operator keys.
-    sa.Column("namespace", sa.String(64), nullable=True),
-)
-
-# APScheduler's SQLAlchemyJobStore table, declared here (same shape as the
-# library's) so that migrations create it: the library would otherwise issue
-# DDL at start, racing the embedded store's single writer.
-apscheduler_jobs = sa.Table(
-    "apscheduler_jobs",
-    metadata,
-    sa.Column("id", sa.Unicode(191), primary_key=True),
-    sa.Column("next_run_time", sa.Float(25), index=True),
-    sa.Column("job_state", sa.LargeBinary, nullable=False),
-)
-
 # Facts about the store itself, one row each.  ``store_id`` (a random UUID
 # written on first open) names the store's keyring file, which the embedded
 # default keeps outside the data directory: a copy of the database carries the
@@ -246,27 +215,6 @@ store_identity = sa.Table(
     metadata,
     sa.Column("name", sa.String(32), primary_key=True),
     sa.Column("value", sa.String(64), nullable=False),
-)
-
-# Console sign-in sessions.  The cookie holds a random session token; only a
-# hash of it is stored, so a copy of the table opens no session.  A user
-# principal's id is sealed under a key derived from the token (as API keys
-# seal theirs), readable only while the browser presents the cookie.
-console_sessions = sa.Table(
-    "console_sessions",
-    metadata,
-    sa.Column("session_hash", sa.LargeBinary(32), primary_key=True),
-    sa.Column(
-        "key_id",
-        sa.String(32),
-        sa.ForeignKey("api_keys.key_id", ondelete="CASCADE"),
-        nullable=False,
-        index=True,
-    ),
-    sa.Column("principal", sa.String(16), nullable=False),
-    sa.Column("sealed_user_id", sa.LargeBinary, nullable=True),
-    sa.Column("created_at", UTCDateTime(), nullable=False),
-    sa.Column("last_seen_at", UTCDateTime(), nullable=False),
 )
 
 # One row per audit entry: the entry's content-free fields the audit page filters
@@ -308,48 +256,4 @@ subject_restrictions = sa.Table(
     sa.Column("ground", sa.String(32), nullable=False),
     sa.Column("reference", sa.String(64), nullable=False),
     sa.Column("restricted_at", UTCDateTime(), nullable=False),
-)
-
-# Legal holds (Art. 17(3)(e)): while a hold is in place (``lifted_at`` null) the
-# subject's erasure is refused with the hold's ground; retention sweeps skip them.
-legal_holds = sa.Table(
-    "legal_holds",
-    metadata,
-    sa.Column("hold_id", sa.Uuid, primary_key=True),
-    sa.Column("namespace", sa.String(64), nullable=False),
-    sa.Column("subject_key", sa.LargeBinary(32), nullable=False),
-    sa.Column("ground", sa.String(32), nullable=False),
-    sa.Column("reference", sa.String(64), nullable=False),
-    sa.Column("placed_at", UTCDateTime(), nullable=False),
-    sa.Column("placed_by", sa.String(64), nullable=True),  # hex keyed hash of the actor
-    sa.Column("lifted_at", UTCDateTime(), nullable=True),
-    sa.Column("lifted_by", sa.String(64), nullable=True),
-    sa.Index(None, "namespace", "subject_key"),
-)
-
-# The request register: one row per data-subject request of any kind (erasure,
-# access/portability, restriction), with its legal deadline (Art. 12(3): a month,
-# extendable by two with a recorded reason) beside the operational one.  An
-# erasure's progress stays in ``erasure_requests`` (``erasure_request_id``).
-subject_requests = sa.Table(
-    "subject_requests",
-    metadata,
-    sa.Column("request_id", sa.Uuid, primary_key=True),
-    sa.Column("namespace", sa.String(64), nullable=False),
-    sa.Column("subject_key", sa.LargeBinary(32), nullable=False),
-    sa.Column("kind", sa.String(32), nullable=False),  # erasure | access | restriction
-    sa.Column("reference", sa.String(64), nullable=True),
-    sa.Column("received_at", UTCDateTime(), nullable=False),
-    sa.Column("legal_deadline_at", UTCDateTime(), nullable=False),
-    sa.Column("extended_deadline_at", UTCDateTime(), nullable=True),
-    sa.Column("extension_reason", sa.String(32), nullable=True),
-    sa.Column("operational_deadline_at", UTCDateTime(), nullable=False),
-    sa.Column("status", sa.String(16), nullable=False),  # open | completed | refused | failed
-    sa.Column("outcome", sa.String(64), nullable=True),
-    sa.Column("completed_at", UTCDateTime(), nullable=True),
-    sa.Column("overdue_at", UTCDateTime(), nullable=True),
-    sa.Column("erasure_request_id", sa.Uuid, nullable=True, unique=True),
-    sa.Column("requested_by", sa.String(64), nullable=True),  # hex keyed hash of the actor
-    sa.Index(None, "namespace", "received_at"),
-    sa.Index(None, "namespace", "subject_key"),
 )

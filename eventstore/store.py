@@ -11,8 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from eventstore import apikeys, audit_index, subject_rights
-from eventstore.apikeys import Principal
+from eventstore import audit_index, subject_rights
 from eventstore.audit import AUDIT_NAMESPACE, AUDIT_SUBJECT, AuditEntry
 from eventstore.audit_index import AuditQuery
 from eventstore.backends.port import Backend
@@ -161,11 +160,6 @@ class EventStore:
     def pseudonym(self, kind: str, value: str) -> str:
         """A keyed, content-free reference to ``value`` (e.g. an actor id) for the audit log."""
         return self.codec.pseudonym(kind, value)
-
-    def authenticate_api_key(self, token: str, now: datetime) -> Principal | None:
-        """The principal of a valid, unrevoked, unexpired API key at ``now``, or ``None``."""
-        with self.backend.statement_reads() as conn:
-            return apikeys.authenticate(conn, token, now)
 
     # -- writing ---------------------------------------------------------------
 

@@ -31,6 +31,9 @@ from oblivio.keyrings import open_issuer_keys, open_keyring
 from oblivio.settings import Settings
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from sqlalchemy import MetaData
     from sqlalchemy.engine import Engine
 
     from certificates import IssuerKeyring
@@ -55,20 +58,33 @@ def database_url(settings: Settings) -> str:
     return settings.database_url or sqlite_url(settings.data_dir)
 
 
+def migration_locations() -> list[Path]:
+    """The Alembic branches beside the log's own: the projections' and the
+    application's tables' (``appdata``, whose first revision waits for the log's)."""
+    import appdata
+    import projections
+
+    return [projections.MIGRATIONS, appdata.MIGRATIONS]
+
+
+def table_metadatas() -> list[MetaData]:
+    """The tables of the branches of ``migration_locations`` (imported on call)."""
+    import projections
+    from appdata.tables import metadata
+
+    return [projections.metadata, metadata]
+
+
 def upgrade_schema(engine: Engine) -> SchemaUpgrade:
     """Bring every package's migration branch to its head; what was done.
 
     Whether anything is pending is read from the scripts' revision ids; the
-    projections' tables (and Alembic) are imported only when something is.
+    tables (and Alembic) are imported only when something is.
     """
-    from projections import MIGRATIONS
-
     applied = applied_revisions(engine)
-    if not lacks_migrations(applied, [MIGRATIONS]):
+    if not lacks_migrations(applied, migration_locations()):
         return SchemaUpgrade(applied, applied)
-    from projections import metadata
-
-    return upgrade(engine, [MIGRATIONS], [metadata])
+    return upgrade(engine, migration_locations(), table_metadatas())
 
 
 def migrate(settings: Settings) -> SchemaUpgrade:
@@ -94,7 +110,7 @@ def open_memory(
 
     ``default_meta`` is checked like a call's ``meta`` (and copied) before anything opens.
     """
-    from eventstore.apikeys import VerifiedKeys
+    from appdata.apikeys import VerifiedKeys
     from oblivio.memory import inputs
     from oblivio.memory.context import MemoryContext
     from projections.access import AccessLog

@@ -28,14 +28,14 @@ from oblivio.cli_support import embedder_option, friendly_errors, settings_from
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from appdata.apikeys import KeyInfo
     from eventstore import EventStore
-    from eventstore.apikeys import KeyInfo
     from oblivio.http.server import HttpImplementation
     from oblivio.keyrings import KeyringEntry
     from oblivio.memory.context import MemoryContext
     from oblivio.settings import Settings
 
-#: ``eventstore.apikeys.PRINCIPALS``, spelled out so that building the command
+#: ``appdata.apikeys.PRINCIPALS``, spelled out so that building the command
 #: line imports no database code (tests/test_cli_ops.py keeps the two equal).
 PRINCIPALS = ("auditor", "operator", "user")
 #: ``oblivio.http.server.HTTP_IMPLEMENTATIONS``, spelled out for the same reason.
@@ -172,7 +172,7 @@ def _log_config() -> dict[str, Any]:
 
 def _first_operator_key(memory: MemoryContext) -> None:
     """On a store without operator keys, create one and print it once."""
-    from eventstore import apikeys
+    from appdata import apikeys
 
     with memory.store.transaction() as tx:
         if apikeys.count_active(tx.connection, "operator", memory.clock()):
@@ -259,7 +259,7 @@ def keys_create(
 @friendly_errors
 def keys_list(ctx: click.Context, as_json: bool) -> None:
     """List API keys (ids, principals, pseudonymous subjects; never secrets)."""
-    from eventstore import apikeys
+    from appdata import apikeys
 
     memory = _open_store(ctx)
     try:
@@ -294,7 +294,7 @@ def _print_listing(
 @friendly_errors
 def keys_revoke(ctx: click.Context, key_id: str) -> None:
     """Revoke an API key; returns once no running server accepts it any more."""
-    from eventstore import apikeys
+    from appdata import apikeys
 
     memory = _open_store(ctx)
     with memory.store.transaction() as tx:
@@ -588,7 +588,7 @@ def certificate_verify(certificate_file: Path, jwks_file: Path) -> None:
 @friendly_errors
 def mcp(ctx: click.Context, api_key: str, default_meta: str | None) -> None:
     """Serve memory tools to an agent over MCP (stdio)."""
-    from eventstore import apikeys
+    from appdata import apikeys
     from oblivio.bootstrap import open_memory
     from oblivio.mcp_server import build_mcp_server
 

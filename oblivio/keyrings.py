@@ -17,7 +17,6 @@ directory; opening such a store moves them here and says so once.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import sqlite3
@@ -26,11 +25,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from eventstore.backends.port import Backend
 from eventstore.errors import KeyUnavailableError
-from eventstore.identity import holds_streams, store_id
+from eventstore.identity import holds_streams, read_store_id, store_id
 from eventstore.keys import KeyringFile, move_keyring
 from oblivio.settings import Settings
 
@@ -238,30 +238,33 @@ def _store_state(database: str, identity: str) -> tuple[str, str]:
         return "orphaned", f"no database at {path}"
     try:
         found = _sqlite_store_id(path)
-    except sqlite3.Error as e:
+    except (sa.exc.DBAPIError, ValueError) as e:
         return "orphaned", f"{path} is not an oblivio database ({e})"
     return _compare(found, identity, str(path))
 
 
 def _sqlite_store_id(path: Path) -> str | None:
     # Read-only: listing keyrings must not touch a store, not even its WAL.
-    with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as conn:
-        row = conn.execute("SELECT value FROM store_identity WHERE name = 'store_id'").fetchone()
-    return None if row is None else str(row[0])
+    def read_only() -> sqlite3.Connection:
+        return sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+
+    engine = sa.create_engine("sqlite://", creator=read_only, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            found = read_store_id(conn)
+    finally:
+        engine.dispose()
+    return None if found is None else str(found)
 
 
 def _server_store_state(database: str, identity: str) -> tuple[str, str]:
     """A PostgreSQL store: asked with the credentials of the environment (PGPASSWORD, …)."""
-    import sqlalchemy as sa
-
     from eventstore.backends.postgres import normalise_postgres_url
 
     engine = sa.create_engine(normalise_postgres_url(database), connect_args={"connect_timeout": 5})
     try:
         with engine.connect() as conn:
-            found = conn.execute(
-                sa.text("SELECT value FROM store_identity WHERE name = 'store_id'")
-            ).scalar()
+            found = read_store_id(conn)
     except sa.exc.OperationalError as e:
         if "does not exist" in str(e):
             return "orphaned", "the database does not exist any more"

@@ -32,8 +32,8 @@ from pydantic import (
     model_validator,
 )
 
+from appdata.apikeys import Principal
 from certificates import CertificateVerificationError
-from eventstore.apikeys import Principal
 from eventstore.errors import InvalidInputError, OblivioError
 from oblivio import __version__, json_text
 from oblivio.memory import commands, compliance, ingest, queries

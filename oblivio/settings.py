@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 # below are theirs, spelled out, and tests/test_cli_ops.py keeps them equal.
 #: ``eventstore.DEFAULT_MAX_EVENT_BYTES``.
 DEFAULT_MAX_EVENT_BYTES = 1024 * 1024
-#: ``eventstore.apikeys.MAX_CACHE_SECONDS``.
+#: ``appdata.apikeys.MAX_CACHE_SECONDS``.
 MAX_API_KEY_CACHE_SECONDS = 2.0
 
 DEFAULT_DATA_DIR = Path("./oblivio-data")
@@ -86,7 +86,7 @@ class Settings(BaseModel):
     ones out of default retrieval; 0, the default, turns archiving off),
     ``OBLIVIO_API_KEY_CACHE_SECONDS`` (how long
     a verified API key is trusted without reading it again, at most 2; 0 turns the cache
-    off; see ``eventstore.apikeys.VerifiedKeys`` for what that costs a revocation),
+    off; see ``appdata.apikeys.VerifiedKeys`` for what that costs a revocation),
     ``OBLIVIO_EMBEDDER`` (the embedder by name, e.g. ``wordllama`` or ``hashing:384``;
     unset: the store's own, or ``wordllama`` for a new store; see docs/retrieval.md),
     ``OBLIVIO_ALLOW_MODEL_DOWNLOADS`` (sentence-transformers may download a model id),

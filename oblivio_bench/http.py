@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
-from eventstore import apikeys
+from appdata import apikeys
 from oblivio.bootstrap import migrate, open_memory
 from oblivio.client import MemoryClient
 from oblivio.memory import commands, queries

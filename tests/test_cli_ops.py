@@ -10,8 +10,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from appdata import apikeys
 from certificates.base64url import b64url_decode
-from eventstore import EventStore, apikeys
+from eventstore import EventStore
 from eventstore.store import utc_now
 from oblivio import MemoryClient
 from oblivio.cli import main
@@ -169,15 +170,15 @@ def test_keys_list_opens_the_log_without_the_memory_stack(tmp_path: Path) -> Non
 
 
 def test_the_principal_choices_are_the_key_principals() -> None:
-    from eventstore.apikeys import PRINCIPALS as KNOWN
+    from appdata.apikeys import PRINCIPALS as KNOWN
     from oblivio.cli_ops import PRINCIPALS
 
     assert set(PRINCIPALS) == set(KNOWN)
 
 
 def test_the_settings_limits_are_the_logs() -> None:
+    from appdata.apikeys import MAX_CACHE_SECONDS
     from eventstore import DEFAULT_MAX_EVENT_BYTES
-    from eventstore.apikeys import MAX_CACHE_SECONDS
     from oblivio import settings
 
     assert settings.DEFAULT_MAX_EVENT_BYTES == DEFAULT_MAX_EVENT_BYTES

@@ -11,7 +11,7 @@ from pathlib import Path
 from click.testing import CliRunner
 from pydantic import TypeAdapter
 
-from eventstore import apikeys
+from appdata import apikeys
 from oblivio import MemoryClient
 from oblivio.bootstrap import open_event_store
 from oblivio.cli import main

@@ -328,6 +328,34 @@ def test_keys_keyrings_lists_the_keyrings_whose_store_is_gone(
     assert empty.output.startswith("no keyrings in ")
 
 
+def test_a_keyring_whose_database_holds_another_store_or_none_is_orphaned(
+    tmp_path: Path, own_keyring_dir: Path
+) -> None:
+    """The store id is read from the database read-only; a database that holds no
+    oblivio store, or another one, leaves the keyring orphaned."""
+    with MemoryClient(tmp_path / "store") as client:
+        identity = str(store_id_of(client))
+    keyring = own_keyring_dir / f"{identity}.json"
+    recorded = json.loads(keyring.read_text())
+    elsewhere = tmp_path / "elsewhere.sqlite3"
+    elsewhere.touch()  # an empty SQLite database
+    recorded["store"]["database"] = f"sqlite:///{elsewhere}"
+    keyring.write_text(json.dumps(recorded))
+    [entry] = list_keyrings(own_keyring_dir)
+    assert (entry.state, entry.detail.split(" (")[0]) == (
+        "orphaned",
+        f"{elsewhere} is not an oblivio database",
+    )
+
+    shutil.copy(tmp_path / "store" / "oblivio.sqlite3", elsewhere)
+    engine = sa.create_engine(f"sqlite:///{elsewhere}")
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE store_identity SET value = :v"), {"v": str(uuid.uuid4())})
+    engine.dispose()
+    [entry] = list_keyrings(own_keyring_dir)
+    assert (entry.state, entry.detail) == ("orphaned", f"{elsewhere} now holds another store")
+
+
 def test_keys_keyrings_prunes_only_the_keyrings_whose_store_is_gone(
     tmp_path: Path, own_keyring_dir: Path
 ) -> None:

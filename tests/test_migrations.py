@@ -2,26 +2,31 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import sqlalchemy as sa
 from alembic.config import Config
 
-import projections
 from eventstore import create_backend
 from eventstore.migrate import (
     MIGRATIONS_DIR,
+    applied_revisions,
     pending,
     schema_differences,
     script_heads,
     upgrade,
 )
+from oblivio.bootstrap import migration_locations, table_metadatas
+
+BRANCHES = migration_locations()
+TABLES = table_metadatas()
 
 
 def test_migrations_equal_the_models(any_database_url: str) -> None:
     backend = create_backend(any_database_url)
     try:
-        assert schema_differences(backend.engine, [projections.metadata]) == []
+        assert schema_differences(backend.engine, TABLES) == []
     finally:
         backend.dispose()
 
@@ -31,7 +36,7 @@ def test_a_model_change_without_a_migration_is_noticed(any_database_url: str) ->
     sa.Table("not_migrated", extra, sa.Column("id", sa.Integer, primary_key=True))
     backend = create_backend(any_database_url)
     try:
-        differences = schema_differences(backend.engine, [projections.metadata, extra])
+        differences = schema_differences(backend.engine, [*TABLES, extra])
     finally:
         backend.dispose()
     assert [d[0] for d in differences] == ["add_table"]
@@ -51,10 +56,12 @@ def test_events_reference_streams_by_foreign_key_on_sqlite_only(any_database_url
     assert referred == ([("streams", ["stream_id"])] if dialect == "sqlite" else [])
 
 
-LOCATIONS = [MIGRATIONS_DIR / "versions", projections.MIGRATIONS]
+LOCATIONS = [MIGRATIONS_DIR / "versions", *BRANCHES]
 
 
-def test_the_heads_read_from_the_scripts_are_alembics_heads() -> None:
+def test_the_heads_read_from_the_scripts_are_what_alembic_records(tmp_path: Path) -> None:
+    """The heads the scripts give are the rows Alembic's version table holds after an
+    upgrade: a revision another branch depends on is not among them."""
     from alembic.script import ScriptDirectory
 
     config = Config()
@@ -62,19 +69,36 @@ def test_the_heads_read_from_the_scripts_are_alembics_heads() -> None:
     config.set_main_option("path_separator", "os")
     config.set_main_option("version_locations", ":".join(str(p) for p in LOCATIONS))
     alembic_heads = set(ScriptDirectory.from_config(config).get_heads())
-    assert script_heads(LOCATIONS) == alembic_heads
-    assert {head[:2] for head in alembic_heads} == {"es", "pj"}  # both packages' branches
+    backend = create_backend(f"sqlite:///{tmp_path / 'fresh.sqlite3'}")
+    try:
+        recorded = upgrade(backend.engine, BRANCHES, TABLES).after
+    finally:
+        backend.dispose()
+    assert script_heads(LOCATIONS) == recorded
+    assert recorded <= alembic_heads  # Alembic's heads also name depended-on revisions
+    assert {head[:2] for head in alembic_heads} == {"es", "pj", "ap"}  # every package's branch
+
+
+def test_a_revision_another_branch_depends_on_is_no_head(tmp_path: Path) -> None:
+    for name, body in (
+        ("a.py", 'revision = "a"\ndown_revision = None\n'),
+        ("b.py", 'revision = "b"\ndown_revision = None\ndepends_on = "a"\n'),
+        ("c.py", 'revision = "c"\ndown_revision = None\ndepends_on = ("b",)\n'),
+        ("__init__.py", ""),
+    ):
+        (tmp_path / name).write_text(body)
+    assert script_heads([tmp_path]) == {"c"}
 
 
 def test_an_up_to_date_schema_has_nothing_pending(any_database_url: str) -> None:
     backend = create_backend(any_database_url)
     try:
-        assert not pending(backend.engine, [projections.MIGRATIONS])
-        # Without the projections' branch, its head in the database is unknown to the scripts.
+        assert not pending(backend.engine, BRANCHES)
+        # Without the other branches, their heads in the database are unknown to the scripts.
         assert pending(backend.engine)
         with backend.engine.begin() as conn:
             conn.execute(sa.text("DELETE FROM alembic_version WHERE version_num LIKE 'pj%'"))
-        assert pending(backend.engine, [projections.MIGRATIONS])
+        assert pending(backend.engine, BRANCHES)
     finally:
         backend.dispose()
 
@@ -82,10 +106,10 @@ def test_an_up_to_date_schema_has_nothing_pending(any_database_url: str) -> None
 def test_a_new_database_is_pending_and_upgrade_brings_it_to_the_heads(tmp_path: Path) -> None:
     backend = create_backend(f"sqlite:///{tmp_path / 'fresh.sqlite3'}")
     try:
-        assert pending(backend.engine, [projections.MIGRATIONS])
-        upgrade(backend.engine, [projections.MIGRATIONS], [projections.metadata])
-        assert not pending(backend.engine, [projections.MIGRATIONS])
-        assert schema_differences(backend.engine, [projections.metadata]) == []
+        assert pending(backend.engine, BRANCHES)
+        upgrade(backend.engine, BRANCHES, TABLES)
+        assert not pending(backend.engine, BRANCHES)
+        assert schema_differences(backend.engine, TABLES) == []
     finally:
         backend.dispose()
 
@@ -110,8 +134,9 @@ def test_db_upgrade_says_what_it_did(tmp_path: Path) -> None:
     backend = create_backend(f"sqlite:///{tmp_path / 'oblivio.sqlite3'}")
     try:
         with backend.engine.begin() as conn:
-            command.downgrade(_config(conn, [projections.MIGRATIONS], []), "pj0007")
-        older = heads.replace("pj0008", "pj0007")
+            command.downgrade(_config(conn, BRANCHES, []), "pj0007")
+        older = ", ".join(sorted(applied_revisions(backend.engine)))
+        assert "pj0007" in older
     finally:
         backend.dispose()
     said = db_upgrade()
@@ -146,3 +171,105 @@ def test_the_ids_are_read_from_a_scripts_header_or_else_from_all_of_it(tmp_path:
     ):
         (tmp_path / name).write_text(body)
     assert script_heads([tmp_path]) == {"b", "e"}
+
+
+def test_an_older_database_keeps_its_keys_and_sessions_when_appdata_adopts_them(
+    any_database_url: str,
+) -> None:
+    """A database made before ``ap0001`` (its API keys and console sessions created
+    by the log's branch) keeps every row when upgraded; the schema then equals the models."""
+    from alembic import command
+
+    from appdata import apikeys, console_sessions
+    from eventstore.migrate import _config
+    from eventstore.store import utc_now
+    from oblivio.bootstrap import upgrade_schema
+
+    backend = create_backend(any_database_url)
+    try:
+        with backend.engine.begin() as conn:
+            command.downgrade(_config(conn, BRANCHES, []), "appdata@base")
+        assert "ap0001" not in applied_revisions(backend.engine)
+        with backend.engine.begin() as conn:
+            key, _ = apikeys.issue(conn, "operator", None, None, utc_now(), namespace="default")
+            who = apikeys.Principal(key.key_id, "operator", None, namespace="default")
+            token = console_sessions.open_session(conn, who, utc_now())
+
+        upgraded = upgrade_schema(backend.engine)
+        assert upgraded.after - upgraded.before  # the appdata branch, to its head
+        assert schema_differences(backend.engine, TABLES) == []
+        with backend.engine.connect() as conn:
+            assert key in apikeys.list_keys(conn, apikeys.ALL_NAMESPACES)
+            found = console_sessions.find(conn, token)
+            assert found is not None
+            assert found.principal == who
+    finally:
+        backend.dispose()
+
+
+def test_re_embedding_units_move_to_the_one_table_of_leased_work(any_database_url: str) -> None:
+    """A database whose re-embedding units were in ``vector_rebuild_subjects`` (before
+    pj_port_1) finds them as ``reembed`` work in ``rebuild_jobs``, lease state and
+    progress kept, and claims the one still queued."""
+    from datetime import datetime, timedelta
+
+    from alembic import command
+
+    from eventstore.migrate import _config
+    from eventstore.store import utc_now
+    from oblivio.bootstrap import upgrade_schema
+    from projections.storage import vector_rebuilds
+
+    rebuild_id, started = uuid.uuid4(), datetime(2030, 1, 1)
+    job = sa.table(
+        "vector_rebuilds",
+        *(sa.column(n) for n in ("embedder", "scope", "status", "subjects_total", "nodes_total")),
+        sa.column("rebuild_id", sa.Uuid()),
+        sa.column("created_at", sa.DateTime()),
+    )
+    units = sa.table(
+        "vector_rebuild_subjects",
+        *(sa.column(n) for n in ("stream_id", "status", "attempts", "nodes_embedded")),
+        sa.column("rebuild_id", sa.Uuid()),
+        sa.column("finished_at", sa.DateTime()),
+    )
+    backend = create_backend(any_database_url)
+    try:
+        with backend.engine.begin() as conn:
+            command.downgrade(_config(conn, BRANCHES, []), "pj0008")
+            command.downgrade(_config(conn, BRANCHES, []), "es0008")
+            conn.execute(
+                job.insert().values(
+                    rebuild_id=rebuild_id,
+                    embedder="hashing-v1-64",
+                    scope="all",
+                    status="running",
+                    subjects_total=2,
+                    nodes_total=9,
+                    created_at=started,
+                )
+            )
+            unit = {"rebuild_id": rebuild_id, "attempts": 1, "nodes_embedded": 7}
+            conn.execute(
+                units.insert(),
+                [
+                    {**unit, "stream_id": 1, "status": "done", "finished_at": started},
+                    {**unit, "stream_id": 2, "status": "queued", "finished_at": None},
+                ],
+            )
+        upgrade_schema(backend.engine)
+        assert schema_differences(backend.engine, TABLES) == []
+        with backend.engine.begin() as conn:
+            progress = vector_rebuilds.read_progress(conn, rebuild_id)
+            assert progress is not None
+            assert (progress.subjects_done, progress.nodes_embedded) == (1, 14)
+            claimed = vector_rebuilds.claim(conn, "w", utc_now(), timedelta(seconds=30))
+            assert claimed is not None
+            assert (claimed.kind, claimed.request_id, claimed.stream_id) == (
+                "reembed",
+                rebuild_id,
+                2,
+            )
+            assert claimed.attempts == 2
+    finally:
+        backend.dispose()

@@ -11,16 +11,16 @@ from alembic import command
 from click.testing import CliRunner
 from pydantic import ValidationError
 
-from eventstore import apikeys, create_backend, schema
+from appdata import apikeys, tables
+from eventstore import create_backend
 from eventstore.errors import MalformedIdError
 from eventstore.migrate import _config
 from oblivio import MemoryClient
-from oblivio.bootstrap import open_memory, upgrade_schema
+from oblivio.bootstrap import migration_locations, open_memory, upgrade_schema
 from oblivio.cli import main
 from oblivio.errors import NodeUnavailableError
 from oblivio.memory import commands, queries
 from oblivio.settings import Settings
-from projections import MIGRATIONS
 
 
 @pytest.mark.parametrize("bad", ["Acme", "", "a/b", "-acme", "$system", "x" * 64])
@@ -90,7 +90,7 @@ def test_existing_keys_move_to_the_namespace_they_were_used_in(
     backend = create_backend(any_database_url)
     try:
         with backend.engine.begin() as conn:
-            config = _config(conn, [MIGRATIONS], [])
+            config = _config(conn, migration_locations(), [])
             command.downgrade(config, "es0006")
             for key_id, principal, subject in (
                 ("a" * 16, "user", ref),
@@ -108,7 +108,7 @@ def test_existing_keys_move_to_the_namespace_they_were_used_in(
         upgrade_schema(backend.engine)
         with backend.engine.connect() as conn:
             moved = dict(
-                conn.execute(sa.select(schema.api_keys.c.key_id, schema.api_keys.c.namespace)).all()
+                conn.execute(sa.select(tables.api_keys.c.key_id, tables.api_keys.c.namespace)).all()
             )
     finally:
         backend.dispose()

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from appdata import apikeys
+from appdata import subject_requests as register_sql
 from certificates import merkle_root
 from eventstore import (
     AuditEntry,
@@ -30,7 +32,6 @@ from eventstore import (
     Subject,
     Tombstone,
     Transaction,
-    apikeys,
     subject_rights,
 )
 from eventstore import erasure as requests
@@ -267,13 +268,13 @@ class Eraser:
     ) -> LegalHoldError | None:
         """Under the stream's lock: the refusal of an erasure of a held subject (recorded
         in the register and the audit log with the hold's ground), or None."""
-        hold = subject_rights.active_hold(tx.connection, namespace, subject_key)
+        hold = register_sql.active_hold(tx.connection, namespace, subject_key)
         if hold is None:
             return None
         now = self.clock()
         register_id = uuid.uuid4()
         values = self._register_values(register_id, namespace, subject_key, asked, now)
-        subject_rights.register(
+        register_sql.register(
             tx.connection,
             values
             | {"status": "refused", "outcome": f"refused:{hold.ground}", "completed_at": now},
@@ -326,7 +327,7 @@ class Eraser:
                 values["received_at"],
             )
             register["operational_deadline_at"] = values["deadline_at"]
-            subject_rights.register(
+            register_sql.register(
                 tx.connection,
                 register | {"status": "open", "erasure_request_id": values["request_id"]},
             )

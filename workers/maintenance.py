@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from eventstore import AuditEntry, EventStore, Transaction, subject_rights
+from appdata import subject_requests as register_sql
+from eventstore import AuditEntry, EventStore, Transaction
 from eventstore import erasure as requests
 from eventstore import jobs as job_queue
 from projections.model import Scope
@@ -55,7 +56,7 @@ def sweep_retention(
     for policy in policies:
         cutoff = clock() - policy.max_age
         with store.reading() as view:
-            held = subject_rights.held_keys(view.connection, policy.namespace)
+            held = register_sql.held_keys(view.connection, policy.namespace)
             skipped = GraphStore(view.connection).subjects_with_events_before(
                 policy.namespace, policy.scope, cutoff, held
             )
@@ -156,9 +157,9 @@ def flag_overdue(
 def _flag_registered(tx: Transaction, now: datetime) -> list[Any]:
     """Flag the register's open requests of other kinds than erasure (access,
     restriction) past their operational deadline, once each, in the audit log too."""
-    rows = subject_rights.overdue_unflagged(tx.connection, now)
+    rows = register_sql.overdue_unflagged(tx.connection, now)
     for row in rows:
-        subject_rights.flag_overdue(tx.connection, row.request_id, now)
+        register_sql.flag_overdue(tx.connection, row.request_id, now)
         tx.append_audit(
             AuditEntry(
                 "request.overdue",

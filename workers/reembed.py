@@ -104,7 +104,7 @@ class VectorRebuilder(JobWorker):
             )
             scope = "all" if request.stream_id is None else "subject"
             rebuild_id = jobs.create(
-                conn, target, scope, streams, request.requested_by, self.clock()
+                conn, target, scope, streams, request.requested_by, self.clock(), MAX_ATTEMPTS
             )
             tx.append_audit(
                 AuditEntry(
@@ -156,23 +156,23 @@ class VectorRebuilder(JobWorker):
         """Claim one unit and work it to its end; False when none is runnable."""
         with self.store.transaction() as tx:
             unit = jobs.claim(tx.connection, self.worker_id, self.clock(), self.lease)
-            job = None if unit is None else jobs.job(tx.connection, unit.rebuild_id)
+            job = None if unit is None else jobs.job(tx.connection, unit.request_id)
         if unit is None or job is None:
             return False
         try:
             embedder = self.embedders.named(job.embedder, job.spec)
-            self._work(unit.rebuild_id, unit.stream_id, embedder, job.spec)
+            self._work(unit.request_id, unit.stream_id, embedder, job.spec)
         except LeaseLostError:
             log.warning("lost the lease of rebuild %s stream %s", job.rebuild_id, unit.stream_id)
         except Exception as exc:
             log.exception("vector rebuild %s stream %s failed", job.rebuild_id, unit.stream_id)
-            error, retry = f"{type(exc).__name__}: {exc}", unit.attempts < MAX_ATTEMPTS
+            error, retry = f"{type(exc).__name__}: {exc}", unit.attempts < unit.max_attempts
             with self.store.transaction() as tx:
                 jobs.fail_unit(
-                    tx.connection, unit.rebuild_id, unit.stream_id, self.worker_id, error, retry
+                    tx.connection, unit.request_id, unit.stream_id, self.worker_id, error, retry
                 )
                 if not retry:  # surfaces in the job's status; rerunning the job resumes it
-                    jobs.finish(tx.connection, unit.rebuild_id, "failed", self.clock(), error)
+                    jobs.finish(tx.connection, unit.request_id, "failed", self.clock(), error)
         return True
 
     def _work(

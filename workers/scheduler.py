@@ -17,7 +17,8 @@ from datetime import UTC, datetime, timedelta
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from eventstore import EventStore, KeyringFile, leases
+from appdata import leases
+from eventstore import EventStore, KeyringFile
 from workers.archiving import Archiver
 from workers.erasure import Eraser
 from workers.job_worker import default_worker_id

@@ -13,9 +13,9 @@ from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
+from appdata.apikeys import PRINCIPALS, Principal
 from certificates import CertificateVerificationError
 from certificates.base64url import b64url_decode
-from eventstore.apikeys import PRINCIPALS, Principal
 from eventstore.errors import InvalidInputError, NotFoundError
 from oblivio.console import sessions
 from oblivio.console.chart import time_to_certificate_svg

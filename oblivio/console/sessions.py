@@ -22,8 +22,8 @@ from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials
 from starlette.exceptions import HTTPException
 
-from eventstore import console_sessions
-from eventstore.apikeys import Principal
+from appdata import console_sessions
+from appdata.apikeys import Principal
 from oblivio.http.auth import authenticated, context
 from oblivio.http.errors import checks_query, refuse_unknown_query
 

@@ -20,8 +20,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
+from appdata.apikeys import Principal
 from certificates import CertificateVerificationError
-from eventstore.apikeys import Principal
 from eventstore.errors import InvalidInputError, KeyUnavailableError, NotFoundError
 from oblivio import json_text
 from oblivio.console.sessions import SignInRequiredError, csrf_token, signed_in

@@ -22,7 +22,8 @@ from typing import Annotated, Any
 from fastapi import Depends, Header, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from eventstore.apikeys import Principal
+from appdata import apikeys
+from appdata.apikeys import Principal
 from oblivio.http.errors import checks_query, refuse_unknown_query
 from oblivio.http.throttle import FailedAuthThrottle
 from oblivio.memory.context import MemoryContext
@@ -57,7 +58,7 @@ def authenticated(request: Request, credentials: HTTPAuthorizationCredentials | 
     now = memory.clock()
     found = memory.api_keys.lookup(token)
     if found is None:
-        found = memory.store.authenticate_api_key(token, now)
+        found = apikeys.authenticate_token(memory.store, token, now)
         if found is not None:
             memory.api_keys.remember(token, found)
     if found is None or found.expired(now):

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from eventstore.apikeys import Principal
+from appdata.apikeys import Principal
 from eventstore.errors import NotFoundError
 from oblivio.http import schemas as s
 from oblivio.http.auth import (

@@ -18,7 +18,7 @@ from pydantic import (
 )
 from pydantic.config import JsonDict
 
-from eventstore.apikeys import KeyInfo
+from appdata.apikeys import KeyInfo
 from eventstore.errors import InvalidInputError
 from oblivio.memory.records import MemoryEvent, NodePage
 from projections.model import AssertionState, Node, NodeType, Role, Scope, ScoredNode, SourceType

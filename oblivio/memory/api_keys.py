@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from eventstore import EventStore, apikeys
-from eventstore.apikeys import KeyInfo
+from appdata import apikeys
+from appdata.apikeys import KeyInfo
+from eventstore import EventStore
 from eventstore.audit import AuditEntry
 from eventstore.errors import InvalidInputError, NotFoundError
 from oblivio.memory import inputs

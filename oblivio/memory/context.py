@@ -7,9 +7,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from appdata.apikeys import VerifiedKeys
 from certificates import IssuerKeyring
 from eventstore import EventStore
-from eventstore.apikeys import VerifiedKeys
 from eventstore.ids import check_namespace
 from projections.access import AccessLog
 from projections.embedders import Embedder

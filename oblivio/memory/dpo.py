@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
+from appdata import subject_requests as register_sql
 from eventstore import AuditEntry, Subject, Transaction
 from eventstore import subject_rights as rights
 from eventstore.errors import ConflictError, InvalidInputError, NotFoundError
@@ -124,9 +125,9 @@ def look_up(ctx: MemoryContext, user_id: str) -> Person:
             else []
         )
         restricted = rights.restriction(view.connection, ctx.namespace, key)
-        hold = rights.active_hold(view.connection, ctx.namespace, key)
-        rows, _ = rights.list_register(
-            view.connection, rights.RegisterFilter(ctx.namespace, subject_key=key), None
+        hold = register_sql.active_hold(view.connection, ctx.namespace, key)
+        rows, _ = register_sql.list_register(
+            view.connection, register_sql.RegisterFilter(ctx.namespace, subject_key=key), None
         )
     now = ctx.clock()
     return Person(
@@ -158,7 +159,7 @@ def export_for(
     now = ctx.clock()
     with ctx.store.transaction() as tx:
         register_id = _register(ctx, tx, key, "access", reference, actor_id, now)
-        rights.finish(tx.connection, register_id, "completed", "exported", now)
+        register_sql.finish(tx.connection, register_id, "completed", "exported", now)
         _audit(
             ctx,
             tx,
@@ -218,7 +219,7 @@ def restrict(
         append_projected(ctx, tx, stream, event)
         rights.restrict(tx.connection, ctx.namespace, key, ground, reference, now)
         register_id = _register(ctx, tx, key, "restriction", reference, actor_id, now)
-        rights.finish(tx.connection, register_id, "completed", "restricted", now)
+        register_sql.finish(tx.connection, register_id, "completed", "restricted", now)
         _audit(ctx, tx, "subject.restrict", key, actor_id, reference, register_id, ground=ground)
     return entry(ctx, register_id)
 
@@ -255,9 +256,9 @@ def place_hold(
     with ctx.store.transaction() as tx:
         # Under the stream's lock, which an erasure takes before it looks for a hold.
         tx.lock_stream(Subject(ctx.namespace, user))
-        if rights.active_hold(tx.connection, ctx.namespace, key) is not None:
+        if register_sql.active_hold(tx.connection, ctx.namespace, key) is not None:
             raise ConflictError("this subject is already under a legal hold")
-        rights.place_hold(
+        register_sql.place_hold(
             tx.connection,
             {
                 "hold_id": hold_id,
@@ -283,10 +284,10 @@ def lift_hold(
     key = ctx.store.subject_key(ctx.namespace, user)
     with ctx.store.transaction() as tx:
         tx.lock_stream(Subject(ctx.namespace, user))
-        hold = rights.active_hold(tx.connection, ctx.namespace, key)
+        hold = register_sql.active_hold(tx.connection, ctx.namespace, key)
         if hold is None:
             raise NotFoundError("this subject is not under a legal hold")
-        rights.lift_hold(tx.connection, hold.hold_id, ctx.clock(), _actor_ref(ctx, actor_id))
+        register_sql.lift_hold(tx.connection, hold.hold_id, ctx.clock(), _actor_ref(ctx, actor_id))
         _audit(ctx, tx, "subject.lift_hold", key, actor_id, reference, None, ground=hold.ground)
 
 
@@ -301,7 +302,7 @@ def extend_deadline(
         raise ConflictError("this request's deadline was extended already")
     until = legal_deadline(found.received_at, 1 + EXTENSION_MONTHS)
     with ctx.store.transaction() as tx:
-        rights.extend(tx.connection, found.request_id, until, reason)
+        register_sql.extend(tx.connection, found.request_id, until, reason)
         key = bytes.fromhex(found.subject_ref)
         _audit(
             ctx,
@@ -334,19 +335,21 @@ def register(
         raise InvalidInputError(f"page must be 1 or more and per_page 1 to {MAX_PAGE_SIZE}")
     wanted = _register_filter(ctx, kind, status, reference, overdue_only)
     with ctx.store.reading() as view:
-        rows, total = rights.list_register(view.connection, wanted, per_page, (page - 1) * per_page)
+        rows, total = register_sql.list_register(
+            view.connection, wanted, per_page, (page - 1) * per_page
+        )
     now = ctx.clock()
     return RegisterPage([_entry(r, now) for r in rows], total, page, per_page)
 
 
 def entry(ctx: MemoryContext, request_id: uuid.UUID | str) -> RegisterEntry:
     """One register entry of the caller's namespace (``NotFoundError`` otherwise)."""
-    wanted = rights.RegisterFilter(
+    wanted = register_sql.RegisterFilter(
         None if ctx.cluster_wide else ctx.namespace,
         request_id=parse_uuid(request_id, "request id"),
     )
     with ctx.store.reading() as view:
-        rows, _ = rights.list_register(view.connection, wanted, 1)
+        rows, _ = register_sql.list_register(view.connection, wanted, 1)
     if not rows:
         raise NotFoundError("request is not available")
     return _entry(rows[0], ctx.clock())
@@ -383,7 +386,7 @@ def export_register(
         raise InvalidInputError("format must be json or csv")
     wanted = _register_filter(ctx, kind, status, None, overdue_only)
     with ctx.store.reading() as view:
-        rows, _ = rights.list_register(view.connection, wanted, None)
+        rows, _ = register_sql.list_register(view.connection, wanted, None)
     now = ctx.clock()
     records = [_plain(asdict(_entry(r, now))) for r in rows]
     if format == "json":
@@ -411,12 +414,12 @@ def _register_filter(
     status: str | None,
     reference: str | None,
     overdue_only: bool,
-) -> rights.RegisterFilter:
+) -> register_sql.RegisterFilter:
     if kind is not None and kind not in rights.REQUEST_KINDS:
         raise InvalidInputError(f"kind must be one of {list(rights.REQUEST_KINDS)}")
     if status is not None and status not in rights.REQUEST_STATUSES:
         raise InvalidInputError(f"status must be one of {list(rights.REQUEST_STATUSES)}")
-    return rights.RegisterFilter(
+    return register_sql.RegisterFilter(
         None if ctx.cluster_wide else ctx.namespace,
         kind=kind,
         status=status,
@@ -468,7 +471,7 @@ def _register(
     now: datetime,
 ) -> uuid.UUID:
     register_id = uuid.uuid4()
-    rights.register(
+    register_sql.register(
         tx.connection,
         {
             "request_id": register_id,

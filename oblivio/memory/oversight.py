@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from eventstore import oversight
+from appdata import oversight
 from eventstore.audit_index import AuditQuery
 from eventstore.erasure import OPEN_STATUSES
 from eventstore.errors import InvalidInputError, NotFoundError

@@ -162,8 +162,9 @@ subject_embedders = sa.Table(
     sqlite_with_rowid=False,
 )
 
-# Re-embedding jobs an operator starts, and their work units (one per
-# subject), claimed with leases like the erasure rebuild jobs.
+# Re-embedding jobs an operator starts; their work units (one per subject) are
+# leased work of kind ``reembed`` in the log's ``rebuild_jobs``
+# (projections.storage.vector_rebuilds).
 vector_rebuilds = sa.Table(
     "vector_rebuilds",
     metadata,
@@ -178,21 +179,6 @@ vector_rebuilds = sa.Table(
     sa.Column("created_at", UTCDateTime(), nullable=False),
     sa.Column("finished_at", UTCDateTime(), nullable=True),
     sa.Column("last_error", sa.String(500), nullable=True),
-)
-
-vector_rebuild_subjects = sa.Table(
-    "vector_rebuild_subjects",
-    metadata,
-    sa.Column("rebuild_id", sa.Uuid, primary_key=True),
-    sa.Column("stream_id", StreamId, primary_key=True),
-    sa.Column("status", sa.String(16), nullable=False),  # queued | running | done | failed
-    sa.Column("attempts", sa.Integer, nullable=False),
-    sa.Column("nodes_embedded", sa.BigInteger, nullable=False),
-    sa.Column("lease_owner", sa.String(100), nullable=True),
-    sa.Column("lease_expires_at", UTCDateTime(), nullable=True),
-    sa.Column("finished_at", UTCDateTime(), nullable=True),
-    sa.Column("last_error", sa.String(500), nullable=True),
-    sa.Index(None, "status", "rebuild_id"),
 )
 
 triggers = sa.Table(

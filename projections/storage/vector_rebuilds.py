@@ -1,9 +1,11 @@
 """SQL of re-embedding jobs: one row per job, one work unit per subject, claimed with leases.
 
-Units are claimed, kept and released by :mod:`eventstore.leased_work`, as the
-erasure rebuild jobs are (:mod:`eventstore.jobs`): the oldest runnable unit of a
-running job (queued, or running with an expired lease because its worker died)
-is marked running for one worker until its lease expires.
+Units are leased work of kind ``reembed`` in the one table of leased work
+(``rebuild_jobs``, the unit's job id in ``request_id``), claimed, kept and
+released by :mod:`eventstore.leased_work` as the erasure rebuild jobs are
+(:mod:`eventstore.jobs`): the oldest runnable unit of a running job (queued, or
+running with an expired lease because its worker died) is marked running for
+one worker until its lease expires.
 """
 
 from __future__ import annotations
@@ -18,23 +20,22 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from eventstore.leased_work import LeasedQueue
+from eventstore.schema import rebuild_jobs as units
 from projections.storage.embedder_store import RecordedEmbedder
-from projections.storage.tables import (
-    nodes,
-    vector_rebuild_subjects,
-    vector_rebuilds,
-    vectors,
-)
+from projections.storage.tables import nodes, vector_rebuilds, vectors
 
-units = vector_rebuild_subjects
+#: This queue's kind of leased work.
+KIND = "reembed"
+#: What a unit rebuilds: the vector projection (``projections.vectors``), at its version.
+PROJECTION, PROJECTION_VERSION = "vector_state", 1
 
 #: One unit per subject of a running job, taken oldest job first, by stream id.
 QUEUE = LeasedQueue(
-    units,
-    key=("rebuild_id", "stream_id"),
+    KIND,
+    key=("request_id", "stream_id"),
     order=(vector_rebuilds.c.created_at, units.c.stream_id),
     parent=vector_rebuilds,
-    parent_on=vector_rebuilds.c.rebuild_id == units.c.rebuild_id,
+    parent_on=vector_rebuilds.c.rebuild_id == units.c.request_id,
     parent_runs=vector_rebuilds.c.status == "running",
 )
 
@@ -63,6 +64,7 @@ def create(
     stream_ids: Sequence[int],
     requested_by: str | None,
     now: datetime,
+    max_attempts: int,
 ) -> uuid.UUID:
     rebuild_id = uuid.uuid4()
     conn.execute(
@@ -83,11 +85,18 @@ def create(
             units.insert(),
             [
                 {
-                    "rebuild_id": rebuild_id,
+                    "job_id": uuid.uuid4(),
+                    "kind": KIND,
+                    "request_id": rebuild_id,
+                    "projection": PROJECTION,
+                    "projection_version": PROJECTION_VERSION,
                     "stream_id": stream_id,
                     "status": "queued",
                     "attempts": 0,
+                    "max_attempts": max_attempts,
+                    "run_after": now,
                     "nodes_embedded": 0,
+                    "created_at": now,
                 }
                 for stream_id in stream_ids
             ],
@@ -199,7 +208,7 @@ def existing_nodes(
 def open_units(conn: Connection, rebuild_id: uuid.UUID) -> int:
     """Units of the job not done yet (queued, running or failed)."""
     query = sa.select(sa.func.count()).where(
-        units.c.rebuild_id == rebuild_id, units.c.status != "done"
+        units.c.request_id == rebuild_id, units.c.kind == KIND, units.c.status != "done"
     )
     return int(conn.execute(query).scalar_one())
 
@@ -252,7 +261,7 @@ def _progress_of(conn: Connection, row: sa.Row[Any]) -> RebuildProgress:
             sa.func.count().filter(units.c.status == "done"),
             sa.func.coalesce(sa.func.sum(units.c.nodes_embedded), 0),
             sa.func.max(units.c.last_error),
-        ).where(units.c.rebuild_id == rebuild_id)
+        ).where(units.c.request_id == rebuild_id, units.c.kind == KIND)
     ).one()
     return RebuildProgress(
         rebuild_id=row.rebuild_id,

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
-from eventstore import schema
+from appdata import tables
 from oblivio.bootstrap import open_memory
 from oblivio.http import create_app
 from oblivio.http.throttle import FailedAuthThrottle
@@ -65,7 +65,7 @@ def test_sessions_are_stored_hashed_with_the_user_id_sealed(world: World) -> Non
     user = _signed_in(world, "user")
     token = user.cookies["oblivio_console"]
     with world.ctx.store.backend.read_connection() as conn:
-        rows = conn.execute(sa.select(schema.console_sessions)).all()
+        rows = conn.execute(sa.select(tables.console_sessions)).all()
     assert len(rows) == 1
     row = rows[0]
     assert (
@@ -103,19 +103,19 @@ def test_idle_sessions_end(world: World) -> None:
     assert response.status_code == 303
     assert response.headers["location"] == "/console/signin"
     with world.ctx.store.backend.read_connection() as conn:
-        left = conn.execute(sa.select(sa.func.count()).select_from(schema.console_sessions))
+        left = conn.execute(sa.select(sa.func.count()).select_from(tables.console_sessions))
         assert left.scalar_one() == 0
 
 
 def _set_last_seen(world: World, when: datetime) -> None:
     with world.ctx.store.transaction() as tx:
-        tx.connection.execute(schema.console_sessions.update().values(last_seen_at=when))
+        tx.connection.execute(tables.console_sessions.update().values(last_seen_at=when))
 
 
 def _last_seen(world: World) -> datetime:
     with world.ctx.store.backend.read_connection() as conn:
         seen: datetime = conn.execute(
-            sa.select(schema.console_sessions.c.last_seen_at)
+            sa.select(tables.console_sessions.c.last_seen_at)
         ).scalar_one()
     return seen
 
@@ -137,8 +137,8 @@ def test_a_key_that_expires_ends_its_sessions(world: World) -> None:
     assert auditor.get("/console/audit", follow_redirects=False).status_code == 200
     with world.ctx.store.transaction() as tx:
         tx.connection.execute(
-            schema.api_keys.update()
-            .where(schema.api_keys.c.key_id == issued.key.key_id)
+            tables.api_keys.update()
+            .where(tables.api_keys.c.key_id == issued.key.key_id)
             .values(expires_at=world.ctx.clock() - timedelta(seconds=1))
         )
     response = auditor.get("/console/audit", follow_redirects=False)

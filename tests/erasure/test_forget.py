@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from appdata import apikeys
 from certificates import merkle_root
 from eventstore import Erasure
 from oblivio import MemoryClient
@@ -287,9 +288,9 @@ def test_forget_revokes_the_subjects_api_keys_and_says_how_many(client: MemoryCl
     assert "revoked" in payload["api_keys"]["statement"]
     now = ctx.clock()
     for issued in alice_keys:
-        assert ctx.store.authenticate_api_key(issued.token, now) is None
+        assert apikeys.authenticate_token(ctx.store, issued.token, now) is None
     for issued in others:
-        assert ctx.store.authenticate_api_key(issued.token, now) is not None
+        assert apikeys.authenticate_token(ctx.store, issued.token, now) is not None
     [entry] = [
         line["entry"]
         for line in audit_entries(client)
@@ -301,7 +302,7 @@ def test_forget_revokes_the_subjects_api_keys_and_says_how_many(client: MemoryCl
     bob = seed_subject(client, BOB)
     deleted = client.verify_certificate(completed(client.delete_event(bob.event_ids[0], wait=True)))
     assert deleted["api_keys"] is None
-    assert ctx.store.authenticate_api_key(others[0].token, now) is not None
+    assert apikeys.authenticate_token(ctx.store, others[0].token, now) is not None
 
 
 def test_certificate_has_no_fields_beyond_the_documented_ones(client: MemoryClient) -> None:

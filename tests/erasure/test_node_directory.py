@@ -16,9 +16,9 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 
-import projections
 from eventstore.migrate import _config
 from oblivio import MemoryClient
+from oblivio.bootstrap import migration_locations, table_metadatas
 from oblivio.errors import NodeUnavailableError
 from projections import events as ev
 from projections.storage.tables import node_directory
@@ -96,7 +96,7 @@ def test_the_migration_gives_existing_nodes_their_entries(client: MemoryClient) 
     alice = seed_subject(client, ALICE)
     expected = directory(client)
     with engine(client).begin() as conn:
-        config = _config(conn, [projections.MIGRATIONS], [projections.metadata])
+        config = _config(conn, migration_locations(), table_metadatas())
         command.downgrade(config, "pj0001")  # the schema before the directory
         assert not sa.inspect(conn).has_table(node_directory.name)
         command.upgrade(config, "heads")

@@ -15,7 +15,7 @@ from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from eventstore import leases
+from appdata import leases
 from oblivio import MemoryClient
 from tests._threads import race
 from tests.erasure._support import audit_entries, seed_subject, wait_until

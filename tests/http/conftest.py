@@ -27,7 +27,8 @@ import sqlalchemy as sa
 import uvicorn
 from fastapi.testclient import TestClient
 
-from eventstore import START, apikeys, schema
+from appdata import apikeys
+from eventstore import START, schema
 from oblivio.bootstrap import build_worker_service, open_memory
 from oblivio.http import create_app
 from oblivio.http.server import HttpImplementation, uvicorn_config

@@ -13,8 +13,8 @@ import sys
 import pytest
 import sqlalchemy as sa
 
-from eventstore import apikeys, schema
-from eventstore.apikeys import Principal, VerifiedKeys
+from appdata import apikeys, tables
+from appdata.apikeys import Principal, VerifiedKeys
 from eventstore.errors import InvalidInputError
 from oblivio.settings import Settings
 from tests.http.conftest import World, create_key, revoke_key
@@ -41,8 +41,8 @@ def revoke_elsewhere(world: World, token: str) -> None:
     key_id = token.split("_")[1]
     with world.ctx.store.transaction() as tx:
         tx.connection.execute(
-            sa.update(schema.api_keys)
-            .where(schema.api_keys.c.key_id == key_id)
+            sa.update(tables.api_keys)
+            .where(tables.api_keys.c.key_id == key_id)
             .values(revoked_at=world.ctx.clock())
         )
 

@@ -41,8 +41,9 @@ from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from mcp.server.mcpserver import MCPServer
 
+from appdata import apikeys, tables
 from certificates import CertificateVerificationError, sign
-from eventstore import apikeys, exports, schema
+from eventstore import exports, schema
 from oblivio.cli import main
 from oblivio.console import pages as console_pages
 from oblivio.http.auth import NAMESPACE_HEADER
@@ -120,8 +121,8 @@ def holdings(ctx: MemoryContext, namespace: str) -> tuple[int, ...]:
         .select_from(schema.erasure_requests)
         .where(schema.erasure_requests.c.namespace == namespace),
         sa.select(sa.func.count())
-        .select_from(schema.api_keys)
-        .where(schema.api_keys.c.namespace == namespace, schema.api_keys.c.revoked_at.is_not(None)),
+        .select_from(tables.api_keys)
+        .where(tables.api_keys.c.namespace == namespace, tables.api_keys.c.revoked_at.is_not(None)),
     ]
     with ctx.store.reading() as view:
         return tuple(int(view.connection.execute(q).scalar_one()) for q in queries)
@@ -144,7 +145,7 @@ def secrets_of(ctx: MemoryContext, namespace: str) -> set[str]:
             schema.erasure_requests.c.request_id == schema.certificates.c.request_id,
         )
         .where(schema.erasure_requests.c.namespace == namespace),
-        sa.select(schema.api_keys.c.key_id).where(schema.api_keys.c.namespace == namespace),
+        sa.select(tables.api_keys.c.key_id).where(tables.api_keys.c.namespace == namespace),
     ]
     keys = sa.select(streams.c.subject_key).where(streams.c.namespace == namespace)
     with ctx.store.reading() as view:
@@ -260,7 +261,7 @@ def call_tool(server: MCPServer, name: str, arguments: dict[str, Any]) -> tuple[
 
 def check_tools(here: Tenant, there: Tenant, findings: Findings) -> None:
     for principal in ("user", "operator", "cluster"):  # auditors have no tools
-        who = here.ctx.store.authenticate_api_key(here.tokens[principal], here.ctx.clock())
+        who = apikeys.authenticate_token(here.ctx.store, here.tokens[principal], here.ctx.clock())
         assert who is not None
         server = build_mcp_server(here.ctx.tenant(here.ctx.namespace, cluster_wide=True), who)
         user = None if principal == "user" else ALICE

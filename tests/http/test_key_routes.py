@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from eventstore import apikeys
+from appdata import apikeys
 from eventstore.errors import InvalidInputError
 from oblivio.memory import api_keys
 from tests.http.conftest import ALICE, World, log_size

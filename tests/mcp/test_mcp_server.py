@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from eventstore import apikeys
+from appdata import apikeys
 from oblivio.bootstrap import open_memory
 from oblivio.cli import main
 from oblivio.memory import compliance

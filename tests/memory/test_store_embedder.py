@@ -9,11 +9,10 @@ import sqlalchemy as sa
 from alembic import command
 from click.testing import CliRunner
 
-import projections
 from eventstore import create_backend
 from eventstore.migrate import _config
 from oblivio import MemoryClient
-from oblivio.bootstrap import database_url
+from oblivio.bootstrap import database_url, migration_locations
 from oblivio.cli import main
 from oblivio.memory import queries
 from oblivio.settings import Settings
@@ -119,9 +118,9 @@ def test_a_store_made_before_the_upgrade_keeps_the_hashing_embedder(
     backend = create_backend(database_url(fresh_settings))
     try:
         with backend.engine.begin() as conn:
-            command.downgrade(_config(conn, [projections.MIGRATIONS], []), "pj0002")
+            command.downgrade(_config(conn, migration_locations(), []), "pj0002")
         with backend.engine.begin() as conn:
-            command.upgrade(_config(conn, [projections.MIGRATIONS], []), "heads")
+            command.upgrade(_config(conn, migration_locations(), []), "heads")
         with backend.engine.connect() as conn:
             recorded = conn.execute(sa.select(vector_embedders)).one()
     finally:

@@ -1,5 +1,5 @@
-"""The one lease implementation (eventstore/leased_work.py), as both queues use it: erasure
-rebuild jobs and re-embedding units, on both backends.
+"""The one lease implementation (eventstore/leased_work.py), as both kinds of leased work
+in its one table use it: erasure rebuild jobs and re-embedding units, on both backends.
 
 Each queue is filled through the product (a forget; a re-embedding job), then
 claimed, kept and released directly, with a clock the test moves.
@@ -45,7 +45,7 @@ def reembed_units(client: MemoryClient) -> Filled:
         client.store(f"{user} likes tea", user_id=user)
     client.context.runner.run_pending()
     client.context.reembedder.start(RebuildRequest())
-    return Filled(vector_rebuilds.QUEUE, lambda row: (row.rebuild_id, row.stream_id), 2)
+    return Filled(vector_rebuilds.QUEUE, lambda row: (row.request_id, row.stream_id), 2)
 
 
 @pytest.fixture(params=[rebuild_jobs, reembed_units], ids=["rebuild-jobs", "reembed-units"])
@@ -110,3 +110,12 @@ def test_a_released_item_is_queued_again_or_failed_for_good(
     retaken = [claim(fresh_memory, filled, "u", later) for _ in range(filled.items)]
     assert key not in {filled.key(r) for r in retaken if r is not None}
     assert claim(fresh_memory, filled, "u", later) is None
+
+
+def test_each_kind_claims_only_its_own_work(fresh_memory: MemoryClient) -> None:
+    """Both kinds of work in the one table at once: a queue never takes the other's."""
+    erasure, reembed = rebuild_jobs(fresh_memory), reembed_units(fresh_memory)
+    for filled, kind in ((erasure, "erasure"), (reembed, "reembed")):
+        claimed = [claim(fresh_memory, filled, "w", T0) for _ in range(filled.items)]
+        assert all(row is not None and row.kind == kind for row in claimed)
+        assert claim(fresh_memory, filled, "w", T0) is None  # the other kind's items wait

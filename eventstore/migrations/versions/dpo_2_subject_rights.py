@@ -1,7 +1,8 @@
-"""The data-protection officer's desk: restrictions, legal holds, the request register
+"""Restriction of processing (GDPR Art. 18): the current state of each restricted subject
 
-Content-free: subjects by keyed hash, actors by keyed hash, grounds from fixed
-vocabularies and references as identifiers.
+The record is the restriction events in the subject's own stream; ``subject_restrictions``
+holds their current state for the automated paths to ask.  ``erasure_requests`` records
+whether a forgotten subject was restricted (their certificate says so).
 """
 
 from __future__ import annotations
@@ -13,9 +14,6 @@ from eventstore.migrations.ops import Digest, column, create_table, drop_table
 
 revision = "es_dpo_2"
 down_revision = "es_dpo_1"
-
-HOLD_INDEXES = [["namespace", "subject_key"]]
-REQUEST_INDEXES = [["namespace", "received_at"], ["namespace", "subject_key"]]
 
 
 def upgrade() -> None:
@@ -29,47 +27,9 @@ def upgrade() -> None:
         column("restricted_at", sa.DateTime()),
         key=["namespace", "subject_key"],
     )
-    create_table(
-        "legal_holds",
-        column("hold_id", sa.Uuid()),
-        column("namespace", sa.String(length=64)),
-        column("subject_key", Digest),
-        column("ground", sa.String(length=32)),
-        column("reference", sa.String(length=64)),
-        column("placed_at", sa.DateTime()),
-        column("placed_by", sa.String(length=64), null=True),
-        column("lifted_at", sa.DateTime(), null=True),
-        column("lifted_by", sa.String(length=64), null=True),
-        key=["hold_id"],
-        indexes=HOLD_INDEXES,
-    )
-    create_table(
-        "subject_requests",
-        column("request_id", sa.Uuid()),
-        column("namespace", sa.String(length=64)),
-        column("subject_key", Digest),
-        column("kind", sa.String(length=32)),
-        column("reference", sa.String(length=64), null=True),
-        column("received_at", sa.DateTime()),
-        column("legal_deadline_at", sa.DateTime()),
-        column("extended_deadline_at", sa.DateTime(), null=True),
-        column("extension_reason", sa.String(length=32), null=True),
-        column("operational_deadline_at", sa.DateTime()),
-        column("status", sa.String(length=16)),
-        column("outcome", sa.String(length=64), null=True),
-        column("completed_at", sa.DateTime(), null=True),
-        column("overdue_at", sa.DateTime(), null=True),
-        column("erasure_request_id", sa.Uuid(), null=True),
-        column("requested_by", sa.String(length=64), null=True),
-        sa.UniqueConstraint("erasure_request_id", name="uq_subject_requests_erasure_request_id"),
-        key=["request_id"],
-        indexes=REQUEST_INDEXES,
-    )
 
 
 def downgrade() -> None:
-    drop_table("subject_requests", indexes=REQUEST_INDEXES)
-    drop_table("legal_holds", indexes=HOLD_INDEXES)
     drop_table("subject_restrictions")
     with op.batch_alter_table("erasure_requests") as batch:
         batch.drop_column("subject_restricted")

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from eventstore.schema import scheduler_leases
+from appdata.tables import scheduler_leases
 from eventstore.transaction import Transaction
 
 

@@ -28,10 +28,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from eventstore import crypto
+from appdata.tables import api_keys
+from eventstore import EventStore, crypto
 from eventstore.errors import InvalidInputError
 from eventstore.ids import check_namespace
-from eventstore.schema import api_keys
 
 PRINCIPALS = frozenset({"user", "operator", "auditor"})
 KEY_PREFIX = "obl"
@@ -135,6 +135,12 @@ def authenticate(conn: Connection, token: str, now: datetime) -> Principal | Non
     if row.sealed_user_id is not None:
         user_id = crypto.decrypt(_secret_key(secret), row.sealed_user_id, key_id.encode()).decode()
     return Principal(row.key_id, row.principal, user_id, row.expires_at, namespace=row.namespace)
+
+
+def authenticate_token(store: EventStore, token: str, now: datetime) -> Principal | None:
+    """``authenticate`` on the store's database, in a statement of its own."""
+    with store.backend.statement_reads() as conn:
+        return authenticate(conn, token, now)
 
 
 #: Which keys a caller may see: those of one namespace, or every key (``ALL_NAMESPACES``).

@@ -16,8 +16,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from appdata.tables import apscheduler_jobs, scheduler_leases
 from eventstore.erasure import OPEN_STATUSES, in_namespace
-from eventstore.schema import apscheduler_jobs, erasure_requests, rebuild_jobs, scheduler_leases
+from eventstore.schema import erasure_requests, rebuild_jobs
 
 Row = sa.Row[Any]
 

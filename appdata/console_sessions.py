@@ -17,9 +17,9 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from appdata.apikeys import Principal
+from appdata.tables import api_keys, console_sessions
 from eventstore import crypto
-from eventstore.apikeys import Principal
-from eventstore.schema import api_keys, console_sessions
 
 
 def _hash(token: str) -> bytes:
