@@ -52,6 +52,8 @@ SECURITY_HEADERS = {
 #: The pages each principal's navigation offers: (path, label).
 NAVIGATION: dict[str, list[tuple[str, str]]] = {
     "operator": [
+        ("/console/people", "People"),
+        ("/console/register", "Register"),
         ("/console/requests", "Erasure requests"),
         ("/console/audit", "Audit trail"),
         ("/console/health", "Health"),
@@ -59,6 +61,7 @@ NAVIGATION: dict[str, list[tuple[str, str]]] = {
         ("/console/verify", "Verify a certificate"),
     ],
     "auditor": [
+        ("/console/register", "Register"),
         ("/console/requests", "Erasure requests"),
         ("/console/audit", "Audit trail"),
         ("/console/health", "Health"),
