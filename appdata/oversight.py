@@ -73,14 +73,17 @@ def list_requests(
 
 
 def job_attempts(conn: Connection, request_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Row]:
-    """Per request: attempts over its jobs and the latest job error."""
+    """Per request: the most attempts any one of its jobs made (each job retries on its
+    own, so a sum would count two jobs' first tries as a second attempt), the job
+    limit, and the latest job error."""
     if not request_ids:
         return {}
     jobs = rebuild_jobs.c
     rows = conn.execute(
         sa.select(
             jobs.request_id,
-            sa.func.sum(jobs.attempts).label("attempts"),
+            sa.func.max(jobs.attempts).label("attempts"),
+            sa.func.max(jobs.max_attempts).label("max_attempts"),
             sa.func.max(jobs.last_error).label("last_error"),
             sa.func.count().label("jobs"),
             sa.func.sum(sa.case((jobs.status == "done", 1), else_=0)).label("done"),

@@ -73,3 +73,51 @@ console_sessions = sa.Table(
     sa.Column("created_at", UTCDateTime(), nullable=False),
     sa.Column("last_seen_at", UTCDateTime(), nullable=False),
 )
+
+# -- the data-protection officer's desk (oblivio.memory.dpo) ---------------------------
+# Content-free: subjects by keyed hash, actors by keyed hash, grounds from fixed
+# vocabularies, references as identifiers (a ticket or letter id, never prose).
+
+# Legal holds (Art. 17(3)(e)): while a hold is in place (``lifted_at`` null) the
+# subject's erasure is refused with the hold's ground; retention sweeps skip them.
+legal_holds = sa.Table(
+    "legal_holds",
+    metadata,
+    sa.Column("hold_id", sa.Uuid, primary_key=True),
+    sa.Column("namespace", sa.String(64), nullable=False),
+    sa.Column("subject_key", sa.LargeBinary(32), nullable=False),
+    sa.Column("ground", sa.String(32), nullable=False),
+    sa.Column("reference", sa.String(64), nullable=False),
+    sa.Column("placed_at", UTCDateTime(), nullable=False),
+    sa.Column("placed_by", sa.String(64), nullable=True),  # hex keyed hash of the actor
+    sa.Column("lifted_at", UTCDateTime(), nullable=True),
+    sa.Column("lifted_by", sa.String(64), nullable=True),
+    sa.Index(None, "namespace", "subject_key"),
+)
+
+# The request register: one row per data-subject request of any kind (erasure,
+# access/portability, restriction), with its legal deadline (Art. 12(3): a month,
+# extendable by two with a recorded reason) beside the operational one.  An
+# erasure's progress stays in ``erasure_requests`` (``erasure_request_id``).
+subject_requests = sa.Table(
+    "subject_requests",
+    metadata,
+    sa.Column("request_id", sa.Uuid, primary_key=True),
+    sa.Column("namespace", sa.String(64), nullable=False),
+    sa.Column("subject_key", sa.LargeBinary(32), nullable=False),
+    sa.Column("kind", sa.String(32), nullable=False),  # erasure | access | restriction
+    sa.Column("reference", sa.String(64), nullable=True),
+    sa.Column("received_at", UTCDateTime(), nullable=False),
+    sa.Column("legal_deadline_at", UTCDateTime(), nullable=False),
+    sa.Column("extended_deadline_at", UTCDateTime(), nullable=True),
+    sa.Column("extension_reason", sa.String(32), nullable=True),
+    sa.Column("operational_deadline_at", UTCDateTime(), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),  # open | completed | refused | failed
+    sa.Column("outcome", sa.String(64), nullable=True),
+    sa.Column("completed_at", UTCDateTime(), nullable=True),
+    sa.Column("overdue_at", UTCDateTime(), nullable=True),
+    sa.Column("erasure_request_id", sa.Uuid, nullable=True, unique=True),
+    sa.Column("requested_by", sa.String(64), nullable=True),  # hex keyed hash of the actor
+    sa.Index(None, "namespace", "received_at"),
+    sa.Index(None, "namespace", "subject_key"),
+)

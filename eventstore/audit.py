@@ -23,7 +23,7 @@ AUDIT_EVENT_PREFIX = "audit."
 
 _ACTION = re.compile(r"[a-z][a-z0-9_.]{0,63}")
 _HEX = re.compile(r"[0-9a-f]{1,128}")
-_REF = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+_REF = re.compile(r"[A-Za-z0-9_.:/-]{1,128}")  # ids, and references such as letter ids
 
 
 @dataclass(frozen=True)

@@ -78,3 +78,22 @@ class KekRetiredError(KeyUnavailableError):
 
 class IntegrityViolationError(OblivioError):
     """Stored data failed an integrity check."""
+
+
+class SubjectRestrictedError(ConflictError):
+    """Processing of this subject is restricted (GDPR Art. 18): nothing new is written
+    for them unless the operator acts on the restriction request."""
+
+
+class LegalHoldError(ConflictError):
+    """The subject is under a legal hold (GDPR Art. 17(3)); the erasure was refused."""
+
+    def __init__(self, ground: str, reference: str, request_id: object = None) -> None:
+        super().__init__(
+            f"erasure refused: the subject is under a legal hold on ground {ground} "
+            f"(reference {reference}); it was recorded in the register and can be run "
+            "again once the hold is lifted"
+        )
+        self.ground = ground
+        self.reference = reference
+        self.request_id = request_id

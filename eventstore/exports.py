@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 import struct
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from eventstore import crypto
+from eventstore.audit_index import AuditQuery
 from eventstore.model import RecordedEvent
 from eventstore.store import EventStore
 
@@ -46,20 +47,25 @@ def audit_slice(
     since: datetime | None = None,
     until: datetime | None = None,
     namespace: str | None = ALL_NAMESPACES,
+    filters: Mapping[str, str] | None = None,
 ) -> AuditSlice:
     """The audit entries recorded in ``[since, until)`` (of ``namespace`` only, if
-    given), each with its chain link, and the chain's head."""
+    given, and matching ``filters``: ``action``, ``subject_ref``, ``actor_ref``),
+    each with its chain link, and the chain's head.
+
+    A slice that leaves entries out between its first line and the head (one
+    namespace's, or filtered) carries their chain inputs as gap records.
+    """
+    query = AuditQuery(namespace, since=since, until=until, **dict(filters or {}))
+    gapped = namespace is not ALL_NAMESPACES or bool(query.filters)
     events = store.read_audit()
     link = _genesis(events[0]) if events else crypto.GENESIS_HASH
     chosen: list[dict[str, Any]] = []
     gaps: list[dict[str, Any]] = []
     for event in events:
-        inside = (since is None or event.recorded_at >= since) and (
-            until is None or event.recorded_at < until
-        )
-        if inside and (namespace is ALL_NAMESPACES or _namespace(event) == namespace):
+        if query.matches(event):
             chosen.append(_line(event, link))
-        elif chosen and namespace is not ALL_NAMESPACES:
+        elif chosen and gapped:
             gaps.append(_gap(event))
         link = event.chain_hash
     head = events[-1].chain_hash if events else crypto.GENESIS_HASH
@@ -69,7 +75,7 @@ def audit_slice(
         previous,
         head.hex(),
         events[-1].version if events else 0,
-        None if namespace is ALL_NAMESPACES else gaps,
+        gaps if gapped else None,
     )
 
 
@@ -85,7 +91,8 @@ def _genesis(event: RecordedEvent) -> bytes:
     return crypto.stream_genesis(ref.namespace, ref.subject_key, ref.generation)
 
 
-def _line(event: RecordedEvent, link: bytes) -> dict[str, Any]:
+def entry_line(event: RecordedEvent) -> dict[str, Any]:
+    """An audit entry as an export line holds it, without its chain link."""
     return {
         "event_id": str(event.event_id),
         "version": event.version,
@@ -93,11 +100,14 @@ def _line(event: RecordedEvent, link: bytes) -> dict[str, Any]:
         "schema_version": event.schema_version,
         "recorded_at": event.recorded_at.isoformat(),
         "digest": event.digest.hex(),
-        "previous_chain_hash": link.hex(),
         "chain_hash": event.chain_hash.hex(),
         "namespace": _namespace(event),
         "entry": event.data,
     }
+
+
+def _line(event: RecordedEvent, link: bytes) -> dict[str, Any]:
+    return entry_line(event) | {"previous_chain_hash": link.hex()}
 
 
 def _gap(event: RecordedEvent) -> dict[str, Any]:

@@ -162,6 +162,9 @@ erasure_requests = sa.Table(
     sa.Column("error", sa.String(500), nullable=True),
     # forget: the subject's user API keys it revoked; null for other kinds.
     sa.Column("api_keys_revoked", sa.Integer, nullable=True),
+    # forget: whether processing of the subject was restricted (Art. 18) when it was
+    # erased (the restriction ends with the data); null for other kinds and before.
+    sa.Column("subject_restricted", sa.Boolean, nullable=True),
 )
 
 # The one table of leased work (eventstore.leased_work), one queue per ``kind``:
@@ -212,4 +215,45 @@ store_identity = sa.Table(
     metadata,
     sa.Column("name", sa.String(32), primary_key=True),
     sa.Column("value", sa.String(64), nullable=False),
+)
+
+# One row per audit entry: the entry's content-free fields the audit page filters
+# on (no more than the entry itself holds), so a page of the newest entries, or of
+# one subject's, reads that page and not the whole audit stream.  Written in the
+# transaction that appends the entry; entries older than the table are indexed
+# from the stream on first use (``eventstore.audit_index``).
+audit_index = sa.Table(
+    "audit_index",
+    metadata,
+    sa.Column("version", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("event_id", sa.Uuid, nullable=False),
+    sa.Column("recorded_at", UTCDateTime(), nullable=False),
+    sa.Column("namespace", sa.String(64), nullable=True),
+    sa.Column("action", sa.String(64), nullable=False),
+    sa.Column("subject_ref", sa.String(128), nullable=True),
+    sa.Column("actor_ref", sa.String(128), nullable=True),
+    sa.Index(None, "namespace", "version"),
+    sa.Index(None, "subject_ref", "version"),
+    sa.Index(None, "actor_ref", "version"),
+    sa.Index(None, "action", "version"),
+    sa.Index(None, "recorded_at"),
+)
+
+# -- the data-protection officer's desk ---------------------------------------------
+# Content-free like the erasure bookkeeping: subjects by keyed hash, actors by keyed
+# hash, grounds from fixed vocabularies, references as identifiers (a ticket or
+# letter id, never prose).
+
+# Subjects whose processing is restricted (GDPR Art. 18) now.  The record is the
+# restriction events in the subject's own stream; this row is their current state,
+# written in the same transaction, so every automated path can ask one indexed
+# question under the stream lock.  A forget deletes it with the stream.
+subject_restrictions = sa.Table(
+    "subject_restrictions",
+    metadata,
+    sa.Column("namespace", sa.String(64), primary_key=True),
+    sa.Column("subject_key", sa.LargeBinary(32), primary_key=True),
+    sa.Column("ground", sa.String(32), nullable=False),
+    sa.Column("reference", sa.String(64), nullable=False),
+    sa.Column("restricted_at", UTCDateTime(), nullable=False),
 )

@@ -11,10 +11,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from eventstore import audit_index, subject_rights
 from eventstore.audit import AUDIT_NAMESPACE, AUDIT_SUBJECT, AuditEntry
+from eventstore.audit_index import AuditQuery
 from eventstore.backends.port import Backend
 from eventstore.batch import encode_batch
 from eventstore.codec import DEFAULT_MAX_EVENT_BYTES, EventCodec, SubjectCipher
+from eventstore.crypto import GENESIS_HASH
 from eventstore.ids import check_namespace, check_subject
 from eventstore.integrity import select_streams, verify_streams
 from eventstore.keys import KeyProvider
@@ -40,10 +43,12 @@ from eventstore.reader import (
     select_event_columns,
     subject_cipher,
 )
+from eventstore.schema import audit_index as audit_index_table
 from eventstore.schema import events, streams
 from eventstore.transaction import Clock, Transaction
 
 DEFAULT_PAGE_SIZE = 500
+_AUDIT_INDEX_BATCH = 2000  # audit entries indexed per transaction when catching up
 _NO_LIMIT = 2**62  # "no bound" as a number both databases take for a version and a LIMIT
 
 #: ``(index, count)``: the streams whose id modulo ``count`` equals ``index``.
@@ -225,6 +230,41 @@ class EventStore:
         key = self.codec.subject_key(AUDIT_NAMESPACE, AUDIT_SUBJECT)
         return self._read_latest_stream(AUDIT_NAMESPACE, key, _STREAM_FORWARDS, 1, None)
 
+    def audit_page(
+        self, query: AuditQuery, limit: int, offset: int = 0
+    ) -> tuple[list[RecordedEvent], int]:
+        """One page of the audit entries ``query`` selects, newest first, and how many
+        it selects: found in the audit index, read from the stream by id."""
+        self._index_audit_entries()
+        with self.backend.statement_reads() as conn:
+            ids, total = audit_index.page(conn, query, limit, offset)
+        entries = self.get_events(ids)  # ids of audit entries only
+        return sorted(entries, key=lambda e: e.version, reverse=True), total
+
+    def audit_head(self) -> tuple[int, bytes]:
+        """The audit stream's head: its version (0: no entry yet) and chain hash."""
+        key = self.codec.subject_key(AUDIT_NAMESPACE, AUDIT_SUBJECT)
+        with self.backend.statement_reads() as conn:
+            row = conn.execute(LATEST_STREAM, latest_stream_params(AUDIT_NAMESPACE, key)).first()
+        return (0, GENESIS_HASH) if row is None else (row.version, row.chain_hash)
+
+    def _index_audit_entries(self) -> None:
+        """Index the audit entries written before the index existed (once)."""
+        head_version, _ = self.audit_head()
+        with self.backend.statement_reads() as conn:
+            missing = audit_index.missing_versions(conn, head_version)
+        key = self.codec.subject_key(AUDIT_NAMESPACE, AUDIT_SUBJECT)
+        for first, last in missing:
+            for start in range(first, last + 1, _AUDIT_INDEX_BATCH):
+                size = min(_AUDIT_INDEX_BATCH, last + 1 - start)
+                found = self._read_latest_stream(
+                    AUDIT_NAMESPACE, key, _STREAM_FORWARDS, start, size
+                )
+                with self.transaction() as tx:
+                    audit_index.record(
+                        tx.connection, tx.insert_unless_present(audit_index_table), found
+                    )
+
     def _read_latest_stream(
         self, namespace: str, key: bytes, query: sa.Select[Any], version: int, limit: int | None
     ) -> list[RecordedEvent]:
@@ -355,6 +395,14 @@ class EventStore:
         """The cipher of a stream's data key for reading projections, or ``None`` once destroyed."""
         with self.backend.read_connection() as conn:
             return subject_cipher(conn, self.codec, stream_id)
+
+    def processing_restricted(self, namespace: str, subject: str) -> bool:
+        """Whether processing of the subject is restricted now (GDPR Art. 18): the
+        predicate read paths ask; writers ask ``Transaction.processing_restricted``
+        under the stream lock."""
+        key = self.subject_key(namespace, subject)
+        with self.backend.statement_reads() as conn:
+            return subject_rights.is_restricted(conn, namespace, key)
 
     def subject_ref(self, namespace: str, subject: str) -> str:
         """The pseudonymous reference (hex keyed hash) of a subject."""

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.dml import Insert
 
-from eventstore import crypto
+from eventstore import audit_index, crypto, subject_rights
 from eventstore.audit import AUDIT_NAMESPACE, AUDIT_SUBJECT, AuditEntry
 from eventstore.backends.port import Backend
 from eventstore.batch import encode_batch, recorded_events, seal_batch
@@ -29,9 +29,10 @@ from eventstore.errors import (
     InvalidInputError,
     KeyUnavailableError,
     OperationalError,
+    SubjectRestrictedError,
     WrongExpectedVersionError,
 )
-from eventstore.ids import check_namespace, check_subject
+from eventstore.ids import SYSTEM_NAMESPACE, check_namespace, check_subject
 from eventstore.model import (
     ANY,
     ExpectedVersion,
@@ -50,6 +51,7 @@ from eventstore.reader import (
     subject_cipher,
 )
 from eventstore.rewrap import rewrap_batch
+from eventstore.schema import audit_index as audit_index_table
 from eventstore.schema import data_keys, events, streams
 
 Clock = Callable[[], datetime]
@@ -218,8 +220,12 @@ class Transaction:
         return self._append_encoded(self._open(namespace, subject_key), encoded, expected_version)
 
     def append_audit(self, entry: AuditEntry) -> RecordedEvent:
-        """Append one entry to the content-free audit stream."""
-        return self._append(AUDIT_NAMESPACE, AUDIT_SUBJECT, [entry.to_event()], ANY)[0]
+        """Append one entry to the content-free audit stream, and index it."""
+        recorded = self._append(AUDIT_NAMESPACE, AUDIT_SUBJECT, [entry.to_event()], ANY)[0]
+        audit_index.record(
+            self.connection, self.insert_unless_present(audit_index_table), [recorded]
+        )
+        return recorded
 
     def cipher(self, stream_id: int) -> SubjectCipher | None:
         """The cipher of a stream's data key, or ``None`` once the key is destroyed."""
@@ -270,7 +276,29 @@ class Transaction:
                 return replayed
         if expected_version is not ANY and expected_version != stream.version:
             raise WrongExpectedVersionError(int(expected_version), stream.version)
+        self._refuse_if_restricted(stream, encoded)
         return self._write(stream, encoded)
+
+    def processing_restricted(self, stream: LockedStream) -> bool:
+        """Whether processing of the stream's subject is restricted (GDPR Art. 18).
+
+        The one predicate every automated path asks under the stream lock before it
+        reads or decides anything about the subject (claim extraction, archiving,
+        likely updates); a restriction cannot start or end while the lock is held.
+        """
+        if stream.ref.namespace == SYSTEM_NAMESPACE:
+            return False
+        return subject_rights.is_restricted(
+            self.connection, stream.ref.namespace, stream.ref.subject_key
+        )
+
+    def _refuse_if_restricted(self, stream: LockedStream, encoded: Sequence[EncodedEvent]) -> None:
+        """New writes for a restricted subject are refused, except the restriction's own
+        events and what an operator writes acting on the restriction request."""
+        if all(e.type in subject_rights.RESTRICTION_EVENTS for e in encoded):
+            return
+        if subject_rights.acting_reference() is None and self.processing_restricted(stream):
+            raise SubjectRestrictedError()
 
     def _replayed(
         self, stream: LockedStream, encoded: Sequence[EncodedEvent]

@@ -21,6 +21,7 @@ import click
 
 from oblivio import json_text
 from oblivio.cli_archive import archive
+from oblivio.cli_dpo import dpo
 from oblivio.cli_rebuild import rebuild
 from oblivio.cli_support import embedder_option, friendly_errors, settings_from
 
@@ -622,4 +623,5 @@ COMMANDS = [
     mcp,
     rebuild,
     archive,
+    dpo,
 ]

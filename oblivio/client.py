@@ -18,7 +18,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from eventstore.ids import check_namespace
 from oblivio.bootstrap import open_memory
-from oblivio.memory import commands, compliance, inputs, items, queries, updates
+from oblivio.memory import commands, compliance, dpo, inputs, items, queries, updates
 from oblivio.memory import ingest as ingestion
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.digests import replay_comparison
@@ -134,6 +134,13 @@ class _Operations(_UserOperations):
     jwks = _Operation(compliance.jwks)
     verify_certificate = _Operation(compliance.verify_certificate)
     export_audit = _Operation(compliance.export_audit)
+    # The data-protection officer's desk (oblivio.memory.dpo): operator operations.
+    look_up_person = _Operation(dpo.look_up)
+    restrict = _Operation(dpo.restrict)
+    lift_restriction = _Operation(dpo.lift_restriction)
+    place_legal_hold = _Operation(dpo.place_hold)
+    lift_legal_hold = _Operation(dpo.lift_hold)
+    request_register = _Operation(dpo.register)
 
 
 class _UserHandle:

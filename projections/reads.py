@@ -91,11 +91,30 @@ class GraphReads:
         return queries.one_event_per_subject(self._conn, namespace)
 
     def events_recorded_before(
-        self, namespace: str, scope: Scope, cutoff: datetime, limit: int
+        self,
+        namespace: str,
+        scope: Scope,
+        cutoff: datetime,
+        limit: int,
+        *,
+        skip_subjects: Collection[bytes] = (),
     ) -> list[uuid.UUID]:
         """Live memory events of ``scope`` in ``namespace`` recorded before ``cutoff``
-        (the retention sweep's), oldest first."""
-        return queries.events_recorded_before(self._conn, namespace, scope, cutoff, limit)
+        (the retention sweep's), oldest first, none of the subjects in ``skip_subjects``."""
+        return queries.events_recorded_before(
+            self._conn, namespace, scope, cutoff, limit, skip_subjects=skip_subjects
+        )
+
+    def subjects_with_events_before(
+        self, namespace: str, scope: Scope, cutoff: datetime, subjects: Collection[bytes]
+    ) -> int:
+        """How many of ``subjects`` a retention sweep with ``cutoff`` skipped."""
+        return queries.subjects_with_events_before(self._conn, namespace, scope, cutoff, subjects)
+
+    def current_counts(self, stream_id: int) -> list[tuple[str, str, int]]:
+        """(scope, node type, count) of the stream's current (not superseded) nodes:
+        content-free, nothing decrypted."""
+        return queries.current_counts(self._conn, stream_id)
 
     def live_memory_events(
         self, stream_id: int, event_ids: Collection[uuid.UUID]

@@ -195,7 +195,8 @@ def test_an_older_database_keeps_its_keys_and_sessions_when_appdata_adopts_them(
             who = apikeys.Principal(key.key_id, "operator", None, namespace="default")
             token = console_sessions.open_session(conn, who, utc_now())
 
-        assert "ap0001" in upgrade_schema(backend.engine).after
+        upgraded = upgrade_schema(backend.engine)
+        assert upgraded.after - upgraded.before  # the appdata branch, to its head
         assert schema_differences(backend.engine, TABLES) == []
         with backend.engine.connect() as conn:
             assert key in apikeys.list_keys(conn, apikeys.ALL_NAMESPACES)

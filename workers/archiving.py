@@ -102,7 +102,8 @@ class Archiver:
         """Move the stream to its tier: how many nodes archived and un-archived."""
         with self.store.transaction() as tx:
             stream = tx.lock_stream(stream_id)
-            if stream is None or stream.closed_at is not None:
+            # No automated decision about a restricted subject (Art. 18).
+            if stream is None or stream.closed_at is not None or tx.processing_restricted(stream):
                 return 0, 0
             # Read under the lock: what a concurrent pass moved is seen here.
             every = GraphReads(tx).stream_nodes(stream_id)

@@ -47,6 +47,15 @@ def _erasure_statement(request: Any) -> str:
     return f"{request.events_erased} event(s) of the subject were erased."
 
 
+def _subject(request: Any) -> dict[str, Any]:
+    subject = {"reference": request.subject_key.hex(), "namespace": request.namespace}
+    if request.subject_restricted:
+        # Erasure overrides a restriction of processing (Art. 18); the certificate
+        # says one was in place, and ended with the data.
+        subject["restricted_when_erased"] = True
+    return subject
+
+
 def _api_keys(revoked: int | None) -> dict[str, Any] | None:
     """What the erasure did to the subject's API keys; None where it leaves them (one event)."""
     if revoked is None:
@@ -125,7 +134,7 @@ class Certifier:
                 "reason": request.reason,
                 "requested_by": request.requested_by,
             },
-            "subject": {"reference": request.subject_key.hex(), "namespace": request.namespace},
+            "subject": _subject(request),
             "erasure": {
                 # A forget of a subject the store never held anything of is certified
                 # too (the person asked); this says so, rather than leaving it to be

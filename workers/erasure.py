@@ -13,6 +13,7 @@ finish issues the certificate.
 
 from __future__ import annotations
 
+import calendar
 import json
 import uuid
 from collections.abc import Callable, Sequence
@@ -21,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from appdata import apikeys
+from appdata import subject_requests as register_sql
 from certificates import merkle_root
 from eventstore import (
     AuditEntry,
@@ -30,10 +32,11 @@ from eventstore import (
     Subject,
     Tombstone,
     Transaction,
+    subject_rights,
 )
 from eventstore import erasure as requests
 from eventstore import jobs as job_queue
-from eventstore.errors import EventUnavailableError
+from eventstore.errors import EventUnavailableError, LegalHoldError
 from eventstore.ids import check_namespace, check_subject, parse_uuid
 from projections import events as ev
 from projections.registry import ProjectionRegistry
@@ -46,6 +49,7 @@ class JobStatus:
     status: str
     attempts: int
     last_error: str | None
+    max_attempts: int = 0
 
 
 @dataclass(frozen=True)
@@ -92,12 +96,19 @@ class Eraser:
         reason: str = "user_request",
         legal_ground: str,
         actor_id: str | None = None,
+        reference: str | None = None,
     ) -> uuid.UUID:
-        """Erase every event of the subject's current stream generation; the request id."""
+        """Erase every event of the subject's current stream generation; the request id.
+
+        ``reference`` (a ticket or letter id) goes into the request register.  A
+        subject under a legal hold is not erased: the refusal is recorded (register,
+        audit) and ``LegalHoldError`` names the hold's ground.
+        """
         check_namespace(namespace)
         user = check_subject(user_id)
         check_reason(reason)
         check_legal_ground(legal_ground)
+        asked = _Asked(reason, legal_ground, actor_id, _reference(reference))
         with self.store.transaction() as tx:
             stream = tx.lock_stream(Subject(namespace, user))
             subject_key = self.store.subject_key(namespace, user)
@@ -105,10 +116,12 @@ class Eraser:
                 earlier = requests.latest_request(tx.connection, namespace, subject_key, "forget")
                 if earlier is not None:
                     return uuid.UUID(str(earlier.request_id))
-            request_id = uuid.uuid4()
-            self._forget_stream(
-                tx, request_id, namespace, subject_key, stream, reason, legal_ground, actor_id
-            )
+            refusal = self._refuse_if_held(tx, namespace, subject_key, asked)
+            if refusal is None:
+                request_id = uuid.uuid4()
+                self._forget_stream(tx, request_id, namespace, subject_key, stream, asked)
+        if refusal is not None:
+            raise refusal
         return request_id
 
     def _forget_stream(
@@ -118,17 +131,18 @@ class Eraser:
         namespace: str,
         subject_key: bytes,
         stream: LockedStream | None,
-        reason: str,
-        legal_ground: str,
-        actor_id: str | None,
+        asked: _Asked,
     ) -> None:
         now = self.clock()
-        values = self._request_values(
-            request_id, "forget", namespace, subject_key, reason, legal_ground, actor_id, now
-        )
+        values = self._request_values(request_id, "forget", namespace, subject_key, asked, now)
         # The subject's own keys stop working with the rest of them: a forgotten user
         # has no one left to act for.
         values["api_keys_revoked"] = apikeys.revoke_user_keys(tx.connection, subject_key.hex(), now)
+        # Erasure overrides a restriction (Art. 18 keeps data; Art. 17 removes it):
+        # the restriction ends with the data, and the certificate says it was in place.
+        values["subject_restricted"] = subject_rights.lift_restriction(
+            tx.connection, namespace, subject_key
+        )
         if stream is not None:
             stream_id = stream.ref.stream_id
             self.projections.hold(tx.connection, stream_id)
@@ -141,7 +155,7 @@ class Eraser:
                 "kek_version": destruction.kek_version,
                 "key_destroyed_at": destruction.destroyed_at,
             }
-        self._record(tx, values, actor_id)
+        self._record(tx, values, asked)
 
     # -- delete one event ---------------------------------------------------------
 
@@ -154,11 +168,14 @@ class Eraser:
         reason: str = "user_request",
         legal_ground: str,
         actor_id: str | None = None,
+        reference: str | None = None,
     ) -> uuid.UUID:
-        """Erase one event of a subject's current stream; the request id."""
+        """Erase one event of a subject's current stream; the request id (refused, as
+        ``forget`` is, for a subject under a legal hold)."""
         wanted = parse_uuid(event_id, "event id")
         check_reason(reason)
         check_legal_ground(legal_ground)
+        asked = _Asked(reason, legal_ground, actor_id, _reference(reference))
         owner = None if user_id is None else self.store.subject_key(namespace, user_id)
         with self.store.transaction() as tx:
             event, derived = self._locked_event(tx, wanted)
@@ -173,9 +190,12 @@ class Eraser:
             stream = tx.lock_stream(event.stream.stream_id)
             if stream is None or stream.closed_at is not None:
                 raise EventUnavailableError()
-            request_id = uuid.uuid4()
-            erased = [event, *derived]
-            self._delete_in_stream(tx, request_id, stream, erased, reason, legal_ground, actor_id)
+            refusal = self._refuse_if_held(tx, namespace, stream.ref.subject_key, asked)
+            if refusal is None:
+                request_id = uuid.uuid4()
+                self._delete_in_stream(tx, request_id, stream, [event, *derived], asked)
+        if refusal is not None:
+            raise refusal
         return request_id
 
     def _locked_event(
@@ -202,9 +222,7 @@ class Eraser:
         request_id: uuid.UUID,
         stream: LockedStream,
         erased: Sequence[RecordedEvent],
-        reason: str,
-        legal_ground: str,
-        actor_id: str | None,
+        asked: _Asked,
     ) -> None:
         """Erase ``erased``: an event and what was derived from it (an ingested message's
         claims event: its claims, plan and identities), read before erasure."""
@@ -214,16 +232,9 @@ class Eraser:
         tombstones = tx.tombstone(stream_id, [e.event_id for e in erased], request_id)
         self.projections.purge_events(tx, stream_id, erased)
         values = self._request_values(
-            request_id,
-            "delete_event",
-            stream.ref.namespace,
-            stream.ref.subject_key,
-            reason,
-            legal_ground,
-            actor_id,
-            now,
+            request_id, "delete_event", stream.ref.namespace, stream.ref.subject_key, asked, now
         )
-        self._record(tx, values | _erased(stream, tombstones, now), actor_id)
+        self._record(tx, values | _erased(stream, tombstones, now), asked)
 
     # -- shared steps -------------------------------------------------------------
 
@@ -233,9 +244,7 @@ class Eraser:
         kind: str,
         namespace: str,
         subject_key: bytes,
-        reason: str,
-        legal_ground: str,
-        actor_id: str | None,
+        asked: _Asked,
         now: datetime,
     ) -> dict[str, Any]:
         return {
@@ -244,9 +253,9 @@ class Eraser:
             "namespace": namespace,
             "subject_key": subject_key,
             "status": "rebuilding",
-            "legal_ground": legal_ground,
-            "reason": reason,
-            "requested_by": self._actor_ref(actor_id),
+            "legal_ground": asked.legal_ground,
+            "reason": asked.reason,
+            "requested_by": self._actor_ref(asked.actor_id),
             "received_at": now,
             "deadline_at": now + self.policy.deadline,
             "erased_at": now,
@@ -254,8 +263,74 @@ class Eraser:
             "merkle_root": merkle_root([]),
         }
 
-    def _record(self, tx: Transaction, values: dict[str, Any], actor_id: str | None) -> None:
+    def _refuse_if_held(
+        self, tx: Transaction, namespace: str, subject_key: bytes, asked: _Asked
+    ) -> LegalHoldError | None:
+        """Under the stream's lock: the refusal of an erasure of a held subject (recorded
+        in the register and the audit log with the hold's ground), or None."""
+        hold = register_sql.active_hold(tx.connection, namespace, subject_key)
+        if hold is None:
+            return None
+        now = self.clock()
+        register_id = uuid.uuid4()
+        values = self._register_values(register_id, namespace, subject_key, asked, now)
+        register_sql.register(
+            tx.connection,
+            values
+            | {"status": "refused", "outcome": f"refused:{hold.ground}", "completed_at": now},
+        )
+        tx.append_audit(
+            AuditEntry(
+                "erasure.refused",
+                namespace=namespace,
+                subject_ref=subject_key.hex(),
+                actor_ref=self._actor_ref(asked.actor_id),
+                object_refs={
+                    "register_id": str(register_id),
+                    "hold_ground": hold.ground,
+                    "hold_reference": hold.reference,
+                    **({"reference": asked.reference} if asked.reference else {}),
+                },
+            )
+        )
+        return LegalHoldError(hold.ground, hold.reference, register_id)
+
+    def _register_values(
+        self,
+        register_id: uuid.UUID,
+        namespace: str,
+        subject_key: bytes,
+        asked: _Asked,
+        now: datetime,
+    ) -> dict[str, Any]:
+        """A register row of an erasure received now (its status still to set)."""
+        return {
+            "request_id": register_id,
+            "namespace": namespace,
+            "subject_key": subject_key,
+            "kind": "erasure",
+            "reference": asked.reference,
+            "received_at": now,
+            "legal_deadline_at": legal_deadline(now),
+            "operational_deadline_at": now + self.policy.deadline,
+            "requested_by": self._actor_ref(asked.actor_id),
+        }
+
+    def _record(self, tx: Transaction, values: dict[str, Any], asked: _Asked) -> None:
         requests.insert_request(tx.connection, values)
+        if asked.reason != "ttl_expired":  # a retention sweep is no one's request
+            register = self._register_values(
+                uuid.uuid4(),
+                values["namespace"],
+                values["subject_key"],
+                asked,
+                values["received_at"],
+            )
+            register["operational_deadline_at"] = values["deadline_at"]
+            register_sql.register(
+                tx.connection,
+                register | {"status": "open", "erasure_request_id": values["request_id"]},
+            )
         job_queue.enqueue(
             tx.connection,
             values["request_id"],
@@ -269,8 +344,11 @@ class Eraser:
                 f"erasure.{values['kind']}",
                 namespace=values["namespace"],
                 subject_ref=values["subject_key"].hex(),
-                actor_ref=self._actor_ref(actor_id),
-                object_refs={"request_id": str(values["request_id"])},
+                actor_ref=self._actor_ref(asked.actor_id),
+                object_refs={
+                    "request_id": str(values["request_id"]),
+                    **({"reference": asked.reference} if asked.reference else {}),
+                },
                 counts=_counts(values),
                 digests={"merkle_root": values["merkle_root"].hex()},
             )
@@ -280,10 +358,35 @@ class Eraser:
         return None if actor_id is None else self.store.pseudonym("actor", actor_id)
 
 
+@dataclass(frozen=True)
+class _Asked:
+    """What an erasure request asked for, as recorded."""
+
+    reason: str
+    legal_ground: str
+    actor_id: str | None
+    reference: str | None
+
+
+def _reference(reference: str | None) -> str | None:
+    return None if reference is None else subject_rights.check_reference(reference)
+
+
+def legal_deadline(received_at: datetime, months: int = 1) -> datetime:
+    """``months`` calendar months after ``received_at`` (Art. 12(3)), on the same day
+    of the month or, where that month is shorter, on its last day."""
+    month_index = received_at.month - 1 + months
+    year, month = received_at.year + month_index // 12, month_index % 12 + 1
+    day = min(received_at.day, calendar.monthrange(year, month)[1])
+    return received_at.replace(year=year, month=month, day=day)
+
+
 def _counts(values: dict[str, Any]) -> dict[str, int]:
     counts = {"events": values["events_erased"]}
     if values.get("api_keys_revoked") is not None:
         counts["api_keys_revoked"] = values["api_keys_revoked"]
+    if values.get("subject_restricted"):
+        counts["restriction_ended"] = 1
     return counts
 
 
@@ -328,5 +431,8 @@ def request_status(
         events_erased=request.events_erased,
         certificate_id=request.certificate_id,
         certificate=None if certificate is None else json.loads(certificate.jws),
-        jobs=[JobStatus(j.projection, j.status, j.attempts, j.last_error) for j in request_jobs],
+        jobs=[
+            JobStatus(j.projection, j.status, j.attempts, j.last_error, j.max_attempts)
+            for j in request_jobs
+        ],
     )

@@ -36,6 +36,7 @@ from eventstore import (
     NewEvent,
     RecordedEvent,
     Transaction,
+    subject_rights,
 )
 from eventstore.errors import InvalidInputError
 from eventstore.ids import SYSTEM_NAMESPACE
@@ -92,7 +93,15 @@ class ExtractionWorker(LogFollower):
         page = self.store.read_all(cursor, self.batch_size, partition=(partition, self.partitions))
         if not page.events:
             return 0, cursor
-        plans = {e.event_id: self._plan(e) for e in page.events if is_ingested(e)}
+        ingested = [e for e in page.events if is_ingested(e)]
+        restricted = self._restricted(
+            {(e.stream.namespace, e.stream.subject_key) for e in ingested}
+        )
+        plans = {
+            e.event_id: self._plan(e)
+            for e in ingested
+            if (e.stream.namespace, e.stream.subject_key) not in restricted
+        }
         by_stream: dict[int, list[RecordedEvent]] = {}
         for event in page.events:
             if event.event_id in plans:
@@ -106,6 +115,12 @@ class ExtractionWorker(LogFollower):
                 self._publish_stream(tx, stream_id, messages, plans)
             checkpoints.advance(tx.connection, NAME, partition, page.next_cursor, self.clock())
         return len(page.events), page.next_cursor
+
+    def _restricted(self, subjects: set[tuple[str, bytes]]) -> set[tuple[str, bytes]]:
+        """Which of the page's subjects are restricted (Art. 18): their messages never
+        reach the extractor (publishing checks again under each stream's lock)."""
+        with self.store.reading() as view:
+            return {s for s in subjects if subject_rights.is_restricted(view.connection, *s)}
 
     def _plan(self, event: RecordedEvent) -> IngestionPlan:
         """The extractor's plan for a message, validated; a rejected one becomes an
@@ -134,7 +149,9 @@ class ExtractionWorker(LogFollower):
     ) -> None:
         """Publish each message's claims event, if the message still stands."""
         stream = tx.lock_stream(stream_id)
-        if stream is None or stream.closed_at is not None:
+        # A restricted subject's messages are not extracted (Art. 18): no claims, no
+        # automated retirement of their earlier claims.
+        if stream is None or stream.closed_at is not None or tx.processing_restricted(stream):
             return  # forgotten since the page was read
         live = GraphReads(tx).live_memory_events(stream_id, [m.event_id for m in messages])
         for message in messages:

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from eventstore import AuditEntry, EventStore
+from appdata import subject_requests as register_sql
+from eventstore import AuditEntry, EventStore, Transaction
 from eventstore import erasure as requests
 from eventstore import jobs as job_queue
 from projections.model import Scope
@@ -46,14 +47,25 @@ def sweep_retention(
     policies: Sequence[RetentionPolicy],
     clock: Callable[[], datetime],
 ) -> int:
-    """Erase expired events (reason ``ttl_expired``), each certified like any erasure."""
+    """Erase expired events (reason ``ttl_expired``), each certified like any erasure.
+
+    Subjects under a legal hold (Art. 17(3)) are skipped: the sweep logs how many
+    it skipped and appends one ``retention.held_skipped`` audit entry saying so.
+    """
     erased = 0
     for policy in policies:
         cutoff = clock() - policy.max_age
+        with store.reading() as view:
+            held = register_sql.held_keys(view.connection, policy.namespace)
+            skipped = GraphReads(view).subjects_with_events_before(
+                policy.namespace, policy.scope, cutoff, held
+            )
+        if skipped:
+            _say_held_skipped(store, policy, skipped)
         while True:
             with store.reading() as view:
                 expired = GraphReads(view).events_recorded_before(
-                    policy.namespace, policy.scope, cutoff, SWEEP_BATCH
+                    policy.namespace, policy.scope, cutoff, SWEEP_BATCH, skip_subjects=held
                 )
             for event_id in expired:
                 eraser.delete_event(
@@ -67,6 +79,23 @@ def sweep_retention(
             if len(expired) < SWEEP_BATCH:
                 break
     return erased
+
+
+def _say_held_skipped(store: EventStore, policy: RetentionPolicy, subjects: int) -> None:
+    log.warning(
+        "retention sweep of %s/%s skipped %d subject(s) under a legal hold",
+        policy.namespace,
+        policy.scope.value,
+        subjects,
+    )
+    store.append_audit(
+        AuditEntry(
+            "retention.held_skipped",
+            namespace=policy.namespace,
+            object_refs={"scope": policy.scope.value},
+            counts={"subjects": subjects},
+        )
+    )
 
 
 def reap_leases(store: EventStore, clock: Callable[[], datetime]) -> int:
@@ -91,6 +120,7 @@ def flag_overdue(
     """
     now = clock()
     with store.transaction() as tx:
+        registered = _flag_registered(tx, now)
         overdue = requests.open_requests_past(tx.connection, now)
         for request in overdue:
             requests.update_request(tx.connection, request.request_id, overdue_at=now)
@@ -112,7 +142,48 @@ def flag_overdue(
         )
         if notify is not None:
             notify(_overdue_notice(request, now))
-    return len(overdue)
+    for row in registered:
+        log.warning(
+            "%s request %s passed its operational deadline %s and is still open",
+            row.kind,
+            row.request_id,
+            row.operational_deadline_at.isoformat(),
+        )
+        if notify is not None:
+            notify(_registered_notice(row, now))
+    return len(overdue) + len(registered)
+
+
+def _flag_registered(tx: Transaction, now: datetime) -> list[Any]:
+    """Flag the register's open requests of other kinds than erasure (access,
+    restriction) past their operational deadline, once each, in the audit log too."""
+    rows = register_sql.overdue_unflagged(tx.connection, now)
+    for row in rows:
+        register_sql.flag_overdue(tx.connection, row.request_id, now)
+        tx.append_audit(
+            AuditEntry(
+                "request.overdue",
+                namespace=row.namespace,
+                subject_ref=row.subject_key.hex(),
+                object_refs={"register_id": str(row.request_id), "kind": row.kind},
+            )
+        )
+    return rows
+
+
+def _registered_notice(row: Any, now: datetime) -> dict[str, Any]:
+    return {
+        "event": "request.overdue",
+        "request_id": str(row.request_id),
+        "kind": row.kind,
+        "status": row.status,
+        "reference": row.reference,
+        "subject_ref": row.subject_key.hex(),
+        "received_at": row.received_at.isoformat(),
+        "deadline_at": row.operational_deadline_at.isoformat(),
+        "legal_deadline_at": (row.extended_deadline_at or row.legal_deadline_at).isoformat(),
+        "flagged_at": now.isoformat(),
+    }
 
 
 def _overdue_notice(request: Any, now: datetime) -> dict[str, Any]:

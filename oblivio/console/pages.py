@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import JSONResponse, Response
@@ -18,7 +19,7 @@ from certificates.base64url import b64url_decode
 from eventstore.errors import InvalidInputError, NotFoundError
 from oblivio.console import sessions
 from oblivio.console.chart import time_to_certificate_svg
-from oblivio.console.web import ConsoleRoute, allow, redirect, render, secured
+from oblivio.console.web import HOME, ConsoleRoute, allow, redirect, render, secured
 from oblivio.http.auth import acting_actor, context, served_context
 from oblivio.memory import api_keys, compliance, oversight, queries, vector_rebuilds
 from oblivio.memory.context import MemoryContext
@@ -27,7 +28,6 @@ from oblivio.memory.health import partition_lag
 router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
 
 Who = Annotated[Principal, Depends(sessions.signed_in)]
-HOME = {"operator": "/console/requests", "auditor": "/console/audit", "user": "/console/my"}
 PAGE = Annotated[int, Query(ge=1, le=1_000_000)]
 MEMORIES_PER_PAGE = 100
 
@@ -147,6 +147,7 @@ def request_progress(request: Request, request_id: str, who: Who) -> Response:
                 "projection": j.projection,
                 "status": j.status,
                 "attempts": j.attempts,
+                "max_attempts": j.max_attempts,
                 "last_error": j.last_error,
             }
             for j in status.jobs
@@ -205,21 +206,93 @@ def verify_page(request: Request, who: Who) -> Response:
 # -- audit trail ----------------------------------------------------------------------
 
 
+def _audit_filters(
+    action: str, subject: str, actor: str, since: str, until: str
+) -> oversight.AuditFilters:
+    return oversight.AuditFilters(
+        action=action.strip(),
+        subject=subject.strip().lower(),
+        actor=actor.strip(),
+        since=_utc(since, "since"),
+        until=_utc(until, "until"),
+    )
+
+
 @router.get("/audit")
-def audit_page(request: Request, who: Who, page: PAGE = 1, verify_log: bool = False) -> Response:
+def audit_page(
+    request: Request,
+    who: Who,
+    page: PAGE = 1,
+    verify_log: bool = False,
+    check_chain: bool = False,
+    action: str = "",
+    subject: str = "",
+    actor: str = "",
+    since: str = "",
+    until: str = "",
+) -> Response:
     allow(who, "operator", "auditor")
     ctx = served(request, who)
-    trail = oversight.audit_trail(ctx, page=page)
+    filters = _audit_filters(action, subject, actor, since, until)
+    trail = oversight.audit_trail(ctx, page=page, filters=filters, check_chain=check_chain)
     # A namespaced key walks its namespace's chains; the audit chain is checked above.
     scope = None if ctx.cluster_wide else ctx.namespace
     log_report = ctx.store.verify(scope) if verify_log else None
-    return render(request, "audit.html", who, trail=trail, log_report=log_report)
+    query = urlencode(
+        {"action": action, "subject": subject, "actor": actor, "since": since, "until": until}
+    )
+    return render(
+        request,
+        "audit.html",
+        who,
+        trail=trail,
+        log_report=log_report,
+        filters={
+            "action": action,
+            "subject": subject,
+            "actor": actor,
+            "since": since,
+            "until": until,
+        },
+        query=query,
+        filtered=any((action, subject, actor, since, until)),
+        actions=AUDIT_ACTIONS,
+    )
+
+
+#: The actions the audit page's filter offers (any other lowercase dotted name is taken too).
+AUDIT_ACTIONS = (
+    "erasure.forget",
+    "erasure.delete_event",
+    "erasure.retention",
+    "subject.export",
+    "subject.restrict",
+    "subject.lift_restriction",
+    "subject.hold",
+    "subject.lift_hold",
+    "subject.erasure_refused",
+)
 
 
 @router.get("/audit/export")
-def audit_export(request: Request, who: Who) -> Response:
+def audit_export(
+    request: Request,
+    who: Who,
+    action: str = "",
+    subject: str = "",
+    actor: str = "",
+    since: str = "",
+    until: str = "",
+) -> Response:
     allow(who, "operator", "auditor")
-    text = compliance.export_audit(served(request, who))
+    ctx = served(request, who)
+    filters = _audit_filters(action, subject, actor, since, until)
+    text = compliance.export_audit(
+        ctx,
+        since=filters.since,
+        until=filters.until,
+        filters=oversight.audit_filters(ctx, filters),
+    )
     return secured(
         Response(
             text,
@@ -299,14 +372,14 @@ def revoke_key(request: Request, key_id: str, who: Who, csrf: Annotated[str, For
     return redirect("/console/keys")
 
 
-def _utc(value: str) -> datetime | None:
+def _utc(value: str, name: str = "expires_at") -> datetime | None:
     """A form's date-time (a browser's ``datetime-local`` has no zone): taken as UTC."""
     if not value.strip():
         return None
     try:
         moment = datetime.fromisoformat(value.strip())
     except ValueError as e:
-        raise InvalidInputError("expires_at must be a date and time (YYYY-MM-DDTHH:MM)") from e
+        raise InvalidInputError(f"{name} must be a date and time (YYYY-MM-DDTHH:MM)") from e
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 

@@ -24,7 +24,7 @@ from appdata.apikeys import Principal
 from certificates import CertificateVerificationError
 from eventstore.errors import InvalidInputError, KeyUnavailableError, NotFoundError
 from oblivio import json_text
-from oblivio.console.sessions import SignInRequiredError, csrf_token
+from oblivio.console.sessions import SignInRequiredError, csrf_token, signed_in
 
 HERE = Path(__file__).parent
 STATIC_DIR = HERE / "static"
@@ -52,6 +52,8 @@ SECURITY_HEADERS = {
 #: The pages each principal's navigation offers: (path, label).
 NAVIGATION: dict[str, list[tuple[str, str]]] = {
     "operator": [
+        ("/console/people", "People"),
+        ("/console/register", "Register"),
         ("/console/requests", "Erasure requests"),
         ("/console/audit", "Audit trail"),
         ("/console/health", "Health"),
@@ -59,6 +61,7 @@ NAVIGATION: dict[str, list[tuple[str, str]]] = {
         ("/console/verify", "Verify a certificate"),
     ],
     "auditor": [
+        ("/console/register", "Register"),
         ("/console/requests", "Erasure requests"),
         ("/console/audit", "Audit trail"),
         ("/console/health", "Health"),
@@ -136,9 +139,25 @@ class ConsoleRoute(APIRoute):
             except RequestValidationError:
                 return _error_page(request, 422, "Not accepted", "A parameter is malformed.")
             except HTTPException as e:
-                return _error_page(request, e.status_code, "Not allowed", str(e.detail), e.headers)
+                # A refusal to someone signed in keeps their navigation, the way back
+                # to their own first page and the sign-out button.
+                who = _still_signed_in(request) if e.status_code == 403 else None
+                return _error_page(
+                    request, e.status_code, "Not allowed", str(e.detail), e.headers, who
+                )
 
         return route
+
+
+def _still_signed_in(request: Request) -> Principal | None:
+    try:
+        return signed_in(request)
+    except (SignInRequiredError, HTTPException):
+        return None
+
+
+#: Each principal's first page, where an error page leads back to.
+HOME = {"operator": "/console/requests", "auditor": "/console/audit", "user": "/console/my"}
 
 
 def _error_page(
@@ -147,13 +166,15 @@ def _error_page(
     title: str,
     detail: str,
     headers: Mapping[str, str] | None = None,
+    who: Principal | None = None,
 ) -> HTMLResponse:
     return render(
         request,
         "error.html",
-        None,
+        who,
         status_code=status,
         headers=headers,
         title=title,
         detail=detail,
+        home=HOME[who.kind] if who else PREFIX,
     )

@@ -19,6 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from oblivio import __version__, console
 from oblivio.http import (
     compliance_routes,
+    dpo_routes,
     errors,
     key_routes,
     memory_routes,
@@ -56,6 +57,7 @@ def create_app(ctx: MemoryContext, settings: Settings | None = None) -> FastAPI:
     app.include_router(memory_routes.router)
     app.include_router(subject_routes.router)
     app.include_router(compliance_routes.router)
+    app.include_router(dpo_routes.router)
     app.include_router(key_routes.router)
     app.include_router(rebuild_routes.router)
     console.install(app, idle_minutes=ctx.console_idle_minutes if ctx else 30.0)

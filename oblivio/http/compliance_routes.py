@@ -22,7 +22,7 @@ from oblivio.http.auth import (
     acting_user,
 )
 from oblivio.http.errors import problem_responses
-from oblivio.memory import compliance
+from oblivio.memory import compliance, oversight
 from oblivio.memory.context import MemoryContext
 
 router = APIRouter(
@@ -66,7 +66,7 @@ STILL_ERASING: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _erasure_response(status: s.ErasureOut) -> JSONResponse:
+def erasure_response(status: s.ErasureOut) -> JSONResponse:
     done = status.status in ("completed", "failed")
     return JSONResponse(
         status.model_dump(mode="json"),
@@ -101,7 +101,7 @@ def delete_memory(
         wait=wait_seconds > 0,
         timeout=wait_seconds,
     )
-    return _erasure_response(s.ErasureOut.of(status))
+    return erasure_response(s.ErasureOut.of(status))
 
 
 @router.post(
@@ -128,7 +128,7 @@ def forget(
         wait=body.wait_seconds > 0,
         timeout=body.wait_seconds,
     )
-    return _erasure_response(s.ErasureOut.of(status))
+    return erasure_response(s.ErasureOut.of(status))
 
 
 def _own_subject(ctx: MemoryContext, who: Principal) -> str:
@@ -181,8 +181,31 @@ def _aware(value: datetime | None) -> datetime | None:
     responses={200: {"content": {"application/x-ndjson": {"schema": {"type": "string"}}}}},
 )
 def export_audit(
-    ctx: Ctx, who: Auditor, since: s.Instant | None = None, until: s.Instant | None = None
+    ctx: Ctx,
+    who: Auditor,
+    since: s.Instant | None = None,
+    until: s.Instant | None = None,
+    action: Annotated[str | None, Query(description="Only entries of this action.")] = None,
+    subject_ref: Annotated[
+        str | None, Query(description="Only entries about this subject reference (64 hex).")
+    ] = None,
+    actor: Annotated[
+        str | None,
+        Query(description="Only entries by this actor: an actor reference or an API key id."),
+    ] = None,
 ) -> Response:
-    """The audit stream as JSON Lines; the last line is the signed manifest."""
-    text = compliance.export_audit(ctx, since=_aware(since), until=_aware(until))
+    """The audit stream as JSON Lines; the last line is the signed manifest.
+
+    With filters, the manifest names them and carries the chain inputs of the entries
+    left out (``gaps``), so the filtered export still verifies offline.
+    """
+    wanted = oversight.AuditFilters(
+        action=action or "", subject=subject_ref or "", actor=actor or ""
+    )
+    text = compliance.export_audit(
+        ctx,
+        since=_aware(since),
+        until=_aware(until),
+        filters=oversight.audit_filters(ctx, wanted),
+    )
     return PlainTextResponse(text, media_type="application/x-ndjson")

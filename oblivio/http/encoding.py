@@ -24,11 +24,19 @@ JSON = "application/json"
 
 
 def retrieve_json(
-    query: str, results: Sequence[ScoredNode], as_of: datetime | None = None
+    query: str,
+    results: Sequence[ScoredNode],
+    as_of: datetime | None = None,
+    restricted: bool = False,
 ) -> bytes:
-    """The body of ``RetrieveResponse`` for ``query``, its ranked ``results`` and the
-    moment they were ranked as of."""
-    body = {"query": query, "results": [_scored(r) for r in results], "as_of": as_of}
+    """The body of ``RetrieveResponse`` for ``query``, its ranked ``results``, the
+    moment they were ranked as of, and whether processing of the person is restricted."""
+    body = {
+        "query": query,
+        "results": [_scored(r) for r in results],
+        "as_of": as_of,
+        "restricted": restricted,
+    }
     return orjson.dumps(body, option=_OPTIONS)
 
 

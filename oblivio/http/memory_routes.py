@@ -364,7 +364,8 @@ def retrieve(body: s.RetrieveRequest, ctx: Ctx, who: Member) -> Response:
         event_ids=body.event_ids,
     )
     # Encoded here rather than validated into s.RetrieveResponse: see encoding.py.
-    return Response(retrieve_json(result.query, result.results, result.as_of), media_type=JSON)
+    answer = retrieve_json(result.query, result.results, result.as_of, result.restricted)
+    return Response(answer, media_type=JSON)
 
 
 @router.post(

@@ -458,6 +458,11 @@ class RetrieveResponse(BaseModel):
     as_of: datetime | None = Field(
         default=None, description="The moment ranked: as given, or resolved from the query."
     )
+    restricted: bool = Field(
+        default=False,
+        description="Processing of the person is restricted (GDPR Art. 18): nothing is "
+        "ranked and the results are empty.",
+    )
 
 
 class TriggerRequest(BaseModel):

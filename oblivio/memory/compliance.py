@@ -72,7 +72,7 @@ def forget(
         legal_ground=legal_ground,
         actor_id=actor_id,
     )
-    return _settle(ctx, request_id, wait, timeout)
+    return settle(ctx, request_id, wait, timeout)
 
 
 def delete_event(
@@ -95,7 +95,7 @@ def delete_event(
         legal_ground=legal_ground,
         actor_id=actor_id,
     )
-    return _settle(ctx, request_id, wait, timeout)
+    return settle(ctx, request_id, wait, timeout)
 
 
 def erasure_status(ctx: MemoryContext, request_id: uuid.UUID | str) -> ErasureStatus:
@@ -107,7 +107,9 @@ def erasure_status(ctx: MemoryContext, request_id: uuid.UUID | str) -> ErasureSt
     return status
 
 
-def _settle(ctx: MemoryContext, request_id: uuid.UUID, wait: bool, timeout: float) -> ErasureStatus:
+def settle(ctx: MemoryContext, request_id: uuid.UUID, wait: bool, timeout: float) -> ErasureStatus:
+    """The request's status; with ``wait``, after helping the workers along until it
+    completes or ``timeout`` seconds pass."""
     deadline = time.monotonic() + timeout
     status = erasure_status(ctx, request_id)
     while wait and status.status not in ("completed", "failed") and time.monotonic() < deadline:
@@ -241,9 +243,18 @@ def audit_namespace(ctx: MemoryContext) -> str | None:
 
 
 def export_audit(
-    ctx: MemoryContext, *, since: datetime | None = None, until: datetime | None = None
+    ctx: MemoryContext,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    filters: Mapping[str, str] | None = None,
 ) -> str:
     """The audit stream for ``[since, until)`` as JSON Lines, the signed manifest last.
+
+    ``filters`` (``action``, ``subject_ref``, ``actor_ref``; see
+    :func:`oblivio.memory.oversight.audit_filters`) keep only the matching
+    entries; the manifest names them and its ``gaps`` carry the chain inputs of
+    the entries left out, so the filtered export still verifies offline.
 
     A namespaced caller gets its namespace's entries only, each with its chain
     link, and the manifest's ``gaps`` carry the chain inputs (no payload, no
@@ -252,7 +263,7 @@ def export_audit(
     each labelled with its namespace, and no ``gaps``).
     """
     namespace = audit_namespace(ctx)
-    audit = audit_slice(ctx.store, since, until, namespace)
+    audit = audit_slice(ctx.store, since, until, namespace, filters)
     body = "".join(dumps_line(line) + "\n" for line in audit.lines)
     manifest = {
         "format": AUDIT_EXPORT_FORMAT,
@@ -267,6 +278,8 @@ def export_audit(
         "chain_head": audit.chain_head,
         "head_version": audit.head_version,
     }
+    if filters:
+        manifest["filters"] = dict(filters)
     if audit.gaps is not None:
         manifest["gaps"] = audit.gaps
     signed = sign(manifest, ctx.issuer.active, typ=AUDIT_EXPORT_TYP)
@@ -310,7 +323,8 @@ def _chain_or_head_problem(lines: list[dict[str, Any]], manifest: Mapping[str, A
     before exports carried gap records has each line checked against its own link.
     """
     namespace = manifest.get("namespace")
-    filtered = namespace is not None
+    filters = manifest.get("filters") or {}
+    filtered = namespace is not None or bool(filters)
     gaps = manifest.get("gaps")
     if filtered and gaps is not None:
         if not isinstance(gaps, list):
@@ -320,9 +334,25 @@ def _chain_or_head_problem(lines: list[dict[str, Any]], manifest: Mapping[str, A
         )
     else:
         problem = chain_problem(lines, None if filtered else manifest["previous_chain_hash"])
-    if problem is None and filtered and any(line["namespace"] != namespace for line in lines):
-        problem = "a line of another namespace is in a one-namespace export"
+    if problem is None and namespace is not None:
+        problem = _foreign_line(lines, namespace)
+    if problem is None and filters:
+        problem = _unmatched_line(lines, filters)
     return problem or _head_problem(lines, manifest)
+
+
+def _foreign_line(lines: list[dict[str, Any]], namespace: str) -> str | None:
+    if any(line["namespace"] != namespace for line in lines):
+        return "a line of another namespace is in a one-namespace export"
+    return None
+
+
+def _unmatched_line(lines: list[dict[str, Any]], filters: Mapping[str, Any]) -> str | None:
+    for line in lines:
+        entry = line.get("entry") or {}
+        if any(entry.get(name) != wanted for name, wanted in filters.items()):
+            return f"line for version {line['version']} does not match the export's filters"
+    return None
 
 
 def _head_problem(lines: list[dict[str, Any]], manifest: Mapping[str, Any]) -> str | None:

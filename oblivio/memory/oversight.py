@@ -8,6 +8,7 @@ use the operations in :mod:`oblivio.memory.compliance`, which these build on.
 
 from __future__ import annotations
 
+import re
 import statistics
 import uuid
 from collections import defaultdict
@@ -16,9 +17,10 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from appdata import oversight
+from eventstore.audit_index import AuditQuery
 from eventstore.erasure import OPEN_STATUSES
 from eventstore.errors import InvalidInputError, NotFoundError
-from eventstore.exports import audit_slice, chain_problem, gapped_chain_problem
+from eventstore.exports import audit_slice, chain_problem, entry_line, gapped_chain_problem
 from eventstore.ids import parse_uuid
 from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
@@ -42,7 +44,8 @@ class RequestSummary:
     deadline_at: datetime
     completed_at: datetime | None
     overdue: bool
-    attempts: int
+    attempts: int  # the most any one of its jobs made
+    max_attempts: int  # each job's limit
     last_error: str | None
     jobs: int
     jobs_done: int
@@ -138,6 +141,7 @@ def _summary(row: Any, jobs: Any, now: datetime) -> RequestSummary:
         completed_at=row.completed_at,
         overdue=row.overdue_at is not None or (open_request and now > row.deadline_at),
         attempts=0 if jobs is None else int(jobs.attempts or 0),
+        max_attempts=0 if jobs is None else int(jobs.max_attempts or 0),
         last_error=row.error or (None if jobs is None else jobs.last_error),
         jobs=0 if jobs is None else int(jobs.jobs),
         jobs_done=0 if jobs is None else int(jobs.done or 0),
@@ -250,16 +254,68 @@ def time_to_certificate(ctx: MemoryContext, days: int = 14) -> list[DayFigure]:
 
 # -- audit trail ----------------------------------------------------------------------
 
+_HEX_REF = re.compile(r"[0-9a-f]{64}")
+_ACTION = re.compile(r"[a-z][a-z0-9_.]{0,63}")
+API_KEY_ID = re.compile(r"[A-Za-z0-9]{1,32}")
+
+
+@dataclass(frozen=True)
+class AuditFilters:
+    """The audit page's filters as given (empty strings do not filter)."""
+
+    action: str = ""
+    subject: str = ""  # a subject reference (64 hex)
+    actor: str = ""  # an actor reference (64 hex) or an API key id
+    since: datetime | None = None
+    until: datetime | None = None
+
+    @property
+    def active(self) -> bool:
+        return bool(self.action or self.subject or self.actor or self.since or self.until)
+
+
+def audit_filters(ctx: MemoryContext, wanted: AuditFilters) -> dict[str, str]:
+    """The entry fields ``wanted`` selects on: ``action``, ``subject_ref``, ``actor_ref``.
+
+    An actor is named by its reference or by the API key id that acted (an
+    entry records the key's keyed hash, ``api-key:<id>``, never the id itself).
+    """
+    found: dict[str, str] = {}
+    if wanted.action:
+        if not _ACTION.fullmatch(wanted.action):
+            raise InvalidInputError("action must be a lowercase dotted name, e.g. erasure.forget")
+        found["action"] = wanted.action
+    if wanted.subject:
+        if not _HEX_REF.fullmatch(wanted.subject):
+            raise InvalidInputError("a subject reference is 64 lowercase hex digits")
+        found["subject_ref"] = wanted.subject
+    if wanted.actor:
+        found["actor_ref"] = _actor_ref(ctx, wanted.actor)
+    if wanted.since and wanted.until and wanted.since >= wanted.until:
+        raise InvalidInputError("the time range must end after it starts")
+    return found
+
+
+def _actor_ref(ctx: MemoryContext, actor: str) -> str:
+    if _HEX_REF.fullmatch(actor):
+        return actor
+    if not API_KEY_ID.fullmatch(actor):
+        raise InvalidInputError("an actor is an actor reference (64 hex) or an API key id")
+    return ctx.store.pseudonym("actor", f"api-key:{actor}")
+
 
 @dataclass(frozen=True)
 class AuditTrail:
-    """A page of audit entries (newest first) and the state of the audit chain."""
+    """A page of audit entries (newest first), the chain's head, and (when asked
+    for) whether the whole audit chain recomputes."""
 
     entries: list[dict[str, Any]]
     total: int
     page: int
     per_page: int
     chain_head: str
+    head_version: int
+    checked: bool
     chain_problem: str | None
 
     @property
@@ -267,10 +323,39 @@ class AuditTrail:
         return max(1, -(-self.total // self.per_page))
 
 
-def audit_trail(ctx: MemoryContext, *, page: int = 1, per_page: int = 50) -> AuditTrail:
-    """Audit entries as an export holds them, and whether their chain recomputes."""
+def audit_trail(
+    ctx: MemoryContext,
+    *,
+    page: int = 1,
+    per_page: int = 50,
+    filters: AuditFilters = AuditFilters(),
+    check_chain: bool = False,
+) -> AuditTrail:
+    """One page of the audit entries the caller may see that match ``filters``,
+    newest first, read through the audit index (never the whole stream); with
+    ``check_chain`` the whole audit chain is recomputed, as an export's holder would."""
     if page < 1 or not 1 <= per_page <= MAX_PAGE_SIZE:
         raise InvalidInputError(f"page must be 1 or more and per_page 1 to {MAX_PAGE_SIZE}")
+    namespace = _visible_namespace(ctx)
+    query = AuditQuery(
+        namespace, since=filters.since, until=filters.until, **audit_filters(ctx, filters)
+    )
+    events, total = ctx.store.audit_page(query, per_page, (page - 1) * per_page)
+    head_version, head = ctx.store.audit_head()
+    return AuditTrail(
+        [entry_line(e) for e in events],
+        total,
+        page,
+        per_page,
+        head.hex(),
+        head_version,
+        check_chain,
+        _audit_chain_problem(ctx) if check_chain else None,
+    )
+
+
+def _audit_chain_problem(ctx: MemoryContext) -> str | None:
+    """Whether the caller's part of the audit chain recomputes to its head."""
     namespace = _visible_namespace(ctx)
     audit = audit_slice(ctx.store, namespace=namespace)
     problem = chain_problem(audit.lines, None if namespace else audit.previous_chain_hash)
@@ -278,13 +363,4 @@ def audit_trail(ctx: MemoryContext, *, page: int = 1, per_page: int = 50) -> Aud
         problem = gapped_chain_problem(
             audit.lines, audit.gaps, audit.chain_head, audit.head_version
         )
-    newest_first = audit.lines[::-1]
-    start = (page - 1) * per_page
-    return AuditTrail(
-        newest_first[start : start + per_page],
-        len(audit.lines),
-        page,
-        per_page,
-        audit.chain_head,
-        problem,
-    )
+    return problem

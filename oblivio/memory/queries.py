@@ -498,6 +498,8 @@ def retrieve(
     the result's ``as_of`` says which moment was ranked.  ``event_ids`` ranks only
     the nodes of those stored events (a selection the caller made, such as the
     items a LangGraph filter matched), at most ``MAX_EVENT_IDS``.
+    While processing of the person is restricted (Art. 18) the result is empty
+    and marked ``restricted``.
     """
     text = inputs.content(query)
     user = inputs.user(user_id)
@@ -524,6 +526,9 @@ def retrieve(
         meta=inputs.meta_filter(meta),
         event_ids=_event_selection(event_ids),
     )
+    if ctx.store.processing_restricted(ctx.namespace, user):
+        # Art. 18: kept and exportable, but not used; the answer says why it is empty.
+        return Retrieval(text, [], restricted=True)
     if consistent:
         wait_for_likely_updates(ctx, user)
     results = ctx.retrieval.retrieve(

@@ -86,6 +86,8 @@ class Retrieval:
     results: list[ScoredNode] = field(default_factory=list)
     #: The moment ranked: ``as_of`` as given, or resolved from the question's date.
     as_of: datetime | None = None
+    #: Processing of the person is restricted (GDPR Art. 18): nothing was ranked.
+    restricted: bool = False
 
     @property
     def nodes(self) -> list[Any]:

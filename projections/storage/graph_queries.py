@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from eventstore.schema import events, streams
-from projections.model import Scope
+from projections.model import LifecycleState, Scope
 from projections.storage.graph_store import CURRENT_LIFECYCLES, NODES_BY_ID, NodeRow
 from projections.storage.tables import edges, memory_events, node_directory, nodes, operations
 
@@ -31,10 +31,39 @@ _node_in_namespace = (
 
 
 def events_recorded_before(
-    conn: Connection, namespace: str, scope: Scope, cutoff: datetime, limit: int
+    conn: Connection,
+    namespace: str,
+    scope: Scope,
+    cutoff: datetime,
+    limit: int,
+    *,
+    skip_subjects: Collection[bytes] = (),
 ) -> list[uuid.UUID]:
-    """Live memory events of ``scope`` in ``namespace`` recorded before ``cutoff``."""
+    """Live memory events of ``scope`` in ``namespace`` recorded before ``cutoff``
+    (but none of the subjects whose keys are in ``skip_subjects``)."""
+    query = _recorded_before(namespace, scope, cutoff)
+    if skip_subjects:
+        query = query.where(streams.c.subject_key.not_in(list(skip_subjects)))
+    return list(conn.execute(query.order_by(memory_events.c.recorded_at).limit(limit)).scalars())
+
+
+def subjects_with_events_before(
+    conn: Connection, namespace: str, scope: Scope, cutoff: datetime, subjects: Collection[bytes]
+) -> int:
+    """How many of ``subjects`` have live memory events of ``scope`` recorded before
+    ``cutoff`` (the subjects a retention sweep skipped)."""
+    if not subjects:
+        return 0
     query = (
+        _recorded_before(namespace, scope, cutoff)
+        .with_only_columns(sa.func.count(sa.distinct(streams.c.subject_key)))
+        .where(streams.c.subject_key.in_(list(subjects)))
+    )
+    return int(conn.execute(query).scalar_one())
+
+
+def _recorded_before(namespace: str, scope: Scope, cutoff: datetime) -> sa.Select[Any]:
+    return (
         sa.select(memory_events.c.event_id)
         .join(streams, streams.c.stream_id == memory_events.c.stream_id)
         .where(
@@ -42,10 +71,21 @@ def events_recorded_before(
             memory_events.c.scope == scope.value,
             memory_events.c.recorded_at < cutoff,
         )
-        .order_by(memory_events.c.recorded_at)
-        .limit(limit)
     )
-    return list(conn.execute(query).scalars())
+
+
+def current_counts(conn: Connection, stream_id: int) -> list[tuple[str, str, int]]:
+    """(scope, node type, count) of the stream's current (not superseded) nodes."""
+    query = (
+        sa.select(nodes.c.scope, nodes.c.node_type, sa.func.count())
+        .where(
+            nodes.c.stream_id == stream_id,
+            nodes.c.lifecycle != LifecycleState.SUPERSEDED.value,
+        )
+        .group_by(nodes.c.scope, nodes.c.node_type)
+        .order_by(nodes.c.scope, nodes.c.node_type)
+    )
+    return [(str(r[0]), str(r[1]), int(r[2])) for r in conn.execute(query)]
 
 
 def live_memory_events(

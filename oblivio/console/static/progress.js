@@ -14,7 +14,7 @@ async function poll(container) {
     const row = container.querySelector(`tr[data-projection="${CSS.escape(job.projection)}"]`);
     if (row) {
       row.querySelector(".job-status").textContent = job.status;
-      row.querySelector(".job-attempts").textContent = String(job.attempts);
+      row.querySelector(".job-attempts").textContent = `${job.attempts} / ${job.max_attempts}`;
       row.querySelector(".job-error").textContent = job.last_error || "";
     }
     if (job.status === "done") done += 1;

@@ -1,0 +1,297 @@
+"""The console's data-protection officer's desk: look a person up (by user id,
+hashed on the server), act on their request with a reference and a typed
+confirmation, and the request register.  Each page calls the operation the
+``/v1/dpo`` route calls (``oblivio.memory.dpo``), so every action lands in the
+register and the audit log the same way, with the operator's key as actor.
+
+A person's user id travels only in POSTed forms (never in a URL, which browser
+history and logs keep); the pages show the pseudonymous subject reference.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Form, Query, Request
+from fastapi.responses import Response
+
+from appdata.apikeys import Principal
+from eventstore import subject_rights as rights
+from eventstore.errors import ConflictError, InvalidInputError, NotFoundError
+from oblivio.console import sessions
+from oblivio.console.web import ConsoleRoute, allow, render, secured
+from oblivio.http.auth import acting_actor, context, served_context
+from oblivio.memory import dpo
+from oblivio.memory.context import MemoryContext
+
+router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
+
+Who = Annotated[Principal, Depends(sessions.signed_in)]
+UserId = Annotated[str, Form()]
+Reference = Annotated[str, Form()]
+Confirm = Annotated[str, Form()]
+Csrf = Annotated[str, Form()]
+
+#: What an operator types to confirm each action (the button alone is not enough).
+CONFIRMATIONS = {
+    "export": "export",
+    "forget": "forget",
+    "restrict": "restrict",
+    "lift-restriction": "lift",
+    "hold": "hold",
+    "lift-hold": "lift",
+}
+
+
+def _served(request: Request, who: Principal) -> MemoryContext:
+    return served_context(context(request), who)
+
+
+def _person_page(
+    request: Request,
+    who: Principal,
+    user_id: str,
+    *,
+    message: str | None = None,
+    error: str | None = None,
+    status: Any = None,
+    status_code: int = 200,
+) -> Response:
+    ctx = _served(request, who)
+    return render(
+        request,
+        "person.html",
+        who,
+        status_code=status_code,
+        person=dpo.look_up(ctx, user_id),
+        user_id=user_id,
+        message=message,
+        error=error,
+        erasure=status,
+        restriction_grounds=rights.RESTRICTION_GROUNDS,
+        hold_grounds=rights.HOLD_GROUNDS,
+        confirmations=CONFIRMATIONS,
+    )
+
+
+def _checked(request: Request, who: Principal, csrf: str, action: str, confirm: str) -> None:
+    allow(who, "operator")
+    sessions.check_csrf(request, csrf)
+    word = CONFIRMATIONS[action]
+    if confirm.strip() != word:
+        raise InvalidInputError(f"type “{word}” to confirm")
+
+
+def _act(
+    request: Request,
+    who: Principal,
+    user_id: str,
+    action: str,
+    confirm: str,
+    csrf: str,
+    run: Any,
+) -> Response:
+    """Check the form, run the action; the person's page says what happened (or, with
+    the form kept, why it was not done)."""
+    try:
+        _checked(request, who, csrf, action, confirm)
+        message = run(_served(request, who))
+    except (InvalidInputError, ConflictError, NotFoundError) as e:
+        code = 422 if isinstance(e, InvalidInputError) else 409
+        return _person_page(request, who, user_id, error=str(e), status_code=code)
+    return _person_page(request, who, user_id, message=message)
+
+
+@router.get("/people")
+def people_form(request: Request, who: Who) -> Response:
+    allow(who, "operator")
+    return render(request, "person.html", who, person=None, user_id="", message=None, error=None)
+
+
+@router.post("/people")
+def look_up(request: Request, who: Who, csrf: Csrf, user_id: UserId) -> Response:
+    allow(who, "operator")
+    sessions.check_csrf(request, csrf)
+    return _person_page(request, who, user_id.strip())
+
+
+@router.post("/people/export")
+def export_person(
+    request: Request,
+    who: Who,
+    csrf: Csrf,
+    user_id: UserId,
+    reference: Reference = "",
+    confirm: Confirm = "",
+) -> Response:
+    """The person's signed export as a download, recorded in the register."""
+    try:
+        _checked(request, who, csrf, "export", confirm)
+        _, exported = dpo.export_for(
+            _served(request, who), user_id, reference=reference.strip(), actor_id=acting_actor(who)
+        )
+    except InvalidInputError as e:
+        return _person_page(request, who, user_id, error=str(e), status_code=422)
+    return secured(
+        Response(
+            json.dumps(exported, indent=2),
+            media_type="application/json",
+            headers={"Content-Disposition": 'attachment; filename="oblivio-subject-export.json"'},
+        )
+    )
+
+
+@router.post("/people/forget")
+def forget_person(
+    request: Request,
+    who: Who,
+    csrf: Csrf,
+    user_id: UserId,
+    reference: Reference = "",
+    confirm: Confirm = "",
+) -> Response:
+    try:
+        _checked(request, who, csrf, "forget", confirm)
+        status = dpo.forget_for(
+            _served(request, who),
+            user_id,
+            reference=reference.strip(),
+            actor_id=acting_actor(who),
+            wait=True,
+        )
+    except (InvalidInputError, ConflictError) as e:
+        code = 422 if isinstance(e, InvalidInputError) else 409
+        return _person_page(request, who, user_id, error=str(e), status_code=code)
+    return _person_page(
+        request, who, user_id, message=f"Erasure request {status.status}.", status=status
+    )
+
+
+@router.post("/people/restrict")
+def restrict_person(
+    request: Request,
+    who: Who,
+    csrf: Csrf,
+    user_id: UserId,
+    ground: Annotated[str, Form()] = "",
+    reference: Reference = "",
+    confirm: Confirm = "",
+) -> Response:
+    def run(ctx: MemoryContext) -> str:
+        dpo.restrict(
+            ctx, user_id, ground=ground, reference=reference.strip(), actor_id=acting_actor(who)
+        )
+        return "Processing is restricted."
+
+    return _act(request, who, user_id, "restrict", confirm, csrf, run)
+
+
+@router.post("/people/lift-restriction")
+def lift_restriction(
+    request: Request,
+    who: Who,
+    csrf: Csrf,
+    user_id: UserId,
+    reference: Reference = "",
+    confirm: Confirm = "",
+) -> Response:
+    def run(ctx: MemoryContext) -> str:
+        dpo.lift_restriction(ctx, user_id, reference=reference.strip(), actor_id=acting_actor(who))
+        return "The restriction is lifted."
+
+    return _act(request, who, user_id, "lift-restriction", confirm, csrf, run)
+
+
+@router.post("/people/hold")
+def hold_person(
+    request: Request,
+    who: Who,
+    csrf: Csrf,
+    user_id: UserId,
+    ground: Annotated[str, Form()] = "",
+    reference: Reference = "",
+    confirm: Confirm = "",
+) -> Response:
+    def run(ctx: MemoryContext) -> str:
+        dpo.place_hold(
+            ctx, user_id, ground=ground, reference=reference.strip(), actor_id=acting_actor(who)
+        )
+        return "A legal hold is in place."
+
+    return _act(request, who, user_id, "hold", confirm, csrf, run)
+
+
+@router.post("/people/lift-hold")
+def lift_hold(
+    request: Request,
+    who: Who,
+    csrf: Csrf,
+    user_id: UserId,
+    reference: Reference = "",
+    confirm: Confirm = "",
+) -> Response:
+    def run(ctx: MemoryContext) -> str:
+        dpo.lift_hold(ctx, user_id, reference=reference.strip(), actor_id=acting_actor(who))
+        return "The legal hold is lifted."
+
+    return _act(request, who, user_id, "lift-hold", confirm, csrf, run)
+
+
+# -- the register -----------------------------------------------------------------------
+
+
+@router.get("/register")
+def register_page(
+    request: Request,
+    who: Who,
+    kind: str = "",
+    status: str = "",
+    overdue: bool = False,
+    page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
+) -> Response:
+    allow(who, "operator", "auditor")
+    listing = dpo.register(
+        _served(request, who),
+        kind=kind or None,
+        status=status or None,
+        overdue_only=overdue,
+        page=page,
+    )
+    filters = {"kind": kind, "status": status, "overdue": overdue}
+    return render(
+        request,
+        "register.html",
+        who,
+        listing=listing,
+        filters=filters,
+        kinds=rights.REQUEST_KINDS,
+        statuses=rights.REQUEST_STATUSES,
+    )
+
+
+@router.get("/register/export")
+def register_export(
+    request: Request,
+    who: Who,
+    format: str = "csv",
+    kind: str = "",
+    status: str = "",
+    overdue: bool = False,
+) -> Response:
+    allow(who, "operator", "auditor")
+    text = dpo.export_register(
+        _served(request, who),
+        format=format,
+        kind=kind or None,
+        status=status or None,
+        overdue_only=overdue,
+    )
+    media = "text/csv" if format == "csv" else "application/json"
+    return secured(
+        Response(
+            text,
+            media_type=media,
+            headers={"Content-Disposition": f'attachment; filename="oblivio-register.{format}"'},
+        )
+    )

@@ -1,0 +1,105 @@
+"""Restriction of processing (GDPR Art. 18), on both backends: while a person is
+restricted no retrieval, extraction or archiving path returns or touches their
+memories, new writes for them are refused, and their export still holds them all."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eventstore.errors import SubjectRestrictedError
+from eventstore.subject_rights import RESTRICTION_EVENTS, acting_on_restriction
+from oblivio import MemoryClient
+from workers.archiving import Archiver
+
+TEXTS = ["I drink green tea.", "My dog is called Rex.", "I live in Lyon.", "I play chess."]
+WRITES = st.lists(
+    st.tuples(st.sampled_from(["store", "ingest"]), st.sampled_from(TEXTS)), min_size=1, max_size=4
+)
+
+
+def _write(memory: MemoryClient, kind: str, text: str, user: str) -> None:
+    if kind == "store":
+        memory.store(text, user_id=user)
+    else:
+        memory.ingest(text, user_id=user, first_person_owner=True)
+
+
+def _drain_automated_paths(memory: MemoryClient) -> None:
+    """Run what decides about a person without being asked: claim extraction and
+    archiving (at capacity 1, a month later, so it would move something)."""
+    ctx = memory.context
+    ctx.extraction.run_pending()
+    later = ctx.clock() + timedelta(days=30)
+    Archiver(ctx.store, ctx.graph, ctx.scoring, 1, lambda: later).run()
+
+
+@settings(
+    max_examples=6,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(before=WRITES, after=WRITES)
+def test_nothing_automated_touches_a_restricted_person_and_export_keeps_everything(
+    memory: MemoryClient, before: list[tuple[str, str]], after: list[tuple[str, str]]
+) -> None:
+    alice, bob = f"alice-{uuid.uuid4().hex[:8]}", f"bob-{uuid.uuid4().hex[:8]}"
+    for kind, text in before:
+        _write(memory, kind, text, alice)
+        _write(memory, kind, text, bob)
+    memory.restrict(alice, ground="art18-1-a", reference="T-1")
+    ctx = memory.context
+    head_at_restriction = ctx.store.head(ctx.namespace, alice)
+    assert head_at_restriction is not None
+    for kind, text in after:
+        with pytest.raises(SubjectRestrictedError):
+            _write(memory, kind, text, alice)
+        _write(memory, kind, text, bob)
+    _drain_automated_paths(memory)
+
+    # Nothing was appended for alice since the restriction: no claims, no archiving.
+    assert ctx.store.head(ctx.namespace, alice).version == head_at_restriction.version
+    answer = memory.retrieve("tea dog Lyon chess", user_id=alice)
+    assert answer.restricted
+    assert answer.results == []
+    assert memory.retrieve("tea dog Lyon chess", user_id=bob).results  # others are served
+
+    exported = memory.export_subject(user_id=alice)
+    stored = [e["data"]["content"] for e in exported["events"] if e["type"] == "memory.stored"]
+    assert stored == [text for _, text in before]
+    assert exported["nodes"]
+
+    memory.lift_restriction(alice, reference="T-1")
+    assert memory.retrieve("tea dog Lyon chess", user_id=alice).results
+    types = [e.type for e in ctx.store.read_stream(ctx.namespace, alice)]
+    assert [t for t in types if t in RESTRICTION_EVENTS] == [
+        "subject.restricted",
+        "subject.restriction_lifted",
+    ]
+
+
+def test_the_operator_acting_on_the_request_may_write(memory: MemoryClient) -> None:
+    memory.store("I drink green tea.", user_id="alice")
+    memory.restrict("alice", ground="art18-1-c", reference="T-2")
+    with acting_on_restriction("T-2"):
+        memory.store("I keep my receipts for the claim.", user_id="alice")
+    with pytest.raises(SubjectRestrictedError):
+        memory.store("Another thing.", user_id="alice")
+    assert len(memory.export_subject(user_id="alice")["events"]) == 3  # two memories, one event
+
+
+def test_restricting_twice_or_lifting_nothing_is_refused(memory: MemoryClient) -> None:
+    memory.restrict("alice", ground="art18-1-a", reference="T-3")
+    with pytest.raises(Exception, match="already restricted"):
+        memory.restrict("alice", ground="art18-1-a", reference="T-3")
+    memory.lift_restriction("alice", reference="T-3")
+    with pytest.raises(LookupError):
+        memory.lift_restriction("alice", reference="T-3")
+    with pytest.raises(ValueError, match="reference"):
+        memory.restrict("alice", ground="art18-1-a", reference="not a reference")
+    with pytest.raises(ValueError, match="ground"):
+        memory.restrict("alice", ground="because", reference="T-4")
