@@ -80,11 +80,16 @@ class ItemStore:
             items.delete().where(items.c.stream_id == stream_id, items.c.event_id.in_(event_ids))
         )
 
-    def stream_rows(self, stream_id: int) -> list[dict[str, Any]]:
-        """A stream's rows as plain values, for its state digest."""
+    def stream_rows(
+        self, stream_id: int, event_ids: Collection[uuid.UUID] | None = None
+    ) -> list[dict[str, Any]]:
+        """A stream's rows (of these revisions only, if given) as plain values, for its
+        state digest."""
         query = (
             sa.select(items)
             .where(items.c.stream_id == stream_id)
             .order_by(items.c.item, items.c.version)
         )
+        if event_ids is not None:
+            query = query.where(items.c.event_id.in_(list(event_ids)))
         return [dict(row._mapping) for row in self.conn.execute(query)]

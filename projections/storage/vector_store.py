@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,10 +140,18 @@ class VectorStore:
         params = {"stream_id": stream_id, "event_ids": list(event_ids)}
         return list(self.conn.execute(query, params))
 
-    def stream_vectors(self, stream_id: int, embedder: str | None = None) -> list[sa.Row[Any]]:
+    def stream_vectors(
+        self,
+        stream_id: int,
+        embedder: str | None = None,
+        node_ids: Collection[uuid.UUID] | None = None,
+    ) -> list[sa.Row[Any]]:
+        """The stream's vectors (of ``embedder``, of these nodes, where given)."""
         query = sa.select(vectors).where(vectors.c.stream_id == stream_id)
         if embedder is not None:
             query = query.where(vectors.c.embedder == embedder)
+        if node_ids is not None:
+            query = query.where(vectors.c.node_id.in_(list(node_ids)))
         return list(self.conn.execute(query.order_by(vectors.c.node_id, vectors.c.embedder)))
 
     def purge_events(self, stream_id: int, event_ids: Sequence[uuid.UUID]) -> None:
@@ -239,6 +247,11 @@ class VectorStore:
             (row, open_json(cipher, kind, row._mapping[id_column], row.body))
             for row in self.conn.execute(query)
         ]
+
+    def purge_nodes(self, stream_id: int, node_ids: Collection[uuid.UUID]) -> None:
+        """Every embedder's vectors of these nodes (a part a proof replays)."""
+        selected = sa.and_(vectors.c.stream_id == stream_id, vectors.c.node_id.in_(list(node_ids)))
+        self.conn.execute(vectors.delete().where(selected))
 
     def purge_stream(self, stream_id: int) -> None:
         # subject_embedders stays: a rebuild that purges and replays a switched
