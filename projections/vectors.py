@@ -168,7 +168,15 @@ class VectorProjection(Projection):
             for event in erased
             if event.type == ev.CLAIMS_EXTRACTED and event.data is not None
         ]
-        VectorStore(source.connection).purge_events(stream_id, attributed)
+        # The nodes those vectors can belong to: the ones the erased events add (read
+        # with their data), so the statements read those nodes' rows, not the stream's.
+        node_ids = [
+            node_id
+            for event in erased
+            if event.type in (ev.STORED, ev.CLAIMS_EXTRACTED) and event.data is not None
+            for node_id, _, _ in self._node_texts(event)
+        ]
+        VectorStore(source.connection).purge_events(stream_id, attributed, node_ids)
 
     def anchored_digests(
         self,

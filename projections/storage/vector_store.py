@@ -13,24 +13,37 @@ from sqlalchemy.engine import Connection
 
 from eventstore import SubjectCipher
 from projections.storage.graph_store import open_json, seal_json
-from projections.storage.tables import attractors, nodes, triggers, vectors
+from projections.storage.tables import attractors, node_directory, nodes, triggers, vectors
 
 # After a delete_event: the vectors of the erased events' nodes that the graph
 # still holds (it is updated first) move to the event the graph now derives
-# them from; the others go.
-_graph_node = sa.and_(
-    nodes.c.stream_id == vectors.c.stream_id, nodes.c.node_id == vectors.c.node_id
+# them from; the others go.  Both read the rows of the erased events' nodes only
+# (the vectors' key), and find a node in the graph through the node directory
+# (memory_nodes has no index by node id): their cost does not grow with the stream.
+_graph_node = (
+    sa.select(node_directory.c.event_id)
+    .select_from(node_directory)
+    .join(
+        nodes,
+        sa.and_(
+            nodes.c.stream_id == vectors.c.stream_id,
+            nodes.c.event_id == node_directory.c.event_id,
+            nodes.c.ordinal == node_directory.c.ordinal,
+        ),
+    )
+    .where(node_directory.c.node_id == vectors.c.node_id)
 )
 _erased_vectors = sa.and_(
     vectors.c.stream_id == sa.bindparam("erased_stream"),
+    vectors.c.node_id.in_(sa.bindparam("erased_nodes", expanding=True)),
     vectors.c.event_id.in_(sa.bindparam("erased_events", expanding=True)),
 )
 _keep_graph_nodes = (
     vectors.update()
-    .where(_erased_vectors, sa.exists().where(_graph_node))
-    .values(event_id=sa.select(nodes.c.event_id).where(_graph_node).scalar_subquery())
+    .where(_erased_vectors, sa.exists(_graph_node))
+    .values(event_id=_graph_node.scalar_subquery())
 )
-_drop_other_nodes = vectors.delete().where(_erased_vectors, ~sa.exists().where(_graph_node))
+_drop_other_nodes = vectors.delete().where(_erased_vectors, ~sa.exists(_graph_node))
 
 
 @dataclass(frozen=True)
@@ -154,7 +167,9 @@ class VectorStore:
             query = query.where(vectors.c.node_id.in_(list(node_ids)))
         return list(self.conn.execute(query.order_by(vectors.c.node_id, vectors.c.embedder)))
 
-    def purge_events(self, stream_id: int, event_ids: Sequence[uuid.UUID]) -> None:
+    def purge_events(
+        self, stream_id: int, event_ids: Sequence[uuid.UUID], node_ids: Sequence[uuid.UUID]
+    ) -> None:
         """Remove what erased events contributed to the vector state (the vectors
         attributed to them, and their triggers and attractors).
 
@@ -164,7 +179,11 @@ class VectorStore:
         which is what a replay would embed again (the same text), now attributed to
         the event the graph derives the node from.
         """
-        erased = {"erased_stream": stream_id, "erased_events": list(event_ids)}
+        erased = {
+            "erased_stream": stream_id,
+            "erased_events": list(event_ids),
+            "erased_nodes": list(node_ids),
+        }
         self.conn.execute(_keep_graph_nodes, erased)
         self.conn.execute(_drop_other_nodes, erased)
         for table in (triggers, attractors):
