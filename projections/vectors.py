@@ -21,7 +21,7 @@ from projections.extraction import Extractor, OneNodePerEvent
 from projections.model import NodeType
 from projections.parts import Part
 from projections.storage import embedder_store
-from projections.storage.vector_store import NodeVector, VectorStore, unpack_vector
+from projections.storage.vector_store import NodeVector, VectorStore
 from projections.store_embedders import StoreEmbedders
 
 #: Events that act on the vector state's triggers and attractors.
@@ -201,7 +201,9 @@ class VectorProjection(Projection):
                 {
                     "node_id": r.node_id,
                     "embedder": r.embedder,
-                    "vector": unpack_vector(cipher.open("vector", r.node_id.bytes, r.embedding)),
+                    # The packed float32 values as they decrypt: the same numbers as
+                    # a list of floats, digested without rendering 256 of them as text.
+                    "vector": cipher.open("vector", r.node_id.bytes, r.embedding),
                 },
             )
             for r in rows
