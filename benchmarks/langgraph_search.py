@@ -24,7 +24,20 @@ from oblivio import MemoryClient
 from oblivio.integrations.langgraph import OblivioStore
 from oblivio.settings import Settings
 
-WORDS = ["tea", "garden", "bicycle", "river", "piano", "winter", "lemon", "city", "train", "book", "coffee", "mountain"]
+WORDS = [
+    "tea",
+    "garden",
+    "bicycle",
+    "river",
+    "piano",
+    "winter",
+    "lemon",
+    "city",
+    "train",
+    "book",
+    "coffee",
+    "mountain",
+]
 
 
 def text(rng: random.Random) -> str:
