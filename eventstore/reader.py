@@ -306,7 +306,8 @@ class EventReads:
         )
         self._by_ids_in_namespace = self._by_ids.where(events.c.stream_id.in_(namespace_streams))
         self._of_stream = select_event_columns.where(
-            events.c.stream_id == sa.bindparam("stream_id", type_=sa.BigInteger())
+            events.c.stream_id == sa.bindparam("stream_id", type_=sa.BigInteger()),
+            events.c.version > sa.bindparam("after_version", type_=sa.BigInteger()),
         ).order_by(events.c.version)
 
     def read(
@@ -332,9 +333,12 @@ class EventReads:
         params = {"event_ids": list(event_ids), "namespace": namespace}
         return self.read(conn, self._by_ids_in_namespace, params)
 
-    def of_stream(self, conn: Connection, stream_id: int) -> list[RecordedEvent]:
-        """Every event of one stream generation, by version."""
-        return self.read(conn, self._of_stream, {"stream_id": stream_id})
+    def of_stream(
+        self, conn: Connection, stream_id: int, after_version: int = 0
+    ) -> list[RecordedEvent]:
+        """Every event of one stream generation past ``after_version``, by version."""
+        params = {"stream_id": stream_id, "after_version": after_version}
+        return self.read(conn, self._of_stream, params)
 
 
 def load_data_key(conn: Connection, codec: EventCodec, stream_id: int) -> bytes | None:

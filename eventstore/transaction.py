@@ -350,9 +350,10 @@ class Transaction:
 
     # -- erasure primitives ---------------------------------------------------
 
-    def read_stream_id(self, stream_id: int) -> list[RecordedEvent]:
-        """Every event of one stream generation, by version, as this transaction sees it."""
-        return self.reads.of_stream(self.connection, stream_id)
+    def read_stream_id(self, stream_id: int, after_version: int = 0) -> list[RecordedEvent]:
+        """Every event of one stream generation past ``after_version``, by version, as this
+        transaction sees it (a certified delete reads only what came after its snapshot)."""
+        return self.reads.of_stream(self.connection, stream_id, after_version)
 
     def tombstone(
         self, stream_id: int, event_ids: Sequence[uuid.UUID] | None, erasure_request_id: uuid.UUID

@@ -279,10 +279,37 @@ def bench_recall(
     show_default=True,
     help="Events of each subject that is forgotten or has events deleted.",
 )
-def bench_erasure(run: BenchRun, subject_events: int) -> None:
+@click.option(
+    "--sweep",
+    "sweep",
+    default=None,
+    metavar="SIZES",
+    help="Instead: time delete_event to a verified certificate for subjects of these "
+    "sizes (comma-separated memories, times --scale; e.g. 1000,10000,50000), --rounds "
+    "deletes each.",
+)
+def bench_erasure(run: BenchRun, subject_events: int, sweep: str | None) -> None:
     """Time forget to a verified certificate, and delete_event, as the store grows."""
+    if sweep is not None:
+        from oblivio_bench.delete_sweep import SweepConfig, run_delete_sweep
+
+        sizes = _sizes(sweep)
+        run.emit(run_delete_sweep(SweepConfig(**run.config(), sizes=sizes), progress=_progress))
+        return
     config = ErasureBenchConfig(**run.config(), subject_events=subject_events)
     run.emit(run_erasure_bench(config, progress=_progress))
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise click.BadParameter(
+            "sizes are comma-separated whole numbers", param_hint="--sweep"
+        ) from None
+    if not sizes or min(sizes) < 10:
+        raise click.BadParameter("each size is at least 10 memories", param_hint="--sweep")
+    return sizes
 
 
 @bench.command("startup")

@@ -86,12 +86,16 @@ def stored_event(user_id: str, content: str) -> NewEvent:
     return NewEvent(ev.STORED, stored_data(user_id, content))
 
 
-def append_memories(ctx: MemoryContext, user_id: str, contents: Sequence[str]) -> None:
+def append_memories(
+    ctx: MemoryContext, user_id: str, contents: Sequence[str]
+) -> list[RecordedEvent]:
     """Store ``contents`` for one subject in one transaction, as ``store()`` does one."""
-    append_events(ctx, user_id, [stored_event(user_id, content) for content in contents])
+    return append_events(ctx, user_id, [stored_event(user_id, content) for content in contents])
 
 
-def append_events(ctx: MemoryContext, user_id: str, new_events: Sequence[NewEvent]) -> None:
+def append_events(
+    ctx: MemoryContext, user_id: str, new_events: Sequence[NewEvent]
+) -> list[RecordedEvent]:
     """Append memory.stored events of one subject in one transaction and apply them to
     the node graph, as ``store()`` does one."""
     with ctx.store.transaction() as tx:
@@ -102,14 +106,18 @@ def append_events(ctx: MemoryContext, user_id: str, new_events: Sequence[NewEven
             raise BenchError(f"the data key of {user_id!r} vanished while loading")
         for event in recorded:
             ctx.graph.apply(tx.connection, cipher, event)
+    return recorded
 
 
 def load_subject(
     ctx: MemoryContext, user_id: str, count: int, rng: random.Random, batch: int = LOAD_BATCH
-) -> None:
-    """Give one subject ``count`` more memories, ``batch`` per transaction."""
+) -> list[RecordedEvent]:
+    """Give one subject ``count`` more memories, ``batch`` per transaction; their events."""
+    recorded: list[RecordedEvent] = []
     for start in range(0, count, batch):
-        append_memories(ctx, user_id, memory_texts(rng, min(batch, count - start)))
+        texts = memory_texts(rng, min(batch, count - start))
+        recorded += append_memories(ctx, user_id, texts)
+    return recorded
 
 
 def wait_until_visible(ctx: MemoryContext, expected: int) -> None:

@@ -14,12 +14,19 @@ import hashlib
 import itertools
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy.engine import Connection
 
 from eventstore import RecordedEvent, SubjectCipher
 from projections.digest import state_digest
+
+if TYPE_CHECKING:
+    from projections.parts import Part
+
+#: An item of a projection's state: the id that places it in a part (an event or
+#: node id, see ``projections.parts``) and its digest.
+Anchored = tuple[uuid.UUID, str]
 
 #: Events a replay hands a projection at once (``apply_page``): large enough that
 #: an embedding projection embeds many texts per call, small enough to bound memory.
@@ -37,7 +44,7 @@ class StreamSource(Protocol):
 
     def get_events(self, event_ids: list[uuid.UUID]) -> list[RecordedEvent]: ...
 
-    def read_stream_id(self, stream_id: int) -> Iterable[RecordedEvent]: ...
+    def read_stream_id(self, stream_id: int, after_version: int = 0) -> Iterable[RecordedEvent]: ...
 
 
 class Projection(Protocol):
@@ -51,9 +58,14 @@ class Projection(Protocol):
     derived from one stream; ``purge_events`` makes the stream's rows what a
     replay without the given events gives (or removes what those events
     contributed and leaves the rest to the rebuild job that proves it).
-    ``item_digests`` digests each item of one stream's state; ``digest``
-    composes them (see ``compose_digests``), so a live projection can be
-    compared with a fresh replay, and an item's change changes one term.
+    ``anchored_digests`` digests each item of one stream's state (or of one
+    part of it) with the event or node id that places it in a part;
+    ``item_digests`` and ``digest`` compose them (see ``compose_digests``), so a
+    live projection can be compared with a fresh replay, and an item's change
+    changes one term.  ``replay_part`` re-derives one closed part from its
+    remaining events (what a certified delete proves, projections.proofs), and
+    ``snapshot_basis`` names what besides the log a replay depends on (an
+    embedder, an extractor): a snapshot replayed on another basis is not reused.
     """
 
     name: str
@@ -74,9 +86,27 @@ class Projection(Protocol):
         tombstones, in the erasing transaction."""
         ...
 
+    def anchored_digests(
+        self,
+        conn: Connection,
+        cipher: SubjectCipher | None,
+        stream_id: int,
+        part: Part | None = None,
+    ) -> list[Anchored]:
+        """Each item (of ``part`` only, if given: those anchored in it) with its anchor."""
+        ...
+
     def item_digests(
         self, conn: Connection, cipher: SubjectCipher | None, stream_id: int
-    ) -> list[str]: ...
+    ) -> list[str]:
+        return [digest for _, digest in self.anchored_digests(conn, cipher, stream_id)]
+
+    def replay_part(self, source: StreamSource, stream_id: int, part: Part) -> bool:
+        """Make ``part``'s rows what a replay of its remaining events gives; False when
+        this projection cannot bound the replay to it (the caller replays the stream)."""
+        ...
+
+    def snapshot_basis(self, conn: Connection, stream_id: int) -> str: ...
 
     def digest(self, conn: Connection, cipher: SubjectCipher | None, stream_id: int) -> str:
         return compose_digests(self.item_digests(conn, cipher, stream_id))

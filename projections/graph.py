@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 
 from eventstore import RecordedEvent, SubjectCipher
 from projections import events as ev
-from projections.base import Projection, StreamSource, item_digest, replay
+from projections.base import Anchored, Projection, StreamSource, item_digest, replay
 from projections.claims.records import claim_node, claim_row, entity_node
 from projections.extraction import Extractor, OneNodePerEvent
 from projections.model import (
@@ -30,9 +30,13 @@ from projections.model import (
     SourceType,
     new_node,
 )
+from projections.parts import Part, reach
 from projections.storage.claim_store import ClaimStore
 from projections.storage.graph_store import GraphStore, NodeRow, node_from_row, state_of
 from projections.storage.item_store import ItemStore
+from projections.storage.snapshot_store import SnapshotStore
+from projections.storage.tables import edges, memory_events, operations
+from projections.storage.tables import nodes as nodes_table
 
 
 def state_to_json(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -120,65 +124,102 @@ class NodeGraphProjection(Projection):
         cipher: SubjectCipher,
         erased: Collection[uuid.UUID],
         read: Callable[[list[uuid.UUID]], list[RecordedEvent]],
-    ) -> int:
-        """Make the graph what a replay of the stream without ``erased`` gives; the events
-        applied again.
+    ) -> Part:
+        """Make the graph what a replay of the stream without ``erased`` gives; the part
+        re-derived.
 
         The part of the graph the erased events reach (the nodes they derive or
         touched, the events that derive or touched those nodes, their nodes, and
-        so on) is purged, and its remaining events, read with ``read``, are applied
-        again in stream order.  Handlers read and write only the nodes their event
-        names, so nothing outside that part depends on what is inside: its cost
-        grows with what the erased events reached, not with the stream.
+        so on: ``projections.parts.reach``) is purged, and its remaining events,
+        read with ``read``, are applied again in stream order.  Handlers read and
+        write only the nodes their event names, so nothing outside that part
+        depends on what is inside: its cost grows with what the erased events
+        reached, not with the stream.
         """
-        store, stream_id = GraphStore(conn), cipher.stream_id
-        events, node_ids = set(erased), store.nodes_reached(stream_id, erased)
-        frontier = store.events_reaching(stream_id, node_ids) - events
-        while frontier:
-            events |= frontier
-            node_ids |= store.nodes_reached(stream_id, frontier)
-            frontier = store.events_reaching(stream_id, node_ids) - events
-        store.purge_part(stream_id, node_ids, events)
-        ClaimStore(conn).purge_nodes(stream_id, node_ids)
-        ItemStore(conn).purge_events(stream_id, events)
+        part = reach(conn, cipher.stream_id, erased)
+        self._rederive(conn, cipher, part, read)
+        return part
+
+    def _rederive(
+        self,
+        conn: Connection,
+        cipher: SubjectCipher,
+        part: Part,
+        read: Callable[[list[uuid.UUID]], list[RecordedEvent]],
+    ) -> None:
+        stream_id = cipher.stream_id
+        GraphStore(conn).purge_part(stream_id, part.nodes, part.events)
+        ClaimStore(conn).purge_nodes(stream_id, part.nodes)
+        ItemStore(conn).purge_events(stream_id, part.events)
         remaining = sorted(
-            (e for e in read(sorted(events)) if e.data is not None), key=lambda e: e.version
+            (e for e in read(sorted(part.events)) if e.data is not None), key=lambda e: e.version
         )
         for event in remaining:
             self.apply(conn, cipher, event)
-        return len(remaining)
+
+    def replay_part(self, source: StreamSource, stream_id: int, part: Part) -> bool:
+        cipher = source.cipher(stream_id)
+        if cipher is None:
+            return False
+        self._rederive(source.connection, cipher, part, source.get_events)
+        return True
+
+    def snapshot_basis(self, conn: Connection, stream_id: int) -> str:
+        return type(self.extractor).__qualname__
 
     def purge_events(
         self, source: StreamSource, stream_id: int, erased: Sequence[RecordedEvent]
     ) -> None:
         """Re-derive only what the erased events reached, unless the stream's graph
-        predates the rows that say what that is (then replay it, once)."""
+        predates the rows that say what that is (then replay it, once), and record
+        which part that was for the proof that follows (projections.proofs)."""
         conn, cipher = source.connection, source.cipher(stream_id)
-        if cipher is None or self.needs_rebuild(conn, stream_id):
+        if cipher is None:
             replay(source, [self], stream_id)
-        else:
-            self.remove_events(conn, cipher, [e.event_id for e in erased], source.get_events)
+            return
+        snapshots = SnapshotStore(conn, cipher)
+        if self.needs_rebuild(conn, stream_id):
+            replay(source, [self], stream_id)
+            snapshots.add_part(None, ())
+            return
+        part = self.remove_events(conn, cipher, [e.event_id for e in erased], source.get_events)
+        snapshots.add_part(part.events, part.nodes)
 
-    def item_digests(
-        self, conn: Connection, cipher: SubjectCipher | None, stream_id: int
-    ) -> list[str]:
+    def anchored_digests(
+        self,
+        conn: Connection,
+        cipher: SubjectCipher | None,
+        stream_id: int,
+        part: Part | None = None,
+    ) -> list[Anchored]:
+        """Nodes, edges, idempotency keys, source events and dependency rows are placed by
+        the event that wrote them, claims by their node (see ``projections.parts``)."""
         store = GraphStore(conn)
-        node_rows = store.stream_nodes(stream_id)
+        events = None if part is None else part.events
+        node_rows = store.part_rows(nodes_table, stream_id, events)
         if cipher is None and node_rows:
             raise ValueError("node rows remain for a stream whose key is destroyed")
-        nodes = [_node_state(node_from_row(cipher, r)) for r in node_rows if cipher]
-        rows = {
-            "edge": store.stream_edges(stream_id),
-            "operation": store.stream_operations(stream_id),
-            "event": store.stream_memory_events(stream_id),
-            "claim": ClaimStore(conn).stream_claims(stream_id),
-        }
-        return [
-            *(item_digest("node", node) for node in nodes),
-            *(item_digest(kind, _row_dict(r)) for kind, found in rows.items() for r in found),
-            *(item_digest("item", row) for row in ItemStore(conn).stream_rows(stream_id)),
-            *(item_digest("ref", ref) for ref in store.stream_refs(stream_id)),
+        anchored: list[Anchored] = [
+            (r.event_id, item_digest("node", _node_state(node_from_row(cipher, r))))
+            for r in node_rows
+            if cipher
         ]
+        for kind, table in (("edge", edges), ("operation", operations), ("event", memory_events)):
+            anchored += [
+                (r.event_id, item_digest(kind, _row_dict(r)))
+                for r in store.part_rows(table, stream_id, events)
+            ]
+        claims = ClaimStore(conn).stream_claims(stream_id, None if part is None else part.nodes)
+        anchored += [(r.node_id, item_digest("claim", _row_dict(r))) for r in claims]
+        anchored += [
+            (row["event_id"], item_digest("item", row))
+            for row in ItemStore(conn).stream_rows(stream_id, events)
+        ]
+        anchored += [
+            (uuid.UUID(ref[0]), item_digest("ref", ref))
+            for ref in store.stream_refs(stream_id, events)
+        ]
+        return anchored
 
     # -- handlers --------------------------------------------------------------
 

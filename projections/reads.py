@@ -132,6 +132,9 @@ class GraphReads:
         """The readable revisions of one item, oldest first."""
         return self._items.revisions(stream_id, item)
 
-    def stream_items(self, stream_id: int) -> Iterator[list[ItemRow]]:
-        """Every item of a stream, as its revisions (oldest first), in item order."""
-        return self._items.stream_items(stream_id)
+    def stream_items(
+        self, stream_id: int, wanted: Collection[bytes] | None = None
+    ) -> Iterator[list[ItemRow]]:
+        """Every item of a stream (or of these keyed hashes), as its revisions (oldest
+        first), in item order."""
+        return self._items.stream_items(stream_id, wanted)

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection
 
 from eventstore import LogCursor, RecordedEvent
 from projections.base import Projection, StreamSource
-from projections.storage import checkpoints
+from projections.storage import checkpoints, snapshot_store
 from projections.storage.access_store import AccessStore
 
 
@@ -87,11 +87,14 @@ class ProjectionRegistry:
 
         Retrieval's access counts go too: they are no projection (no event
         records a read, so no replay rebuilds them, and rebuilds leave them
-        alone), but they count the subject's nodes.
+        alone), but they count the subject's nodes.  The stream's snapshots and
+        erased parts go too: sealed under the key being destroyed, they are the
+        subject's.
         """
         for projection in self._all:
             projection.purge(conn, stream_id)
         AccessStore(conn).purge_stream(stream_id)
+        snapshot_store.purge_stream(conn, stream_id)
 
     def purge_events(
         self, source: StreamSource, stream_id: int, erased: Sequence[RecordedEvent]

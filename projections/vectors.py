@@ -15,13 +15,19 @@ from sqlalchemy.engine import Connection
 
 from eventstore import RecordedEvent, SubjectCipher
 from projections import events as ev
-from projections.base import Projection, StreamSource, item_digest
+from projections.base import Anchored, Projection, StreamSource, item_digest
 from projections.embedders import Embedder
 from projections.extraction import Extractor, OneNodePerEvent
 from projections.model import NodeType
+from projections.parts import Part
 from projections.storage import embedder_store
-from projections.storage.vector_store import NodeVector, VectorStore, unpack_vector
+from projections.storage.vector_store import NodeVector, VectorStore
 from projections.store_embedders import StoreEmbedders
+
+#: Events that act on the vector state's triggers and attractors.
+_MODIFIERS = frozenset(
+    {ev.TRIGGER_ADDED, ev.TRIGGER_REMOVED, ev.ATTRACTOR_ADDED, ev.ATTRACTORS_CLEARED}
+)
 
 #: A node to embed: its subject's cipher, node id, source event id and text.
 _NodeText = tuple[SubjectCipher, uuid.UUID, uuid.UUID, str]
@@ -162,39 +168,84 @@ class VectorProjection(Projection):
             for event in erased
             if event.type == ev.CLAIMS_EXTRACTED and event.data is not None
         ]
-        VectorStore(source.connection).purge_events(stream_id, attributed)
+        # The nodes those vectors can belong to: the ones the erased events add (read
+        # with their data), so the statements read those nodes' rows, not the stream's.
+        node_ids = [
+            node_id
+            for event in erased
+            if event.type in (ev.STORED, ev.CLAIMS_EXTRACTED) and event.data is not None
+            for node_id, _, _ in self._node_texts(event)
+        ]
+        VectorStore(source.connection).purge_events(stream_id, attributed, node_ids)
 
-    def item_digests(
-        self, conn: Connection, cipher: SubjectCipher | None, stream_id: int
-    ) -> list[str]:
+    def anchored_digests(
+        self,
+        conn: Connection,
+        cipher: SubjectCipher | None,
+        stream_id: int,
+        part: Part | None = None,
+    ) -> list[Anchored]:
+        """Vectors are placed by their node, triggers and attractors by the event that
+        wrote them."""
         store = VectorStore(conn)
         # The serving embedder's vectors: a running re-embedding's are not served yet.
-        rows = store.stream_vectors(stream_id, embedder_store.serving(conn, stream_id))
+        serving = embedder_store.serving(conn, stream_id)
+        rows = store.stream_vectors(stream_id, serving, None if part is None else part.nodes)
         if cipher is None:
             if rows:
                 raise ValueError("vector rows remain for a stream whose key is destroyed")
             return []
         vectors = (
-            {
-                "node_id": r.node_id,
-                "embedder": r.embedder,
-                "vector": unpack_vector(cipher.open("vector", r.node_id.bytes, r.embedding)),
-            }
+            (
+                r.node_id,
+                {
+                    "node_id": r.node_id,
+                    "embedder": r.embedder,
+                    # The packed float32 values as they decrypt: the same numbers as
+                    # a list of floats, digested without rendering 256 of them as text.
+                    "vector": cipher.open("vector", r.node_id.bytes, r.embedding),
+                },
+            )
             for r in rows
         )
+        # Few per person, so read whole; a part holds those of its events only.
         triggers = (
-            {"id": r.trigger_id, "weight": r.weight, "threshold": r.threshold, "body": body}
+            (
+                r.event_id,
+                {"id": r.trigger_id, "weight": r.weight, "threshold": r.threshold, "body": body},
+            )
             for r, body in store.stream_triggers(cipher)
+            if part is None or r.event_id in part.events
         )
         attractors = (
-            {"id": r.attractor_id, "severity": r.severity, "body": body}
+            (r.event_id, {"id": r.attractor_id, "severity": r.severity, "body": body})
             for r, body in store.stream_attractors(cipher)
+            if part is None or r.event_id in part.events
         )
         return [
-            *(item_digest("vector", v) for v in vectors),
-            *(item_digest("trigger", t) for t in triggers),
-            *(item_digest("attractor", a) for a in attractors),
+            *((anchor, item_digest("vector", v)) for anchor, v in vectors),
+            *((anchor, item_digest("trigger", t)) for anchor, t in triggers),
+            *((anchor, item_digest("attractor", a)) for anchor, a in attractors),
         ]
+
+    def replay_part(self, source: StreamSource, stream_id: int, part: Part) -> bool:
+        """Embed the part's nodes again from its remaining events.  A part holding a
+        trigger or attractor event is not bounded here: those events act on rows other
+        events wrote (a removal, clearing every attractor), which no node links."""
+        cipher = source.cipher(stream_id)
+        if cipher is None:
+            return False
+        found = source.get_events(sorted(part.events))
+        if any(e.type in _MODIFIERS for e in found):
+            return False
+        VectorStore(source.connection).purge_nodes(stream_id, part.nodes)
+        remaining = sorted((e for e in found if e.data is not None), key=lambda e: e.version)
+        if remaining:
+            self.apply_page(source.connection, [(cipher, e) for e in remaining])
+        return True
+
+    def snapshot_basis(self, conn: Connection, stream_id: int) -> str:
+        return f"{embedder_store.serving(conn, stream_id)}/{type(self.extractor).__qualname__}"
 
 
 def _text(node: dict[str, Any]) -> str:

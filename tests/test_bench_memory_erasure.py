@@ -164,3 +164,28 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile(values, 50) == 10.0
     assert percentile(values, 99) == 20.0  # below 100 samples: the slowest
     assert percentile([3.0], 99) == 3.0
+
+
+def test_bench_erasure_sweep_reports_every_size_and_its_proofs(tmp_path: Path) -> None:
+    options = ("--backend", "sqlite", "--rounds", "2", "--sweep", "20,40")
+    report = run_bench("erasure", tmp_path / "s.json", *options)
+
+    assert report["benchmark"] == "oblivio bench erasure --sweep"
+    sizes = ("20", "40")
+    assert_figures(
+        report,
+        {"certified_delete_growth_ratio"}
+        | {
+            name.format(size)
+            for size in sizes
+            for name in (
+                "certified_delete_{}_median_ms",
+                "certified_delete_{}_max_ms",
+                "certified_delete_{}_first_ms",
+                "load_{}_s",
+                "catch_up_{}_s",
+            )
+        },
+    )
+    # After the first delete of a subject, each proof replays only its part.
+    assert {r for size in sizes for r in report["details"][size]["replayed"]} == {"part"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -19,12 +19,14 @@ from certificates import IssuerKeyring, sign
 from eventstore import AuditEntry, Transaction, jobs
 from eventstore import erasure as requests
 from eventstore.keys import KeyProvider, KeyringFile
+from projections.storage import snapshot_store
 from workers.policy import LEGAL_GROUNDS, KeyPolicy
 
 ISSUER = "oblivio"
-#: /2 added ``erasure.data_held``, ``erasure.statement`` and ``api_keys``; /1
-#: certificates lack them and still verify.
-CERTIFICATE_FORMAT = "oblivio-forget-certificate/2"
+#: /2 added ``erasure.data_held``, ``erasure.statement`` and ``api_keys``; /3 a
+#: ``proof`` per projection (what its replay covered: the stream, or the part an
+#: erasure changed from a named snapshot).  Older certificates lack them and still verify.
+CERTIFICATE_FORMAT = "oblivio-forget-certificate/3"
 
 LIMITS = (
     "This certificate attests what this oblivio deployment did to its own log and "
@@ -68,6 +70,21 @@ def _api_keys(revoked: int | None) -> dict[str, Any] | None:
     }
 
 
+def _projection_result(job: Any, proof: dict[str, Any] | None) -> dict[str, Any]:
+    """One projection's replay equality; ``proof`` says what was replayed (/3)."""
+    result = {
+        "name": job.projection,
+        "version": job.projection_version,
+        "position": job.position,
+        "state_digest": job.state_digest,
+        "replay_digest": job.replay_digest,
+        "equal": job.state_digest == job.replay_digest,
+    }
+    if proof is not None:
+        result["proof"] = proof
+    return result
+
+
 @dataclass(frozen=True)
 class Certifier:
     """Builds, signs and stores certificates."""
@@ -87,7 +104,12 @@ class Certifier:
             return None
         certificate_id = uuid.uuid4()
         now = self.clock()
-        payload = self.payload(certificate_id, now, request, request_jobs)
+        proofs = {
+            job.job_id: snapshot_store.proof_of(tx.connection, job.stream_id, job.job_id)
+            for job in request_jobs
+            if job.stream_id is not None
+        }
+        payload = self.payload(certificate_id, now, request, request_jobs, proofs)
         jws = json.dumps(sign(payload, self.keyring.active), separators=(",", ":"))
         requests.insert_certificate(
             tx.connection, certificate_id, request_id, request.subject_key, now, jws
@@ -117,6 +139,7 @@ class Certifier:
         issued_at: datetime,
         request: Any,
         request_jobs: Sequence[Any],
+        proofs: Mapping[uuid.UUID, dict[str, Any] | None] | None = None,
     ) -> dict[str, Any]:
         """Every claim the certificate makes (DESIGN §6), as canonical-JSON-safe values."""
         return {
@@ -157,15 +180,7 @@ class Certifier:
             ),
             "api_keys": _api_keys(request.api_keys_revoked),
             "projections": [
-                {
-                    "name": job.projection,
-                    "version": job.projection_version,
-                    "position": job.position,
-                    "state_digest": job.state_digest,
-                    "replay_digest": job.replay_digest,
-                    "equal": job.state_digest == job.replay_digest,
-                }
-                for job in request_jobs
+                _projection_result(job, (proofs or {}).get(job.job_id)) for job in request_jobs
             ],
             "log": {
                 "chain_head": None if request.chain_head is None else request.chain_head.hex(),

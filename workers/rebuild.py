@@ -25,8 +25,10 @@ from typing import Any
 from eventstore import AuditEntry, EventStore, Transaction
 from eventstore import erasure as requests
 from eventstore import jobs as job_queue
-from projections.base import Projection, replay
+from projections.base import Projection, compose_digests, replay
+from projections.proofs import Proof, prove_part, take_snapshot
 from projections.registry import ProjectionRegistry
+from projections.storage import snapshot_store
 from workers.certify import Certifier
 from workers.job_worker import JobWorker, LeaseLostError, default_worker_id
 from workers.policy import ErasurePolicy
@@ -97,7 +99,9 @@ class RebuildWorker(JobWorker):
     def _process(self, job: Any) -> None:
         projection = self.projections.named(job.projection)
         with self.store.transaction() as tx:
-            results = self._rebuild(tx, projection, job.stream_id)
+            results, proof = self._rebuild(tx, projection, job.stream_id)
+            if proof:
+                snapshot_store.save_proof(tx.connection, job.stream_id, job.job_id, proof)
             if not job_queue.finish(
                 tx.connection, job.job_id, self.worker_id, self.clock(), **results
             ):
@@ -106,18 +110,27 @@ class RebuildWorker(JobWorker):
 
     def _rebuild(
         self, tx: Transaction, projection: Projection, stream_id: int | None
-    ) -> dict[str, str]:
+    ) -> tuple[dict[str, str], dict[str, Any] | None]:
+        """The job's results (position, live and replay digests) and how they were taken."""
         if stream_id is None:  # a subject that never wrote anything
-            return {"position": "0:0", "state_digest": "", "replay_digest": ""}
-        tx.lock_stream(stream_id)
+            return {"position": "0:0", "state_digest": "", "replay_digest": ""}, None
+        stream = tx.lock_stream(stream_id)
+        version = 0 if stream is None else stream.version
         position = job_queue.stream_cursor(tx.connection, stream_id)
         if self.projections.holds_complete_state(
             tx.connection, projection.name, stream_id, position
         ):
-            live, fresh = _digests_around_rebuild(tx, projection, stream_id)
+            proof = prove_part(tx, projection, stream_id, version) or _digests_around_rebuild(
+                tx, projection, stream_id, version
+            )
         else:
-            live, fresh = _rebuild_then_replay(tx, projection, stream_id)
-        return {"position": str(position), "state_digest": live, "replay_digest": fresh}
+            proof = _rebuild_then_replay(tx, projection, stream_id, version)
+        results = {
+            "position": str(position),
+            "state_digest": proof.state_digest,
+            "replay_digest": proof.replay_digest,
+        }
+        return results, proof.details
 
     def _record_failure(self, job: Any, error: Exception) -> None:
         now = self.clock()
@@ -135,33 +148,45 @@ class RebuildWorker(JobWorker):
 
 
 def _digests_around_rebuild(
-    tx: Transaction, projection: Projection, stream_id: int
-) -> tuple[str, str]:
+    tx: Transaction, projection: Projection, stream_id: int, version: int
+) -> Proof:
     """(live, replay) digests from one replay: the live rows digested before it replaces them.
 
     The live rows are what incremental application and the erasure's own
     purge left behind; the rows after the rebuild are a replay of what remains
     in the log.  Equal digests therefore show that replay equals incremental,
     which a second replay compared with the first could not (it only shows
-    that replay is deterministic).
+    that replay is deterministic).  The replay's items become the stream's
+    snapshot, from which the next proof replays only what changed.
     """
     live = live_digests(tx, [projection], stream_id)[projection.name]
     replay(tx, [projection], stream_id)
-    fresh = live_digests(tx, [projection], stream_id)[projection.name]
-    return live, fresh
+    fresh, details = _snapshot_of_replay(tx, projection, stream_id, version)
+    return Proof(live, fresh, details)
 
 
 def _rebuild_then_replay(
-    tx: Transaction, projection: Projection, stream_id: int
-) -> tuple[str, str]:
+    tx: Transaction, projection: Projection, stream_id: int, version: int
+) -> Proof:
     """(live, replay) digests when the live rows lag the log: rebuild, then replay once more.
 
     The lagging rows are no state to compare, so the rebuilt rows are compared
     with a second replay in a savepoint.
     """
     replay(tx, [projection], stream_id)
-    live = live_digests(tx, [projection], stream_id)[projection.name]
-    return live, replay_digests(tx, [projection], stream_id)[projection.name]
+    live, details = _snapshot_of_replay(tx, projection, stream_id, version)
+    fresh = replay_digests(tx, [projection], stream_id)[projection.name]
+    return Proof(live, fresh, details)
+
+
+def _snapshot_of_replay(
+    tx: Transaction, projection: Projection, stream_id: int, version: int
+) -> tuple[str, dict[str, Any]]:
+    """The digest of the whole replay now in the live rows, which becomes the stream's
+    snapshot, and what the certificate says of it."""
+    items = projection.anchored_digests(tx.connection, tx.cipher(stream_id), stream_id)
+    details = take_snapshot(tx, projection, stream_id, version, items)
+    return compose_digests(d for _, d in items), details
 
 
 def mark_request_failed(tx: Transaction, request_id: uuid.UUID, error: str) -> None:

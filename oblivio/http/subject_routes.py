@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Query
 
 from oblivio.http import schemas as s
 from oblivio.http.auth import OPERATOR_NAMES_USER, Ctx, Member, Operator, required_user
@@ -35,9 +35,16 @@ def _item(item: StoredItem) -> s.StoredItemOut:
 
 
 @router.get("/items", response_model=list[s.StoredItemOut], openapi_extra=OPERATOR_NAMES_USER)
-def list_items(ctx: Ctx, who: Member, user_id: s.UserId | None = None) -> list[s.StoredItemOut]:
-    """Every keyed item of a user, each with its current revision."""
-    return [_item(i) for i in items.list_items(ctx, user_id=required_user(who, user_id))]
+def list_items(
+    ctx: Ctx,
+    who: Member,
+    user_id: s.UserId | None = None,
+    key: Annotated[list[str] | None, Query(max_length=items.MAX_LISTED_KEYS)] = None,
+) -> list[s.StoredItemOut]:
+    """Every keyed item of a user, each with its current revision; with ``key`` (repeated,
+    at most 1,000), only the items among those keys."""
+    user = required_user(who, user_id)
+    return [_item(i) for i in items.list_items(ctx, user_id=user, keys=key)]
 
 
 @router.patch("/items", response_model=s.ItemKeysOut, openapi_extra=OPERATOR_NAMES_USER)

@@ -230,9 +230,12 @@ def is_document(meta: Mapping[str, Any]) -> bool:
     return isinstance(meta.get(LOCATOR), str)
 
 
-def read_documents(client: Client, user: str) -> dict[str, Document]:
-    """Every document of ``user`` by locator (a listing: it reads each current revision)."""
-    found = (_document(item) for item in client.list_items(user_id=user))
+def read_documents(
+    client: Client, user: str, locators: Sequence[str] | None = None
+) -> dict[str, Document]:
+    """Every document of ``user`` by locator (a listing: it reads each current revision),
+    or those at ``locators`` only (found by index)."""
+    found = (_document(item) for item in client.list_items(user_id=user, keys=locators))
     return {doc_locator: doc for doc_locator, doc in found if doc is not None}
 
 

@@ -25,6 +25,7 @@ import asyncio
 import json
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -129,6 +130,15 @@ def _shown(embed: object) -> str:
 def _field(path: str) -> tuple[str, str | list[str]]:
     """An index path, tokenised for ``get_text_at_path`` (the whole value stays ``$``)."""
     return path, path if path == WHOLE_VALUE else tokenize_path(path)
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """A ranked node of a document: its score, the document's locator, its event."""
+
+    score: float
+    locator: str
+    event_id: uuid.UUID
 
 
 @dataclass
@@ -413,6 +423,102 @@ class OblivioStore(BaseStore):
         }
 
     def _search(self, snapshot: _Snapshot, op: SearchOp) -> list[SearchItem]:
+        page = self._ranked_page(op) if op.query else None
+        if page is None:
+            page = self._listed_page(snapshot, op)
+        if op.refresh_ttl:
+            refreshed = self._refreshed(snapshot, [doc for _, doc in page])
+            page = [(score, doc) for (score, _), doc in zip(page, refreshed, strict=True)]
+        return [_search_item(doc, score) for score, doc in page]
+
+    def _ranked_page(self, op: SearchOp) -> list[tuple[float | None, Document]] | None:
+        """The page of a query search from the ranking alone, when the ranking holds it.
+
+        Each person's nodes are ranked by oblivio's retrieval, the namespace and
+        filter tested on the ranked nodes' own metadata in rank order, and only
+        the documents that may reach the page are read (by key, with their
+        history and retention time): nothing grows with the person's other items.
+        ``None`` when fewer indexed documents match than the page reaches past
+        (the page then holds unscored ones, which only a listing finds).
+        """
+        wanted = op.offset + op.limit
+        scored: list[tuple[float, Document]] = []
+        for user in self._users(op.namespace_prefix):
+            found = self._best_documents(user, op, wanted)
+            if found is None:
+                return None
+            scored += found
+        scored.sort(key=lambda pair: pair[0], reverse=True)  # stable: ties keep rank order
+        if len(scored) < wanted:
+            return None
+        return [(score, doc) for score, doc in scored[op.offset : wanted]]
+
+    def _best_documents(
+        self, user: str, op: SearchOp, wanted: int
+    ) -> list[tuple[float, Document]] | None:
+        """Up to ``wanted`` of ``user``'s best-ranked live documents matching ``op``; None
+        when the ranking (bounded by RETRIEVE_LIMIT) ends before ``wanted`` are found and
+        more documents may exist."""
+        # As deep as the page first (what a plain retrieve of the page costs): every
+        # node matches unless a filter or prefix narrows; deeper only when it did.
+        depth = min(RETRIEVE_LIMIT, wanted)
+        while True:
+            assert op.query is not None
+            results = self.client.retrieve(op.query, user_id=user, limit=depth).results
+            candidates = self._candidates(results, op)
+            found = self._live(user, candidates, wanted)
+            if len(found) >= wanted or len(results) < depth:
+                return found  # enough, or every node of the person was ranked
+            if depth == RETRIEVE_LIMIT:
+                return None
+            depth = min(RETRIEVE_LIMIT, depth * 4)
+
+    def _candidates(self, results: Sequence[Any], op: SearchOp) -> list[_Candidate]:
+        """The ranked nodes of indexed documents that match ``op``, in rank order, read
+        from the nodes' metadata alone."""
+        candidates: list[_Candidate] = []
+        for result in results:
+            meta = result.node.meta
+            loc = meta.get(docs.LOCATOR)
+            if not isinstance(loc, str) or not meta.get(docs.INDEXED, True):
+                continue  # a memory stored by other means, or a document ranked last
+            namespace, _ = docs.node_address(meta)
+            if docs.namespace_matches(
+                namespace, op.namespace_prefix, suffix=False
+            ) and docs.filter_matches(json.loads(meta[docs.VALUE]), op.filter):
+                candidates.append(_Candidate(result.score, loc, result.node.event_id))
+        return candidates
+
+    def _live(
+        self, user: str, candidates: Sequence[_Candidate], wanted: int
+    ) -> list[tuple[float, Document]]:
+        """The documents of the candidates, best node of each, that are live (their
+        current revision, not expired), read by key in batches, in rank order."""
+        now, found, seen = self.clock(), [], set()
+        for start in range(0, len(candidates), wanted):
+            batch = candidates[start : start + wanted]
+            documents = docs.read_documents(self.client, user, [c.locator for c in batch])
+            for candidate in batch:
+                doc = documents.get(candidate.locator)
+                if (
+                    candidate.locator in seen
+                    or doc is None
+                    or doc.event_id != candidate.event_id
+                    or not doc.indexed
+                    or doc.expired(now)
+                ):
+                    continue
+                seen.add(candidate.locator)
+                found.append((candidate.score, doc))
+            if len(found) >= wanted:
+                return found[:wanted]
+        return found
+
+    def _listed_page(
+        self, snapshot: _Snapshot, op: SearchOp
+    ) -> list[tuple[float | None, Document]]:
+        """The page from every matching document of each person: ranked ones first (with
+        a query), then the others, newest first."""
         scored: list[tuple[float, Document]] = []
         unscored: list[Document] = []
         for user in self._users(op.namespace_prefix):
@@ -423,11 +529,8 @@ class OblivioStore(BaseStore):
             unscored += [d for d in matching.values() if id(d) not in seen]
         scored.sort(key=lambda pair: pair[0], reverse=True)
         unscored.sort(key=lambda d: d.updated_at, reverse=True)
-        page = [*scored, *((None, d) for d in unscored)][op.offset : op.offset + op.limit]
-        if op.refresh_ttl:
-            refreshed = self._refreshed(snapshot, [doc for _, doc in page])
-            page = [(score, doc) for (score, _), doc in zip(page, refreshed, strict=True)]
-        return [_search_item(doc, score) for score, doc in page]
+        page: list[tuple[float | None, Document]] = [*scored, *((None, d) for d in unscored)]
+        return page[op.offset : op.offset + op.limit]
 
     def _ranked(
         self, user: str, query: str, matching: dict[str, Document]

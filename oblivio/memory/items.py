@@ -33,6 +33,8 @@ from projections.reads import GraphReads, ItemRow
 MAX_ITEM_KEY_CHARS = 256
 #: ``get_events`` reads at most this many events by id at once.
 EVENT_BATCH = 500
+#: Keys one ``list_items(keys=...)`` call may name.
+MAX_LISTED_KEYS = 1000
 
 
 def item_key(value: object) -> str:
@@ -152,9 +154,24 @@ def get_item(ctx: MemoryContext, key: str, *, user_id: str) -> StoredItem | None
     return found[0] if found else None
 
 
-def list_items(ctx: MemoryContext, *, user_id: str) -> list[StoredItem]:
-    """Every item of ``user_id``; its cost grows with the number of items (a listing)."""
-    return _items(ctx, user_id, _all)
+def list_items(
+    ctx: MemoryContext, *, user_id: str, keys: Sequence[str] | None = None
+) -> list[StoredItem]:
+    """Every item of ``user_id``, its cost growing with the number of items (a listing);
+    with ``keys`` (at most 1,000), only the items among them, each found by index (the
+    cost grows with the keys, not with the person's other items)."""
+    if keys is None:
+        return _items(ctx, user_id, _all)
+    wanted = _item_keys(keys)
+    return _items(ctx, user_id, lambda view, stream_id: _some(view, stream_id, wanted))
+
+
+def _item_keys(keys: object) -> list[str]:
+    if isinstance(keys, str | bytes) or not isinstance(keys, Sequence):
+        raise InvalidInputError("keys must be a list of item keys")
+    if len(keys) > MAX_LISTED_KEYS:
+        raise InvalidInputError(f"at most {MAX_LISTED_KEYS} keys at once")
+    return list(dict.fromkeys(item_key(k) for k in keys))
 
 
 def _all(view: ReadView, stream_id: int) -> Iterable[list[ItemRow]]:
@@ -167,6 +184,13 @@ def _one(view: ReadView, stream_id: int, key: str) -> list[list[ItemRow]]:
         return []
     revisions = GraphReads(view).item_revisions(stream_id, item_hash(cipher, key))
     return [revisions] if revisions else []
+
+
+def _some(view: ReadView, stream_id: int, keys: Sequence[str]) -> list[list[ItemRow]]:
+    cipher = view.cipher(stream_id)
+    if cipher is None:
+        return []
+    return list(GraphReads(view).stream_items(stream_id, [item_hash(cipher, k) for k in keys]))
 
 
 Select = Callable[[ReadView, int], Iterable[list[ItemRow]]]

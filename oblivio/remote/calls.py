@@ -346,7 +346,9 @@ set_item_expiries = Call(
 )
 get_item = Call(items.get_item, _get_item, _as(StoredItem), missing=lambda: None)
 list_items = Call(
-    items.list_items, lambda a: _read("/v1/items", user_id=a["user_id"]), _as(list[StoredItem])
+    items.list_items,
+    lambda a: _read("/v1/items", user_id=a["user_id"], key=a.get("keys")),
+    _as(list[StoredItem]),
 )
 get_event = Call(
     queries.get_event,

@@ -51,8 +51,13 @@ class ClaimStore:
         )
         return self.conn.execute(query).first()
 
-    def stream_claims(self, stream_id: int) -> list[ClaimRow]:
+    def stream_claims(
+        self, stream_id: int, node_ids: Collection[uuid.UUID] | None = None
+    ) -> list[ClaimRow]:
+        """The stream's claim rows (of these nodes only, if given)."""
         query = sa.select(claims).where(claims.c.stream_id == stream_id).order_by(claims.c.node_id)
+        if node_ids is not None:
+            query = query.where(claims.c.node_id.in_(list(node_ids)))
         return list(self.conn.execute(query))
 
     def purge_stream(self, stream_id: int) -> None:

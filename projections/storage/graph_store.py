@@ -308,9 +308,6 @@ class GraphStore:
             )
         )
 
-    def stream_operations(self, stream_id: int) -> list[sa.Row[Any]]:
-        return self._stream_rows(operations, stream_id, operations.c.operation_key)
-
     # -- erasure -------------------------------------------------------------
 
     def purge_stream(self, stream_id: int) -> None:
@@ -354,13 +351,18 @@ class GraphStore:
         )
         return set(self.conn.execute(sa.union(derived, touched)).scalars())
 
-    def stream_refs(self, stream_id: int) -> list[tuple[str, str]]:
-        """A stream's dependency rows as (event id, node id) text, for its state digest."""
+    def stream_refs(
+        self, stream_id: int, event_ids: Collection[uuid.UUID] | None = None
+    ) -> list[tuple[str, str]]:
+        """A stream's dependency rows (of these events only, if given) as (event id,
+        node id) text, for its state digest."""
         query = (
             sa.select(node_refs.c.event_id, node_refs.c.node_id)
             .where(node_refs.c.stream_id == stream_id)
             .order_by(node_refs.c.event_id, node_refs.c.node_id)
         )
+        if event_ids is not None:
+            query = query.where(node_refs.c.event_id.in_(list(event_ids)))
         return [(str(e), str(n)) for e, n in self.conn.execute(query)]
 
     def purge_part(
@@ -379,8 +381,17 @@ class GraphStore:
         for table, selected in by_stream:
             self.conn.execute(table.delete().where(table.c.stream_id == stream_id, selected))
 
-    def stream_memory_events(self, stream_id: int) -> list[sa.Row[Any]]:
-        return self._stream_rows(memory_events, stream_id, memory_events.c.event_id)
+    def part_rows(
+        self, table: sa.Table, stream_id: int, event_ids: Collection[uuid.UUID] | None
+    ) -> list[sa.Row[Any]]:
+        """The stream's rows in ``table`` (nodes, edges, operations, source events) that
+        these events wrote; all of them when ``event_ids`` is None.  One range of the
+        subject-first key (or the stream's event index) per event: a part's rows cost
+        what the part holds."""
+        query = sa.select(table).where(table.c.stream_id == stream_id)
+        if event_ids is not None:
+            query = query.where(table.c.event_id.in_(list(event_ids)))
+        return list(self.conn.execute(query))
 
     def _stream_rows(
         self, table: sa.Table, stream_id: int, key: sa.Column[Any]

@@ -33,13 +33,18 @@ class ItemStore:
         """The readable revisions of one item, oldest first (a range of the primary key)."""
         return list(self.conn.execute(_revisions, {"stream_id": stream_id, "item": item}))
 
-    def stream_items(self, stream_id: int) -> Iterator[list[ItemRow]]:
-        """Every item of a stream, as its revisions (oldest first), in item order."""
+    def stream_items(
+        self, stream_id: int, wanted: Collection[bytes] | None = None
+    ) -> Iterator[list[ItemRow]]:
+        """Every item of a stream (or those of the ``wanted`` keyed hashes: one range of
+        the primary key each), as its revisions (oldest first), in item order."""
         query = (
             sa.select(items)
             .where(items.c.stream_id == stream_id)
             .order_by(items.c.item, items.c.version)
         )
+        if wanted is not None:
+            query = query.where(items.c.item.in_(list(wanted)))
         for _, rows in groupby(self.conn.execute(query), key=lambda r: r.item):
             yield list(rows)
 
@@ -80,11 +85,16 @@ class ItemStore:
             items.delete().where(items.c.stream_id == stream_id, items.c.event_id.in_(event_ids))
         )
 
-    def stream_rows(self, stream_id: int) -> list[dict[str, Any]]:
-        """A stream's rows as plain values, for its state digest."""
+    def stream_rows(
+        self, stream_id: int, event_ids: Collection[uuid.UUID] | None = None
+    ) -> list[dict[str, Any]]:
+        """A stream's rows (of these revisions only, if given) as plain values, for its
+        state digest."""
         query = (
             sa.select(items)
             .where(items.c.stream_id == stream_id)
             .order_by(items.c.item, items.c.version)
         )
+        if event_ids is not None:
+            query = query.where(items.c.event_id.in_(list(event_ids)))
         return [dict(row._mapping) for row in self.conn.execute(query)]

@@ -304,3 +304,47 @@ graph_backfills = sa.Table(
     sa.Column("stream_id", StreamId, primary_key=True),
     sqlite_with_rowid=False,
 )
+
+# Verified snapshots of derived state, for certified deletes whose proof costs what
+# they change (projections.proofs).  One row per (stream, projection, bucket): the
+# item digests of a *replay* of the stream (never of the live rows), each with the
+# one id that places it in a part (an event or node id), in buckets by that id so a
+# proof reads and rewrites only the buckets its part reaches; bucket -1 is the
+# header (position, bucket digests).  Sealed under the subject's key: forget
+# destroys the key and deletes the rows.
+projection_snapshots = sa.Table(
+    "projection_snapshots",
+    metadata,
+    sa.Column("stream_id", StreamId, primary_key=True),
+    sa.Column("projection", sa.String(64), primary_key=True),
+    sa.Column("bucket", sa.Integer, primary_key=True),
+    sa.Column("sealed", sa.LargeBinary, nullable=False),
+    sqlite_with_rowid=False,
+)
+
+# The part of a stream each erasure changed (the events and nodes the node graph
+# re-derived), numbered per stream, so that the next proof of every projection
+# knows what changed since its snapshot; ``whole`` marks an erasure that rebuilt
+# the stream (no part to name).  Sealed: which memories depend on which is the
+# subject's.  Forget deletes them with the stream's snapshots.
+erased_parts = sa.Table(
+    "projection_erased_parts",
+    metadata,
+    sa.Column("stream_id", StreamId, primary_key=True),
+    sa.Column("seq", sa.BigInteger, primary_key=True),
+    sa.Column("whole", sa.Boolean, nullable=False),
+    sa.Column("sealed", sa.LargeBinary, nullable=True),
+    sqlite_with_rowid=False,
+)
+
+# What a rebuild job proved, beyond its two digests (which rebuild_jobs keeps):
+# the snapshot it started from and the part it replayed, as the certificate states
+# them.  Content-free (counts, positions, digests).
+projection_proofs = sa.Table(
+    "projection_proofs",
+    metadata,
+    sa.Column("stream_id", StreamId, primary_key=True),
+    sa.Column("job_id", sa.Uuid, primary_key=True),
+    sa.Column("proof", sa.Text, nullable=False),
+    sqlite_with_rowid=False,
+)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,24 +13,37 @@ from sqlalchemy.engine import Connection
 
 from eventstore import SubjectCipher
 from projections.storage.graph_store import open_json, seal_json
-from projections.storage.tables import attractors, nodes, triggers, vectors
+from projections.storage.tables import attractors, node_directory, nodes, triggers, vectors
 
 # After a delete_event: the vectors of the erased events' nodes that the graph
 # still holds (it is updated first) move to the event the graph now derives
-# them from; the others go.
-_graph_node = sa.and_(
-    nodes.c.stream_id == vectors.c.stream_id, nodes.c.node_id == vectors.c.node_id
+# them from; the others go.  Both read the rows of the erased events' nodes only
+# (the vectors' key), and find a node in the graph through the node directory
+# (memory_nodes has no index by node id): their cost does not grow with the stream.
+_graph_node = (
+    sa.select(node_directory.c.event_id)
+    .select_from(node_directory)
+    .join(
+        nodes,
+        sa.and_(
+            nodes.c.stream_id == vectors.c.stream_id,
+            nodes.c.event_id == node_directory.c.event_id,
+            nodes.c.ordinal == node_directory.c.ordinal,
+        ),
+    )
+    .where(node_directory.c.node_id == vectors.c.node_id)
 )
 _erased_vectors = sa.and_(
     vectors.c.stream_id == sa.bindparam("erased_stream"),
+    vectors.c.node_id.in_(sa.bindparam("erased_nodes", expanding=True)),
     vectors.c.event_id.in_(sa.bindparam("erased_events", expanding=True)),
 )
 _keep_graph_nodes = (
     vectors.update()
-    .where(_erased_vectors, sa.exists().where(_graph_node))
-    .values(event_id=sa.select(nodes.c.event_id).where(_graph_node).scalar_subquery())
+    .where(_erased_vectors, sa.exists(_graph_node))
+    .values(event_id=_graph_node.scalar_subquery())
 )
-_drop_other_nodes = vectors.delete().where(_erased_vectors, ~sa.exists().where(_graph_node))
+_drop_other_nodes = vectors.delete().where(_erased_vectors, ~sa.exists(_graph_node))
 
 
 @dataclass(frozen=True)
@@ -140,13 +153,23 @@ class VectorStore:
         params = {"stream_id": stream_id, "event_ids": list(event_ids)}
         return list(self.conn.execute(query, params))
 
-    def stream_vectors(self, stream_id: int, embedder: str | None = None) -> list[sa.Row[Any]]:
+    def stream_vectors(
+        self,
+        stream_id: int,
+        embedder: str | None = None,
+        node_ids: Collection[uuid.UUID] | None = None,
+    ) -> list[sa.Row[Any]]:
+        """The stream's vectors (of ``embedder``, of these nodes, where given)."""
         query = sa.select(vectors).where(vectors.c.stream_id == stream_id)
         if embedder is not None:
             query = query.where(vectors.c.embedder == embedder)
+        if node_ids is not None:
+            query = query.where(vectors.c.node_id.in_(list(node_ids)))
         return list(self.conn.execute(query.order_by(vectors.c.node_id, vectors.c.embedder)))
 
-    def purge_events(self, stream_id: int, event_ids: Sequence[uuid.UUID]) -> None:
+    def purge_events(
+        self, stream_id: int, event_ids: Sequence[uuid.UUID], node_ids: Sequence[uuid.UUID]
+    ) -> None:
         """Remove what erased events contributed to the vector state (the vectors
         attributed to them, and their triggers and attractors).
 
@@ -156,7 +179,11 @@ class VectorStore:
         which is what a replay would embed again (the same text), now attributed to
         the event the graph derives the node from.
         """
-        erased = {"erased_stream": stream_id, "erased_events": list(event_ids)}
+        erased = {
+            "erased_stream": stream_id,
+            "erased_events": list(event_ids),
+            "erased_nodes": list(node_ids),
+        }
         self.conn.execute(_keep_graph_nodes, erased)
         self.conn.execute(_drop_other_nodes, erased)
         for table in (triggers, attractors):
@@ -239,6 +266,11 @@ class VectorStore:
             (row, open_json(cipher, kind, row._mapping[id_column], row.body))
             for row in self.conn.execute(query)
         ]
+
+    def purge_nodes(self, stream_id: int, node_ids: Collection[uuid.UUID]) -> None:
+        """Every embedder's vectors of these nodes (a part a proof replays)."""
+        selected = sa.and_(vectors.c.stream_id == stream_id, vectors.c.node_id.in_(list(node_ids)))
+        self.conn.execute(vectors.delete().where(selected))
 
     def purge_stream(self, stream_id: int) -> None:
         # subject_embedders stays: a rebuild that purges and replays a switched
