@@ -23,7 +23,7 @@ import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,7 +34,7 @@ NODE_USER = "postgres"
 HOST = "127.0.0.1"
 
 
-class CitusUnavailable(RuntimeError):
+class CitusUnavailableError(RuntimeError):
     """No PostgreSQL with the Citus extension on this machine."""
 
 
@@ -46,11 +46,13 @@ def pg_bindir() -> Path:
     )
     pg_config = str(versions[-1]) if versions else shutil.which("pg_config")
     if pg_config is None:
-        raise CitusUnavailable("no PostgreSQL server binaries (pg_config) on this machine")
-    out = subprocess.run([pg_config, "--bindir", "--pkglibdir"], capture_output=True, text=True)
+        raise CitusUnavailableError("no PostgreSQL server binaries (pg_config) on this machine")
+    out = subprocess.run(  # noqa: S603 (the machine's own pg_config)
+        [pg_config, "--bindir", "--pkglibdir"], capture_output=True, text=True, check=True
+    )
     bindir, pkglibdir = out.stdout.split()
     if not (Path(pkglibdir) / "citus.so").exists():
-        raise CitusUnavailable(
+        raise CitusUnavailableError(
             f"the Citus extension is not installed in {pkglibdir}"
             " (run ../shared/vendor/citus/build.sh)"
         )
@@ -99,7 +101,7 @@ class CitusCluster:
         command = [str(a) for a in args]
         if os.geteuid() == 0:
             command = ["runuser", "-u", NODE_USER, "--", *command]
-        return subprocess.run(command, capture_output=True, text=True, check=True)
+        return subprocess.run(command, capture_output=True, text=True, check=True)  # noqa: S603
 
     def _conf(self, node: Node) -> str:
         lines = [
@@ -201,7 +203,7 @@ def citus_cluster(
 
     ``durable=False`` turns fsync off, which suits tests (a crash of the
     machine loses the throwaway cluster anyway); crash benchmarks keep it on.
-    Raises :class:`CitusUnavailable` when the extension is not installed.
+    Raises :class:`CitusUnavailableError` when the extension is not installed.
     """
     bindir = pg_bindir()
     base = Path(tempfile.mkdtemp(prefix="oblivio-citus-", dir=root))
@@ -234,10 +236,8 @@ def citus_cluster(
 
 
 def _stop_quietly(cluster: CitusCluster, node: Node) -> None:
-    try:
+    with suppress(subprocess.CalledProcessError):  # already down (a test killed it)
         cluster.stop_node(node, mode="immediate")
-    except subprocess.CalledProcessError:
-        pass  # already down (a test killed it)
 
 
 def node_data_dirs(cluster: CitusCluster) -> Sequence[Path]:

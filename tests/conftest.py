@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, settings
 
 from eventstore import EventStore, KeyringFile, create_backend
 from oblivio.bootstrap import upgrade_schema
-from oblivio_bench.citus import CitusCluster, CitusUnavailable, citus_cluster, pg_bindir
+from oblivio_bench.citus import CitusCluster, CitusUnavailableError, citus_cluster, pg_bindir
 
 POSTGRES_URL_ENV = "OBLIVIO_TEST_DATABASE_URL"
 REQUIRE_POSTGRES_ENV = "OBLIVIO_REQUIRE_POSTGRES"
@@ -131,11 +131,16 @@ def sqlite_url(tmp_path: Path) -> str:
     return url
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("citus", marks=pytest.mark.citus),
+    ]
+)
 def any_database_url(request: pytest.FixtureRequest) -> str:
     """Each backend in turn: contract tests take this fixture."""
-    fixture = "sqlite_url" if request.param == "sqlite" else "postgres_url"
-    url: str = request.getfixturevalue(fixture)
+    url: str = request.getfixturevalue(f"{request.param}_url")
     return url
 
 
@@ -182,7 +187,7 @@ def citus() -> Iterator[CitusCluster]:
     """
     try:
         pg_bindir()  # raises when the extension is not installed
-    except CitusUnavailable as e:
+    except CitusUnavailableError as e:
         if os.environ.get(REQUIRE_CITUS_ENV) == "1":
             pytest.fail(f"{e} and {REQUIRE_CITUS_ENV}=1", pytrace=False)
         pytest.skip(str(e))
@@ -221,6 +226,5 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     for marker, env in _REQUIRE.items():
         skipped = _outcomes[marker]["skipped"]
         if os.environ.get(env) == "1" and skipped:
-            print(f"\n{len(skipped)} {marker} test(s) were skipped with {env}=1, "
-                  f"e.g. {skipped[0]}")
+            print(f"\n{len(skipped)} {marker} test(s) were skipped with {env}=1, e.g. {skipped[0]}")
             session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -83,6 +83,11 @@ class Backend(abc.ABC):
         writer had ended (one past the highest one an earlier read showed).
         """
 
+    def log_params(self, conn: Connection) -> dict[str, Any]:
+        """Parameters of :meth:`after_cursor` that must be read on ``conn`` just before
+        each log read (none, unless the horizon cannot be part of the read itself)."""
+        return {}
+
     @abc.abstractmethod
     def one_of(self, column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:
         """``column`` equals a value of the list parameter ``name``, in a form

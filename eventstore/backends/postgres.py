@@ -147,6 +147,9 @@ FROM (SELECT pg_current_snapshot() AS s,
              (SELECT oid FROM pg_database WHERE datname = current_database()) AS db) AS snap
 )"""
 
+#: The horizon's SQL, for the backend built on this one (eventstore.backends.citus).
+HORIZON = _HORIZON
+
 # Each of the two engines' pools (SQLAlchemy's QueuePool), counted in docs/operations.md.
 POOL_SIZE = 5
 MAX_OVERFLOW = 10
