@@ -65,10 +65,18 @@ def upgrade_schema(engine: Engine) -> SchemaUpgrade:
 
     applied = applied_revisions(engine)
     if not lacks_migrations(applied, [MIGRATIONS]):
-        return SchemaUpgrade(applied, applied)
-    from projections import metadata
+        done = SchemaUpgrade(applied, applied)
+    else:
+        from projections import metadata
 
-    return upgrade(engine, [MIGRATIONS], [metadata])
+        done = upgrade(engine, [MIGRATIONS], [metadata])
+    if engine.dialect.name == "postgresql":
+        # On a Citus coordinator every table then gets its place on the cluster,
+        # also when no migration was pending (a single-node store restored there).
+        from eventstore.backends.citus import place_tables
+
+        place_tables(engine)
+    return done
 
 
 def migrate(settings: Settings) -> SchemaUpgrade:

@@ -210,8 +210,11 @@ class PostgresBackend(Backend):
     embedded = False
     log_order = (events.c.commit_group, events.c.position)
 
+    #: Session settings of the main pool's connections.
+    session_options = "-c TimeZone=UTC"
+
     def __init__(self, url: str) -> None:
-        super().__init__(_engine(url))
+        super().__init__(_engine(url, session=self.session_options))
         sa.event.listen(self.engine, "begin", _begin)
         # A pool of its own whose connections stay in autocommit: a statement
         # read sends no BEGIN or ROLLBACK.  Lending the main pool's connections

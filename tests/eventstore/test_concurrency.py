@@ -57,8 +57,22 @@ CATCH_UP_TIMEOUT = 30.0  # a transaction of this database may hold delivery back
 
 
 @pytest.fixture
-def pg_store(postgres_url: str, keyring: KeyringFile) -> Iterator[EventStore]:
-    store = EventStore(create_backend(postgres_url), keyring)
+def server_url(request: pytest.FixtureRequest) -> str:
+    """A fresh database: on the PostgreSQL server, or on the Citus tier's cluster when a
+    test is parametrized with ``ON_BOTH``."""
+    url: str = request.getfixturevalue(f"{getattr(request, 'param', 'postgres')}_url")
+    return url
+
+
+#: The same outside checks on one PostgreSQL server and on a Citus cluster.
+ON_BOTH = pytest.mark.parametrize(
+    "server_url", ["postgres", pytest.param("citus", marks=pytest.mark.citus)], indirect=True
+)
+
+
+@pytest.fixture
+def pg_store(server_url: str, keyring: KeyringFile) -> Iterator[EventStore]:
+    store = EventStore(create_backend(server_url), keyring)
     yield store
     store.close()
 
@@ -169,9 +183,7 @@ def run_threads(target: Callable[[int], None], count: int, timeout: float) -> No
 # -- a. writer processes and a following reader ----------------------------------------
 
 
-def start_writers(
-    url: str, keyring: KeyringFile, tmp_path: Path
-) -> list[subprocess.Popen[bytes]]:
+def start_writers(url: str, keyring: KeyringFile, tmp_path: Path) -> list[subprocess.Popen[bytes]]:
     procs = []
     for writer in range(WRITERS):
         procs.append(
@@ -206,11 +218,12 @@ def writer_failure(tmp_path: Path, procs: list[subprocess.Popen[bytes]]) -> str 
     return None
 
 
+@ON_BOTH
 def test_a_reader_following_live_writers_gets_every_event_once_in_order(
-    postgres_url: str, keyring: KeyringFile, pg_store: EventStore, tmp_path: Path
+    server_url: str, keyring: KeyringFile, pg_store: EventStore, tmp_path: Path
 ) -> None:
     started = time.monotonic()
-    procs = start_writers(postgres_url, keyring, tmp_path)
+    procs = start_writers(server_url, keyring, tmp_path)
     follower = Follower(pg_store)
     try:
         readers = [_writer.LineReader(p) for p in procs]
@@ -278,9 +291,11 @@ def test_a_reader_following_live_writers_gets_every_event_once_in_order(
     assert len(by_stream) == len(SUBJECTS)
     assert pg_store.verify().ok
 
-    print(f"\n{len(acked_ids)} events by {WRITERS} processes in {writing_time:.1f}s; "
-          f"{delivered_while_writing} delivered while writing "
-          f"in {nonempty_pages_while_writing} pages")
+    print(
+        f"\n{len(acked_ids)} events by {WRITERS} processes in {writing_time:.1f}s; "
+        f"{delivered_while_writing} delivered while writing "
+        f"in {nonempty_pages_while_writing} pages"
+    )
 
 
 # -- b. optimistic appenders on one stream ----------------------------------------------
@@ -291,6 +306,7 @@ def head_version(store: EventStore, subject: str) -> int:
     return 0 if head is None else head.version
 
 
+@ON_BOTH
 def test_b_lockstep_rounds_on_one_stream_have_exactly_one_winner(pg_store: EventStore) -> None:
     """Every round all threads read the same head and append at it: one wins, the rest lose."""
     threads, rounds = 4, 40
@@ -334,6 +350,7 @@ def test_b_lockstep_rounds_on_one_stream_have_exactly_one_winner(pg_store: Event
     assert pg_store.verify().ok
 
 
+@ON_BOTH
 def test_b_free_running_optimistic_appenders_get_each_version_once(
     pg_store: EventStore,
 ) -> None:
@@ -426,6 +443,7 @@ def open_transaction(
         thread.finish(time.monotonic() + 60)
 
 
+@ON_BOTH
 def test_c_an_event_committed_late_is_not_skipped(pg_store: EventStore) -> None:
     safe, naive = Follower(pg_store), NaiveFollower(pg_store)
     with open_transaction(pg_store, "slow-subject") as slow:
@@ -450,6 +468,7 @@ def test_c_an_event_committed_late_is_not_skipped(pg_store: EventStore) -> None:
     assert [e.event_id for e in safe.delivered] == [e.event_id for e in whole_log]
 
 
+@ON_BOTH
 def test_c_held_back_events_are_delivered_once_the_late_commit_lands(
     pg_store: EventStore,
 ) -> None:
