@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, settings
@@ -131,17 +132,23 @@ def sqlite_url(tmp_path: Path) -> str:
     return url
 
 
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param("postgres", marks=pytest.mark.postgres),
-        pytest.param("citus", marks=pytest.mark.citus),
-    ]
-)
-def any_database_url(request: pytest.FixtureRequest) -> str:
-    """Each backend in turn: contract tests take this fixture."""
+def url_of_backend(request: pytest.FixtureRequest) -> str:
+    """The fresh database of the backend ``request.param`` names (a fixture's body)."""
     url: str = request.getfixturevalue(f"{request.param}_url")
     return url
+
+
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+#: For a test module that overrides ``any_database_url`` to run on the Citus tier
+#: too (``any_database_url = pytest.fixture(params=WITH_CITUS)(url_of_backend)``):
+#: each Citus database costs seconds, so the tier takes the suites that matter.
+WITH_CITUS = [*BACKENDS, pytest.param("citus", marks=pytest.mark.citus)]
+
+
+@pytest.fixture(params=BACKENDS)
+def any_database_url(request: pytest.FixtureRequest) -> str:
+    """Each backend in turn: contract tests take this fixture."""
+    return url_of_backend(request)
 
 
 @pytest.fixture(scope="session")
@@ -195,9 +202,9 @@ def citus() -> Iterator[CitusCluster]:
         yield cluster
 
 
-@pytest.fixture
-def citus_url(citus: CitusCluster) -> Iterator[str]:
-    """A fresh database on the test cluster, migrated (distributed layout), dropped afterwards."""
+@pytest.fixture(scope="session")
+def citus_database(citus: CitusCluster) -> Iterator[str]:
+    """A database on the test cluster, migrated (distributed layout), for the session."""
     name = f"oblivio_c_{uuid.uuid4().hex[:12]}"
     url = citus.create_database(name)
     backend = create_backend(url)
@@ -205,6 +212,26 @@ def citus_url(citus: CitusCluster) -> Iterator[str]:
     backend.dispose()
     yield url
     citus.drop_database(name)
+
+
+@pytest.fixture
+def citus_url(citus_database: str) -> str:
+    """The session's Citus database, emptied: every table truncated, sequences restarted.
+
+    Creating a database on three nodes and distributing its tables takes
+    seconds; emptying one takes a fraction of that, and leaves the layout as
+    ``oblivio db upgrade`` made it.
+    """
+    with psycopg.connect(citus_database, autocommit=True) as conn:
+        tables = [
+            name
+            for (name,) in conn.execute(
+                "SELECT quote_ident(tablename) FROM pg_tables WHERE schemaname = 'public'"
+                " AND tablename <> 'alembic_version'"
+            )
+        ]
+        conn.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY".encode())
+    return citus_database
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
