@@ -131,7 +131,7 @@ class EventStore:
 
     @property
     def backend_name(self) -> str:
-        """``"sqlite"`` or ``"postgresql"``."""
+        """``"sqlite"``, ``"postgresql"`` or ``"citus"`` (a Citus coordinator)."""
         return self.backend.name
 
     @property

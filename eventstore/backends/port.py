@@ -23,7 +23,7 @@ from eventstore.batch import Placement, SealedBatch
 class Backend(abc.ABC):
     """One database under the log: connections, the append, the global order, errors."""
 
-    #: ``"sqlite"`` or ``"postgresql"``, as the health route reports it.
+    #: ``"sqlite"``, ``"postgresql"`` or ``"citus"``, as the health route reports it.
     name: str
     #: True when one process owns the database file (SQLite).
     embedded: bool
