@@ -134,7 +134,7 @@ class EventStore:
 
     @property
     def backend_name(self) -> str:
-        """``"sqlite"`` or ``"postgresql"``."""
+        """``"sqlite"``, ``"postgresql"`` or ``"citus"`` (a Citus coordinator)."""
         return self.backend.name
 
     @property
@@ -302,7 +302,7 @@ class EventStore:
             params["index"], params["count"] = partition
         query = self._log_pages[partition is not None]
         with self.backend.statement_reads() as conn:
-            page = self.reads.read(conn, query, params)
+            page = self.reads.read(conn, query, params | self.backend.log_params(conn))
         if page:
             self._settle(page[-1].cursor)
         return LogPage(page, page[-1].cursor if page else after)
@@ -319,7 +319,7 @@ class EventStore:
         query = self._log_query(sa.select(events.c.commit_group, events.c.position), None)
         query = query.order_by(*(c.desc() for c in self.backend.log_order)).limit(1)
         with self.backend.statement_reads() as conn:
-            row = conn.execute(query, params).first()
+            row = conn.execute(query, params | self.backend.log_params(conn)).first()
         if row is None:
             return after
         head = LogCursor(row.commit_group, row.position)
@@ -331,7 +331,7 @@ class EventStore:
         query = self._log_query(sa.select(sa.func.count()).select_from(events), partition)
         params = self._cursor_params(after)
         with self.backend.statement_reads() as conn:
-            return int(conn.execute(query, params).scalar_one())
+            return int(conn.execute(query, params | self.backend.log_params(conn)).scalar_one())
 
     def _cursor_params(self, after: LogCursor) -> dict[str, int]:
         """The parameters of :meth:`Backend.after_cursor`."""

@@ -83,8 +83,16 @@ def upgrade_schema(engine: Engine) -> SchemaUpgrade:
     """
     applied = applied_revisions(engine)
     if not lacks_migrations(applied, migration_locations()):
-        return SchemaUpgrade(applied, applied)
-    return upgrade(engine, migration_locations(), table_metadatas())
+        done = SchemaUpgrade(applied, applied)
+    else:
+        done = upgrade(engine, migration_locations(), table_metadatas())
+    if engine.dialect.name == "postgresql":
+        # On a Citus coordinator every table then gets its place on the cluster,
+        # also when no migration was pending (a single-node store restored there).
+        from eventstore.backends.citus import place_tables
+
+        place_tables(engine)
+    return done
 
 
 def migrate(settings: Settings) -> SchemaUpgrade:

@@ -14,17 +14,27 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, settings
 
 from eventstore import EventStore, KeyringFile, create_backend
 from oblivio.bootstrap import upgrade_schema
+from oblivio_bench.citus import CitusCluster, CitusUnavailableError, citus_cluster, pg_bindir
 
 POSTGRES_URL_ENV = "OBLIVIO_TEST_DATABASE_URL"
 REQUIRE_POSTGRES_ENV = "OBLIVIO_REQUIRE_POSTGRES"
+REQUIRE_CITUS_ENV = "OBLIVIO_REQUIRE_CITUS"
 
-_postgres_outcomes: dict[str, list[str]] = {"passed": [], "skipped": []}
+# Per marker ("postgres", "citus"): the node ids that passed and were skipped.
+_outcomes: dict[str, dict[str, list[str]]] = {
+    marker: {"passed": [], "skipped": []} for marker in ("postgres", "citus")
+}
+_REQUIRE = {"postgres": REQUIRE_POSTGRES_ENV, "citus": REQUIRE_CITUS_ENV}
+# Fewer shards than Citus's 32: each test database distributes every table,
+# and two workers still each hold half of them.
+CITUS_TEST_SHARDS = 4
 
 # Hypothesis times each example (200 ms by default) and the generation of its
 # data, on the wall clock: on a loaded shared machine a descheduled example
@@ -122,12 +132,23 @@ def sqlite_url(tmp_path: Path) -> str:
     return url
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def url_of_backend(request: pytest.FixtureRequest) -> str:
+    """The fresh database of the backend ``request.param`` names (a fixture's body)."""
+    url: str = request.getfixturevalue(f"{request.param}_url")
+    return url
+
+
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+#: For a test module that overrides ``any_database_url`` to run on the Citus tier
+#: too (``any_database_url = pytest.fixture(params=WITH_CITUS)(url_of_backend)``):
+#: each Citus database costs seconds, so the tier takes the suites that matter.
+WITH_CITUS = [*BACKENDS, pytest.param("citus", marks=pytest.mark.citus)]
+
+
+@pytest.fixture(params=BACKENDS)
 def any_database_url(request: pytest.FixtureRequest) -> str:
     """Each backend in turn: contract tests take this fixture."""
-    fixture = "sqlite_url" if request.param == "sqlite" else "postgres_url"
-    url: str = request.getfixturevalue(fixture)
-    return url
+    return url_of_backend(request)
 
 
 @pytest.fixture(scope="session")
@@ -162,26 +183,75 @@ def store(any_database_url: str, keyring: KeyringFile) -> Iterator[EventStore]:
     event_store.close()
 
 
+@pytest.fixture(scope="session")
+def citus() -> Iterator[CitusCluster]:
+    """A coordinator and two workers started from the installed Citus extension.
+
+    One cluster per test process (pytest-xdist worker), stopped and removed at
+    the end of the session.  Without the extension the test is skipped, or
+    fails with ``OBLIVIO_REQUIRE_CITUS=1`` (CI).  fsync is off: the cluster is
+    thrown away with the session.
+    """
+    try:
+        pg_bindir()  # raises when the extension is not installed
+    except CitusUnavailableError as e:
+        if os.environ.get(REQUIRE_CITUS_ENV) == "1":
+            pytest.fail(f"{e} and {REQUIRE_CITUS_ENV}=1", pytrace=False)
+        pytest.skip(str(e))
+    with citus_cluster(workers=2, shard_count=CITUS_TEST_SHARDS, durable=False) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def citus_database(citus: CitusCluster) -> Iterator[str]:
+    """A database on the test cluster, migrated (distributed layout), for the session."""
+    name = f"oblivio_c_{uuid.uuid4().hex[:12]}"
+    url = citus.create_database(name)
+    backend = create_backend(url)
+    upgrade_schema(backend.engine)
+    backend.dispose()
+    yield url
+    citus.drop_database(name)
+
+
+@pytest.fixture
+def citus_url(citus_database: str) -> str:
+    """The session's Citus database, emptied: every table truncated, sequences restarted.
+
+    Creating a database on three nodes and distributing its tables takes
+    seconds; emptying one takes a fraction of that, and leaves the layout as
+    ``oblivio db upgrade`` made it.
+    """
+    with psycopg.connect(citus_database, autocommit=True) as conn:
+        tables = [
+            name
+            for (name,) in conn.execute(
+                "SELECT quote_ident(tablename) FROM pg_tables WHERE schemaname = 'public'"
+                " AND tablename <> 'alembic_version'"
+            )
+        ]
+        conn.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY".encode())
+    return citus_database
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if "postgres" not in report.keywords:
-        return
-    if report.skipped:
-        _postgres_outcomes["skipped"].append(report.nodeid)
-    elif report.passed and report.when == "call":
-        _postgres_outcomes["passed"].append(report.nodeid)
+    for marker, outcomes in _outcomes.items():
+        if marker not in report.keywords:
+            continue
+        if report.skipped:
+            outcomes["skipped"].append(report.nodeid)
+        elif report.passed and report.when == "call":
+            outcomes["passed"].append(report.nodeid)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    # CI sets OBLIVIO_REQUIRE_POSTGRES=1: a skipped PostgreSQL test there means
-    # the backend that production runs on went untested, so the run fails.
-    # Under pytest-xdist (-n) the workers' reports reach this process's
-    # pytest_runtest_logreport, so the controller sees every skip.
-    if not _require_postgres():
-        return
-    skipped = _postgres_outcomes["skipped"]
-    if skipped:
-        print(
-            f"\n{len(skipped)} PostgreSQL test(s) were skipped with "
-            f"{REQUIRE_POSTGRES_ENV}=1, e.g. {skipped[0]}"
-        )
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    # CI sets OBLIVIO_REQUIRE_POSTGRES=1 and OBLIVIO_REQUIRE_CITUS=1: a skipped
+    # PostgreSQL or Citus test there means a backend that production runs on
+    # went untested, so the run fails.  Under pytest-xdist (-n) the workers'
+    # reports reach this process's pytest_runtest_logreport, so the controller
+    # sees every skip.
+    for marker, env in _REQUIRE.items():
+        skipped = _outcomes[marker]["skipped"]
+        if os.environ.get(env) == "1" and skipped:
+            print(f"\n{len(skipped)} {marker} test(s) were skipped with {env}=1, e.g. {skipped[0]}")
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -11,15 +11,19 @@ from eventstore.errors import InvalidInputError
 
 
 def create_backend(url: str) -> Backend:
-    """A backend for ``sqlite:///path`` or ``postgresql://…`` URLs."""
+    """A backend for ``sqlite:///path`` or ``postgresql://…`` URLs (Citus when the
+    database has the extension; this connects once to find out)."""
     if url.startswith("sqlite:"):
         from eventstore.backends.sqlite import SQLiteBackend, create_sqlite_engine
 
         return SQLiteBackend(create_sqlite_engine(url))
     if url.startswith(("postgresql", "postgres:")):
+        from eventstore.backends.citus import CitusBackend, has_citus
         from eventstore.backends.postgres import PostgresBackend
 
-        return PostgresBackend(url)
+        # A database with the Citus extension is a cluster's coordinator: its
+        # log order needs the cluster's horizon (eventstore.backends.citus).
+        return CitusBackend(url) if has_citus(url) else PostgresBackend(url)
     raise InvalidInputError("database URL must start with sqlite:/// or postgresql://")
 
 

@@ -23,7 +23,7 @@ from eventstore.batch import Placement, SealedBatch
 class Backend(abc.ABC):
     """One database under the log: connections, the append, the global order, errors."""
 
-    #: ``"sqlite"`` or ``"postgresql"``, as the health route reports it.
+    #: ``"sqlite"``, ``"postgresql"`` or ``"citus"``, as the health route reports it.
     name: str
     #: True when one process owns the database file (SQLite).
     embedded: bool
@@ -82,6 +82,11 @@ class Backend(abc.ABC):
         Parameter ``settled``: a commit group below which the caller knows every
         writer had ended (one past the highest one an earlier read showed).
         """
+
+    def log_params(self, conn: Connection) -> dict[str, Any]:
+        """Parameters of :meth:`after_cursor` that must be read on ``conn`` just before
+        each log read (none, unless the horizon cannot be part of the read itself)."""
+        return {}
 
     @abc.abstractmethod
     def one_of(self, column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:

@@ -147,6 +147,9 @@ FROM (SELECT pg_current_snapshot() AS s,
              (SELECT oid FROM pg_database WHERE datname = current_database()) AS db) AS snap
 )"""
 
+#: The horizon's SQL, for the backend built on this one (eventstore.backends.citus).
+HORIZON = _HORIZON
+
 # Each of the two engines' pools (SQLAlchemy's QueuePool), counted in docs/operations.md.
 POOL_SIZE = 5
 MAX_OVERFLOW = 10
@@ -207,8 +210,11 @@ class PostgresBackend(Backend):
     embedded = False
     log_order = (events.c.commit_group, events.c.position)
 
+    #: Session settings of the main pool's connections.
+    session_options = "-c TimeZone=UTC"
+
     def __init__(self, url: str) -> None:
-        super().__init__(_engine(url))
+        super().__init__(_engine(url, session=self.session_options))
         sa.event.listen(self.engine, "begin", _begin)
         # A pool of its own whose connections stay in autocommit: a statement
         # read sends no BEGIN or ROLLBACK.  Lending the main pool's connections

@@ -32,11 +32,16 @@ def make_settings(tmp_path: Path, database_url: str | None, **overrides: Any) ->
     )
 
 
+def settings_of_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
+    """A store of the test's own on the backend ``request.param`` names (a fixture's body)."""
+    url = None if request.param == "sqlite" else request.getfixturevalue(f"{request.param}_url")
+    return make_settings(tmp_path, url)
+
+
 @pytest.fixture(params=BACKENDS)
 def store_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
     """A store of the test's own, on each backend in turn."""
-    url = None if request.param == "sqlite" else request.getfixturevalue("postgres_url")
-    return make_settings(tmp_path, url)
+    return settings_of_backend(request, tmp_path)
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import pytest
 
 from eventstore import EventUnavailableError, InvalidInputError, MalformedIdError
 from oblivio import MemoryClient
+from tests.conftest import WITH_CITUS
 from tests.erasure._support import (
     assert_same_request,
     audit_entries,
@@ -23,6 +24,10 @@ from tests.erasure._support import (
     seed_subject,
     stream_id_of,
 )
+from tests.erasure.conftest import settings_of_backend
+
+# Erasure holds on the Citus tier too: the ``client`` fixture takes this.
+store_settings = pytest.fixture(params=WITH_CITUS)(settings_of_backend)
 
 ALICE, BOB = "alice@example.org", "bob@example.org"
 

@@ -17,6 +17,7 @@ from eventstore import Erasure
 from oblivio import MemoryClient
 from oblivio.memory import api_keys
 from oblivio.settings import Settings
+from tests.conftest import WITH_CITUS
 from tests.erasure._support import (
     Seeded,
     assert_same_request,
@@ -31,6 +32,10 @@ from tests.erasure._support import (
     stream_id_of,
     whole_log,
 )
+from tests.erasure.conftest import settings_of_backend
+
+# Erasure holds on the Citus tier too: the ``client`` fixture takes this.
+store_settings = pytest.fixture(params=WITH_CITUS)(settings_of_backend)
 
 ALICE, BOB = "alice@example.org", "bob@example.org"
 DPO = "dpo-officer-7"

@@ -66,13 +66,23 @@ def module_postgres(
     admin.dispose()
 
 
+def settings_of_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
+    """An empty store on the backend ``request.param`` names (a fixture's body).
+
+    On the Citus tier, the session's distributed database emptied for the test.
+    """
+    if request.param == "sqlite":
+        return sqlite_settings(tmp_path / "memory")
+    if request.param == "citus":
+        return postgres_settings(tmp_path, request.getfixturevalue("citus_url"))
+    url, keyring = request.getfixturevalue("module_postgres")
+    return postgres_settings(tmp_path, url, keyring, namespace=f"t-{uuid.uuid4().hex[:16]}")
+
+
 @pytest.fixture(params=BACKENDS)
 def memory_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
     """An empty store on each backend in turn (see the module docstring)."""
-    if request.param == "sqlite":
-        return sqlite_settings(tmp_path / "memory")
-    url, keyring = request.getfixturevalue("module_postgres")
-    return postgres_settings(tmp_path, url, keyring, namespace=f"t-{uuid.uuid4().hex[:16]}")
+    return settings_of_backend(request, tmp_path)
 
 
 @pytest.fixture(params=BACKENDS)

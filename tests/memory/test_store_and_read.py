@@ -13,6 +13,7 @@ from oblivio import LifecycleState, MemoryClient, Node, NodeType, Role, Scope, S
 from oblivio.errors import EvidenceUnavailableError, NodeUnavailableError
 from projections import events as ev
 from projections.model import INITIAL_CONFIDENCE, INITIAL_SALIENCE
+from tests.conftest import WITH_CITUS
 from tests.memory._support import (
     EVIDENCE_MESSAGE,
     nothing_written,
@@ -20,6 +21,10 @@ from tests.memory._support import (
     remember,
     stream,
 )
+from tests.memory.conftest import settings_of_backend
+
+# The memory operations hold on the Citus tier too: the ``memory`` fixture takes this.
+memory_settings = pytest.fixture(params=WITH_CITUS)(settings_of_backend)
 
 # -- store and read back ------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from projections import events as ev
 from projections.graph import state_to_json
 from projections.storage.graph_store import STATE_COLUMNS, state_of
 from tests._threads import race
+from tests.conftest import WITH_CITUS
 from tests.memory._support import (
     EVIDENCE_MESSAGE,
     current,
@@ -39,7 +40,10 @@ from tests.memory._support import (
     rejects,
     remember,
 )
-from tests.memory.conftest import Opener
+from tests.memory.conftest import Opener, settings_of_backend
+
+# The memory operations hold on the Citus tier too: the ``memory`` fixture takes this.
+memory_settings = pytest.fixture(params=WITH_CITUS)(settings_of_backend)
 
 
 def test_the_documented_correction_flow(memory: MemoryClient) -> None:

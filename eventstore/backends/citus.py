@@ -1,0 +1,238 @@
+"""Citus: PostgreSQL sharded over worker nodes, reached through its coordinator.
+
+Everything but the global order is PostgreSQL's (``eventstore.backends.postgres``):
+oblivio connects to the coordinator only, which routes each statement.
+
+The global order on a cluster.  Each node has its own transaction ids and its
+own snapshots, so a worker's horizon says nothing about a writer running on
+another worker.  What every writer shares is the coordinator: all of
+oblivio's transactions begin there, and the append's ``pg_current_xact_id()``
+is evaluated there before Citus routes the statement (Citus evaluates the
+functions of a modification on the coordinator; the tier's tests check it).
+So the log keeps ONE merged order, ``(commit_group, position)`` with the
+coordinator's transaction id as commit group, and a reader's horizon is read
+on the coordinator, in a statement of its own that runs BEFORE the page's
+read on the workers:
+
+- A transaction that wrote to one worker (every append: a subject's rows are
+  on one shard) commits there in PRE_COMMIT, before its coordinator xid
+  leaves the coordinator's snapshots.  An xid below the coordinator horizon
+  has ended, so its rows were committed on their worker before the horizon was
+  read, and the page, read on the workers later, sees them.
+- A transaction that wrote to several workers (an erasure writes the
+  subject's shard and the audit stream's) commits with two-phase commit: its
+  workers PREPARE in PRE_COMMIT, and COMMIT PREPARED is sent in the COMMIT
+  callback, when the coordinator xid has already left the snapshots.  That
+  gap would let a reader skip its rows.  But PostgreSQL releases a
+  transaction's locks only after its commit callbacks, and every transaction
+  with an xid holds an exclusive lock on that xid until then.  So the horizon
+  is also kept at or below every xid whose lock is still held on the
+  coordinator (``pg_locks``; 32-bit xids widened against the snapshot's xmax,
+  which every such xid precedes by less than 2^31).
+- Not covered: a COMMIT PREPARED that fails (the worker went down in that
+  gap) is finished later by Citus's 2PC recovery, after the writer released
+  its locks; rows committed then may land below a horizon already passed.
+  docs/scaling.md lists it with the remaining work.
+
+Why a separate statement: a horizon written into the page's query as a
+subquery becomes Citus subplans whose placement is the planner's business;
+read first, on the coordinator's own snapshot, its meaning is plain.  The
+price is a round trip per log page.  The rule that every writer goes through
+the coordinator is the operator's (docs/scaling.md): a writer connected to a
+worker directly would have a commit group from another xid counter.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from eventstore.backends.postgres import HORIZON, PostgresBackend, normalise_postgres_url
+from eventstore.errors import OperationalError
+from eventstore.schema import events
+
+# The coordinator's horizon (see eventstore.backends.postgres) lowered to the
+# oldest xid whose lock is still held: a writer still committing its prepared
+# parts on the workers.  Locks of backends of other databases are left out as
+# the horizon leaves out their xids (a backend never changes database).
+_CLUSTER_HORIZON = sa.text(f"""
+SELECT least({HORIZON}, (
+    SELECT min(xmax - ((xmax % 4294967296 - l.transactionid::text::bigint + 4294967296)
+                       % 4294967296))
+      FROM pg_locks AS l,
+           (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax) AS snap
+     WHERE l.locktype = 'transactionid' AND l.mode = 'ExclusiveLock' AND l.granted
+       AND NOT EXISTS (SELECT FROM pg_stat_activity AS a
+                        WHERE a.pid = l.pid AND a.datname <> current_database())))
+""")  # noqa: S608 (constant SQL)
+
+_IS_CITUS = "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')"
+
+
+def has_citus(url: str) -> bool:
+    """Whether the database at ``url`` has the Citus extension.
+
+    On a connection of its own, closed at once: a pooled one would outlive
+    the probe and meet the first statement as a stale connection after a
+    server restart.
+    """
+    conninfo = sa.engine.make_url(normalise_postgres_url(url)).set(drivername="postgresql")
+    try:
+        with psycopg.connect(conninfo.render_as_string(hide_password=False)) as conn:
+            row = conn.execute(_IS_CITUS).fetchone()
+    except psycopg.Error as e:
+        raise OperationalError(f"PostgreSQL could not be reached: {e}") from e
+    return bool(row and row[0])
+
+
+class CitusBackend(PostgresBackend):
+    name = "citus"
+    # One connection per worker node in a transaction.  A transaction that has
+    # read several shards of a node over parallel connections (the check that
+    # caller-supplied event ids are new, a subject's rows across the log) may
+    # not write a coordinator table that has a foreign key afterwards; Citus
+    # refuses it, since the write could not see those connections' locks.
+    session_options = PostgresBackend.session_options + (
+        " -c citus.multi_shard_modify_mode=sequential"
+    )
+
+    def after_cursor(self) -> sa.ColumnElement[bool]:
+        # The horizon comes in as a parameter, read by ``log_params`` just before.
+        after = sa.tuple_(events.c.commit_group, events.c.position) > sa.tuple_(
+            sa.bindparam("group", type_=sa.BigInteger()),
+            sa.bindparam("position", type_=sa.BigInteger()),
+        )
+        horizon = sa.func.greatest(
+            sa.bindparam("horizon", type_=sa.BigInteger()),
+            sa.bindparam("settled", type_=sa.BigInteger()),
+        )
+        return sa.and_(after, events.c.commit_group < horizon)
+
+    def log_params(self, conn: Connection) -> dict[str, Any]:
+        return {"horizon": int(conn.execute(_CLUSTER_HORIZON).scalar_one())}
+
+
+# -- the distributed layout -----------------------------------------------------------
+#
+# Which table goes where, decided from the schema itself (so that tables other
+# packages add later follow the same rule at their next ``db upgrade``):
+#
+# - Distributed by ``stream_id``, co-located with ``events``: the log and every
+#   table whose primary key includes a NOT NULL ``stream_id`` (the projections'
+#   per-stream rows).  A stream is one generation of one subject, so one
+#   operation's rows (its events, its graph rows, its vectors) sit on one shard
+#   and every join between them on ``stream_id`` stays on that shard.
+# - On the coordinator, in Citus's metadata ("Citus local tables", so that a
+#   transaction writing one of them and a shard commits with two-phase commit):
+#   ``streams`` and ``data_keys`` (one row per subject generation: the row an
+#   append locks, FOR UPDATE, to order its stream, which Citus allows only on
+#   one node), and everything that is about the deployment rather than about a
+#   subject (API keys, erasure requests, certificates, jobs, checkpoints, the
+#   scheduler's tables): small, locked row by row, joined with everything.
+#
+# Citus enforces a primary key or unique constraint of a distributed table
+# only if it contains the distribution column, so each one that lacks
+# ``stream_id`` is rebuilt with it in front, under the same name (the
+# event-id constraint's name is how a duplicate event id is recognised).
+# Row values do not change: the associated data sealed into every ciphertext
+# (stream id, event id, version) stays what it was, nothing is re-encrypted.
+
+_ANCHOR = "events"
+_CENTRAL = frozenset({"streams", "data_keys"})
+
+_TABLES = sa.text("""
+SELECT c.relname,
+       EXISTS (SELECT FROM pg_constraint k JOIN pg_attribute a
+                 ON a.attrelid = k.conrelid AND a.attnum = ANY (k.conkey)
+                WHERE k.conrelid = c.oid AND k.contype = 'p'
+                  AND a.attname = 'stream_id' AND a.attnotnull) AS keyed_by_stream,
+       EXISTS (SELECT FROM pg_dist_partition p WHERE p.logicalrelid = c.oid) AS in_citus
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p')
+   AND c.relname <> 'alembic_version'
+ ORDER BY c.relname
+""")
+
+# Unique constraints and unique indexes without ``stream_id``, with their definitions.
+_KEYS_WITHOUT_STREAM = sa.text("""
+SELECT i.indexrelid::regclass::text AS name, k.contype, pg_get_indexdef(i.indexrelid) AS def,
+       (SELECT array_agg(a.attname ORDER BY x.n) FROM unnest(i.indkey) WITH ORDINALITY x(attnum, n)
+          JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = x.attnum) AS columns
+  FROM pg_index i LEFT JOIN pg_constraint k ON k.conindid = i.indexrelid
+ WHERE i.indrelid = CAST(:table AS regclass) AND i.indisunique
+   AND NOT EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = i.indrelid
+                     AND a.attnum = ANY (i.indkey) AND a.attname = 'stream_id')
+""")
+
+
+_DISTRIBUTE = sa.text("SELECT create_distributed_table(:t, 'stream_id', colocate_with => :c)")
+_ADD_LOCAL = sa.text(
+    "SELECT citus_add_local_table_to_metadata(:t, cascade_via_foreign_keys => true)"
+)
+_IN_CITUS = sa.text(
+    "SELECT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = CAST(:t AS regclass))"
+)
+
+
+def place_tables(engine: Engine) -> list[str]:
+    """On a Citus coordinator (a PostgreSQL ``engine`` whose database has the
+    extension), :func:`distribute`; elsewhere nothing.  What it placed."""
+    with engine.begin() as conn:
+        if not conn.execute(sa.text(_IS_CITUS)).scalar_one():
+            return []
+        return distribute(conn)
+
+
+def distribute(conn: Connection) -> list[str]:
+    """Give every table of the schema its place on the cluster (see above); idempotent.
+
+    Returns the tables it distributed or added to Citus's metadata this time.
+    """
+    placed = []
+    # One transaction for the whole layout; Citus then needs one connection per
+    # node for it, as it does when local tables with foreign keys are involved.
+    conn.execute(sa.text("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'"))
+    tables = conn.execute(_TABLES).all()
+    distributed = sorted(
+        t.relname
+        for t in tables
+        if t.relname == _ANCHOR or (t.keyed_by_stream and t.relname not in _CENTRAL)
+    )
+    for name in [_ANCHOR, *(n for n in distributed if n != _ANCHOR)]:
+        if next(t for t in tables if t.relname == name).in_citus:
+            continue
+        _key_by_stream(conn, name)
+        colocation = "none" if name == _ANCHOR else _ANCHOR
+        conn.execute(_DISTRIBUTE, {"t": name, "c": colocation})
+        placed.append(name)
+    for t in tables:
+        if t.relname in distributed or t.in_citus:
+            continue
+        # A table joined by a foreign key to one added already came in with it.
+        if _in_citus(conn, t.relname):
+            continue
+        conn.execute(_ADD_LOCAL, {"t": t.relname})
+        placed.append(t.relname)
+    return placed
+
+
+def _in_citus(conn: Connection, table: str) -> bool:
+    return bool(conn.execute(_IN_CITUS, {"t": table}).scalar_one())
+
+
+def _key_by_stream(conn: Connection, table: str) -> None:
+    """Rebuild each unique key of ``table`` that lacks ``stream_id`` with it in front."""
+    for key in conn.execute(_KEYS_WITHOUT_STREAM, {"table": table}).all():
+        columns = ", ".join(f'"{c}"' for c in ["stream_id", *key.columns])
+        if key.contype in ("p", "u"):
+            kind = "PRIMARY KEY" if key.contype == "p" else "UNIQUE"
+            conn.execute(sa.text(f'ALTER TABLE "{table}" DROP CONSTRAINT "{key.name}"'))
+            conn.execute(
+                sa.text(f'ALTER TABLE "{table}" ADD CONSTRAINT "{key.name}" {kind} ({columns})')
+            )
+        else:
+            conn.execute(sa.text(f'DROP INDEX "{key.name}"'))
+            conn.execute(sa.text(f'CREATE UNIQUE INDEX "{key.name}" ON "{table}" ({columns})'))

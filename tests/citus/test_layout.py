@@ -1,0 +1,104 @@
+"""The distributed layout `oblivio db upgrade` gives a store on a Citus coordinator."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from eventstore import EventStore, KeyringFile, NewEvent, create_backend
+from eventstore.migrate import upgrade
+from oblivio.bootstrap import upgrade_schema
+from oblivio_bench.citus import CitusCluster
+from projections import MIGRATIONS, metadata
+
+pytestmark = pytest.mark.citus
+
+SUBJECTS = [f"person-{i}" for i in range(12)]
+
+
+def placement(url: str) -> dict[str, str]:
+    """Each table's kind in Citus's metadata: ``h`` distributed by hash, ``n`` local."""
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT logicalrelid::text, partmethod FROM pg_dist_partition"
+        ).fetchall()
+    return dict(rows)
+
+
+def nodes_holding_events(url: str) -> set[int]:
+    """The ports of the nodes whose shards of ``events`` hold at least one row."""
+    with psycopg.connect(url) as conn:
+        shards = conn.execute(
+            "SELECT DISTINCT get_shard_id_for_distribution_column('events', stream_id) FROM events"
+        ).fetchall()
+        ports = dict(
+            conn.execute(
+                "SELECT shardid, nodeport FROM citus_shards WHERE table_name = 'events'::regclass"
+            ).fetchall()
+        )
+    return {ports[shard] for (shard,) in shards}
+
+
+@pytest.fixture
+def bare_citus_url(citus: CitusCluster) -> Iterator[str]:
+    """A database on the cluster with the extension and nodes, and no schema yet."""
+    name = f"oblivio_d_{uuid.uuid4().hex[:12]}"
+    yield citus.create_database(name)
+    citus.drop_database(name)
+
+
+def test_upgrade_distributes_the_log_and_projections_by_stream(citus_url: str) -> None:
+    kinds = placement(citus_url)
+    assert kinds["events"] == "h"
+    for table in ("memory_events", "memory_nodes", "memory_vectors", "memory_operations"):
+        assert kinds[table] == "h", table
+    # Central, on the coordinator: the rows an append locks, and the deployment's own.
+    for table in ("streams", "data_keys", "erasure_requests", "certificates", "api_keys"):
+        assert kinds[table] == "n", table
+    # Every table of the schema has a place.
+    with psycopg.connect(citus_url) as conn:
+        (unplaced,) = conn.execute(
+            "SELECT count(*) FROM pg_tables t WHERE schemaname = 'public'"
+            " AND tablename <> 'alembic_version'"
+            " AND NOT EXISTS (SELECT FROM pg_dist_partition p"
+            "                  WHERE p.logicalrelid = t.tablename::regclass)"
+        ).fetchone()  # type: ignore[misc]
+    assert unplaced == 0
+
+
+def test_a_single_node_store_moves_onto_the_cluster_without_re_encryption(
+    bare_citus_url: str, tmp_path: object
+) -> None:
+    # The store as a restored single-node dump would be: migrated, its tables
+    # still plain PostgreSQL tables on the coordinator.
+    backend = create_backend(bare_citus_url)
+    upgrade(backend.engine, [MIGRATIONS], [metadata])
+    assert placement(bare_citus_url) == {}
+    keyring = KeyringFile(tmp_path / "keyring.json")  # type: ignore[operator]
+    store = EventStore(backend, keyring)
+    written = [
+        store.append("default", subject, [NewEvent("note", {"n": n, "who": subject})])[0]
+        for n, subject in enumerate(SUBJECTS * 2)
+    ]
+    with psycopg.connect(bare_citus_url) as conn:
+        before = conn.execute("SELECT event_id, payload FROM events ORDER BY position").fetchall()
+
+    upgrade_schema(store.engine)  # what `oblivio db upgrade` runs
+
+    assert placement(bare_citus_url)["events"] == "h"
+    with psycopg.connect(bare_citus_url) as conn:
+        after = conn.execute("SELECT event_id, payload FROM events ORDER BY position").fetchall()
+    assert after == before  # the same ciphertexts, moved, not re-sealed
+    assert len(nodes_holding_events(bare_citus_url)) == 2  # subjects on both workers
+    page = store.read_all(limit=1000)
+    assert [e.event_id for e in page.events] == [e.event_id for e in written]
+    assert [e.data for e in page.events] == [e.data for e in written]
+    assert store.read_stream("default", "person-3")[1].data == {"n": 15, "who": "person-3"}
+    assert store.verify().ok
+    # And it goes on writing.
+    store.append("default", "person-3", [NewEvent("note", {"n": 99})])
+    assert [e.data["n"] for e in store.read_stream("default", "person-3")] == [3, 15, 99]
+    store.close()
