@@ -24,7 +24,14 @@ import uvicorn
 from fastapi.testclient import TestClient
 
 from tests.http import conftest as http_fixtures
-from tests.http.conftest import World, open_world, serve_in_thread, settings_for, wait_until_healthy
+from tests.http.conftest import (
+    SERVER_START_TIMEOUT,
+    World,
+    open_world,
+    serve_in_thread,
+    settings_for,
+    wait_until_healthy,
+)
 
 CHROMIUM_ENV = "OBLIVIO_CHROMIUM"
 REQUIRE_BROWSER_ENV = "OBLIVIO_REQUIRE_BROWSER"
@@ -134,7 +141,7 @@ def console_without_workers(sqlite_url: str, tmp_path: Path) -> Iterator[tuple[s
         thread.start()
         base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         try:
-            wait_until_healthy(base_url, 15.0, thread.is_alive)
+            wait_until_healthy(base_url, SERVER_START_TIMEOUT, thread.is_alive)
             yield base_url, w
         finally:
             server.should_exit = True

@@ -16,7 +16,7 @@ from pathlib import Path
 from oblivio.settings import Settings
 from tests.http.conftest import child_env, free_port, wait_until_healthy
 
-SERVE_START_TIMEOUT = 30.0
+SERVE_START_TIMEOUT = 60.0
 SERVE_STOP_TIMEOUT = 20.0
 FIRST_KEY = re.compile(r"^\s+(obl_[0-9a-f]+_[A-Za-z0-9_-]+)\s*$")
 

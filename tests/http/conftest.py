@@ -243,6 +243,12 @@ def free_port() -> int:
         return port
 
 
+#: How long a server started for a test may take to answer its first health check.
+#: A bound, not a wait (the poll returns at the first 200): at load average 20 on
+#: two cores an in-thread start once took longer than 15 s.
+SERVER_START_TIMEOUT = 60.0
+
+
 def wait_until_healthy(base_url: str, timeout: float, alive: Any = None) -> None:
     """Poll ``/v1/health`` until it answers 200; ``alive()`` False stops early."""
     deadline = time.monotonic() + timeout
@@ -281,7 +287,7 @@ def serve_in_thread(
         thread.start()
         base_url = f"http://127.0.0.1:{port}"
         try:
-            wait_until_healthy(base_url, 15.0, thread.is_alive)
+            wait_until_healthy(base_url, SERVER_START_TIMEOUT, thread.is_alive)
             yield base_url
         finally:
             server.should_exit = True
