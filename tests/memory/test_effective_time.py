@@ -174,3 +174,20 @@ def test_retention_sweeps_count_from_the_recorded_time(memory: MemoryClient) -> 
     later = ctx.clock() + timedelta(days=31)
     assert sweep_retention(ctx.store, ctx.eraser, [policy], lambda: later) == 1
     assert memory.get_event(imported, user_id="alice") is None
+
+
+def test_erasure_certificates_state_both_times(memory: MemoryClient) -> None:
+    boston, _ = stored_node(memory, "Alice lives in Boston.", occurred_at=MOVED_IN)
+    stored_node(memory, "Alice lives in Chicago.", occurred_at=MOVED_ON)
+    recorded = memory.get_event(boston, user_id="alice")
+    assert recorded is not None
+
+    deleted = memory.delete_event(boston, user_id="alice", wait=True)
+    claims = memory.verify_certificate(deleted.certificate)
+
+    assert claims["erasure"]["occurred_between"] == ["2022-03-01T00:00:00Z"] * 2
+    [first, last] = claims["erasure"]["recorded_between"]
+    assert first == last == recorded.recorded_at.isoformat().replace("+00:00", "Z")
+
+    forgotten = memory.verify_certificate(memory.forget("alice", wait=True).certificate)
+    assert forgotten["erasure"]["occurred_between"] == ["2024-03-15T00:00:00Z"] * 2
