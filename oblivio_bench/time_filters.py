@@ -18,6 +18,7 @@ from typing import Any
 
 from eventstore import NewEvent
 from oblivio.client import MemoryClient
+from oblivio.memory.records import Retrieval
 from oblivio_bench.figures import Figure, Section, at_most, percentile
 from oblivio_bench.loading import (
     LOAD_BATCH,
@@ -109,7 +110,7 @@ def measure_time(
         )
     wait_until_visible(ctx, nodes)
     check_applied(ctx.runner.run_pending(), nodes)
-    first, _ = timed(lambda: _retrieve(client, query_text(rng), {"as_of": _moment(rng)}, 0))
+    first, _ = timed(lambda: _retrieve(client, query_text(rng), {"as_of": _moment(rng)}))
     latencies: dict[tuple[str, bool], list[float]] = {}
     for name, after_store in WORKLOADS:
         latencies[(name, after_store)] = [
@@ -125,14 +126,29 @@ def _timed_query(client: MemoryClient, rng: random.Random, name: str, after_stor
     if after_store:  # not timed: the retrieve waits for its vector
         client.store(memory_text(rng), user_id=TIME_SUBJECT, occurred_at=_moment(rng))
     wanted = _filters(rng, name)
-    seconds, _ = timed(lambda: _retrieve(client, query_text(rng), wanted, 1))
+    seconds, found = timed(lambda: _retrieve(client, query_text(rng), wanted))
+    _check(found, wanted)
     return seconds * 1000
 
 
-def _retrieve(client: MemoryClient, query: str, wanted: dict[str, Any], least: int) -> None:
-    found = client.retrieve(query, user_id=TIME_SUBJECT, limit=TIME_LIMIT, **wanted)
-    if len(found.results) < least:
-        raise BenchError(f"retrieve with {sorted(wanted)} found nothing")
+def _retrieve(client: MemoryClient, query: str, wanted: dict[str, Any]) -> Retrieval:
+    return client.retrieve(query, user_id=TIME_SUBJECT, limit=TIME_LIMIT, **wanted)
+
+
+def _check(found: Retrieval, wanted: dict[str, Any]) -> None:
+    """Fail unless every node returned passes the filters (after the timing)."""
+    moment = wanted.get("as_of")
+    for node in found.nodes:
+        wrong = (
+            (moment is not None and node.occurred_at > moment)
+            or ("occurred_since" in wanted and node.occurred_at < wanted["occurred_since"])
+            or ("occurred_until" in wanted and node.occurred_at >= wanted["occurred_until"])
+            or ("meta" in wanted and node.meta.get("topic") != wanted["meta"]["topic"])
+        )
+        if wrong:
+            raise BenchError(f"retrieve with {sorted(wanted)} returned a node it filters out")
+    if not wanted and len(found.results) < TIME_LIMIT:
+        raise BenchError(f"retrieve returned {len(found.results)} nodes")
 
 
 def time_section(results: Sequence[TimeResult]) -> Section:

@@ -393,6 +393,31 @@ class GraphStore:
             query = query.where(table.c.event_id.in_(list(event_ids)))
         return list(self.conn.execute(query))
 
+    def time_spans(
+        self, stream_id: int, event_ids: Collection[uuid.UUID] | None = None
+    ) -> dict[str, datetime | None]:
+        """When the stream's memories (or those of ``event_ids``) were recorded and when
+        they took effect, as the bounds an erasure certificate states (none: ``None``)."""
+        recorded = sa.select(
+            sa.func.min(memory_events.c.recorded_at), sa.func.max(memory_events.c.recorded_at)
+        ).where(memory_events.c.stream_id == stream_id)
+        occurred = sa.select(
+            sa.func.min(nodes.c.occurred_at), sa.func.max(nodes.c.occurred_at)
+        ).where(nodes.c.stream_id == stream_id)
+        if event_ids is not None:
+            recorded = recorded.where(memory_events.c.event_id.in_(list(event_ids)))
+            occurred = occurred.where(nodes.c.event_id.in_(list(event_ids)))
+        # min and max keep their column's type: the bounds come back as UTC datetimes.
+        recorded_from, recorded_to = self.conn.execute(recorded).one()
+        occurred_from, occurred_to = self.conn.execute(occurred).one()
+        return {
+            "recorded_from": recorded_from,
+            "recorded_to": recorded_to,
+            "occurred_from": occurred_from,
+            "occurred_to": occurred_to,
+        }
+
+
     def _stream_rows(
         self, table: sa.Table, stream_id: int, key: sa.Column[Any]
     ) -> list[sa.Row[Any]]:

@@ -10,6 +10,7 @@ import pytest
 
 from eventstore import InvalidInputError
 from oblivio import MemoryClient, Scope
+from workers.archiving import Archiver
 from workers.maintenance import RetentionPolicy, sweep_retention
 
 MOVED_IN = datetime(2022, 3, 1, tzinfo=UTC)
@@ -174,3 +175,40 @@ def test_retention_sweeps_count_from_the_recorded_time(memory: MemoryClient) -> 
     later = ctx.clock() + timedelta(days=31)
     assert sweep_retention(ctx.store, ctx.eraser, [policy], lambda: later) == 1
     assert memory.get_event(imported, user_id="alice") is None
+
+
+def test_erasure_certificates_state_both_times(memory: MemoryClient) -> None:
+    boston, _ = stored_node(memory, "Alice lives in Boston.", occurred_at=MOVED_IN)
+    stored_node(memory, "Alice lives in Chicago.", occurred_at=MOVED_ON)
+    recorded = memory.get_event(boston, user_id="alice")
+    assert recorded is not None
+
+    deleted = memory.delete_event(boston, user_id="alice", wait=True)
+    claims = memory.verify_certificate(deleted.certificate)
+
+    assert claims["erasure"]["occurred_between"] == ["2022-03-01T00:00:00Z"] * 2
+    [first, last] = claims["erasure"]["recorded_between"]
+    assert first == last == recorded.recorded_at.isoformat().replace("+00:00", "Z")
+
+    forgotten = memory.verify_certificate(memory.forget("alice", wait=True).certificate)
+    assert forgotten["erasure"]["occurred_between"] == ["2024-03-15T00:00:00Z"] * 2
+
+
+def test_archiving_ranks_retention_from_the_effective_time(memory: MemoryClient) -> None:
+    """Of two untouched memories, the one that took effect long ago leaves the tier,
+    though it was stored last."""
+    ctx = memory.context
+    _, fresh = stored_node(memory, "Alice's bike is blue.")
+    _, backdated = stored_node(
+        memory, "Alice's first bike was red.", occurred_at=ctx.clock() - timedelta(days=300)
+    )
+
+    report = Archiver(ctx.store, ctx.graph, ctx.scoring, 1, lambda: ctx.clock()).run()
+
+    assert report.nodes == 1
+    archived = memory.get_node(backdated.id, user_id="alice")
+    assert archived is not None
+    assert archived.archived_at is not None
+    kept = memory.get_node(fresh.id, user_id="alice")
+    assert kept is not None
+    assert kept.archived_at is None
