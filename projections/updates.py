@@ -59,7 +59,7 @@ _SPEAKER = re.compile(r"^\s*(?P<name>[A-Z][\w.' -]{0,40}?):\s")
 _NAME = re.compile(r"\b[A-Z][a-z]+\b")
 _CLAUSE = re.compile(
     r"[;:!?]|,\s*|\s+-\s+|\.\s+"
-    r"|\b(?:and|but|so|because|since|after(?!\s+all)|then|said|says|that)\b",
+    r"|\b(?:and|but|so|because|since|after(?!\s+all)|then|said|says|that)(?=\s)",
     re.IGNORECASE,
 )
 
@@ -299,10 +299,10 @@ def _weigh(
         against = [a for a in against if not a.startswith("one_off:on ")]
     predicates = _predicates(candidate.text) & _predicates(new_text)
     # A change counts only where it is said of them (not in a question, not of the
-    # listener or someone else) and where the slot is: in a sentence that shares a word,
-    # a kind of value or a predicate class with the earlier memory.  A change verb the
+    # listener or someone else) and where the slot is: in a statement that shares a
+    # word, a kind of value or a predicate class with the earlier memory.  A change verb the
     # earlier memory used itself ("adoption" … "adopt") names the topic, not a change.
-    where = [c for c in about if _holds_slot(c.sentence, shared, kinds, predicates)]
+    where = [c for c in about if _holds_slot(c.text, shared, kinds, predicates)]
     change = _change_cues(" . ".join(c.text for c in where), where)
     cues = [c for c in change if c.removeprefix("change_verb:") not in shared]
     attribute = _new_attribute_value(candidate.text, new_text)
@@ -362,21 +362,27 @@ def _holds_slot(
 class _Clause:
     text: str
     words: list[str]
-    sentence: str
     #: Part of a question ("Anything new?"): it states nothing.
     asks: bool
+    #: Which sentence of the memory it is part of.
+    sentence: int
+
+    def joined(self, after: _Clause) -> _Clause:
+        """This clause and the one that goes on with its subject, as one statement."""
+        text = f"{self.text} and {after.text}"
+        return _Clause(text, self.words + after.words, self.asks, self.sentence)
 
 
 def _clauses(text: str) -> list[_Clause]:
     """The clauses of ``text`` of two words or more (a lone "Name:" label is none)."""
     found: list[_Clause] = []
-    for start, end in sentence_spans(text):
+    for number, (start, end) in enumerate(sentence_spans(text)):
         sentence = text[start:end]
         asks = sentence.rstrip().endswith("?")
         for part in _CLAUSE.split(sentence):
             words = _words(part) if part else []
             if len(words) >= 2:
-                found.append(_Clause(part, words, sentence, asks))
+                found.append(_Clause(part, words, asks, number))
     return found
 
 
@@ -418,10 +424,13 @@ def _about_them(clauses: list[_Clause], old_text: str) -> list[_Clause]:
     about: list[_Clause] = []
     previous = False
     for clause in clauses:
-        # "… and took up the banjo": a clause that starts with its verb goes on with
-        # the subject of the clause before it.
+        # "… and work from home": a clause that starts with its verb goes on with the
+        # subject of the clause before it, and is read as one statement with it.
         continues = previous and clause.words[0] not in _NOT_A_VERB
-        previous = continues or _clause_about_them(clause.words, names, old_subject)
+        if continues and about and about[-1].sentence == clause.sentence and not clause.asks:
+            about[-1] = about[-1].joined(clause)
+            continue
+        previous = _clause_about_them(clause.words, names, old_subject)
         if previous and not clause.asks:
             about.append(clause)
     return about
@@ -464,7 +473,12 @@ def _clause_about_them(clause: list[str], names: set[str], old_subject: tuple[st
         return True  # named in the earlier memory: "Leo moved up a year"
     # A subject-less clause ("Sold the car", "New phone number: …") is the speaker's;
     # a name the earlier memory does not know is somebody else.
-    return not first[:1].isalpha() or first in _WORDS_STARTING_FRAGMENTS or first.endswith("ed")
+    return (
+        first[:1].isdigit()
+        or first in _WORDS_STARTING_FRAGMENTS
+        or first.endswith("ed")
+        or _stemmer().stemWord(first) in _CHANGE_STEMS  # "Sold the Corsa"
+    )
 
 
 # Words a clause with a subject of its own starts with (pronouns, determiners).
