@@ -150,6 +150,13 @@ erasure_requests = sa.Table(
     sa.Column("events_erased", sa.Integer, nullable=False),
     sa.Column("version_from", sa.BigInteger, nullable=True),
     sa.Column("version_to", sa.BigInteger, nullable=True),
+    # The time spans of the erased memories, for the certificate: when the log
+    # recorded them and when they took effect (their effective time).  Content-free
+    # bounds, null when no memory was erased (or for requests older than es_time_1).
+    sa.Column("recorded_from", UTCDateTime(), nullable=True),
+    sa.Column("recorded_to", UTCDateTime(), nullable=True),
+    sa.Column("occurred_from", UTCDateTime(), nullable=True),
+    sa.Column("occurred_to", UTCDateTime(), nullable=True),
     sa.Column("merkle_root", sa.LargeBinary(32), nullable=False),
     sa.Column("dek_id", sa.Uuid, nullable=True),
     sa.Column("kek_version", sa.Integer, nullable=True),

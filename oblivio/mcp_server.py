@@ -187,11 +187,22 @@ def _memory_tools(ctx: MemoryContext, bind: _Binding) -> list[ToolFunction]:
         scope: Scope = Scope.PERSONAL,
         source_type: SourceType = SourceType.USER_STATED,
         node_type: NodeType = NodeType.FACT,
+        occurred_at: AwareDatetime | None = None,
     ) -> dict[str, Any]:
-        """Remember something about a person; returns the event id and its node ids."""
+        """Remember something about a person; returns the event id and its node ids.
+
+        occurred_at is when it took effect (timezone-aware; default: now), e.g. a
+        move that happened last year.
+        """
         user = bind.user(user_id)
         stored = commands.store_memory(
-            ctx, content, user_id=user, scope=scope, source_type=source_type, node_type=node_type
+            ctx,
+            content,
+            user_id=user,
+            scope=scope,
+            source_type=source_type,
+            node_type=node_type,
+            occurred_at=occurred_at,
         )
         return {"event_id": str(stored.event_id), "node_ids": [str(n) for n in stored.node_ids]}
 
@@ -243,6 +254,11 @@ def _memory_tools(ctx: MemoryContext, bind: _Binding) -> list[ToolFunction]:
         include_superseded: StrictBool = False,
         include_archived: StrictBool = False,
         consistent: StrictBool = True,
+        as_of: AwareDatetime | None = None,
+        occurred_since: AwareDatetime | None = None,
+        occurred_until: AwareDatetime | None = None,
+        meta: dict[str, str | int | float | bool | None] | None = None,
+        resolve_dates: StrictBool = False,
     ) -> list[Any]:
         """The person's memories most relevant to the query, best first.
 
@@ -251,6 +267,10 @@ def _memory_tools(ctx: MemoryContext, bind: _Binding) -> list[ToolFunction]:
         ranks retired memories (lifecycle says which); include_archived also ranks
         memories archived out of default retrieval (archived_at says which).
         consistent=false answers without waiting for the last write to be indexed.
+        as_of ranks what was true at that moment ("where did she live in 2023?");
+        resolve_dates=true takes it from a year, month or day the query names.
+        occurred_since/occurred_until keep memories that took effect in that window;
+        meta keeps memories whose metadata has those values.
         """
         found = queries.retrieve(
             ctx,
@@ -264,6 +284,11 @@ def _memory_tools(ctx: MemoryContext, bind: _Binding) -> list[ToolFunction]:
             include_superseded=include_superseded,
             include_archived=include_archived,
             consistent=consistent,
+            as_of=as_of,
+            occurred_since=occurred_since,
+            occurred_until=occurred_until,
+            meta=meta,
+            resolve_dates=resolve_dates,
         )
         return [
             {
@@ -275,6 +300,8 @@ def _memory_tools(ctx: MemoryContext, bind: _Binding) -> list[ToolFunction]:
                 "node_type": r.node.node_type.value,
                 "source_type": r.node.source_type.value,
                 "archived_at": _plain(r.node.archived_at),
+                "occurred_at": _plain(r.node.occurred_at),
+                "valid_to": _plain(r.node.valid_to),
             }
             for r in found.results
         ]
@@ -348,10 +375,13 @@ def _correction_tools(ctx: MemoryContext, bind: _Binding) -> list[ToolFunction]:
             commands.resolve_contradiction, winner_node_id, loser_node_id, evidence_id, actor_id
         )
 
-    def memory_get_assertion_state(node_id: uuid.UUID) -> Any:
+    def memory_get_assertion_state(node_id: uuid.UUID, as_of: AwareDatetime | None = None) -> Any:
         """Whether a memory is current, contested or superseded, and by which memories
-        (for an extracted claim also its structure and validity); null when unavailable."""
-        state = queries.get_assertion_state(ctx, node_id, user_id=bind.optional_user())
+        (for an extracted claim also its structure and validity); null when unavailable.
+
+        as_of answers as it stood at that moment (null before it took effect).
+        """
+        state = queries.get_assertion_state(ctx, node_id, user_id=bind.optional_user(), as_of=as_of)
         return None if state is None else _plain(state)
 
     def memory_confirm_likely_update(node_id: uuid.UUID, actor_id: Actor = DEFAULT_ACTOR) -> Any:

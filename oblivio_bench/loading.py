@@ -88,7 +88,12 @@ def stored_event(user_id: str, content: str) -> NewEvent:
 
 def append_memories(ctx: MemoryContext, user_id: str, contents: Sequence[str]) -> None:
     """Store ``contents`` for one subject in one transaction, as ``store()`` does one."""
-    new_events = [stored_event(user_id, content) for content in contents]
+    append_events(ctx, user_id, [stored_event(user_id, content) for content in contents])
+
+
+def append_events(ctx: MemoryContext, user_id: str, new_events: Sequence[NewEvent]) -> None:
+    """Append memory.stored events of one subject in one transaction and apply them to
+    the node graph, as ``store()`` does one."""
     with ctx.store.transaction() as tx:
         stream = tx.lock_stream(Subject(ctx.namespace, user_id), create=True)
         recorded = tx.append_locked(stream, new_events)

@@ -17,6 +17,9 @@
    ``store()`` (see :mod:`oblivio_bench.ingest`), on a store of its own.
 5. **Re-embedding.**  A whole-store re-embedding job's nodes per second
    (see :mod:`oblivio_bench.reembed`), on a store of its own.
+6. **Time.**  ``retrieve`` with ``as_of`` and with filters at 10,000 nodes, warm
+   and right after a store (see :mod:`oblivio_bench.time_filters`), on a store
+   of its own.
 
 Sections 1 and 2 use the default embedder on one scratch store; section 3
 uses a store of its own, so no vector of one dimension meets a query of
@@ -59,6 +62,13 @@ from oblivio_bench.reembed import (
 from oblivio_bench.report import load_average, machine_info, paired_ratio
 from oblivio_bench.scratch import postgres_version
 from oblivio_bench.systems import BenchError
+from oblivio_bench.time_filters import (
+    TIME_NODES,
+    TIME_QUERIES,
+    TimeResult,
+    measure_time,
+    time_section,
+)
 from oblivio_bench.workloads import Measurement, timed
 from projections.embedders import DEFAULT_EMBEDDER, resolve_embedder
 
@@ -75,7 +85,7 @@ LEAST_QUERIES = 5
 SEED = 1729
 
 #: The measurements, in the order they run; ``--section`` picks some of them.
-SECTIONS = ("store", "catch-up", "retrieval", "ingest", "reembed")
+SECTIONS = ("store", "catch-up", "retrieval", "ingest", "reembed", "time")
 
 TARGET_STORE_RATIO = 0.5
 TARGET_CATCH_UP_EVENTS_PER_S = 5_000.0  # on PostgreSQL
@@ -114,6 +124,8 @@ class MemorySizes:
     ingest_subjects: int
     reembed_nodes: int
     reembed_subjects: int
+    time_nodes: int
+    time_queries: int
 
     @classmethod
     def scaled(cls, scale: float) -> MemorySizes:
@@ -136,6 +148,8 @@ class MemorySizes:
             n(INGEST_SUBJECTS),
             n(REEMBED_NODES),
             n(REEMBED_SUBJECTS),
+            n(TIME_NODES),
+            max(LEAST_QUERIES, round(TIME_QUERIES * min(scale, 1))),
         )
 
 
@@ -190,7 +204,8 @@ def run_memory_bench(
     tiers: list[TierResult] = []
     ingested: tuple[list[Measurement], list[Measurement], list[Measurement]] = ([], [], [])
     reembedded: list[ReembedRound] = []
-    labels = ["store", "retrieval", *sorted(wanted & {"ingest", "reembed"})]
+    timed_filters: list[TimeResult] = []
+    labels = ["store", "retrieval", *sorted(wanted & {"ingest", "reembed", "time"})]
     with scratch_settings(config.backend, config.server_url, labels) as settings:
         server = postgres_version(config.server_url) if config.backend == "postgres" else None
         machine = machine_info(server)
@@ -215,6 +230,12 @@ def run_memory_bench(
                 reembedded = measure_reembed(
                     client, sizes.reembed_nodes, sizes.reembed_subjects, config.rounds, progress
                 )
+        if "time" in wanted:
+            embedder = resolve_embedder(DEFAULT_EMBEDDER)
+            with open_client(settings["time"], embedder) as client:
+                timed_filters = [
+                    measure_time(client, sizes.time_nodes, sizes.time_queries, TIME_NODES, progress)
+                ]
         machine["load_average_end"] = load_average()
     sections = {
         "store": lambda: store_section(stores, appends),
@@ -222,6 +243,7 @@ def run_memory_bench(
         "retrieval": lambda: retrieval_section(tiers),
         "ingest": lambda: ingest_section(*ingested),
         "reembed": lambda: reembed_section(reembedded),
+        "time": lambda: time_section(timed_filters),
     }
     return FigureReport.of_run(
         "oblivio bench memory",
@@ -239,6 +261,7 @@ def run_memory_bench(
                 for name, ms in zip(("store", "ingest", "extraction"), ingested, strict=True)
             },
             "reembed": [r.to_json() for r in reembedded],
+            "time": [t.to_json() for t in timed_filters],
         },
     )
 
@@ -256,6 +279,8 @@ def _parameters(sizes: MemorySizes) -> dict[str, Any]:
         "ingest_subjects": sizes.ingest_subjects,
         "reembed_nodes": sizes.reembed_nodes,
         "reembed_subjects": sizes.reembed_subjects,
+        "time_nodes": sizes.time_nodes,
+        "time_queries": sizes.time_queries,
     }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from datetime import datetime
 from typing import Any, Final
 
 STORED: Final = "memory.stored"
@@ -143,3 +144,15 @@ def item_of(data: dict[str, Any]) -> tuple[str, str | None] | None:
     if not isinstance(key, str):
         return None
     return key, expires_at if isinstance(expires_at, str) else None
+
+
+def effective_at(data: dict[str, Any], recorded_at: datetime) -> datetime:
+    """When a memory.stored payload's statement took effect (its effective time).
+
+    ``occurred_at`` as the caller gave it to ``store``/``put_item`` (or to
+    ``ingest``, which keeps it under ``ingest``); without one, when the log
+    recorded the event.  Validity intervals, recency and ``as_of`` use this
+    time; the log's order and retention sweeps keep the recorded one.
+    """
+    given = data.get("occurred_at") or (data.get("ingest") or {}).get("occurred_at")
+    return recorded_at if not given else datetime.fromisoformat(str(given))

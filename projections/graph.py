@@ -45,7 +45,7 @@ def state_to_json(state: Mapping[str, Any]) -> dict[str, Any]:
 
 def state_from_json(raw: Mapping[str, Any]) -> dict[str, Any]:
     state = dict(raw)
-    for key in ("last_reinforced_at", "updated_at", "archived_at"):
+    for key in ("last_reinforced_at", "updated_at", "archived_at", "valid_to"):
         if state.get(key) is not None:
             state[key] = datetime.fromisoformat(state[key])
     if state.get("superseded_by") is not None:
@@ -206,7 +206,7 @@ class NodeGraphProjection(Projection):
     def _stored(
         self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
     ) -> list[uuid.UUID]:
-        scope, new_nodes = self._stored_nodes(event.event_id, event.recorded_at, data)
+        scope, new_nodes = self._stored_nodes(event, data)
         store.add_stored(cipher, event.event_id, scope, event.recorded_at, new_nodes)
         self._item_revision(ItemStore(store.conn), cipher, event, data)
         return [node.id for node in new_nodes]
@@ -232,10 +232,10 @@ class NodeGraphProjection(Projection):
         expires_at = _optional_time(data["expires_at"])
         ItemStore(store.conn).move_expiry(cipher.stream_id, uuid.UUID(data["event_id"]), expires_at)
 
-    def _stored_nodes(
-        self, event_id: uuid.UUID, recorded_at: datetime, data: dict[str, Any]
-    ) -> tuple[Scope, list[Node]]:
+    def _stored_nodes(self, event: RecordedEvent, data: dict[str, Any]) -> tuple[Scope, list[Node]]:
         """The scope and the new nodes of a stored event (ids derive from the event id)."""
+        event_id, recorded_at = event.event_id, event.recorded_at
+        occurred_at = ev.effective_at(data, recorded_at)
         scope = Scope(data["scope"])
         drafts = self.extractor.extract(data["content"], NodeType(data["node_type"]))
         new_nodes = [
@@ -247,6 +247,7 @@ class NodeGraphProjection(Projection):
                 scope=scope,
                 source_type=SourceType(data["source_type"]),
                 created_at=recorded_at,
+                occurred_at=occurred_at,
                 session_id=data.get("session_id"),
                 meta=data.get("meta") or {},
             )
@@ -336,6 +337,7 @@ class NodeGraphProjection(Projection):
         retired, successor = _retirement(data)
         after = _after_states(data)
         rows = store.node_rows(after)
+        _fill_valid_to(after, retired, successor, rows, data)
         # The successor is among the recorded after-states: its row answers, no query.
         named = {row.node_id for row in rows}
         if successor not in named and not store.present_nodes(cipher.stream_id, [successor]):
@@ -377,7 +379,8 @@ class NodeGraphProjection(Projection):
         for row in rows:
             state = after[row.node_id]
             if state.get("superseded_by") in gone:
-                state = state | {"lifecycle": row.lifecycle, "superseded_by": row.superseded_by}
+                kept = ("lifecycle", "superseded_by", "valid_to")
+                state = state | {k: row._mapping[k] for k in kept}
             store.update_state(row, state)
         return {row.node_id for row in rows}
 
@@ -392,6 +395,29 @@ class NodeGraphProjection(Projection):
 def _after_states(data: Mapping[str, Any]) -> dict[uuid.UUID, dict[str, Any]]:
     """A record's after-states by node id."""
     return {uuid.UUID(k): state_from_json(v) for k, v in data["after"].items()}
+
+
+def _fill_valid_to(
+    after: dict[uuid.UUID, dict[str, Any]],
+    retired: uuid.UUID,
+    successor: uuid.UUID,
+    rows: Sequence[NodeRow],
+    data: Mapping[str, Any],
+) -> None:
+    """Records older than effective time (0.x) name no ``valid_to`` in the retired
+    node's after-state: derive it as a new record states it (the claim interval's end
+    the record names, else the successor's effective time, never before the node's own).
+    """
+    state = after.get(retired)
+    if state is None or "valid_to" in state:
+        return
+    by_id = {row.node_id: row for row in rows}
+    own, new = by_id.get(retired), by_id.get(successor)
+    if own is None or new is None:
+        return
+    named = data.get("valid_to")
+    end = datetime.fromisoformat(named) if named else new.occurred_at
+    state["valid_to"] = max(end, own.occurred_at)
 
 
 def _retirement(data: Mapping[str, Any]) -> tuple[uuid.UUID, uuid.UUID]:
@@ -467,6 +493,7 @@ def _node_state(node: Node) -> dict[str, Any]:
         "session_id": node.session_id,
         "meta": node.meta,
         "created_at": node.created_at,
+        "occurred_at": node.occurred_at,
         **state_of(node),
     }
 

@@ -82,6 +82,9 @@ class Node:
     reinforcement_count: int
     created_at: datetime
     updated_at: datetime
+    #: When the statement took effect (its effective time; ``created_at`` is when
+    #: the node was derived, the log's time): validity, recency and ``as_of`` use it.
+    occurred_at: datetime
     last_reinforced_at: datetime | None = None
     superseded_by: uuid.UUID | None = None
     session_id: str | None = None
@@ -89,6 +92,9 @@ class Node:
     #: When a memory.archived event took the node out of default retrieval
     #: (the retrieval tier was over capacity); ``None`` while it is in it.
     archived_at: datetime | None = None
+    #: The effective time its validity ended: set when a correction retired it (its
+    #: successor's effective time, never before its own); ``None`` while it holds.
+    valid_to: datetime | None = None
 
 
 def new_node(
@@ -100,10 +106,12 @@ def new_node(
     scope: Scope,
     source_type: SourceType,
     created_at: datetime,
+    occurred_at: datetime | None = None,
     session_id: str | None = None,
     meta: dict[str, Any] | None = None,
 ) -> Node:
-    """A node as it is first derived: active, with the starting scores, unreinforced."""
+    """A node as it is first derived: active, with the starting scores, unreinforced;
+    effective from ``occurred_at`` (default: ``created_at``)."""
     return Node(
         id=id,
         event_id=event_id,
@@ -118,6 +126,7 @@ def new_node(
         reinforcement_count=0,
         created_at=created_at,
         updated_at=created_at,
+        occurred_at=created_at if occurred_at is None else occurred_at,
         session_id=session_id,
         meta=meta or {},
     )

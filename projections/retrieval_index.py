@@ -81,9 +81,25 @@ def _micros(moment: datetime) -> int:
     return (moment - _EPOCH) // timedelta(microseconds=1)
 
 
+#: A metadata value a filter can ask for: a JSON scalar.
+MetaValue = str | int | float | bool | None
+_FOREVER = np.iinfo(np.int64).max
+
+
 @dataclass(frozen=True)
 class NodeFilter:
-    """Which nodes a query considers: enum values as strings, ``None`` for any."""
+    """Which nodes a query considers: enum values as strings, ``None`` for any.
+
+    Every part is applied before ranking (a filtered query ranks only the nodes
+    it admits).  ``as_of`` admits the nodes valid at that moment, on effective
+    time: effective by then and not retired by then (archived or retired since
+    alike); with ``include_superseded`` also those retired by then.
+    ``occurred_since``/``occurred_until`` bound the effective time (half-open);
+    ``meta`` keeps nodes whose metadata has every given key with an equal value
+    (JSON equality: ``1`` equals ``1.0``, ``true`` equals neither); ``event_ids``
+    keeps the nodes of those events (a caller's own selection, e.g. the items a
+    LangGraph filter matched).
+    """
 
     include_superseded: bool = False
     #: Archived nodes (out of the retrieval tier, see workers.archiving) only on request.
@@ -92,6 +108,11 @@ class NodeFilter:
     node_types: Collection[str] | None = None
     excluded_node_types: Collection[str] = ()
     source_types: Collection[str] | None = None
+    as_of: datetime | None = None
+    occurred_since: datetime | None = None
+    occurred_until: datetime | None = None
+    meta: Mapping[str, MetaValue] | None = None
+    event_ids: Collection[uuid.UUID] | None = None
 
 
 class _Column:
@@ -151,6 +172,11 @@ class SubjectIndex:
         #: reads, not events, so it is kept apart from the node's own numbers.
         self._accesses = _Column(np.float64)
         self._last_touch_us = _Column(np.int64)
+        #: Effective time and end of validity (``_FOREVER`` while it holds), in µs.
+        self._validity_us = _Column(np.int64, 2)
+        #: Rows by (metadata key, JSON scalar): a ``meta`` filter is set intersections.
+        self._meta_rows: dict[tuple[str, object], list[int]] = {}
+        self._event_rows: dict[uuid.UUID, list[int]] = {}
         self._neighbours = _Column(np.intp, 2)
         self._session_tail: dict[str, int] = {}
         self._rows: dict[uuid.UUID, int] = {}
@@ -200,7 +226,12 @@ class SubjectIndex:
         self._numbers.extend(
             [[*_numbers(n), b, p] for n, b, p in zip(nodes, boosts, penalties, strict=True)]
         )
-        self._last_touch_us.extend([_micros(n.last_reinforced_at or n.created_at) for n in nodes])
+        self._last_touch_us.extend([_last_touch(n) for n in nodes])
+        self._validity_us.extend([_validity(n) for n in nodes])
+        for row, node in enumerate(nodes, start=first):
+            for entry in _meta_entries(node.meta):
+                self._meta_rows.setdefault(entry, []).append(row)
+            self._event_rows.setdefault(node.event_id, []).append(row)
         self._accesses.extend(np.zeros(len(nodes)))
         self._neighbours.extend(np.full((len(nodes), 2), -1))
         neighbours = self._neighbours.values
@@ -292,7 +323,8 @@ class SubjectIndex:
         self._track_replacement(row, node)
         self._codes.values[row] = _codes(node)
         self._numbers.values[row, :5] = _numbers(node)
-        self._last_touch_us.values[row] = _micros(node.last_reinforced_at or node.created_at)
+        self._last_touch_us.values[row] = _last_touch(node)
+        self._validity_us.values[row] = _validity(node)
 
     def set_probes(
         self, triggers: Sequence[TriggerProbe], attractors: Sequence[AttractorProbe]
@@ -308,10 +340,24 @@ class SubjectIndex:
         """Which rows the filter lets through."""
         codes = self._codes.values
         mask = np.ones(len(self), dtype=bool)
-        if not wanted.include_superseded:
-            mask &= codes[:, 0] == 0
-        if not wanted.include_archived:
-            mask &= codes[:, 4] == 0
+        if wanted.as_of is not None:
+            mask &= self._valid_at(_micros(wanted.as_of), wanted.include_superseded)
+        else:
+            if not wanted.include_superseded:
+                mask &= codes[:, 0] == 0
+            if not wanted.include_archived:
+                mask &= codes[:, 4] == 0
+        effective = self._validity_us.values[:, 0]
+        if wanted.occurred_since is not None:
+            mask &= effective >= _micros(wanted.occurred_since)
+        if wanted.occurred_until is not None:
+            mask &= effective < _micros(wanted.occurred_until)
+        if wanted.meta is not None:
+            mask &= self._meta_match(wanted.meta)
+        if wanted.event_ids is not None:
+            chosen = np.zeros(len(self), dtype=bool)
+            chosen[[r for e in wanted.event_ids for r in self._event_rows.get(e, ())]] = True
+            mask &= chosen
         for column, table, values in (
             (1, _SCOPES, wanted.scopes),
             (2, _NODE_TYPES, wanted.node_types),
@@ -322,6 +368,29 @@ class SubjectIndex:
         if wanted.excluded_node_types:
             excluded = [_NODE_TYPES[v] for v in wanted.excluded_node_types]
             mask &= ~np.isin(codes[:, 2], excluded)
+        return mask
+
+    def _valid_at(self, moment_us: int, retired_too: bool) -> npt.NDArray[np.bool_]:
+        """Rows in effect at ``moment_us``: effective by then and (unless ``retired_too``)
+        not retired by then.  Archiving is a tier, not validity: it admits nothing less."""
+        validity = self._validity_us.values
+        held: npt.NDArray[np.bool_] = validity[:, 0] <= moment_us
+        if not retired_too:
+            held &= moment_us < validity[:, 1]
+        return held
+
+    def _meta_match(self, wanted: Mapping[str, MetaValue]) -> npt.NDArray[np.bool_]:
+        mask = np.zeros(len(self), dtype=bool)
+        rows: set[int] | None = None
+        for entry in _meta_entries(wanted):
+            found = self._meta_rows.get(entry, ())
+            rows = set(found) if rows is None else rows.intersection(found)
+            if not rows:
+                return mask
+        if rows is None:  # no keys asked: every row
+            mask[:] = True
+        else:
+            mask[list(rows)] = True
         return mask
 
     def terms(self, now: datetime, matched: Floats) -> scoring.Terms:
@@ -354,6 +423,45 @@ class SubjectIndex:
     def neighbours(self) -> Rows:
         values: Rows = self._neighbours.values
         return values
+
+
+def _last_touch(node: Node) -> int:
+    """Where a node's recency counts from: its last confirmation, else its effective
+    time (history stored today with an old ``occurred_at`` is not fresh)."""
+    return _micros(node.last_reinforced_at or node.occurred_at)
+
+
+def _validity(node: Node) -> list[int]:
+    """Effective time and end of validity.  A node retired before effective time
+    existed (no ``valid_to`` until its stream's graph is rebuilt, see migration
+    pj_time_1) counts as never in effect, rather than as never retired."""
+    if node.valid_to is not None:
+        end = _micros(node.valid_to)
+    elif node.lifecycle == LifecycleState.SUPERSEDED:
+        end = _micros(node.occurred_at)
+    else:
+        end = _FOREVER
+    return [_micros(node.occurred_at), end]
+
+
+def _meta_entries(meta: Mapping[str, Any]) -> list[tuple[str, object]]:
+    """(key, value) of each JSON scalar of ``meta``, keyed by JSON equality: numbers
+    by value (1 == 1.0), booleans and null apart from them (``True == 1`` in Python)."""
+    entries: list[tuple[str, object]] = []
+    for key, value in meta.items():
+        if isinstance(value, bool) or value is None:
+            entries.append((key, ("literal", value)))
+        elif isinstance(value, int | float):
+            entries.append((key, ("number", float(value))))
+        elif isinstance(value, str):
+            entries.append((key, value))
+    return entries
+
+
+def meta_matches(meta: Mapping[str, Any], wanted: Mapping[str, MetaValue]) -> bool:
+    """Whether ``meta`` has every key of ``wanted`` with an equal JSON scalar (the
+    ``meta`` filter of :class:`NodeFilter`, for one node)."""
+    return set(_meta_entries(wanted)) <= set(_meta_entries(meta))
 
 
 def _codes(node: Node) -> list[int]:
@@ -537,7 +645,8 @@ def rank(
         matched, context = scoring.match(
             config, dense, lexical, index.neighbours, index.asks, admitted
         )
-        terms = index.terms(now, matched)
+        # As of a moment, memories are as fresh as they were then.
+        terms = index.terms(now if wanted.as_of is None else wanted.as_of, matched)
         own = scoring.totals(config, terms)
         totals = np.where(admitted, scoring.follow_successors(own, index.successions()), -np.inf)
         best = _best(index, np.flatnonzero(admitted), totals, limit)

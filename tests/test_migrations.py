@@ -111,7 +111,9 @@ def test_db_upgrade_says_what_it_did(tmp_path: Path) -> None:
     try:
         with backend.engine.begin() as conn:
             command.downgrade(_config(conn, [projections.MIGRATIONS], []), "pj0007")
-        older = heads.replace("pj0008", "pj0007")
+        # Whatever the projections' head is now, it went back to pj0007.
+        others = [h for h in script_heads(LOCATIONS) if not h.startswith("pj")]
+        older = ", ".join(sorted([*others, "pj0007"]))
     finally:
         backend.dispose()
     said = db_upgrade()

@@ -167,7 +167,7 @@ class Archiver:
     ) -> scoring.Floats:
         """Each row's retention now, by the formula retrieval's recency term uses."""
         counts = AccessStore(tx.connection).counts(stream_id)
-        touched = [row.last_reinforced_at or row.created_at for row in rows]
+        touched = [row.last_reinforced_at or row.occurred_at for row in rows]
         age_days = np.array([(now - t).total_seconds() / 86_400 for t in touched])
         stretch = np.array(
             [scoring.retention_stretch(r.salience_base, r.reinforcement_count) for r in rows]

@@ -38,6 +38,10 @@ def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat().replace("+00:00", "Z")
 
 
+def _span(first: datetime | None, last: datetime | None) -> list[str | None] | None:
+    return None if first is None else [_iso(first), _iso(last)]
+
+
 def _erasure_statement(request: Any) -> str:
     if request.stream_id is None:
         return (
@@ -140,6 +144,9 @@ class Certifier:
                 ),
                 "merkle_root": request.merkle_root.hex(),
                 "merkle_tree": "RFC 6962 over SHA-256 ciphertext digests, in stream order",
+                # Both times of the erased memories (docs/memory.md, "Time").
+                "recorded_between": _span(request.recorded_from, request.recorded_to),
+                "occurred_between": _span(request.occurred_from, request.occurred_to),
             },
             "key_destruction": (
                 None

@@ -12,6 +12,7 @@ fields even when a value arrives as an int or a numpy scalar).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -22,9 +23,13 @@ from projections.model import Node, ScoredNode
 JSON = "application/json"
 
 
-def retrieve_json(query: str, results: Sequence[ScoredNode]) -> bytes:
-    """The body of ``RetrieveResponse`` for ``query`` and its ranked ``results``."""
-    return orjson.dumps({"query": query, "results": [_scored(r) for r in results]}, option=_OPTIONS)
+def retrieve_json(
+    query: str, results: Sequence[ScoredNode], as_of: datetime | None = None
+) -> bytes:
+    """The body of ``RetrieveResponse`` for ``query``, its ranked ``results`` and the
+    moment they were ranked as of."""
+    body = {"query": query, "results": [_scored(r) for r in results], "as_of": as_of}
+    return orjson.dumps(body, option=_OPTIONS)
 
 
 def _scored(scored: ScoredNode) -> dict[str, Any]:
@@ -53,4 +58,6 @@ def node_dict(node: Node) -> dict[str, Any]:
         "session_id": node.session_id,
         "meta": node.meta,
         "archived_at": node.archived_at,
+        "occurred_at": node.occurred_at,
+        "valid_to": node.valid_to,
     }

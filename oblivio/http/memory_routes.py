@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import uuid
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Body, Header, HTTPException, Query, Response
 
@@ -56,6 +57,7 @@ def store_event(body: s.StoreRequest, ctx: Ctx, who: Member) -> s.StoreResponse:
         node_type=body.node_type,
         meta=body.meta,
         request_id=body.request_id,
+        occurred_at=body.occurred_at,
     )
     return s.StoreResponse(event_id=stored.event_id, node_ids=list(stored.node_ids))
 
@@ -131,6 +133,12 @@ def list_nodes(
     include_archived: bool = False,
     after: uuid.UUID | None = None,
     limit: Annotated[int, Query(ge=1, le=queries.MAX_PAGE)] = queries.DEFAULT_PAGE,
+    as_of: s.AwareInstant | None = None,
+    occurred_since: s.AwareInstant | None = None,
+    occurred_until: s.AwareInstant | None = None,
+    meta: Annotated[
+        str | None, Query(description='A JSON object of metadata values, e.g. {"source":"crm"}.')
+    ] = None,
 ) -> s.NodePageOut:
     """A user's current nodes, oldest first, with retrieval's filters; page with ``after``
     (the ``next_after`` of the previous page: the id of its last node).
@@ -138,6 +146,9 @@ def list_nodes(
     Superseded nodes appear only with ``include_superseded=true``, nodes archived
     out of the retrieval tier only with ``include_archived=true``; repeat a
     filter parameter to allow several values (``scopes=personal&scopes=work``).
+    ``as_of`` lists the nodes in effect at that moment; ``occurred_since`` and
+    ``occurred_until`` bound effective times; ``meta`` keeps nodes whose metadata
+    has each of its keys with an equal value.
     """
     page = queries.list_nodes(
         ctx,
@@ -150,8 +161,22 @@ def list_nodes(
         include_archived=include_archived,
         after=after,
         limit=limit,
+        as_of=as_of,
+        occurred_since=occurred_since,
+        occurred_until=occurred_until,
+        meta=_json_object(meta, "meta"),
     )
     return s.NodePageOut.of(page)
+
+
+def _json_object(text: str | None, what: str) -> Any:
+    """A query parameter that carries JSON (its shape is the operation's to check)."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise InvalidInputError(f"{what} must be a JSON object") from e
 
 
 @router.get("/nodes/{node_id}", response_model=s.NodeOut)
@@ -172,10 +197,17 @@ def get_node(
 
 @router.get("/nodes/{node_id}/assertion-state", response_model=s.AssertionStateOut)
 def get_assertion_state(
-    node_id: uuid.UUID, ctx: Ctx, who: Member, user_id: s.UserId | None = None
+    node_id: uuid.UUID,
+    ctx: Ctx,
+    who: Member,
+    user_id: s.UserId | None = None,
+    as_of: s.AwareInstant | None = None,
 ) -> s.AssertionStateOut:
-    """Whether a node is current, contested or superseded, and by which nodes."""
-    state = queries.get_assertion_state(ctx, node_id, user_id=acting_user(who, user_id))
+    """Whether a node is current, contested or superseded, and by which nodes; with
+    ``as_of``, as it stood at that moment (404 before it took effect)."""
+    state = queries.get_assertion_state(
+        ctx, node_id, user_id=acting_user(who, user_id), as_of=as_of
+    )
     return s.AssertionStateOut.of(found(state))
 
 
@@ -324,9 +356,15 @@ def retrieve(body: s.RetrieveRequest, ctx: Ctx, who: Member) -> Response:
         include_superseded=body.include_superseded,
         include_archived=body.include_archived,
         consistent=body.consistent,
+        as_of=body.as_of,
+        occurred_since=body.occurred_since,
+        occurred_until=body.occurred_until,
+        meta=body.meta,
+        resolve_dates=body.resolve_dates,
+        event_ids=body.event_ids,
     )
     # Encoded here rather than validated into s.RetrieveResponse: see encoding.py.
-    return Response(retrieve_json(result.query, result.results), media_type=JSON)
+    return Response(retrieve_json(result.query, result.results, result.as_of), media_type=JSON)
 
 
 @router.post(

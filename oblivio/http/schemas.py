@@ -110,6 +110,10 @@ class StoreRequest(BaseModel):
         default_factory=dict, json_schema_extra=META_SCHEMA
     )
     request_id: uuid.UUID | None = None
+    occurred_at: AwareInstant | None = Field(
+        default=None,
+        description="When the statement took effect (timezone-aware); none: when stored.",
+    )
 
 
 class IngestMessage(BaseModel):
@@ -206,7 +210,8 @@ class EventOut(BaseModel):
     session_id: str | None
     meta: dict[str, Any]
     version: int
-    recorded_at: datetime
+    recorded_at: datetime = Field(description="When the log recorded it.")
+    occurred_at: datetime = Field(description="When it took effect (default: recorded_at).")
 
     @classmethod
     def of(cls, event: MemoryEvent) -> EventOut:
@@ -233,6 +238,10 @@ class NodeOut(BaseModel):
     meta: dict[str, Any]
     #: Set once the node left default retrieval (archived: not erased; docs/retrieval.md).
     archived_at: datetime | None = None
+    occurred_at: datetime = Field(description="When its statement took effect.")
+    valid_to: datetime | None = Field(
+        default=None, description="When a correction ended its validity (effective time)."
+    )
 
     @classmethod
     def of(cls, node: Node) -> NodeOut:
@@ -405,6 +414,29 @@ class RetrieveRequest(BaseModel):
         default=False, description="Also rank nodes archived out of the retrieval tier."
     )
     consistent: StrictBool = True
+    as_of: AwareInstant | None = Field(
+        default=None,
+        description="Rank what was valid at this moment (effective time; docs/retrieval.md).",
+    )
+    occurred_since: AwareInstant | None = Field(
+        default=None, description="Only memories that took effect at or after this time."
+    )
+    occurred_until: AwareInstant | None = Field(
+        default=None, description="Only memories that took effect before this time."
+    )
+    meta: dict[str, str | int | float | bool | None] | None = Field(
+        default=None,
+        description="Only memories whose metadata has each key with this value (JSON scalars).",
+    )
+    resolve_dates: StrictBool = Field(
+        default=False,
+        description="Without as_of: a query naming one year, month or day ranks as of its end.",
+    )
+    event_ids: list[uuid.UUID] | None = Field(
+        default=None,
+        max_length=100_000,
+        description="Rank only the nodes of these stored events (a selection of the caller's).",
+    )
 
 
 class ScoredOut(BaseModel):
@@ -423,6 +455,9 @@ class ScoredOut(BaseModel):
 class RetrieveResponse(BaseModel):
     query: str
     results: list[ScoredOut]
+    as_of: datetime | None = Field(
+        default=None, description="The moment ranked: as given, or resolved from the query."
+    )
 
 
 class TriggerRequest(BaseModel):
@@ -607,6 +642,10 @@ class ItemPutRequest(BaseModel):
     )
     expires_at: AwareInstant | None = Field(
         default=None, description="The revision's retention time; none: kept until erased."
+    )
+    occurred_at: AwareInstant | None = Field(
+        default=None,
+        description="When the statement took effect (timezone-aware); none: when stored.",
     )
 
 

@@ -71,6 +71,7 @@ def put_item(key: ItemKey, body: s.ItemPutRequest, ctx: Ctx, who: Member) -> s.I
         node_type=body.node_type,
         meta=body.meta,
         expires_at=body.expires_at,
+        occurred_at=body.occurred_at,
     )
     return s.ItemRevisionOut(
         event_id=revision.event_id,

@@ -171,6 +171,9 @@ class OblivioStore(BaseStore):
     ``refresh_on_read`` (default true) whether reads extend an item's TTL
     (``refresh_ttl`` of one call decides for it).  With ``wait=True``
     deletions, sweeps and :meth:`forget` wait for their certificates.
+    ``occurred_at_field`` names the top-level value field whose timezone-aware
+    ISO 8601 time is when the item's value took effect (its ``occurred_at``;
+    default ``"occurred_at"``; ``None``: every put takes effect when stored).
     """
 
     supports_ttl = True
@@ -189,6 +192,7 @@ class OblivioStore(BaseStore):
         source_type: SourceType | str = SourceType.AGENT_INFERRED,
         wait: bool = True,
         clock: Callable[[], datetime] = _utc_now,
+        occurred_at_field: str | None = "occurred_at",
     ) -> None:
         self.client = checked_client(client, "OblivioStore")
         self.mapping = _mapping(user_segment, namespace_template, docs.scope(scope), scope_segment)
@@ -199,6 +203,7 @@ class OblivioStore(BaseStore):
         self.node_type, self.source_type = NodeType(node_type), SourceType(source_type)
         self.wait = wait
         self.clock = clock
+        self.occurred_at_field = occurred_at_field
         self._sweeper: threading.Thread | None = None
         self._stop_sweeping = threading.Event()
 
@@ -333,8 +338,21 @@ class OblivioStore(BaseStore):
             source_type=self.source_type,
             meta=meta,
             expires_at=None if op.ttl is None else self.clock() + timedelta(minutes=op.ttl),
+            occurred_at=self._occurred_at(value),
         )
         snapshot.changed(user)
+
+    def _occurred_at(self, value: dict[str, Any]) -> str | None:
+        """The value's effective time, as ``put_item`` checks it (a typed error when
+        the field is there but no timezone-aware ISO 8601 time)."""
+        if self.occurred_at_field is None or value.get(self.occurred_at_field) is None:
+            return None
+        given = value[self.occurred_at_field]
+        if not isinstance(given, str):
+            raise InvalidInputError(
+                f"value[{self.occurred_at_field!r}] must be an ISO 8601 date and time"
+            )
+        return given
 
     def _subject_for_write(self, namespace: tuple[str, ...]) -> str:
         try:
@@ -414,10 +432,18 @@ class OblivioStore(BaseStore):
     def _ranked(
         self, user: str, query: str, matching: dict[str, Document]
     ) -> list[tuple[float, Document]]:
-        """Matching, indexed documents in oblivio's retrieval order, with its scores."""
-        if not any(d.indexed for d in matching.values()):
+        """Matching, indexed documents in oblivio's retrieval order, with its scores.
+
+        LangGraph's filter chose ``matching``; retrieval ranks only their nodes
+        (``event_ids``), so a filtered search finds every match, however far down
+        the person's unfiltered ranking it would sit.
+        """
+        chosen = [d.event_id for d in matching.values() if d.indexed]
+        if not chosen:
             return []
-        retrieval = self.client.retrieve(query, user_id=user, limit=RETRIEVE_LIMIT)
+        retrieval = self.client.retrieve(
+            query, user_id=user, limit=RETRIEVE_LIMIT, event_ids=chosen
+        )
         ranked: dict[str, tuple[float, Document]] = {}
         for result in retrieval.results:
             loc = result.node.meta.get(docs.LOCATOR)

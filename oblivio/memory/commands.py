@@ -105,9 +105,15 @@ def stored_data(
     source_type: SourceType | str,
     node_type: NodeType | str,
     meta: Mapping[str, Any] | None,
+    occurred_at: datetime | str | None = None,
 ) -> dict[str, Any]:
-    """The validated payload of a memory.stored event (``put_item`` adds its item)."""
-    return {
+    """The validated payload of a memory.stored event (``put_item`` adds its item).
+
+    ``occurred_at`` (when the statement took effect) is in the payload only when
+    given: without it the effective time is the log's recorded time.
+    """
+    effective = inputs.optional_moment(occurred_at, "occurred_at")
+    data = {
         "user_id": user,
         "content": inputs.content(content),
         "scope": inputs.choice(Scope, scope, "scope").value,
@@ -117,6 +123,9 @@ def stored_data(
         "node_type": inputs.choice(NodeType, node_type, "node_type").value,
         "meta": inputs.merged_meta(ctx.default_meta, meta),
     }
+    if effective is not None:
+        data["occurred_at"] = effective.isoformat()
+    return data
 
 
 def store_memory(
@@ -131,8 +140,13 @@ def store_memory(
     node_type: NodeType | str = NodeType.FACT,
     meta: Mapping[str, Any] | None = None,
     request_id: uuid.UUID | str | None = None,
+    occurred_at: datetime | str | None = None,
 ) -> StoredMemory:
-    """Append a memory event and derive its node(s); the event id and the node ids."""
+    """Append a memory event and derive its node(s); the event id and the node ids.
+
+    ``occurred_at`` is when the statement took effect (timezone-aware; default:
+    when it is stored); the log keeps its own recorded time beside it.
+    """
     user = inputs.user(user_id)
     data = stored_data(
         ctx,
@@ -144,6 +158,7 @@ def store_memory(
         source_type=source_type,
         node_type=node_type,
         meta=meta,
+        occurred_at=occurred_at,
     )
     request = inputs.request_id(request_id)
     with ctx.store.transaction() as tx:
@@ -182,8 +197,12 @@ def store(
     node_type: NodeType | str = NodeType.FACT,
     meta: Mapping[str, Any] | None = None,
     request_id: uuid.UUID | str | None = None,
+    occurred_at: datetime | str | None = None,
 ) -> uuid.UUID:
-    """Append a memory event and derive its node(s); returns the event id."""
+    """Append a memory event and derive its node(s); returns the event id.
+
+    ``occurred_at``: when the statement took effect (default: when it is stored).
+    """
     return store_memory(
         ctx,
         content,
@@ -195,6 +214,7 @@ def store(
         node_type=node_type,
         meta=meta,
         request_id=request_id,
+        occurred_at=occurred_at,
     ).event_id
 
 
@@ -414,7 +434,11 @@ def _retire(
     touched = {successor.id: successor, **{n.id: n for n in _nodes(tx, stream, rows)}}
     after = [
         _with_state(
-            retired, lifecycle=LifecycleState.SUPERSEDED, superseded_by=successor.id, updated_at=now
+            retired,
+            lifecycle=LifecycleState.SUPERSEDED,
+            superseded_by=successor.id,
+            updated_at=now,
+            valid_to=validity_end(retired, successor),
         )
     ]
     for node in touched.values():
@@ -424,6 +448,13 @@ def _retire(
                 node = _with_state(node, lifecycle=LifecycleState.ACTIVE, updated_at=now)
         after.append(node)
     return [retired, *touched.values()], after
+
+
+def validity_end(retired: Node, successor: Node) -> datetime:
+    """The effective time a retirement ends ``retired``'s validity: when its successor
+    took effect, never before it began itself (an explicit correction by an
+    earlier-effective memory leaves it an empty interval: it never held)."""
+    return max(successor.occurred_at, retired.occurred_at)
 
 
 def _interval_end(

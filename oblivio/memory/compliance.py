@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from certificates import VerifiedPayload, canonicalize, sign, verify
-from eventstore import VerifyReport
+from eventstore import RecordedEvent, VerifyReport
 from eventstore import erasure as requests
 from eventstore.errors import InvalidInputError, NotFoundError
 from eventstore.exports import (
@@ -31,6 +31,7 @@ from eventstore.ids import parse_uuid
 from oblivio.json_text import iso, plain
 from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
+from projections import events as ev
 from projections.reads import GraphReads, node_from_row
 from workers.erasure import ErasureStatus, request_status
 from workers.policy import DEFAULT_LEGAL_GROUND
@@ -153,16 +154,7 @@ def export_subject(ctx: MemoryContext, *, user_id: str) -> dict[str, Any]:
     """The subject's readable events and current nodes, with a signed manifest of digests."""
     user = inputs.user(user_id)
     events = [
-        {
-            "event_id": str(e.event_id),
-            "version": e.version,
-            "type": e.type,
-            "recorded_at": iso(e.recorded_at),
-            "data": e.data,
-            "metadata": e.metadata,
-        }
-        for e in ctx.store.read_stream(ctx.namespace, user)
-        if not e.erased
+        _exported_event(e) for e in ctx.store.read_stream(ctx.namespace, user) if not e.erased
     ]
     nodes = _subject_nodes(ctx, user)
     exported: dict[str, Any] = {
@@ -176,6 +168,22 @@ def export_subject(ctx: MemoryContext, *, user_id: str) -> dict[str, Any]:
     exported["manifest"] = sign(
         _subject_manifest(exported), ctx.issuer.active, typ=SUBJECT_EXPORT_TYP
     )
+    return exported
+
+
+def _exported_event(event: RecordedEvent) -> dict[str, Any]:
+    """One event of a subject export: a stored memory carries both its times, when
+    the log recorded it and when it took effect (``occurred_at``)."""
+    exported = {
+        "event_id": str(event.event_id),
+        "version": event.version,
+        "type": event.type,
+        "recorded_at": iso(event.recorded_at),
+        "data": event.data,
+        "metadata": event.metadata,
+    }
+    if event.type == ev.STORED:
+        exported["occurred_at"] = iso(ev.effective_at(event.data or {}, event.recorded_at))
     return exported
 
 

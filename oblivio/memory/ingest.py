@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from eventstore import LockedStream, NewEvent, RecordedEvent, Subject, Transaction
@@ -184,16 +184,8 @@ def _flag(value: object, what: str) -> bool:
 
 
 def _occurred_at(value: object) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value)
-        except ValueError as e:
-            raise InvalidInputError("occurred_at must be an ISO 8601 date and time") from e
-    if not isinstance(value, datetime) or value.tzinfo is None:
-        raise InvalidInputError("occurred_at must be a timezone-aware date and time")
-    return value.astimezone(UTC).isoformat()
+    moment = inputs.optional_moment(value, "occurred_at")
+    return None if moment is None else moment.isoformat()
 
 
 def _append(

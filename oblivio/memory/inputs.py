@@ -6,6 +6,8 @@ import enum
 import math
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from eventstore.errors import InvalidEncodingError, InvalidInputError, MalformedIdError
@@ -120,3 +122,57 @@ def bounded(value: object, what: str, low: float, high: float) -> float:
     if not low <= value <= high:
         raise InvalidInputError(f"{what} must be between {low:g} and {high:g}")
     return float(value)
+
+
+def moment(value: object, what: str) -> datetime:
+    """A timezone-aware point in time (a datetime, or ISO 8601 text), in UTC.
+
+    Naive datetimes are refused: a wall-clock time without a zone names no
+    instant, and guessing one would move memories in time.
+    """
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError as e:
+            raise InvalidInputError(f"{what} must be an ISO 8601 date and time") from e
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        raise InvalidInputError(f"{what} must be a timezone-aware date and time")
+    return value.astimezone(UTC)
+
+
+def optional_moment(value: object, what: str) -> datetime | None:
+    return None if value is None else moment(value, what)
+
+
+def meta_filter(value: object) -> dict[str, Any] | None:
+    """A ``meta`` filter: top-level metadata keys and the JSON scalar each must equal."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise InvalidInputError("the meta filter must be an object with string keys")
+    for key, item in value.items():
+        if not isinstance(item, str | int | float | bool) and item is not None:
+            raise InvalidInputError(
+                f"the meta filter's {key!r} must be a string, number, boolean or null"
+            )
+        if isinstance(item, float) and not math.isfinite(item):
+            raise InvalidInputError(f"the meta filter's {key!r} must be finite")
+    return dict(value)
+
+
+@dataclass(frozen=True)
+class TimeFilter:
+    """The time parts of a query: a moment (``as_of``) and an effective-time window."""
+
+    as_of: datetime | None = None
+    occurred_since: datetime | None = None
+    occurred_until: datetime | None = None
+
+
+def time_filter(as_of: object, occurred_since: object, occurred_until: object) -> TimeFilter:
+    """Checked times of a query: timezone-aware, and a window that is not empty."""
+    since = optional_moment(occurred_since, "occurred_since")
+    until = optional_moment(occurred_until, "occurred_until")
+    if since is not None and until is not None and since >= until:
+        raise InvalidInputError("occurred_since must be before occurred_until")
+    return TimeFilter(optional_moment(as_of, "as_of"), since, until)

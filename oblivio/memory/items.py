@@ -61,12 +61,15 @@ def put_item(
     node_type: NodeType | str = NodeType.FACT,
     meta: Mapping[str, Any] | None = None,
     expires_at: datetime | None = None,
+    occurred_at: datetime | str | None = None,
 ) -> ItemRevision:
     """Store a new revision of the item ``key``; it supersedes the current revision.
 
     The new revision must have the item's scope (a correction stays within
     one owner and scope): another scope raises ``ItemScopeConflictError`` and
-    writes nothing.  ``expires_at`` is the revision's retention time, if any.
+    writes nothing.  ``expires_at`` is the revision's retention time, if any;
+    ``occurred_at`` when its value took effect (default: when it is stored): the
+    revision it replaces held until then (never less than from its own time).
     """
     user = inputs.user(user_id)
     data = commands.stored_data(
@@ -79,6 +82,7 @@ def put_item(
         source_type=source_type,
         node_type=node_type,
         meta=meta,
+        occurred_at=occurred_at,
     )
     wanted, until = item_key(key), _expiry(expires_at)
     data["item"] = {"key": wanted, "expires_at": None if until is None else until.isoformat()}

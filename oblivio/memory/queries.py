@@ -9,9 +9,9 @@ ids that do not exist.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from eventstore import ReadView, RecordedEvent
@@ -20,6 +20,7 @@ from eventstore.ids import parse_uuid
 from oblivio.errors import NodeUnavailableError
 from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
+from oblivio.memory.dates import named_period_end
 from oblivio.memory.records import EmbedderInfo, MemoryEvent, NodePage, Retrieval
 from projections import events as ev
 from projections import retrieval_service
@@ -37,14 +38,14 @@ from projections.model import (
     SourceType,
 )
 from projections.reads import GraphReads, NodeRow, node_from_row
-from projections.retrieval_index import (
-    NodeFilter,
-)
+from projections.retrieval_index import NodeFilter, meta_matches
 from projections.store_embedders import current_embedder
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 1000
 SUBJECT_PAGE = 500
+#: How many events one retrieve may be restricted to (``event_ids``).
+MAX_EVENT_IDS = 100_000
 
 
 def owner_stream(ctx: MemoryContext, user_id: str | None) -> int | None:
@@ -154,6 +155,7 @@ def memory_event(event: RecordedEvent) -> MemoryEvent:
         meta=data.get("meta") or {},
         version=event.version,
         recorded_at=event.recorded_at,
+        occurred_at=ev.effective_at(data, event.recorded_at),
     )
 
 
@@ -223,16 +225,25 @@ def get_node(
 
 
 def get_assertion_state(
-    ctx: MemoryContext, node_id: uuid.UUID | str, *, user_id: str | None = None
+    ctx: MemoryContext,
+    node_id: uuid.UUID | str,
+    *,
+    user_id: str | None = None,
+    as_of: datetime | str | None = None,
 ) -> AssertionState | None:
     """Whether a node is current, contested or retired, and by which nodes; for a
-    claim also its structure, validity interval and what it did to earlier claims."""
+    claim also its structure, validity interval and what it did to earlier claims.
+
+    ``as_of`` answers for that moment of effective time: retired only if its
+    validity had ended by then (and ``None`` if it had not yet taken effect).
+    """
     wanted = parse_uuid(node_id, "node id")
+    moment = inputs.optional_moment(as_of, "as_of")
     owner = owner_stream(ctx, user_id)
     with ctx.store.reading() as view:
         graph = GraphReads(view)
         row = _visible(graph.node_row(ctx.namespace, wanted), owner)
-        if row is None:
+        if row is None or (moment is not None and row.occurred_at > moment):
             return None
         claim_row = graph.claim(row.stream_id, wanted)
         node = None if claim_row is None else _decrypt(view, row)
@@ -248,7 +259,7 @@ def get_assertion_state(
             elif edge.kind == EdgeKind.CONTRADICTS and edge.resolved_at is None:
                 other = edge.target_node if edge.source_node == wanted else edge.source_node
                 contradicted_by.append(other)
-    return AssertionState(
+    state = AssertionState(
         node_id=wanted,
         lifecycle=LifecycleState(row.lifecycle),
         superseded_by=row.superseded_by,
@@ -261,6 +272,7 @@ def get_assertion_state(
         likely_updated_by=updated_by,
         likely_updates=updates,
     )
+    return state if moment is None or _retired_by(row, moment) else _in_effect(state)
 
 
 def open_likely_updates(ctx: MemoryContext, *, user_id: str) -> dict[uuid.UUID, uuid.UUID]:
@@ -317,6 +329,21 @@ def _likely_update(edge: Any, data: dict[str, Any], old: NodeRow | None) -> Like
     )
 
 
+def _retired_by(row: NodeRow, moment: datetime) -> bool:
+    """Whether the node's validity had ended at ``moment`` (see ``_holds_at``)."""
+    if row.valid_to is not None:
+        return bool(row.valid_to <= moment)
+    return bool(row.lifecycle == LifecycleState.SUPERSEDED)
+
+
+def _in_effect(state: AssertionState) -> AssertionState:
+    """A state as it stood before its retirement (the retirement not yet in effect)."""
+    if state.lifecycle is not LifecycleState.SUPERSEDED:
+        return state
+    claim = state.claim and replace(state.claim, valid_to=None, retired_by_event_id=None)
+    return replace(state, lifecycle=LifecycleState.ACTIVE, superseded_by=None, claim=claim)
+
+
 def list_nodes(
     ctx: MemoryContext,
     *,
@@ -329,13 +356,18 @@ def list_nodes(
     include_archived: bool = False,
     after: uuid.UUID | str | None = None,
     limit: int = DEFAULT_PAGE,
+    as_of: datetime | str | None = None,
+    occurred_since: datetime | str | None = None,
+    occurred_until: datetime | str | None = None,
+    meta: Mapping[str, Any] | None = None,
 ) -> NodePage:
     """The caller's current nodes, oldest first, a page at a time.
 
     The filters are retrieval's: superseded nodes only with
     ``include_superseded``, archived ones only with ``include_archived``;
     ``scopes``, ``node_types`` and ``source_types`` keep nodes with one of the
-    values, ``exclude_node_types`` drops some.
+    values, ``exclude_node_types`` drops some; ``as_of``, ``occurred_since``,
+    ``occurred_until`` and ``meta`` as :func:`retrieve` has them.
     Pass the page's ``next_cursor`` (the id of its last node) as ``after`` for
     the next page; a node that is no longer available there raises
     ``NodeUnavailableError``.
@@ -348,13 +380,23 @@ def list_nodes(
     if not isinstance(include_archived, bool):
         raise InvalidInputError("include_archived must be true or false")
     start = None if after is None else parse_uuid(after, "after")
-    filters = {
+    times = inputs.time_filter(as_of, occurred_since, occurred_until)
+    wanted_meta = inputs.meta_filter(meta)
+    filters: dict[str, Any] = {
         "scopes": _members(Scope, scopes, "scopes"),
         "node_types": _members(NodeType, node_types, "node_types"),
         "exclude_node_types": _members(NodeType, exclude_node_types, "exclude_node_types"),
         "source_types": _members(SourceType, source_types, "source_types"),
+        "occurred_since": times.occurred_since,
+        "occurred_until": times.occurred_until,
     }
-    current = None if include_superseded else (LifecycleState.ACTIVE, LifecycleState.CONTESTED)
+    if times.as_of is not None:  # in effect then (archived or retired since alike)
+        filters["valid_at"] = None if include_superseded else times.as_of
+        filters["occurred_until"] = _earlier(times.occurred_until, times.as_of)
+    else:
+        current = (LifecycleState.ACTIVE, LifecycleState.CONTESTED)
+        filters["lifecycles"] = None if include_superseded else current
+        filters["include_archived"] = include_archived
     owner = owner_stream(ctx, user)
     with ctx.store.reading() as view:
         graph = GraphReads(view)
@@ -362,17 +404,22 @@ def list_nodes(
         cipher = None if owner is None or owner < 0 else view.cipher(owner)
         if cipher is None:
             return NodePage([], None)
-        rows = graph.stream_nodes(
-            cipher.stream_id,
-            lifecycles=current,
-            include_archived=include_archived,
-            after=position,
-            limit=limit + 1,
-            **filters,
-        )
-        page = [node_from_row(cipher, row) for row in rows[:limit]]
-    more = len(rows) > limit
-    return NodePage(page, page[-1].id if more else None)
+        page: list[Node] = []
+        while len(page) <= limit:  # one more than a page says whether there is more
+            rows = graph.stream_nodes(cipher.stream_id, after=position, limit=limit + 1, **filters)
+            nodes = [node_from_row(cipher, row) for row in rows]
+            page += [n for n in nodes if wanted_meta is None or meta_matches(n.meta, wanted_meta)]
+            if len(rows) <= limit:
+                break
+            position = rows[-1].created_at, rows[-1].node_id
+    more = len(page) > limit
+    return NodePage(page[:limit], page[limit - 1].id if more else None)
+
+
+def _earlier(bound: datetime | None, moment: datetime) -> datetime:
+    """The effective-time bound ``as_of`` implies: effective by ``moment`` (inclusive)."""
+    just_after = moment + timedelta(microseconds=1)
+    return just_after if bound is None else min(bound, just_after)
 
 
 def _position(
@@ -430,11 +477,27 @@ def retrieve(
     include_superseded: bool = False,
     include_archived: bool = False,
     consistent: bool = True,
+    as_of: datetime | str | None = None,
+    occurred_since: datetime | str | None = None,
+    occurred_until: datetime | str | None = None,
+    meta: Mapping[str, Any] | None = None,
+    resolve_dates: bool = False,
+    event_ids: Collection[uuid.UUID | str] | None = None,
 ) -> Retrieval:
     """The caller's nodes ranked for ``query``, with every score component.
 
     Each node returned counts one access (Semvec's access frequency: it slows
     the node's fading); archived nodes rank only with ``include_archived``.
+    ``as_of`` ranks what was valid at that moment (effective by then, not retired
+    by then; recency as it was then); ``occurred_since`` / ``occurred_until``
+    keep effective times in [since, until); ``meta`` keeps nodes whose metadata
+    has each key with an equal JSON scalar.  Filters apply before ranking: up to
+    ``limit`` matching nodes come back, not a filtered top ``limit``.
+    With ``resolve_dates`` (and no ``as_of``), a question naming one absolute year,
+    month or day is ranked as of the end of that period (:mod:`oblivio.memory.dates`);
+    the result's ``as_of`` says which moment was ranked.  ``event_ids`` ranks only
+    the nodes of those stored events (a selection the caller made, such as the
+    items a LangGraph filter matched), at most ``MAX_EVENT_IDS``.
     """
     text = inputs.content(query)
     user = inputs.user(user_id)
@@ -442,6 +505,12 @@ def retrieve(
         raise InvalidInputError("limit must be between 1 and 1000")
     if not isinstance(include_archived, bool):
         raise InvalidInputError("include_archived must be true or false")
+    times = inputs.time_filter(as_of, occurred_since, occurred_until)
+    if not isinstance(resolve_dates, bool):
+        raise InvalidInputError("resolve_dates must be true or false")
+    moment = times.as_of
+    if moment is None and resolve_dates:
+        moment = named_period_end(text)
     wanted = NodeFilter(
         include_superseded=include_superseded,
         include_archived=include_archived,
@@ -449,6 +518,11 @@ def retrieve(
         node_types=_values(NodeType, node_types, "node_types"),
         excluded_node_types=_values(NodeType, exclude_node_types, "exclude_node_types") or (),
         source_types=_values(SourceType, source_types, "source_types"),
+        as_of=moment,
+        occurred_since=times.occurred_since,
+        occurred_until=times.occurred_until,
+        meta=inputs.meta_filter(meta),
+        event_ids=_event_selection(event_ids),
     )
     if consistent:
         wait_for_likely_updates(ctx, user)
@@ -463,7 +537,17 @@ def retrieve(
         consistent=consistent,
         timeout=ctx.consistency_timeout,
     )
-    return Retrieval(text, results)
+    return Retrieval(text, results, moment)
+
+
+def _event_selection(values: Collection[uuid.UUID | str] | None) -> frozenset[uuid.UUID] | None:
+    if values is None:
+        return None
+    if isinstance(values, str) or not isinstance(values, Collection):
+        raise InvalidInputError("event_ids must be a list")
+    if len(values) > MAX_EVENT_IDS:
+        raise InvalidInputError(f"event_ids holds at most {MAX_EVENT_IDS} ids")
+    return frozenset(parse_uuid(v, "event id") for v in values)
 
 
 def cache_key(ctx: MemoryContext, user: str) -> str:

@@ -25,6 +25,8 @@ class MemoryEvent:
     meta: dict[str, Any]
     version: int
     recorded_at: datetime
+    #: When the statement took effect (``occurred_at`` as stored; else ``recorded_at``).
+    occurred_at: datetime
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,8 @@ class Retrieval:
 
     query: str
     results: list[ScoredNode] = field(default_factory=list)
+    #: The moment ranked: ``as_of`` as given, or resolved from the question's date.
+    as_of: datetime | None = None
 
     @property
     def nodes(self) -> list[Any]:

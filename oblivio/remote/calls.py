@@ -14,6 +14,7 @@ erasure and a forget is recorded as ``user_request`` (docs/http.md).
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -354,7 +355,15 @@ get_event = Call(
     missing=lambda: None,
 )
 get_events = Call(queries.get_events, lambda a: _read("/v1/events", **a), _as(list[MemoryEvent]))
-list_nodes = Call(queries.list_nodes, lambda a: _read("/v1/nodes", **a), _node_page)
+
+
+def _list_nodes(args: Arguments) -> Request:
+    # The meta filter travels as a JSON object in one query parameter.
+    meta = args["meta"]
+    return _read("/v1/nodes", **{**args, "meta": None if meta is None else json.dumps(_json(meta))})
+
+
+list_nodes = Call(queries.list_nodes, _list_nodes, _node_page)
 get_event_nodes = Call(
     queries.get_event_nodes,
     lambda a: _read(f"{_event_path(a)}/nodes", user_id=a["user_id"]),
@@ -369,7 +378,7 @@ get_node = Call(
 )
 get_assertion_state = Call(
     queries.get_assertion_state,
-    lambda a: _read(f"{_node_path(a)}/assertion-state", user_id=a["user_id"]),
+    lambda a: _read(f"{_node_path(a)}/assertion-state", user_id=a["user_id"], as_of=a["as_of"]),
     _as(AssertionState),
     missing=lambda: None,
 )

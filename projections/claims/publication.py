@@ -264,8 +264,13 @@ def _retirement(
         "evidence_id": event["source_event_id"],
         "actor_id": actor,
     }
+    # The rules retire only claims effective by the new one's time (valid_from).
     retired = replace(
-        old, lifecycle=LifecycleState.SUPERSEDED, superseded_by=new.id, updated_at=now
+        old,
+        lifecycle=LifecycleState.SUPERSEDED,
+        superseded_by=new.id,
+        updated_at=now,
+        valid_to=max(datetime.fromisoformat(claim["valid_from"]), old.occurred_at),
     )
     return ev.with_checksum(
         {

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from eventstore import RecordedEvent, SubjectCipher
+from projections import events as ev
 from projections.claims.matching import predicate_class
 from projections.model import (
     ClaimState,
@@ -46,10 +47,9 @@ CLAIM_FIELDS = (
 
 
 def effective_at(message: RecordedEvent) -> str:
-    """When a stored message's statements took effect: its ``occurred_at`` if it
-    was ingested with one, else when it was recorded (the source-effective time)."""
-    ingest = (message.data or {}).get("ingest") or {}
-    return str(ingest.get("occurred_at") or message.recorded_at.isoformat())
+    """When a stored message's statements took effect (the source-effective time,
+    :func:`projections.events.effective_at`), as ISO text."""
+    return ev.effective_at(message.data or {}, message.recorded_at).isoformat()
 
 
 def claim_node(event: Mapping[str, Any], claim: Mapping[str, Any]) -> Node:
@@ -71,6 +71,7 @@ def claim_node(event: Mapping[str, Any], claim: Mapping[str, Any]) -> Node:
         scope=Scope(event["scope"]),
         source_type=SourceType(event["source_type"]),
         created_at=at,
+        occurred_at=datetime.fromisoformat(claim["valid_from"]),
         session_id=event.get("session_id"),
         meta=meta,
     )
@@ -92,6 +93,7 @@ def entity_node(event: Mapping[str, Any], entity: Mapping[str, Any]) -> Node:
         scope=Scope(event["scope"]),
         source_type=SourceType(event["source_type"]),
         created_at=at,
+        occurred_at=datetime.fromisoformat(event.get("effective_at") or event["extracted_at"]),
         meta={"entity_kind": entity["kind"], "entity_name": entity["name"]},
     )
 

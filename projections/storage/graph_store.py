@@ -105,6 +105,7 @@ STATE_COLUMNS = (
     "last_reinforced_at",
     "updated_at",
     "archived_at",
+    "valid_to",
 )
 
 
@@ -272,14 +273,25 @@ class GraphStore:
         exclude_node_types: Collection[NodeType] | None = None,
         source_types: Collection[SourceType] | None = None,
         include_archived: bool = True,
+        valid_at: datetime | None = None,
+        occurred_since: datetime | None = None,
+        occurred_until: datetime | None = None,
         after: tuple[datetime, uuid.UUID] | None = None,
         limit: int | None = None,
     ) -> list[NodeRow]:
         """The stream's nodes matching the filters, by (created_at, node_id);
-        ``after`` starts past that position, ``limit`` bounds the count."""
+        ``valid_at`` keeps nodes in effect then (see ``retrieval_index.NodeFilter``),
+        ``occurred_since``/``until`` bound effective times (half-open); ``after``
+        starts past that position, ``limit`` bounds the count."""
         query = sa.select(nodes).where(nodes.c.stream_id == stream_id)
         if not include_archived:
             query = query.where(nodes.c.archived_at.is_(None))
+        if valid_at is not None:
+            query = query.where(nodes.c.occurred_at <= valid_at, _holds_at(valid_at))
+        if occurred_since is not None:
+            query = query.where(nodes.c.occurred_at >= occurred_since)
+        if occurred_until is not None:
+            query = query.where(nodes.c.occurred_at < occurred_until)
         if after is not None:
             created_at, node_id = after
             query = query.where(
@@ -479,6 +491,30 @@ class GraphStore:
         for table, selected in by_stream:
             self.conn.execute(table.delete().where(table.c.stream_id == stream_id, selected))
 
+    def time_spans(
+        self, stream_id: int, event_ids: Collection[uuid.UUID] | None = None
+    ) -> dict[str, datetime | None]:
+        """When the stream's memories (or those of ``event_ids``) were recorded and when
+        they took effect, as the bounds an erasure certificate states (none: ``None``)."""
+        recorded = sa.select(
+            sa.func.min(memory_events.c.recorded_at), sa.func.max(memory_events.c.recorded_at)
+        ).where(memory_events.c.stream_id == stream_id)
+        occurred = sa.select(
+            sa.func.min(nodes.c.occurred_at), sa.func.max(nodes.c.occurred_at)
+        ).where(nodes.c.stream_id == stream_id)
+        if event_ids is not None:
+            recorded = recorded.where(memory_events.c.event_id.in_(list(event_ids)))
+            occurred = occurred.where(nodes.c.event_id.in_(list(event_ids)))
+        # min and max keep their column's type: the bounds come back as UTC datetimes.
+        recorded_from, recorded_to = self.conn.execute(recorded).one()
+        occurred_from, occurred_to = self.conn.execute(occurred).one()
+        return {
+            "recorded_from": recorded_from,
+            "recorded_to": recorded_to,
+            "occurred_from": occurred_from,
+            "occurred_to": occurred_to,
+        }
+
     def stream_memory_events(self, stream_id: int) -> list[sa.Row[Any]]:
         return self._stream_rows(memory_events, stream_id, memory_events.c.event_id)
 
@@ -488,6 +524,15 @@ class GraphStore:
         """A stream's rows in ``table``, in the order of a unique ``key`` (digests compare them)."""
         query = sa.select(table).where(table.c.stream_id == stream_id).order_by(key)
         return list(self.conn.execute(query))
+
+
+def _holds_at(moment: datetime) -> sa.ColumnElement[bool]:
+    """Not retired by ``moment``.  A node retired before effective time existed has no
+    ``valid_to`` until its graph is rebuilt: it counts as never in effect."""
+    return sa.or_(
+        nodes.c.valid_to > moment,
+        sa.and_(nodes.c.valid_to.is_(None), nodes.c.lifecycle != LifecycleState.SUPERSEDED.value),
+    )
 
 
 def _directory_entry(node_row: Mapping[str, Any]) -> dict[str, Any]:
@@ -513,6 +558,7 @@ def _node_values(cipher: SubjectCipher, node: Node, ordinal: int) -> dict[str, A
         "meta": seal_json(cipher, "node.meta", node.id, node.meta),
         "session_id": session,
         "created_at": node.created_at,
+        "occurred_at": node.occurred_at,
         **state_of(node),
     }
 
@@ -529,6 +575,7 @@ def state_of(node: Node) -> dict[str, Any]:
         "last_reinforced_at": node.last_reinforced_at,
         "updated_at": node.updated_at,
         "archived_at": node.archived_at,
+        "valid_to": node.valid_to,
     }
 
 
@@ -553,9 +600,11 @@ def node_from_row(cipher: SubjectCipher, row: NodeRow) -> Node:
         reinforcement_count=row.reinforcement_count,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        occurred_at=row.occurred_at,
         last_reinforced_at=row.last_reinforced_at,
         superseded_by=row.superseded_by,
         session_id=session,
         meta=open_json(cipher, "node.meta", row.node_id, row.meta),
         archived_at=row.archived_at,
+        valid_to=row.valid_to,
     )

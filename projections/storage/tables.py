@@ -66,6 +66,10 @@ nodes = sa.Table(
     # Set by a memory.archived event: the node left default retrieval (the
     # retrieval tier was over capacity); still readable, exported, erasable.
     sa.Column("archived_at", UTCDateTime(), nullable=True),
+    # Effective time (docs/memory.md, "Time"): when the statement took effect, and
+    # when a correction ended its validity.  Plain state, like the lifecycle.
+    sa.Column("occurred_at", UTCDateTime(), nullable=False),
+    sa.Column("valid_to", UTCDateTime(), nullable=True),
     # A node is the ordinal-th node its event derives (its id is a function
     # of the two), so the subject's nodes sit in event order, each event's
     # nodes in extraction order.

@@ -355,3 +355,42 @@ def test_an_operator_names_the_actor_of_an_erasure(operator_server: Shared) -> N
         memory.store.close()
     assert claims["request"]["requested_by"] == expected
     assert claims["request"]["reason"] == "operator_request"
+
+
+def test_memory_tools_know_when_things_held(alice_server: Shared) -> None:
+
+    async def scenario(session: ClientSession) -> None:
+        told = []
+        for text, when in (
+            ("My violin teacher is Hedda", "2024-09-01T00:00:00Z"),
+            ("My violin teacher is Oskar", "2021-09-01T00:00:00Z"),
+        ):
+            stored = await session.call_tool("memory_store", {"content": text, "occurred_at": when})
+            told.append(payload(stored)["node_ids"][0])
+        hedda, oskar = told
+        await session.call_tool("memory_supersede", {"old_node_id": oskar, "new_node_id": hedda})
+        query = {"query": "Who is my violin teacher?", "limit": 1}
+        [now] = payload(await session.call_tool("memory_retrieve", query))
+        assert now["content"] == "My violin teacher is Hedda"
+        [then] = payload(
+            await session.call_tool("memory_retrieve", query | {"as_of": "2023-01-01T00:00:00Z"})
+        )
+        assert then["content"] == "My violin teacher is Oskar"
+        assert then["valid_to"] == "2024-09-01T00:00:00Z"
+        [asked] = payload(
+            await session.call_tool(
+                "memory_retrieve",
+                query | {"query": "Who was my violin teacher in 2022?", "resolve_dates": True},
+            )
+        )
+        assert asked["content"] == "My violin teacher is Oskar"
+        state = payload(
+            await session.call_tool(
+                "memory_get_assertion_state", {"node_id": oskar, "as_of": "2023-01-01T00:00:00Z"}
+            )
+        )
+        assert state["lifecycle"] == "active"
+        naive = await session.call_tool("memory_retrieve", query | {"as_of": "2023-01-01T00:00:00"})
+        assert naive.is_error
+
+    alice_server.server.run(scenario)

@@ -37,6 +37,7 @@ def a_fact(**fields: Any) -> Node:
         reinforcement_count=0,
         created_at=then,
         updated_at=then,
+        occurred_at=then,
     )
     return dataclasses.replace(fact, **fields)
 
