@@ -309,7 +309,7 @@ def _weigh(
     if attribute:
         cues.append("new_value_for_attribute")
     slot: list[str] = []
-    if overlap >= 0.5 and coverage >= MIN_COVERAGE:
+    if coverage >= MIN_COVERAGE and shared - _WEAK_ANCHORS:
         slot.append("shared_words")
     slot += [f"same_kind:{k}" for k in kinds]
     slot += [f"same_predicate:{c}" for c in sorted(predicates)]
