@@ -24,6 +24,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,8 @@ class Turn:
     dia_id: str
     session: str
     content: str
+    #: The session's date (``session_N_date_time``), the turn's effective time.
+    occurred_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,12 @@ def read_conversation(path: Path) -> Conversation:
             if (m := _SESSION.fullmatch(key)) and isinstance(dialogue[key], list)
         )
         turns = [
-            Turn(t["dia_id"], key, f"{t['speaker']}: {t['text']}")
+            Turn(
+                t["dia_id"],
+                key,
+                f"{t['speaker']}: {t['text']}",
+                session_date(dialogue.get(f"{key}_date_time")),
+            )
             for _, key in sessions
             for t in dialogue[key]
         ]
@@ -106,6 +114,17 @@ def read_conversation(path: Path) -> Conversation:
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise BenchError(f"{path} is not a LoCoMo conversation: {exc}") from exc
     return Conversation(path.stem, turns, questions)
+
+
+def session_date(text: object) -> datetime | None:
+    """A LoCoMo session's date ("1:56 pm on 8 May, 2023"), taken as UTC; ``None``
+    when absent or in another shape."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+    except ValueError:
+        return None
 
 
 def read_dataset(directory: Path) -> list[Conversation]:
@@ -178,7 +197,9 @@ def _measure(
     dia_of: dict[uuid.UUID, str] = {}
     started = time.perf_counter()
     for turn in conversation.turns:
-        event_id = client.store(turn.content, user_id=user, session_id=turn.session)
+        event_id = client.store(
+            turn.content, user_id=user, session_id=turn.session, occurred_at=turn.occurred_at
+        )
         dia_of[event_id] = turn.dia_id
     run.store_seconds += time.perf_counter() - started
     run.stored += len(conversation.turns)

@@ -4,25 +4,26 @@ Deterministic English rules over plain text, weighed as evidence rather than
 matched as a list.  A new memory likely updates an earlier one when three
 kinds of evidence meet:
 
-* **who**: a clause of the new memory is about the person (``I``/``we``, a
-  subject-less clause such as "Sold the car", ``my`` thing, or an outside
-  agent acting on ``my`` thing: "the optician moved my appointment"), or about
-  the very one the earlier memory is about ("Leo" in "My son Leo …").  Another
-  person ("my cousin", "my mum's number", a name the earlier memory does not
-  know) changes nothing of the person's;
-* **same slot**: the two share content words, weighed by how rare they are
-  among the person's memories (BM25's idf, from the retrieval index), both
-  hold a value of one kind (a phone number, an email, a date, an amount), or
-  the claim rules (projections.claims.rules) read first-person claims of one
-  predicate class in both ("I live in …", "I moved to …"); when
-  nothing is shared, the dense channel may stand in for a strong change, if
-  the earlier memory is clearly the new one's nearest;
-* **change**: a verb of changing state (moved, switched, sold, cancelled,
-  retired, started …, in any inflection: matched on the stem), a marker of a
-  new state ("now", "anymore", "no longer", "instead", "after all", "new"),
-  a negation of what was said, or a new value for "my X is …".  A one-off
-  ("today", "on Saturday", "for the weekend"), a plan or a guess ("I'll",
-  "thinking about", "maybe"), or "still" / "stayed" weigh against it.
+* **who**: a clause of the new memory states something about the person
+  (``I``/``we``, a subject-less clause such as "Sold the car", ``my`` thing,
+  or an outside agent acting on their thing: "the optician moved my
+  appointment"), or about whom the earlier memory names ("Leo" in "My son Leo
+  …").  Another person ("my cousin", "my mum's number", a name the earlier
+  memory does not hold), the listener ("you"), a question, or another
+  speaker's words (both memories labelled "Name: …" with different names)
+  change nothing of the person's;
+* **same slot**: the two share content words that are much of what the earlier
+  memory said, weighed by how rare they are among the person's memories
+  (BM25's idf, from the retrieval index), both hold a value of one kind (a
+  phone number, an email, a date, an amount, a weekday), or the claim rules
+  (projections.claims.rules) read first-person claims of one predicate class
+  in both ("I live in …", "I moved to …");
+* **change**: in the clauses about them, a verb of changing state (moved,
+  switched, sold, cancelled, retired, started …, in any inflection: matched on
+  the stem), a marker of a new state ("now", "anymore", "no longer",
+  "instead", "after all", "new"), or a new value for "my X is …".  A one-off
+  ("today", "for the weekend"), a plan or a guess ("I'll", "thinking about",
+  "maybe"), or "still" / "stayed" weigh against it.
 
 The outcome names the cues that decided it, the rule set and its version and
 a confidence: it becomes the ``memory.likely_update`` event, so replay never
@@ -42,7 +43,7 @@ import Stemmer
 
 from projections.claims.matching import target_classes
 from projections.claims.plan import Message
-from projections.claims.rules import RuleClaimExtractor
+from projections.claims.rules import RuleClaimExtractor, sentence_spans
 from projections.lexical import STOP_WORDS
 
 NAME = "oblivio.updates.en"
@@ -52,14 +53,13 @@ VERSION = 1
 THRESHOLD = 0.5
 #: The least share of the earlier memory's words (by idf) that shared words must cover.
 MIN_COVERAGE = 0.15
-#: A dense-only slot (no shared word, no shared kind of value) needs a cosine this high
-#: and this far above the next candidate's.
-DENSE_FLOOR = 0.35
-DENSE_MARGIN = 0.05
 
 _WORD = re.compile(r"[\w'’-]+")
+_SPEAKER = re.compile(r"^\s*(?P<name>[A-Z][\w.' -]{0,40}?):\s")
+_NAME = re.compile(r"\b[A-Z][a-z]+\b")
 _CLAUSE = re.compile(
-    r"[;:!?]|,\s*|\s+-\s+|\.\s+|\b(?:and|but|so|because|since|after|then|said|says|that)\b",
+    r"[;:!?]|,\s*|\s+-\s+|\.\s+"
+    r"|\b(?:and|but|so|because|since|after(?!\s+all)|then|said|says|that)(?=\s)",
     re.IGNORECASE,
 )
 
@@ -177,12 +177,10 @@ _MY_ATTRIBUTE = re.compile(
 
 @dataclass(frozen=True)
 class Candidate:
-    """An earlier memory of the person, with how the retrieval channels match it to the
-    new memory's text."""
+    """An earlier memory of the person (one of those retrieval ranks nearest the new one)."""
 
     node_id: uuid.UUID
     text: str
-    similarity: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -258,18 +256,16 @@ def detect(
     ``idf`` weighs each stem by its rarity among the person's memories (stems it
     lacks weigh as the rarest).
     """
-    clauses = [c for c in _clauses(new_text) if c]
+    clauses = _clauses(new_text)
     if not clauses:
         return None
-    change = _change_cues(new_text, clauses)
     against = _against_cues(new_text)
     # The earlier memory that shares the most of the slot (not the most confident).
     best: tuple[Decision, float] | None = None
-    dense = sorted(candidates, key=lambda c: -c.similarity)
     for candidate in candidates:
-        if _same(candidate.text, new_text):
+        if _same(candidate.text, new_text) or _other_speaker(candidate.text, new_text):
             continue
-        weighed = _weigh(new_text, clauses, candidate, change, against, idf, dense)
+        weighed = _weigh(new_text, clauses, candidate, against, idf)
         if weighed is not None and (best is None or weighed[1] > best[1]):
             best = weighed
     return None if best is None else best[0]
@@ -277,16 +273,15 @@ def detect(
 
 def _weigh(
     new_text: str,
-    clauses: list[list[str]],
+    clauses: list[_Clause],
     candidate: Candidate,
-    change: list[str],
     against: list[str],
     idf: dict[str, float],
-    dense: Sequence[Candidate],
 ) -> tuple[Decision, float] | None:
     """The decision for one earlier memory and how much of the slot they share."""
     old_words = _words(candidate.text)
-    if not _about_them(clauses, old_words):
+    about = _about_them(clauses, candidate.text)
+    if not about:
         return None
     rarest = max(idf.values(), default=1.0)
     # Words that say "a change" ("behind us", "now") name no slot; a change verb or a
@@ -302,18 +297,22 @@ def _weigh(
     if "weekday" in kinds:
         # "Flying on Saturday" after "leaves on Friday": the day is the slot's new value.
         against = [a for a in against if not a.startswith("one_off:on ")]
-    cues = list(change)
+    predicates = _predicates(candidate.text) & _predicates(new_text)
+    # A change counts only where it is said of them (not in a question, not of the
+    # listener or someone else) and where the slot is: in a statement that shares a
+    # word, a kind of value or a predicate class with the earlier memory.  A change verb the
+    # earlier memory used itself ("adoption" … "adopt") names the topic, not a change.
+    where = [c for c in about if _holds_slot(c.text, shared, kinds, predicates)]
+    change = _change_cues(" . ".join(c.text for c in where), where)
+    cues = [c for c in change if c.removeprefix("change_verb:") not in shared]
     attribute = _new_attribute_value(candidate.text, new_text)
     if attribute:
         cues.append("new_value_for_attribute")
     slot: list[str] = []
-    if overlap >= 0.5 and coverage >= MIN_COVERAGE:
+    if coverage >= MIN_COVERAGE and shared - _WEAK_ANCHORS:
         slot.append("shared_words")
     slot += [f"same_kind:{k}" for k in kinds]
-    predicates = _predicates(candidate.text) & _predicates(new_text)
     slot += [f"same_predicate:{c}" for c in sorted(predicates)]
-    if not slot and _nearest(candidate, dense) and any(not c.startswith("marker") for c in change):
-        slot.append("nearest_meaning")
     if not slot or not cues or against:
         return None
     strength = len(cues) + 0.5 * len(slot) + min(overlap, 6.0) / 6.0
@@ -344,26 +343,60 @@ def _predicates(text: str) -> frozenset[str]:
     )
 
 
-def _nearest(candidate: Candidate, dense: Sequence[Candidate]) -> bool:
-    """Whether the candidate is clearly the new memory's nearest in meaning."""
-    if not dense or dense[0].node_id != candidate.node_id:
-        return False
-    runner_up = dense[1].similarity if len(dense) > 1 else 0.0
-    return candidate.similarity >= DENSE_FLOOR and candidate.similarity - runner_up >= DENSE_MARGIN
-
-
 def _same(a: str, b: str) -> bool:
     return _words(a) == _words(b)
 
 
-def _clauses(text: str) -> list[list[str]]:
-    return [_words(part) for part in _CLAUSE.split(text) if part and part.strip()]
+def _holds_slot(
+    sentence: str, shared: set[str], kinds: Sequence[str], predicates: frozenset[str]
+) -> bool:
+    """Whether ``sentence`` carries the slot the two memories share."""
+    return (
+        bool(_stems(_words(sentence)) & shared)
+        or any(_VALUE_KINDS[k].search(sentence) for k in kinds)
+        or bool(_predicates(sentence) & predicates)
+    )
 
 
-def _change_cues(text: str, clauses: list[list[str]]) -> list[str]:
+@dataclass(frozen=True)
+class _Clause:
+    text: str
+    words: list[str]
+    #: Part of a question ("Anything new?"): it states nothing.
+    asks: bool
+    #: Which sentence of the memory it is part of.
+    sentence: int
+
+    def joined(self, after: _Clause) -> _Clause:
+        """This clause and the one that goes on with its subject, as one statement."""
+        text = f"{self.text} and {after.text}"
+        return _Clause(text, self.words + after.words, self.asks, self.sentence)
+
+
+def _clauses(text: str) -> list[_Clause]:
+    """The clauses of ``text`` of two words or more (a lone "Name:" label is none)."""
+    found: list[_Clause] = []
+    for number, (start, end) in enumerate(sentence_spans(text)):
+        sentence = text[start:end]
+        asks = sentence.rstrip().endswith("?")
+        for part in _CLAUSE.split(sentence):
+            words = _words(part) if part else []
+            if len(words) >= 2:
+                found.append(_Clause(part, words, asks, number))
+    return found
+
+
+def _other_speaker(old_text: str, new_text: str) -> bool:
+    """Whether both memories are labelled with their speaker ("Ana: …") and the
+    speakers differ: one person's words do not update another's."""
+    old, new = _SPEAKER.match(old_text), _SPEAKER.match(new_text)
+    return old is not None and new is not None and old["name"] != new["name"]
+
+
+def _change_cues(text: str, clauses: Sequence[_Clause]) -> list[str]:
     """What in the new memory says that something changed."""
     cues: list[str] = []
-    stems = _stemmer().stemWords([w for clause in clauses for w in clause])
+    stems = _stemmer().stemWords([w for clause in clauses for w in clause.words])
     strong = sorted({s for s in stems if s in _CHANGE_STEMS})
     cues += [f"change_verb:{s}" for s in strong[:3]]
     if _PARTICLES.search(text):
@@ -382,12 +415,25 @@ def _against_cues(text: str) -> list[str]:
     return found
 
 
-def _about_them(clauses: list[list[str]], old_words: list[str]) -> bool:
-    """Whether a clause of the new memory is about the person, or about whom the
-    earlier memory is about (see the module docstring)."""
-    old = set(old_words)
-    old_subject = _subject(old_words)
-    return any(_clause_about_them(clause, old, old_subject) for clause in clauses)
+def _about_them(clauses: list[_Clause], old_text: str) -> list[_Clause]:
+    """The clauses of the new memory that state something about the person, or about
+    whom the earlier memory is about (see the module docstring)."""
+    old_subject = _subject(_words(old_text))
+    # Names the earlier memory holds ("Leo", "Dr Hughes"), not its first word.
+    names = {m.group(0).casefold() for m in _NAME.finditer(old_text) if m.start() > 0}
+    about: list[_Clause] = []
+    previous = False
+    for clause in clauses:
+        # "… and work from home": a clause that starts with its verb goes on with the
+        # subject of the clause before it, and is read as one statement with it.
+        continues = previous and clause.words[0] not in _NOT_A_VERB
+        if continues and about and about[-1].sentence == clause.sentence and not clause.asks:
+            about[-1] = about[-1].joined(clause)
+            continue
+        previous = _clause_about_them(clause.words, names, old_subject)
+        if previous and not clause.asks:
+            about.append(clause)
+    return about
 
 
 def _subject(words: list[str]) -> tuple[str, ...]:
@@ -404,7 +450,7 @@ def _subject(words: list[str]) -> tuple[str, ...]:
     return tuple(head)
 
 
-def _clause_about_them(clause: list[str], old: set[str], old_subject: tuple[str, ...]) -> bool:
+def _clause_about_them(clause: list[str], names: set[str], old_subject: tuple[str, ...]) -> bool:
     first = clause[0]
     if first in _SELF:
         return True
@@ -418,15 +464,51 @@ def _clause_about_them(clause: list[str], old: set[str], old_subject: tuple[str,
             w.endswith("'s") for w in subject
         )
     if first in _ARTICLES:
+        # An outside agent acting on their thing: "the optician moved my appointment",
+        # "the airline cancelled the Friday flight" (the flight the earlier memory names).
         agent = [w for w in subject[1:] if w.removesuffix("'s") in _PEOPLE]
-        return not agent and "my" in clause  # the airline cancelled my flight
-    if first in old:
+        theirs = "my" in clause or bool(_stems(clause) & _stems(old_subject))
+        return not agent and theirs
+    if first in names:
         return True  # named in the earlier memory: "Leo moved up a year"
     # A subject-less clause ("Sold the car", "New phone number: …") is the speaker's;
     # a name the earlier memory does not know is somebody else.
-    return not first[:1].isalpha() or first in _WORDS_STARTING_FRAGMENTS or first.endswith("ed")
+    return (
+        first[:1].isdigit()
+        or first in _WORDS_STARTING_FRAGMENTS
+        or first.endswith("ed")
+        or _stemmer().stemWord(first) in _CHANGE_STEMS  # "Sold the Corsa"
+    )
 
 
+# Words a clause with a subject of its own starts with (pronouns, determiners).
+_NOT_A_VERB = frozenset(
+    [
+        "i",
+        "we",
+        "you",
+        "he",
+        "she",
+        "it",
+        "they",
+        "my",
+        "our",
+        "your",
+        "his",
+        "her",
+        "their",
+        "the",
+        "a",
+        "an",
+        "this",
+        "that",
+        "these",
+        "those",
+        "there",
+        "here",
+        "one",
+    ]
+)
 _WORDS_STARTING_FRAGMENTS = frozenset(
     ["new", "just", "finally", "since", "no", "not", "one", "after", "from", "back", "now", "these"]
 )

@@ -138,7 +138,7 @@ class LikelyUpdateWorker(LogFollower):
             return None
         text = data["content"]
         candidates = [
-            updates.Candidate(s.node.id, s.node.content, s.components.similarity)
+            updates.Candidate(s.node.id, s.node.content)
             for s in ranked
             if s.node.event_id != event.event_id
             and s.node.created_at <= event.recorded_at

@@ -106,6 +106,15 @@ class World:
         commands.contradict(self.ctx, first.node_id, second.node_id, user_id=user)
         return first, second
 
+    def likely_update(self, user: str) -> tuple[Seed, Seed]:
+        """Two fresh memories of ``user``, the newer of which likely updates the older
+        (judged: a consistent read waits for the detector)."""
+        tag = uuid.uuid4().hex[:8]
+        old = self.seed(user, f"My locker {tag} code is 1234.")
+        new = self.seed(user, f"My locker {tag} code changed to 5678.")
+        queries.retrieve(self.ctx, "locker", user_id=user)
+        return old, new
+
     def trigger(self, user: str) -> uuid.UUID:
         return commands.add_resonance_trigger(self.ctx, user_id=user, keyword="tea")
 

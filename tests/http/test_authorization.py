@@ -235,6 +235,25 @@ def resolution_spec() -> Spec:
     )
 
 
+def likely_update_spec(verb: str) -> Spec:
+    """Confirm or reject the likely update of an older node."""
+
+    def call(node: object) -> Call:
+        return Call("POST", f"/v1/nodes/{node}/likely-update/{verb}", json={})
+
+    return Spec(
+        "member",
+        lambda w, me: call(w.likely_update(me)[0].node_id),
+        (
+            Probe(
+                "node id",
+                lambda w, me, them: call(w.likely_update(them)[0].node_id),
+                lambda w, me: call(rnd()),
+            ),
+        ),
+    )
+
+
 def reinforce_spec() -> Spec:
     def call(node: object, evidence: object | None = None) -> Call:
         body = None if evidence is None else {"evidence_id": str(evidence)}
@@ -388,6 +407,8 @@ SPECS: dict[tuple[str, str], Spec] = {
     ("POST", "/v1/contradictions"): node_pair("/v1/contradictions", "node_id", "other_node_id"),
     ("POST", "/v1/contradictions/resolutions"): resolution_spec(),
     ("PUT", "/v1/nodes/{node_id}/reinforce"): reinforce_spec(),
+    ("POST", "/v1/nodes/{node_id}/likely-update/confirm"): likely_update_spec("confirm"),
+    ("POST", "/v1/nodes/{node_id}/likely-update/reject"): likely_update_spec("reject"),
     ("POST", "/v1/retrieve"): by_user_body("POST", "/v1/retrieve", query="tea"),
     ("GET", "/v1/items"): by_user_query("GET", "/v1/items"),
     ("PATCH", "/v1/items"): by_user_body("PATCH", "/v1/items", expiries={}),

@@ -33,6 +33,8 @@ VALID_BODIES: dict[tuple[str, str], dict[str, Any]] = {
         "loser_node_id": "{other_node}",
     },
     ("PUT", "/v1/nodes/{node_id}/reinforce"): {"evidence_id": "{event}"},
+    ("POST", "/v1/nodes/{node_id}/likely-update/confirm"): {"actor_id": "desk"},
+    ("POST", "/v1/nodes/{node_id}/likely-update/reject"): {"actor_id": "desk"},
     ("POST", "/v1/retrieve"): {"query": "tea"},
     ("POST", "/v1/triggers"): {"keyword": "tea"},
     ("POST", "/v1/attractors"): {"text": "coffee"},

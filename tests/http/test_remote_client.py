@@ -138,8 +138,9 @@ def test_results_equal_the_facades(live_server: LiveServer, remote: RemoteClient
     assert ALICE in remote.subjects()
     exported = remote.export_subject(user_id=ALICE)
     manifest = compliance.verify_subject_export(exported, remote.jwks())
-    # Two memories, the correction, a trigger added and removed, attractors added and cleared.
-    assert manifest["counts"]["events"] == 7
+    # Two memories, the likely update ("I moved to …" after "I live in …"), the
+    # correction, a trigger added and removed, attractors added and cleared.
+    assert manifest["counts"]["events"] == 8
 
 
 def test_corrections_and_ingest_equal_the_facades(
