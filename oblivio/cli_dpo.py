@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from oblivio import json_text
-from oblivio.cli_support import friendly_errors, settings_from
+from oblivio.cli_support import emit, friendly_errors, settings_from
 
 if TYPE_CHECKING:
     from oblivio.memory.context import MemoryContext
@@ -49,12 +48,7 @@ def _run(ctx: click.Context, action: Callable[[MemoryContext], Any]) -> Any:
 
 
 def _echo(value: Any, output: Path | None = None) -> None:
-    text = value if isinstance(value, str) else json_text.dumps(value, indent=True) + "\n"
-    if output is None:
-        click.echo(text, nl=False)
-    else:
-        output.write_text(text)
-        click.echo(f"written to {output}", err=True)
+    emit(value, output)
 
 
 @click.group()

@@ -23,7 +23,7 @@ from oblivio import json_text
 from oblivio.cli_archive import archive
 from oblivio.cli_dpo import dpo
 from oblivio.cli_rebuild import rebuild
-from oblivio.cli_support import embedder_option, friendly_errors, settings_from
+from oblivio.cli_support import embedder_option, emit, friendly_errors, settings_from
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -70,13 +70,7 @@ def _open_store(ctx: click.Context) -> _Store:
     return _Store(open_event_store(settings), settings.namespace, utc_now)
 
 
-def _emit(value: Any, output: Path | None) -> None:
-    text = value if isinstance(value, str) else json_text.dumps(value, indent=True) + "\n"
-    if output is None:
-        click.echo(text, nl=False)
-    else:
-        output.write_text(text)
-        click.echo(f"written to {output}", err=True)
+_emit = emit
 
 
 def _wait_for_signal() -> None:

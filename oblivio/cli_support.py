@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -39,6 +40,19 @@ def _is_user_error(error: Exception) -> bool:
     from eventstore import OblivioError
 
     return isinstance(error, OblivioError | CertificatesError)
+
+
+def emit(value: Any, output: Path | None) -> None:
+    """Print ``value`` (text as it is, anything else as indented JSON), or write it to
+    ``output`` and say so."""
+    from oblivio import json_text
+
+    text = value if isinstance(value, str) else json_text.dumps(value, indent=True) + "\n"
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text)
+        click.echo(f"written to {output}", err=True)
 
 
 def settings_from(ctx: click.Context) -> Settings:

@@ -11,6 +11,7 @@ history and logs keep); the pages show the pseudonymous subject reference.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Form, Query, Request
@@ -83,26 +84,6 @@ def _checked(request: Request, who: Principal, csrf: str, action: str, confirm: 
         raise InvalidInputError(f"type “{word}” to confirm")
 
 
-def _act(
-    request: Request,
-    who: Principal,
-    user_id: str,
-    action: str,
-    confirm: str,
-    csrf: str,
-    run: Any,
-) -> Response:
-    """Check the form, run the action; the person's page says what happened (or, with
-    the form kept, why it was not done)."""
-    try:
-        _checked(request, who, csrf, action, confirm)
-        message = run(_served(request, who))
-    except (InvalidInputError, ConflictError, NotFoundError) as e:
-        code = 422 if isinstance(e, InvalidInputError) else 409
-        return _person_page(request, who, user_id, error=str(e), status_code=code)
-    return _person_page(request, who, user_id, message=message)
-
-
 @router.get("/people")
 def people_form(request: Request, who: Who) -> Response:
     allow(who, "operator")
@@ -168,9 +149,42 @@ def forget_person(
     )
 
 
-@router.post("/people/restrict")
-def restrict_person(
+def _restrict(ctx: MemoryContext, user: str, ground: str, reference: str, actor: str) -> str:
+    dpo.restrict(ctx, user, ground=ground, reference=reference, actor_id=actor)
+    return "Processing is restricted."
+
+
+def _lift_restriction(
+    ctx: MemoryContext, user: str, ground: str, reference: str, actor: str
+) -> str:
+    dpo.lift_restriction(ctx, user, reference=reference, actor_id=actor)
+    return "The restriction is lifted."
+
+
+def _hold(ctx: MemoryContext, user: str, ground: str, reference: str, actor: str) -> str:
+    dpo.place_hold(ctx, user, ground=ground, reference=reference, actor_id=actor)
+    return "A legal hold is in place."
+
+
+def _lift_hold(ctx: MemoryContext, user: str, ground: str, reference: str, actor: str) -> str:
+    dpo.lift_hold(ctx, user, reference=reference, actor_id=actor)
+    return "The legal hold is lifted."
+
+
+#: The actions that change a person's state and answer with their page (the export
+#: answers with a download, the forget with its certificate: routes of their own above).
+STATE_ACTIONS: dict[str, Callable[[MemoryContext, str, str, str, str], str]] = {
+    "restrict": _restrict,
+    "lift-restriction": _lift_restriction,
+    "hold": _hold,
+    "lift-hold": _lift_hold,
+}
+
+
+@router.post("/people/{action}")
+def change_state(
     request: Request,
+    action: str,
     who: Who,
     csrf: Csrf,
     user_id: UserId,
@@ -178,64 +192,18 @@ def restrict_person(
     reference: Reference = "",
     confirm: Confirm = "",
 ) -> Response:
-    def run(ctx: MemoryContext) -> str:
-        dpo.restrict(
-            ctx, user_id, ground=ground, reference=reference.strip(), actor_id=acting_actor(who)
-        )
-        return "Processing is restricted."
-
-    return _act(request, who, user_id, "restrict", confirm, csrf, run)
-
-
-@router.post("/people/lift-restriction")
-def lift_restriction(
-    request: Request,
-    who: Who,
-    csrf: Csrf,
-    user_id: UserId,
-    reference: Reference = "",
-    confirm: Confirm = "",
-) -> Response:
-    def run(ctx: MemoryContext) -> str:
-        dpo.lift_restriction(ctx, user_id, reference=reference.strip(), actor_id=acting_actor(who))
-        return "The restriction is lifted."
-
-    return _act(request, who, user_id, "lift-restriction", confirm, csrf, run)
-
-
-@router.post("/people/hold")
-def hold_person(
-    request: Request,
-    who: Who,
-    csrf: Csrf,
-    user_id: UserId,
-    ground: Annotated[str, Form()] = "",
-    reference: Reference = "",
-    confirm: Confirm = "",
-) -> Response:
-    def run(ctx: MemoryContext) -> str:
-        dpo.place_hold(
-            ctx, user_id, ground=ground, reference=reference.strip(), actor_id=acting_actor(who)
-        )
-        return "A legal hold is in place."
-
-    return _act(request, who, user_id, "hold", confirm, csrf, run)
-
-
-@router.post("/people/lift-hold")
-def lift_hold(
-    request: Request,
-    who: Who,
-    csrf: Csrf,
-    user_id: UserId,
-    reference: Reference = "",
-    confirm: Confirm = "",
-) -> Response:
-    def run(ctx: MemoryContext) -> str:
-        dpo.lift_hold(ctx, user_id, reference=reference.strip(), actor_id=acting_actor(who))
-        return "The legal hold is lifted."
-
-    return _act(request, who, user_id, "lift-hold", confirm, csrf, run)
+    """Restrict, lift the restriction, hold or lift the hold: the person's page says
+    what happened (or, with the forms kept, why it was not done)."""
+    run = STATE_ACTIONS.get(action)
+    if run is None:
+        raise NotFoundError("no such action")
+    try:
+        _checked(request, who, csrf, action, confirm)
+        message = run(_served(request, who), user_id, ground, reference.strip(), acting_actor(who))
+    except (InvalidInputError, ConflictError, NotFoundError) as e:
+        code = 422 if isinstance(e, InvalidInputError) else 409
+        return _person_page(request, who, user_id, error=str(e), status_code=code)
+    return _person_page(request, who, user_id, message=message)
 
 
 # -- the register -----------------------------------------------------------------------

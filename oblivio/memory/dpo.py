@@ -345,7 +345,7 @@ def register(
 def entry(ctx: MemoryContext, request_id: uuid.UUID | str) -> RegisterEntry:
     """One register entry of the caller's namespace (``NotFoundError`` otherwise)."""
     wanted = register_sql.RegisterFilter(
-        None if ctx.cluster_wide else ctx.namespace,
+        ctx.namespace,
         request_id=parse_uuid(request_id, "request id"),
     )
     with ctx.store.reading() as view:
@@ -420,7 +420,7 @@ def _register_filter(
     if status is not None and status not in rights.REQUEST_STATUSES:
         raise InvalidInputError(f"status must be one of {list(rights.REQUEST_STATUSES)}")
     return register_sql.RegisterFilter(
-        None if ctx.cluster_wide else ctx.namespace,
+        ctx.namespace,
         kind=kind,
         status=status,
         reference=None if reference is None else rights.check_reference(reference),

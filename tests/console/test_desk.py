@@ -78,3 +78,14 @@ def test_a_held_persons_forget_is_refused_naming_the_ground(embedded_world: Worl
     csv_export = client.get("/console/register/export", params={"format": "csv"})
     assert csv_export.headers["content-disposition"].startswith("attachment")
     assert "T-9" in csv_export.text
+
+
+def test_a_requests_attempts_read_as_its_jobs_do(embedded_world: World) -> None:
+    """The list shows the most attempts any one job made, of the limit ("1 / 5"), as the
+    request's page shows each job: not the sum over its jobs."""
+    embedded_world.certificate(ALICE)  # two projections' jobs, one attempt each
+    client = _operator(embedded_world)
+    listing = client.get("/console/requests").text
+    assert re.search(r'<td class="attempts">1 / \d+</td>', listing)
+    request_page = client.get(re.search(r'href="(/console/requests/[0-9a-f-]+)"', listing)[1])
+    assert re.findall(r'<td class="job-attempts">(\d+) / \d+</td>', request_page.text) == ["1", "1"]

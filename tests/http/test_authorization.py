@@ -35,7 +35,7 @@ from urllib.parse import quote
 import pytest
 
 from oblivio.http import create_app
-from oblivio.memory import items, vector_rebuilds
+from oblivio.memory import dpo, items, vector_rebuilds
 from tests.http.conftest import (
     ALICE,
     BOB,
@@ -394,6 +394,24 @@ def revoke_key_spec() -> Spec:
     )
 
 
+def desk_spec(path: str, setup: Callable[[World, str], None] | None = None, **body: Any) -> Spec:
+    """An operator's action on the data-protection officer's desk, on a fresh person
+    (``setup`` puts them in the state the action needs: restricted, held)."""
+
+    def call(w: World, me: str) -> Call:
+        person = f"{me}-{uuid.uuid4().hex[:8]}"
+        if setup is not None:
+            setup(w, person)
+        return Call("POST", f"/v1/dpo/people/{path}", json={"user_id": person, **body})
+
+    return Spec("operator", call)
+
+
+def registered(world: World, user: str) -> uuid.UUID:
+    """A fresh register entry (an access request of ``user``)."""
+    return dpo.export_for(world.ctx, user, reference="T-1")[0].request_id
+
+
 SPECS: dict[tuple[str, str], Spec] = {
     ("POST", "/v1/events"): by_user_body("POST", "/v1/events", content="I like tea"),
     ("POST", "/v1/ingest"): by_user_body("POST", "/v1/ingest", message="I like tea"),
@@ -440,6 +458,32 @@ SPECS: dict[tuple[str, str], Spec] = {
     ),
     ("GET", "/v1/compliance/audit/export"): Spec(
         "auditor", lambda w, me: Call("GET", "/v1/compliance/audit/export")
+    ),
+    ("POST", "/v1/dpo/people/lookup"): desk_spec("lookup"),
+    ("POST", "/v1/dpo/people/export"): desk_spec("export", reference="T-1"),
+    ("POST", "/v1/dpo/people/forget"): desk_spec("forget", reference="T-1", wait_seconds=10),
+    ("POST", "/v1/dpo/people/restrict"): desk_spec("restrict", ground="art18-1-a", reference="T-1"),
+    ("POST", "/v1/dpo/people/lift-restriction"): desk_spec(
+        "lift-restriction",
+        lambda w, u: dpo.restrict(w.ctx, u, ground="art18-1-a", reference="T-1") and None,
+        reference="T-1",
+    ),
+    ("POST", "/v1/dpo/people/hold"): desk_spec("hold", ground="art17-3-e", reference="T-1"),
+    ("POST", "/v1/dpo/people/lift-hold"): desk_spec(
+        "lift-hold",
+        lambda w, u: dpo.place_hold(w.ctx, u, ground="art17-3-e", reference="T-1") and None,
+        reference="T-1",
+    ),
+    ("GET", "/v1/dpo/requests"): Spec("auditor", lambda w, me: Call("GET", "/v1/dpo/requests")),
+    ("GET", "/v1/dpo/register"): Spec("auditor", lambda w, me: Call("GET", "/v1/dpo/register")),
+    ("GET", "/v1/dpo/requests/{request_id}"): Spec(
+        "auditor", lambda w, me: Call("GET", f"/v1/dpo/requests/{registered(w, me)}")
+    ),
+    ("POST", "/v1/dpo/requests/{request_id}/extend"): Spec(
+        "operator",
+        lambda w, me: Call(
+            "POST", f"/v1/dpo/requests/{registered(w, me)}/extend", json={"reason": "complexity"}
+        ),
     ),
     ("GET", "/v1/health"): Spec("public", lambda w, me: Call("GET", "/v1/health")),
     ("POST", "/v1/admin/keys"): Spec(

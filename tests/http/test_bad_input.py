@@ -44,10 +44,24 @@ VALID_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/admin/rebuilds"): {"embedder": "hashing:64"},
     ("PUT", "/v1/items/{key}"): {"content": "I like tea"},
     ("PATCH", "/v1/items"): {"expiries": {"city": None}},
+    ("POST", "/v1/dpo/people/lookup"): {"user_id": ALICE},
+    ("POST", "/v1/dpo/people/export"): {"user_id": ALICE, "reference": "T-1"},
+    ("POST", "/v1/dpo/people/forget"): {"user_id": ALICE, "reference": "T-1", "wait_seconds": 0},
+    ("POST", "/v1/dpo/people/restrict"): {
+        "user_id": ALICE,
+        "ground": "art18-1-a",
+        "reference": "T-1",
+    },
+    ("POST", "/v1/dpo/people/lift-restriction"): {"user_id": ALICE, "reference": "T-1"},
+    ("POST", "/v1/dpo/people/hold"): {"user_id": ALICE, "ground": "art17-3-e", "reference": "T-1"},
+    ("POST", "/v1/dpo/people/lift-hold"): {"user_id": ALICE, "reference": "T-1"},
+    ("POST", "/v1/dpo/requests/{request_id}/extend"): {"reason": "complexity"},
 }
 
 #: Body routes a user key may not call at all (it would get 403 before any validation).
-OPERATOR_ONLY = {("POST", "/v1/admin/keys"), ("POST", "/v1/admin/rebuilds")}
+OPERATOR_ONLY = {("POST", "/v1/admin/keys"), ("POST", "/v1/admin/rebuilds")} | {
+    route for route in VALID_BODIES if route[1].startswith("/v1/dpo/")
+}
 #: Routes for cluster-wide operator keys only.
 CLUSTER_ONLY = {("POST", "/v1/admin/rebuilds")}
 
@@ -177,7 +191,9 @@ def test_malformed_uuids_in_paths_answer_422_and_write_nothing(world: World) -> 
             body = body_for((method, path), world) if (method, path) in VALID_BODIES else None
             # "%20" and ".." may not even match the route (404); the others must be 422.
             statuses = (404, 422) if malformed in ("%20", "..") else (422,)
-            for principal in ("user", "operator"):
+            # The desk's routes refuse a user key (403) before they read the path.
+            principals = ("operator",) if path.startswith("/v1/dpo/") else ("user", "operator")
+            for principal in principals:
                 refusals.json(
                     f"{malformed!r} as {principal}",
                     method,
