@@ -158,7 +158,7 @@ def list_items(
     ctx: MemoryContext, *, user_id: str, keys: Sequence[str] | None = None
 ) -> list[StoredItem]:
     """Every item of ``user_id``, its cost growing with the number of items (a listing);
-    with ``keys`` (at most 1,000), only the items among them, each found by index (the
+    with ``keys`` (1 to 1,000), only the items among them, each found by index (the
     cost grows with the keys, not with the person's other items)."""
     if keys is None:
         return _items(ctx, user_id, _all)
@@ -169,8 +169,8 @@ def list_items(
 def _item_keys(keys: object) -> list[str]:
     if isinstance(keys, str | bytes) or not isinstance(keys, Sequence):
         raise InvalidInputError("keys must be a list of item keys")
-    if len(keys) > MAX_LISTED_KEYS:
-        raise InvalidInputError(f"at most {MAX_LISTED_KEYS} keys at once")
+    if not 1 <= len(keys) <= MAX_LISTED_KEYS:
+        raise InvalidInputError(f"keys must name 1 to {MAX_LISTED_KEYS} item keys")
     return list(dict.fromkeys(item_key(k) for k in keys))
 
 

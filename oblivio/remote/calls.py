@@ -345,11 +345,17 @@ set_item_expiries = Call(
     items.set_item_expiries, lambda a: _expiries(a["user_id"], a["expiries"]), _keys
 )
 get_item = Call(items.get_item, _get_item, _as(StoredItem), missing=lambda: None)
-list_items = Call(
-    items.list_items,
-    lambda a: _read("/v1/items", user_id=a["user_id"], key=a.get("keys")),
-    _as(list[StoredItem]),
-)
+
+
+def _list_items(args: Arguments) -> Request:
+    keys = args.get("keys")
+    if keys is not None and len(keys) == 0:
+        # No ``key`` parameter would list every item: refused like the facade refuses it.
+        raise InvalidInputError("keys must name at least one item key")
+    return _read("/v1/items", user_id=args["user_id"], key=keys)
+
+
+list_items = Call(items.list_items, _list_items, _as(list[StoredItem]))
 get_event = Call(
     queries.get_event,
     lambda a: _read(_event_path(a), user_id=a["user_id"]),

@@ -187,6 +187,9 @@ def test_items_equal_the_facades(live_server: LiveServer, remote: RemoteClient) 
     assert item is not None
     assert item.current.content == "Chicago"
     assert remote.list_items(user_id=BOB) == [item]
+    assert remote.list_items(user_id=BOB, keys=["notes/city 1?", "other"]) == [item]
+    with pytest.raises(InvalidInputError):
+        remote.list_items(user_id=BOB, keys=[])
     assert remote.get_item("no such key", user_id=BOB) is None
 
     later = datetime.now(UTC) + timedelta(days=1)

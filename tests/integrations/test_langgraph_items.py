@@ -311,3 +311,35 @@ def test_refresh_on_read_follows_the_ttl_config_and_the_call(
     clock.advance(seconds=50)
     assert store.get(NS, "k") is not None
     assert len(client.get_events(user_id="alice")) == events + 1  # the refresh is no memory
+
+
+def test_a_query_search_pages_through_the_ranking_as_the_listing_does(
+    client: MemoryClient,
+) -> None:
+    """The ranked path (the page's documents read by key) answers what the listing of
+    every document answers, for prefixes, filters, pages and TTLs."""
+    store = OblivioStore(client, user_segment=1)
+    for i in range(30):
+        colour = ("red", "green", "blue")[i % 3]
+        namespace = ("memories", "ada", "work" if i % 2 else "home")
+        store.put(namespace, f"k{i}", {"text": f"fruit {colour} number {i}", "n": i})
+    store.put(("memories", "ada", "home"), "soon", {"text": "fruit red gone"}, ttl=0.0001)
+    store.put(("memories", "ada", "home"), "raw", {"text": "fruit raw"}, index=False)
+    listed = OblivioStore(client, user_segment=1)
+    listed._ranked_page = lambda op: None  # type: ignore[method-assign]
+    for prefix, query_filter, offset, limit in (
+        (("memories", "ada"), None, 0, 5),
+        (("memories", "ada", "work"), None, 3, 4),
+        (("memories", "ada"), {"n": {"$gte": 20}}, 0, 10),
+        (("memories",), {"text": "fruit red number 3"}, 0, 3),
+        (("memories", "ada"), None, 28, 5),  # past the ranked documents: the listing
+    ):
+        args = {"query": "red fruit", "filter": query_filter, "offset": offset, "limit": limit}
+        ranked = store.search(prefix, **args)
+        expected = listed.search(prefix, **args)
+        # Scores move a little between calls (recency, and each answer's access counts).
+        assert [i.key for i in ranked] == [i.key for i in expected], args
+        assert [i.score for i in ranked] == [
+            None if i.score is None else pytest.approx(i.score, rel=1e-3) for i in expected
+        ]
+        assert "soon" not in {i.key for i in ranked}

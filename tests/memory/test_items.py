@@ -67,3 +67,16 @@ def test_bad_items_are_refused_and_write_nothing(memory: MemoryClient) -> None:
     with pytest.raises(ItemScopeConflictError):
         memory.put_item("k", "work", user_id="ann", scope="project")
     assert [e.content for e in memory.get_events(user_id="ann")] == ["personal"]
+
+
+def test_list_items_with_keys_reads_those_items_only(memory: MemoryClient) -> None:
+    for key in ("a", "b", "c"):
+        memory.put_item(key, f"value {key}", user_id="ann")
+    memory.put_item("b", "value b, revised", user_id="ann")
+    found = {i.key: i for i in memory.list_items(user_id="ann", keys=["b", "c", "missing", "b"])}
+    assert set(found) == {"b", "c"}
+    assert found["b"] == memory.get_item("b", user_id="ann")
+    assert memory.list_items(user_id="nobody", keys=["a"]) == []
+    for bad in ("a", [], ["a", ""], ["k" * 257], ["x"] * 1001, [1]):
+        with pytest.raises(InvalidInputError):
+            memory.list_items(user_id="ann", keys=bad)  # type: ignore[arg-type]

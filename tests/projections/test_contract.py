@@ -14,6 +14,7 @@ import pytest
 from oblivio import MemoryClient
 from projections import base
 from projections.base import Projection, compose_digests, replay
+from projections.parts import reach
 from tests.memory.test_ingest import said
 
 USER = "sam"
@@ -130,3 +131,28 @@ def test_the_registry_names_each_projection_once(memory: MemoryClient) -> None:
     assert sorted(registry.versions()) == sorted((p.name, p.version) for p in registry)
     with pytest.raises(KeyError):
         registry.named("no such projection")
+
+
+def test_a_parts_items_are_the_items_anchored_in_it_and_replay_part_rebuilds_them(
+    written: tuple[MemoryClient, int],
+) -> None:
+    """``anchored_digests`` of a closed part are exactly the stream's items anchored in it,
+    and ``replay_part`` (where it bounds the replay) leaves the part as a replay does."""
+    client, stream_id = written
+    ctx = client.context
+    stored = [e for e in ctx.store.read_stream(ctx.namespace, USER) if e.type == "memory.stored"]
+    with ctx.store.transaction() as tx:
+        tx.lock_stream(stream_id)
+        cipher = tx.cipher(stream_id)
+        part = reach(tx.connection, stream_id, [stored[0].event_id])
+        assert stored[1].event_id in part.events  # reached through the supersede
+        for projection in each(client):
+            whole = projection.anchored_digests(tx.connection, cipher, stream_id)
+            parted = projection.anchored_digests(tx.connection, cipher, stream_id, part)
+            assert parted, projection.name
+            assert sorted(parted) == sorted(i for i in whole if i[0] in part.anchors)
+            savepoint = tx.connection.begin_nested()
+            assert projection.replay_part(tx, stream_id, part), projection.name
+            again = projection.anchored_digests(tx.connection, cipher, stream_id)
+            savepoint.rollback()
+            assert sorted(again) == sorted(whole), projection.name
