@@ -24,6 +24,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -34,8 +35,12 @@ from oblivio_bench.citus import citus_cluster
 from oblivio_bench.scratch import postgres_databases
 
 
-def write(url: str, keyring: str, writer: int, count: int, subjects: int, acks: str) -> None:
+def write(
+    url: str, keyring: str, writer: int, count: int, subjects: int, acks: str, ready: Any
+) -> None:
     store = EventStore(create_backend(url), KeyringFile(Path(keyring)))
+    store.head("bench", "warm-up")  # connected, imports done
+    ready.wait()  # the clock starts when every writer is here
     with open(acks, "w") as out:
         for n in range(count):
             subject = f"person-{(writer + n) % subjects}"
@@ -73,8 +78,9 @@ def follow(url: str, args: argparse.Namespace, tmp: Path) -> dict[str, object]:
     [warm_up] = store.append("bench", "warm-up", [NewEvent("note", {})])  # keyring made
     ctx = multiprocessing.get_context("spawn")
     acks = [str(tmp / f"acks-{w}") for w in range(args.writers)]
+    ready = ctx.Barrier(args.writers + 1)
     procs = [
-        ctx.Process(target=write, args=(url, keyring, w, per_writer, args.subjects, acks[w]))
+        ctx.Process(target=write, args=(url, keyring, w, per_writer, args.subjects, acks[w], ready))
         for w in range(args.writers)
     ]
     delivered: list[uuid.UUID] = []
@@ -91,9 +97,10 @@ def follow(url: str, args: argparse.Namespace, tmp: Path) -> dict[str, object]:
         cursor = page.next_cursor
         return len(page.events)
 
-    started = time.monotonic()
     for p in procs:
         p.start()
+    ready.wait()
+    started = time.monotonic()
     while any(p.is_alive() for p in procs):
         if not poll():
             time.sleep(0.05)
