@@ -417,7 +417,6 @@ class GraphStore:
             "occurred_to": occurred_to,
         }
 
-
     def _stream_rows(
         self, table: sa.Table, stream_id: int, key: sa.Column[Any]
     ) -> list[sa.Row[Any]]:

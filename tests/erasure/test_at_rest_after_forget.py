@@ -68,8 +68,9 @@ def test_sqlite_file_and_wal_hold_nothing_of_a_forgotten_subject(tmp_path: Path)
         [dek] = data_key_rows(client, stream_id)
         ciphertexts = [  # their heads: a large one continues on overflow pages
             row.payload[:48]
-            for row in raw_rows(client, sa.select(events.c.payload).where(
-                events.c.stream_id == stream_id))
+            for row in raw_rows(
+                client, sa.select(events.c.payload).where(events.c.stream_id == stream_id)
+            )
         ]
         database = Path(str(client.context.store.backend.engine.url.database))
         wal = database.with_name(database.name + "-wal")
@@ -104,6 +105,7 @@ def test_sqlite_file_and_wal_hold_nothing_of_a_forgotten_subject(tmp_path: Path)
 
 # -- PostgreSQL ----------------------------------------------------------------------------
 
+
 @pytest.mark.postgres
 def test_postgres_files_and_wal_hold_nothing_of_a_forgotten_subject(
     pg_store_settings: Settings, postgres_url: str
@@ -114,9 +116,10 @@ def test_postgres_files_and_wal_hold_nothing_of_a_forgotten_subject(
         try:
             user_id, needles = write_subject(client)
             stream_id = forget_and_certify(client, user_id)
-            assert raw_rows(
-                client, sa.select(data_keys).where(data_keys.c.stream_id == stream_id)
-            ) == []
+            assert (
+                raw_rows(client, sa.select(data_keys).where(data_keys.c.stream_id == stream_id))
+                == []
+            )
         finally:
             client.close()
 

@@ -63,17 +63,19 @@ def test_audit_stream_records_erasures_without_personal_data(client: MemoryClien
         assert entry["entry"]["object_refs"] == {"request_id": str(status.request_id)}
     assert delete["entry"]["counts"] == {"events": deleted.events_erased}
     assert forget["entry"]["counts"] == {"events": forgotten.events_erased, "api_keys_revoked": 0}
-    assert {(e["entry"]["object_refs"]["request_id"], e["entry"]["object_refs"]["certificate_id"])
-            for e in certified} == {
-        (str(s.request_id), str(s.certificate_id)) for s in (deleted, forgotten)
-    }
-    assert forget["entry"]["digests"]["merkle_root"] == client.verify_certificate(
-        completed(forgotten)
-    )["erasure"]["merkle_root"]
+    assert {
+        (e["entry"]["object_refs"]["request_id"], e["entry"]["object_refs"]["certificate_id"])
+        for e in certified
+    } == {(str(s.request_id), str(s.certificate_id)) for s in (deleted, forgotten)}
+    assert (
+        forget["entry"]["digests"]["merkle_root"]
+        == client.verify_certificate(completed(forgotten))["erasure"]["merkle_root"]
+    )
     # Order: each request is recorded before its certificate.
     for entry, status in ((delete, deleted), (forget, forgotten)):
         [its_certificate] = [
-            c for c in certified
+            c
+            for c in certified
             if c["entry"]["object_refs"]["request_id"] == str(status.request_id)
         ]
         assert entry["version"] < its_certificate["version"]

@@ -32,9 +32,7 @@ store_settings = pytest.fixture(params=WITH_CITUS)(settings_of_backend)
 ALICE, BOB = "alice@example.org", "bob@example.org"
 
 
-def refused(
-    client: MemoryClient, call: Callable[[], Any], error: type[Exception]
-) -> Exception:
+def refused(client: MemoryClient, call: Callable[[], Any], error: type[Exception]) -> Exception:
     """``call`` raises ``error`` and leaves the log, keys, requests and jobs unchanged."""
     before = log_state(client)
     with pytest.raises(error) as caught:

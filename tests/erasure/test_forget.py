@@ -107,8 +107,10 @@ def test_forget_end_to_end(client: MemoryClient) -> None:
     assert DPO not in json.dumps(payload)
 
     # -- the subject, pseudonymous
-    assert payload["subject"] == {"reference": store.subject_ref(namespace, ALICE),
-                                  "namespace": namespace}
+    assert payload["subject"] == {
+        "reference": store.subject_ref(namespace, ALICE),
+        "namespace": namespace,
+    }
     assert payload["subject"]["reference"] == status.subject_ref
     assert ALICE not in json.dumps(payload)
     for secret in alice.secrets:
@@ -235,9 +237,7 @@ def test_writes_after_forget_start_a_new_generation_with_a_new_key(
     assert payload["subject"]["reference"] == store.subject_ref(namespace, ALICE)
     assert client.get_event(event_id) is None
     assert data_key_rows(client, head.stream.stream_id) == []
-    assert client.verify_certificate(old_certificate)["certificate_id"] == str(
-        first.certificate_id
-    )
+    assert client.verify_certificate(old_certificate)["certificate_id"] == str(first.certificate_id)
     assert len(certificate_rows(client, first.request_id)) == 1
     assert len(certificate_rows(client, second.request_id)) == 1
     # A third forget is answered by the latest request.
@@ -315,8 +315,19 @@ def test_certificate_has_no_fields_beyond_the_documented_ones(client: MemoryClie
     payload = client.verify_certificate(completed(client.forget(ALICE, wait=True)))
 
     assert set(payload) == {
-        "format", "certificate_id", "issued_at", "issuer", "request", "subject", "erasure",
-        "key_destruction", "api_keys", "projections", "log", "residual_copies", "limits",
+        "format",
+        "certificate_id",
+        "issued_at",
+        "issuer",
+        "request",
+        "subject",
+        "erasure",
+        "key_destruction",
+        "api_keys",
+        "projections",
+        "log",
+        "residual_copies",
+        "limits",
     }
 
 

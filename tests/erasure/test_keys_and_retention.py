@@ -108,9 +108,7 @@ def test_certificate_names_the_actual_retirement_date_of_a_retired_kek(
         "residual_copies"
     ]
     assert residual["kek_version"] == 1
-    assert residual["unrecoverable_after"] == retired.retired_at.isoformat().replace(
-        "+00:00", "Z"
-    )
+    assert residual["unrecoverable_after"] == retired.retired_at.isoformat().replace("+00:00", "Z")
 
 
 def test_rotation_by_another_process_does_not_break_a_running_client(
@@ -141,8 +139,9 @@ def test_rotation_by_another_process_does_not_break_a_running_client(
 def test_retention_erases_only_expired_session_memories(client: MemoryClient) -> None:
     store, namespace, clock = client.context.store, client.context.namespace, client.context.clock
     old_session = [
-        client.store(f"session {marker('old')}", user_id=user, scope=Scope.SESSION,
-                     session_id="s-1")
+        client.store(
+            f"session {marker('old')}", user_id=user, scope=Scope.SESSION, session_id="s-1"
+        )
         for user in (ALICE, BOB)
     ]
     old_personal = client.store(f"personal {marker('keep')}", user_id=ALICE)

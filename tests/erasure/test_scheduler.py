@@ -108,8 +108,10 @@ def test_the_scheduler_runs_the_overdue_watchdog(open_client: Opener) -> None:
     )
     try:
         wait_until(
-            lambda: client.erasure_status(status.request_id).overdue
-            and "erasure.overdue" in [e["entry"]["action"] for e in audit_entries(client)],
+            lambda: (
+                client.erasure_status(status.request_id).overdue
+                and "erasure.overdue" in [e["entry"]["action"] for e in audit_entries(client)]
+            ),
             "the scheduled overdue watchdog",
             timeout=10,
         )

@@ -98,9 +98,7 @@ def test_structural_tampering_is_refused_with_the_right_reason(
     header = json.loads(unb64(certified["protected"]))
     for changed in ({**header, "alg": "none"}, {**header, "alg": "HS256"}):
         protected = b64(json.dumps(changed, sort_keys=True, separators=(",", ":")).encode())
-        assert refusal_reason(client, {**certified, "protected": protected}) == (
-            "unsupported_alg"
-        )
+        assert refusal_reason(client, {**certified, "protected": protected}) == ("unsupported_alg")
     assert refusal_reason(client, "{not json") == "malformed_serialization"
     with pytest.raises(CertificateVerificationError) as caught:
         client.verify_certificate(certified, {"keys": []})
@@ -184,8 +182,10 @@ def test_audit_export_tampering_is_refused(client: MemoryClient, audited: None) 
     refused(body, "manifest removed")
     refused([*body, *body[-1:], manifest], "a line duplicated")
     signed = json.loads(manifest)["manifest"]
-    refused([*body, json.dumps({"manifest": {**signed, "payload": flip(signed["payload"], 30)}})],
-            "manifest payload flipped")
+    refused(
+        [*body, json.dumps({"manifest": {**signed, "payload": flip(signed["payload"], 30)}})],
+        "manifest payload flipped",
+    )
 
 
 def test_audit_chain_alone_catches_removed_and_reordered_lines(
@@ -227,8 +227,10 @@ def test_subject_export_tampering_is_refused(client: MemoryClient) -> None:
         ("subject swapped", lambda e: e.update(subject_ref=other["subject_ref"])),
         ("manifest swapped", lambda e: e.update(manifest=other["manifest"])),
         ("time changed", lambda e: e.update(exported_at="2000-01-01T00:00:00+00:00")),
-        ("signature flipped",
-         lambda e: e["manifest"].update(signature=flip(e["manifest"]["signature"], 10))),
+        (
+            "signature flipped",
+            lambda e: e["manifest"].update(signature=flip(e["manifest"]["signature"], 10)),
+        ),
     ]
     for what, edit in edits:
         changed = copy.deepcopy(exported)

@@ -72,8 +72,13 @@ def test_killed_worker_lease_expires_and_another_worker_finishes(
     progress = tmp_path / "progress"
 
     first = start_worker(
-        store_settings, tmp_path, worker_id="doomed", lease=1.0, stall=60.0,
-        progress=str(progress), run_for=WAIT_SECONDS,
+        store_settings,
+        tmp_path,
+        worker_id="doomed",
+        lease=1.0,
+        stall=60.0,
+        progress=str(progress),
+        run_for=WAIT_SECONDS,
     )
     second = None
     try:
@@ -87,8 +92,12 @@ def test_killed_worker_lease_expires_and_another_worker_finishes(
         assert client.erasure_status(request_id).status == "rebuilding"
 
         second = start_worker(
-            store_settings, tmp_path, worker_id="rescuer", lease=30.0,
-            until_request=request_id, run_for=WAIT_SECONDS,
+            store_settings,
+            tmp_path,
+            worker_id="rescuer",
+            lease=30.0,
+            until_request=request_id,
+            run_for=WAIT_SECONDS,
         )
         assert second.wait(timeout=WAIT_SECONDS + 10) == 0, (tmp_path / "rescuer.log").read_text()
     finally:
@@ -232,8 +241,12 @@ def test_a_killed_workers_job_is_taken_over_within_15_seconds(
     status = client.delete_event(event_id, wait=False)
     progress = tmp_path / "progress"
     doomed = start_worker(
-        store_settings, tmp_path, worker_id="doomed-default", stall=60.0,
-        progress=str(progress), run_for=WAIT_SECONDS,
+        store_settings,
+        tmp_path,
+        worker_id="doomed-default",
+        stall=60.0,
+        progress=str(progress),
+        run_for=WAIT_SECONDS,
     )
     rescuer = None
     try:
@@ -247,8 +260,11 @@ def test_a_killed_workers_job_is_taken_over_within_15_seconds(
         os.kill(doomed.pid, signal.SIGKILL)
         killed_at = time.monotonic()
         rescuer = start_worker(
-            store_settings, tmp_path, worker_id="rescuer-default",
-            until_request=str(status.request_id), run_for=WAIT_SECONDS,
+            store_settings,
+            tmp_path,
+            worker_id="rescuer-default",
+            until_request=str(status.request_id),
+            run_for=WAIT_SECONDS,
         )
 
         def taken_over() -> bool:

@@ -298,9 +298,11 @@ def test_a_reader_following_live_writers_gets_every_event_once_in_order(
     assert len(by_stream) == len(SUBJECTS)
     assert pg_store.verify().ok
 
-    print(f"\n{len(acked_ids)} events by {WRITERS} processes in {writing_time:.1f}s; "
-          f"{delivered_while_writing} delivered while writing "
-          f"in {nonempty_pages_while_writing} pages")
+    print(
+        f"\n{len(acked_ids)} events by {WRITERS} processes in {writing_time:.1f}s; "
+        f"{delivered_while_writing} delivered while writing "
+        f"in {nonempty_pages_while_writing} pages"
+    )
 
 
 # -- b. optimistic appenders on one stream ----------------------------------------------

@@ -49,7 +49,9 @@ def test_append_assigns_consecutive_versions_and_reads_back(store: EventStore) -
     second = store.append("default", "alice", [stored("c")], expected_version=2)
     assert [e.version for e in first + second] == [1, 2, 3]
     assert [e.data for e in store.read_stream("default", "alice")] == [
-        {"content": "a"}, {"content": "b"}, {"content": "c"},
+        {"content": "a"},
+        {"content": "b"},
+        {"content": "c"},
     ]
     backwards = store.read_stream("default", "alice", backwards=True, limit=2)
     assert [e.version for e in backwards] == [3, 2]
@@ -219,8 +221,11 @@ def test_destroyed_keys_make_events_read_as_erased_not_as_errors(store: EventSto
     assert event.erasure is Erasure.KEY_DESTROYED
     assert event.data is None
     assert [e.data for e in store.read_stream("default", "bob")] == [{"content": "bob's"}]
-    assert all(e.data is None for e in store.read_all().events if e.stream.namespace == "default"
-               and e.stream.subject_key == event.stream.subject_key)
+    assert all(
+        e.data is None
+        for e in store.read_all().events
+        if e.stream.namespace == "default" and e.stream.subject_key == event.stream.subject_key
+    )
     with pytest.raises(KeyUnavailableError):
         store.append("default", "alice", [stored("more")])
     assert store.verify().ok
@@ -252,11 +257,13 @@ def test_transactions_roll_back_as_a_whole(store: EventStore) -> None:
 def test_verify_names_the_first_break(store: EventStore) -> None:
     store.append("default", "alice", [stored("a"), stored("b"), stored("c")])
     with store.backend.write_connection() as conn, conn.begin():
-        row = conn.execute(sa.select(events.c.position, events.c.payload)
-                           .where(events.c.version == 2)).one()
+        row = conn.execute(
+            sa.select(events.c.position, events.c.payload).where(events.c.version == 2)
+        ).one()
         tampered = bytes([row.payload[0] ^ 1]) + row.payload[1:]
-        conn.execute(events.update().where(events.c.position == row.position)
-                     .values(payload=tampered))
+        conn.execute(
+            events.update().where(events.c.position == row.position).values(payload=tampered)
+        )
     report = store.verify()
     assert not report.ok
     assert report.first_break is not None
@@ -266,8 +273,9 @@ def test_verify_names_the_first_break(store: EventStore) -> None:
 
 def test_audit_entries_are_content_free_and_chained(store: EventStore) -> None:
     subject_ref = store.subject_ref("default", "alice")
-    entry = store.append_audit(AuditEntry("erasure.requested", subject_ref=subject_ref,
-                                          counts={"events": 3}))
+    entry = store.append_audit(
+        AuditEntry("erasure.requested", subject_ref=subject_ref, counts={"events": 3})
+    )
     assert entry.stream.namespace == "$system"
     assert entry.data is not None
     assert entry.data["subject_ref"] == subject_ref
