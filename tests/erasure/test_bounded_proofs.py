@@ -17,6 +17,7 @@ from oblivio import MemoryClient
 from oblivio.settings import Settings
 from projections.proofs import replayed_snapshot_digest
 from projections.storage.tables import erased_parts, nodes, projection_snapshots
+from projections.vectors import VectorProjection
 from tests._at_rest import ServerFiles, files_below, scan_files, superuser, wal_kept
 from tests.erasure._support import completed, engine, marker, raw_rows, run_jobs, stream_id_of
 
@@ -118,7 +119,7 @@ def test_a_trigger_event_in_the_part_sends_the_vector_proof_back_to_a_whole_repl
 
     certified = _certified(client, events[0])
 
-    assert certified[client.context.vectors.name]["proof"]["replayed"] == "stream"
+    assert certified[VectorProjection.name]["proof"]["replayed"] == "stream"
     assert certified[client.context.graph.name]["proof"]["replayed"] == "part"
     assert all(p["equal"] for p in certified.values())
     assert trigger is not None
