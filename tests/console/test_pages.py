@@ -169,7 +169,7 @@ def test_health_shows_lag_jobs_and_the_time_to_certificate_chart(world: World) -
     for css, consumer, _, pending in rows:
         lag.setdefault(consumer, []).append(int(pending))
         assert (css == "behind") == (int(pending) > 0)
-    assert set(lag) == {"vector_state", "claims_extraction"}
+    assert set(lag) == {"vector_state", "claims_extraction", "likely_updates"}
     assert all(len(p) == world.settings.partitions for p in lag.values())
     assert sum(lag["vector_state"]) >= 1  # Bob's memory
     assert lag == partition_lag(world.ctx)
