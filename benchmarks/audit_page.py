@@ -27,8 +27,8 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from eventstore import AuditEntry
-from oblivio.bootstrap import open_memory
+from eventstore import AuditEntry, create_backend
+from oblivio.bootstrap import open_memory, upgrade_schema
 from oblivio.http import create_app
 from oblivio.memory import api_keys
 from oblivio.memory.context import MemoryContext
@@ -85,10 +85,15 @@ def signed_in_auditor(ctx: MemoryContext, settings: Settings) -> TestClient:
 @contextmanager
 def database(backend: str, server_url: str) -> Iterator[str | None]:
     if backend == "sqlite":
-        yield None
+        yield None  # the embedded store migrates itself on open
     else:
-        with postgres_databases(server_url, ["audit_page"]) as urls:
-            yield urls["audit_page"]
+        with postgres_databases(server_url, ["audit"]) as urls:
+            scratch = create_backend(urls["audit"])
+            try:
+                upgrade_schema(scratch.engine)  # what ``oblivio db upgrade`` does
+            finally:
+                scratch.dispose()
+            yield urls["audit"]
 
 
 def main() -> None:

@@ -185,13 +185,23 @@ def export_audit(
     who: Auditor,
     since: s.Instant | None = None,
     until: s.Instant | None = None,
-    action: Annotated[str | None, Query(description="Only entries of this action.")] = None,
+    action: Annotated[
+        str | None,
+        Query(description="Only entries of this action.", pattern=r"^[a-z][a-z0-9_.]{0,63}$"),
+    ] = None,
     subject_ref: Annotated[
-        str | None, Query(description="Only entries about this subject reference (64 hex).")
+        str | None,
+        Query(
+            description="Only entries about this subject reference (64 hex).",
+            pattern=r"^[0-9a-f]{64}$",
+        ),
     ] = None,
     actor: Annotated[
         str | None,
-        Query(description="Only entries by this actor: an actor reference or an API key id."),
+        Query(
+            description="Only entries by this actor: an actor reference or an API key id.",
+            pattern=r"^([0-9a-f]{64}|[A-Za-z0-9]{1,32})$",
+        ),
     ] = None,
 ) -> Response:
     """The audit stream as JSON Lines; the last line is the signed manifest.
