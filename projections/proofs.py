@@ -77,8 +77,8 @@ def take_snapshot(
     """Keep ``replayed`` (the item digests of a replay of the whole stream at
     ``stream_version``) as the stream's snapshot; what the certificate says of it."""
     cipher = source.cipher(stream_id)
-    if cipher is None:  # forgotten: nothing to keep
-        return {"replayed": "stream", "snapshot": None}
+    if cipher is None:  # forgotten: nothing was replayed, nothing is kept or said
+        return {}
     conn = source.connection
     snapshots = SnapshotStore(conn, cipher)
     buckets = _by_bucket(replayed)

@@ -109,7 +109,7 @@ class Certifier:
         certificate_id = uuid.uuid4()
         now = self.clock()
         proofs = {
-            job.job_id: snapshot_store.proof_of(tx.connection, job.stream_id, job.job_id)
+            job.job_id: snapshot_store.take_proof(tx.connection, job.stream_id, job.job_id)
             for job in request_jobs
             if job.stream_id is not None
         }

@@ -210,9 +210,11 @@ def save_proof(
     )
 
 
-def proof_of(conn: Connection, stream_id: int, job_id: uuid.UUID) -> dict[str, Any] | None:
-    query = sa.select(projection_proofs.c.proof).where(
-        projection_proofs.c.stream_id == stream_id, projection_proofs.c.job_id == job_id
-    )
-    text = conn.execute(query).scalar()
-    return None if text is None else dict(json.loads(text))
+def take_proof(conn: Connection, stream_id: int, job_id: uuid.UUID) -> dict[str, Any] | None:
+    """A job's proof, deleted as it is read: the certificate that states it is its record."""
+    mine = sa.and_(projection_proofs.c.stream_id == stream_id, projection_proofs.c.job_id == job_id)
+    text = conn.execute(sa.select(projection_proofs.c.proof).where(mine)).scalar()
+    if text is None:
+        return None
+    conn.execute(projection_proofs.delete().where(mine))
+    return dict(json.loads(text))

@@ -339,7 +339,8 @@ erased_parts = sa.Table(
 
 # What a rebuild job proved, beyond its two digests (which rebuild_jobs keeps):
 # the snapshot it started from and the part it replayed, as the certificate states
-# them.  Content-free (counts, positions, digests).
+# them.  Content-free (counts, positions, digests); deleted when the certificate
+# that states it is issued.
 projection_proofs = sa.Table(
     "projection_proofs",
     metadata,
