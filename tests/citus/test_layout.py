@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -70,14 +71,14 @@ def test_upgrade_distributes_the_log_and_projections_by_stream(citus_url: str) -
 
 
 def test_a_single_node_store_moves_onto_the_cluster_without_re_encryption(
-    bare_citus_url: str, tmp_path: object
+    bare_citus_url: str, tmp_path: Path
 ) -> None:
     # The store as a restored single-node dump would be: migrated, its tables
     # still plain PostgreSQL tables on the coordinator.
     backend = create_backend(bare_citus_url)
     upgrade(backend.engine, [MIGRATIONS], [metadata])
     assert placement(bare_citus_url) == {}
-    keyring = KeyringFile(tmp_path / "keyring.json")  # type: ignore[operator]
+    keyring = KeyringFile(tmp_path / "keyring.json")
     store = EventStore(backend, keyring)
     written = [
         store.append("default", subject, [NewEvent("note", {"n": n, "who": subject})])[0]
@@ -102,3 +103,23 @@ def test_a_single_node_store_moves_onto_the_cluster_without_re_encryption(
     store.append("default", "person-3", [NewEvent("note", {"n": 99})])
     assert [e.data["n"] for e in store.read_stream("default", "person-3")] == [3, 15, 99]
     store.close()
+
+
+def test_an_event_records_the_coordinators_transaction_id(citus_url: str, tmp_path: Path) -> None:
+    # The merged order's premise (eventstore.backends.citus): Citus evaluates
+    # pg_current_xact_id() on the coordinator before routing the append.
+    store = EventStore(create_backend(citus_url), KeyringFile(tmp_path / "keyring.json"))
+    try:
+        with store.transaction() as tx:
+            [event] = tx.append("default", "person-1", [NewEvent("note", {"n": 1})])
+            (xid,) = tx.connection.exec_driver_sql(
+                "SELECT pg_current_xact_id()::text::bigint"
+            ).one()
+        assert event.commit_group == xid
+        with psycopg.connect(citus_url) as conn:
+            (stored,) = conn.execute(
+                "SELECT commit_group FROM events WHERE event_id = %s", [event.event_id]
+            ).fetchone()  # type: ignore[misc]
+        assert stored == xid
+    finally:
+        store.close()
