@@ -259,6 +259,7 @@ def _memory_tools(ctx: MemoryContext, bind: _Binding) -> list[ToolFunction]:
         occurred_until: AwareDatetime | None = None,
         meta: dict[str, str | int | float | bool | None] | None = None,
         resolve_dates: StrictBool = False,
+        event_ids: list[uuid.UUID] | None = None,
     ) -> list[Any]:
         """The person's memories most relevant to the query, best first.
 
@@ -270,7 +271,8 @@ def _memory_tools(ctx: MemoryContext, bind: _Binding) -> list[ToolFunction]:
         as_of ranks what was true at that moment ("where did she live in 2023?");
         resolve_dates=true takes it from a year, month or day the query names.
         occurred_since/occurred_until keep memories that took effect in that window;
-        meta keeps memories whose metadata has those values.
+        meta keeps memories whose metadata has those values; event_ids ranks only the
+        memories of those stored events.
         """
         found = queries.retrieve(
             ctx,
@@ -289,6 +291,7 @@ def _memory_tools(ctx: MemoryContext, bind: _Binding) -> list[ToolFunction]:
             occurred_until=occurred_until,
             meta=meta,
             resolve_dates=resolve_dates,
+            event_ids=event_ids,
         )
         return [
             {

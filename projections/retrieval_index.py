@@ -452,7 +452,7 @@ def _meta_entries(meta: Mapping[str, Any]) -> list[tuple[str, object]]:
         if isinstance(value, bool) or value is None:
             entries.append((key, ("literal", value)))
         elif isinstance(value, int | float):
-            entries.append((key, ("number", float(value))))
+            entries.append((key, ("number", _number(value))))
         elif isinstance(value, str):
             entries.append((key, value))
     return entries
@@ -462,6 +462,14 @@ def meta_matches(meta: Mapping[str, Any], wanted: Mapping[str, MetaValue]) -> bo
     """Whether ``meta`` has every key of ``wanted`` with an equal JSON scalar (the
     ``meta`` filter of :class:`NodeFilter`, for one node)."""
     return set(_meta_entries(wanted)) <= set(_meta_entries(meta))
+
+
+def _number(value: float) -> float:
+    """A number as JSON compares it; an integer beyond every float stays itself."""
+    try:
+        return float(value)
+    except OverflowError:
+        return value
 
 
 def _codes(node: Node) -> list[int]:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import uuid
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Body, Header, HTTPException, Query, Response
 
@@ -134,11 +133,11 @@ def list_nodes(
     after: uuid.UUID | None = None,
     limit: Annotated[int, Query(ge=1, le=queries.MAX_PAGE)] = queries.DEFAULT_PAGE,
     as_of: s.AwareInstant | None = None,
-    occurred_since: s.AwareInstant | None = None,
-    occurred_until: s.AwareInstant | None = None,
-    meta: Annotated[
-        str | None, Query(description='A JSON object of metadata values, e.g. {"source":"crm"}.')
+    occurred_since: Annotated[
+        s.AwareInstant | None, Query(description="Effective at or after (before occurred_until).")
     ] = None,
+    occurred_until: s.AwareInstant | None = None,
+    meta: Annotated[list[s.MetaCondition] | None, Query()] = None,
 ) -> s.NodePageOut:
     """A user's current nodes, oldest first, with retrieval's filters; page with ``after``
     (the ``next_after`` of the previous page: the id of its last node).
@@ -164,19 +163,9 @@ def list_nodes(
         as_of=as_of,
         occurred_since=occurred_since,
         occurred_until=occurred_until,
-        meta=_json_object(meta, "meta"),
+        meta=None if meta is None else s.meta_conditions(meta),
     )
     return s.NodePageOut.of(page)
-
-
-def _json_object(text: str | None, what: str) -> Any:
-    """A query parameter that carries JSON (its shape is the operation's to check)."""
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError as e:
-        raise InvalidInputError(f"{what} must be a JSON object") from e
 
 
 @router.get("/nodes/{node_id}", response_model=s.NodeOut)

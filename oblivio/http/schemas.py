@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from datetime import datetime
@@ -419,7 +420,8 @@ class RetrieveRequest(BaseModel):
         description="Rank what was valid at this moment (effective time; docs/retrieval.md).",
     )
     occurred_since: AwareInstant | None = Field(
-        default=None, description="Only memories that took effect at or after this time."
+        default=None,
+        description="Only memories that took effect at or after this time (before occurred_until).",
     )
     occurred_until: AwareInstant | None = Field(
         default=None, description="Only memories that took effect before this time."
@@ -437,6 +439,26 @@ class RetrieveRequest(BaseModel):
         max_length=100_000,
         description="Rank only the nodes of these stored events (a selection of the caller's).",
     )
+
+
+#: One metadata condition of a listing's query string: ``key=value``, the value a JSON
+#: scalar (``topic="home"``, ``rank=2``, ``done=true``, ``owner=null``).
+_JSON_SCALAR = (
+    r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
+    r"|-?(?:0|[1-9][0-9]{0,14})(?:\.[0-9]{1,15})?(?:[eE][+-]?[0-9]{1,2})?"
+    r"|true|false|null"
+)
+MetaCondition = Annotated[
+    str,
+    StringConstraints(pattern=rf"^[^=\x00-\x1f\x7f]+=(?:{_JSON_SCALAR})$", max_length=1000),
+    Field(description='key=JSON value, e.g. topic="home" or rank=2; repeat for several'),
+]
+
+
+def meta_conditions(conditions: list[str]) -> dict[str, Any]:
+    """The ``meta`` filter of ``key=value`` conditions (a key given twice: the last)."""
+    pairs = (condition.split("=", 1) for condition in conditions)
+    return {key: json.loads(value) for key, value in pairs}
 
 
 class ScoredOut(BaseModel):

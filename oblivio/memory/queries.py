@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from eventstore import ReadView, RecordedEvent
@@ -416,8 +416,10 @@ def list_nodes(
     return NodePage(page[:limit], page[limit - 1].id if more else None)
 
 
-def _earlier(bound: datetime | None, moment: datetime) -> datetime:
+def _earlier(bound: datetime | None, moment: datetime) -> datetime | None:
     """The effective-time bound ``as_of`` implies: effective by ``moment`` (inclusive)."""
+    if moment >= datetime.max.replace(tzinfo=UTC) - timedelta(microseconds=1):
+        return bound  # the last moment there is: every effective time is by then
     just_after = moment + timedelta(microseconds=1)
     return just_after if bound is None else min(bound, just_after)
 

@@ -358,9 +358,10 @@ get_events = Call(queries.get_events, lambda a: _read("/v1/events", **a), _as(li
 
 
 def _list_nodes(args: Arguments) -> Request:
-    # The meta filter travels as a JSON object in one query parameter.
-    meta = args["meta"]
-    return _read("/v1/nodes", **{**args, "meta": None if meta is None else json.dumps(_json(meta))})
+    # The meta filter travels as key=JSON value conditions (``meta=topic="home"``).
+    meta = inputs.meta_filter(args["meta"])
+    conditions = None if meta is None else [f"{k}={json.dumps(v)}" for k, v in meta.items()]
+    return _read("/v1/nodes", **{**args, "meta": conditions})
 
 
 list_nodes = Call(queries.list_nodes, _list_nodes, _node_page)

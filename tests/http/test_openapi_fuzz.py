@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -58,6 +59,19 @@ CHECKS = [
 #: Operators reach every route; a user key lets generated bodies without a user id
 #: through to the memory operations.
 PRINCIPALS = ["operator", "user"]
+
+
+def breaks_a_stated_rule(case: schemathesis.Case[Any]) -> bool:
+    """A rule between two members that JSON Schema cannot state, which the document
+    states in words: ``occurred_since`` must be before ``occurred_until``."""
+    members = {**(case.query or {}), **(case.body if isinstance(case.body, dict) else {})}
+    since, until = members.get("occurred_since"), members.get("occurred_until")
+    if not isinstance(since, str) or not isinstance(until, str):
+        return False
+    try:
+        return datetime.fromisoformat(since) >= datetime.fromisoformat(until)
+    except (ValueError, TypeError):  # naive against aware, or not a time: the schema's call
+        return False
 
 
 def operations() -> list[Any]:
@@ -143,6 +157,8 @@ def test_published_operation_never_fails_and_conforms(
         suppress_health_check=list(HealthCheck),
     )
     def call(case: schemathesis.Case[Any]) -> None:
+        if mode is GenerationMode.POSITIVE and breaks_a_stated_rule(case):
+            return  # valid by the schema, invalid by a rule its descriptions state
         headers = fuzz_world.headers(principal)
         # Record failures instead of raising, so one failure does not hide the others.
         try:

@@ -401,3 +401,30 @@ def test_a_server_that_is_not_there() -> None:
         pytest.raises(OperationalError, match="did not answer"),
     ):
         remote.add_negative_attractor("anything", user_id=ALICE)
+
+
+def test_time_and_filters_equal_the_facades(live_server: LiveServer, remote: RemoteClient) -> None:
+    ctx = live_server.world.ctx
+    told = {}
+    for city, when in (("Chicago", "2024-03-15T00:00:00Z"), ("Boston", "2022-01-01T00:00:00Z")):
+        event_id = remote.store(
+            f"I live in {city}.", user_id=BOB, occurred_at=when, meta={"topic": "home", "n": 1}
+        )
+        [told[city]] = remote.get_event_nodes(event_id, user_id=BOB)
+    remote.supersede(told["Boston"].id, told["Chicago"].id, user_id=BOB)
+    then = datetime(2023, 6, 1, tzinfo=UTC)
+
+    found = remote.retrieve("Where do I live?", user_id=BOB, as_of=then, meta={"n": 1.0})
+    assert [r.node.id for r in found.results] == [told["Boston"].id]
+    assert found.as_of == then
+    asked = remote.retrieve("Where did I live in 2023?", user_id=BOB, resolve_dates=True)
+    assert asked.results[0].node.id == told["Boston"].id
+    chosen = remote.retrieve("Where do I live?", user_id=BOB, event_ids=[told["Boston"].event_id])
+    assert chosen.results == []  # retired now: event_ids narrows, it admits nothing more
+    listing = {"user_id": BOB, "as_of": then, "meta": {"topic": "home"}}
+    assert remote.list_nodes(**listing) == queries.list_nodes(ctx, **listing)  # type: ignore[arg-type]
+    assert remote.get_assertion_state(told["Boston"].id, as_of=then) == (
+        queries.get_assertion_state(ctx, told["Boston"].id, as_of=then)
+    )
+    with pytest.raises(InvalidInputError):
+        remote.retrieve("Where?", user_id=BOB, as_of=datetime(2023, 6, 1))

@@ -129,7 +129,7 @@ def test_listing_and_assertion_state_as_of(world: World) -> None:
 
     page = world.client.get("/v1/nodes", params={"as_of": "2023-06-01T00:00:00Z"}, headers=headers)
     assert [n["content"] for n in page.json()["nodes"]] == ["I live in Boston"]
-    page = world.client.get("/v1/nodes", params={"meta": '{"topic": "home"}'}, headers=headers)
+    page = world.client.get("/v1/nodes", params={"meta": 'topic="home"'}, headers=headers)
     assert [n["content"] for n in page.json()["nodes"]] == ["I live in Chicago"]
     state = world.client.get(
         f"/v1/nodes/{ids['Boston']}/assertion-state",
@@ -167,8 +167,8 @@ def test_bad_retrieve_input_is_422(world: World, fields: dict[str, object]) -> N
     "params",
     [
         {"as_of": "2023-06-01T00:00:00"},
-        {"meta": "not json"},
-        {"meta": '["topic"]'},
+        {"meta": "topic=home"},
+        {"meta": '{"topic": "home"}'},
         {"occurred_since": "2024-01-01T00:00:00Z", "occurred_until": "2023-01-01T00:00:00Z"},
     ],
 )
