@@ -234,9 +234,19 @@ def citus_url(citus_database: str) -> str:
     return citus_database
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Before any fixture can skip the test.  Reports carry user_properties to
+    # the controller under pytest-xdist; their ``keywords`` would not do, as
+    # they also hold every parent node's name (a checkout named ``citus``).
+    for marker in _outcomes:
+        if item.get_closest_marker(marker) is not None:
+            item.user_properties.append(("needs_backend", marker))
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     for marker, outcomes in _outcomes.items():
-        if marker not in report.keywords:
+        if ("needs_backend", marker) not in report.user_properties:
             continue
         if report.skipped:
             outcomes["skipped"].append(report.nodeid)
