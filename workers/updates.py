@@ -112,6 +112,8 @@ class LikelyUpdateWorker(LogFollower):
                 asked.setdefault((event.stream.namespace, data["user_id"]), []).append(event)
         judged: list[_Judged] = []
         for (namespace, user), theirs in asked.items():
+            if self.store.processing_restricted(namespace, user):
+                continue  # Art. 18: no automated decision about a restricted person
             texts = [(e.data or {})["content"] for e in theirs]
             ranked, idf = self.retrieval.neighbours(
                 namespace,
@@ -155,6 +157,8 @@ class LikelyUpdateWorker(LogFollower):
         stream = tx.lock_stream(event.stream.stream_id)
         if stream is None or stream.closed_at is not None:
             return  # forgotten since
+        if tx.processing_restricted(stream):
+            return  # restricted since it was judged (Art. 18): decide nothing
         store = GraphStore(tx.connection)
         rows = {r.node_id: r for r in store.node_rows([decision.old_node_id, judged.new_node_id])}
         old = rows.get(decision.old_node_id)

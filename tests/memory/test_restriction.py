@@ -1,5 +1,5 @@
 """Restriction of processing (GDPR Art. 18), on both backends: while a person is
-restricted no retrieval, extraction or archiving path returns or touches their
+restricted no retrieval, extraction, likely-update or archiving path returns or touches their
 memories, new writes for them are refused, and their export still holds them all."""
 
 from __future__ import annotations
@@ -16,7 +16,13 @@ from eventstore.subject_rights import RESTRICTION_EVENTS, acting_on_restriction
 from oblivio import MemoryClient
 from workers.archiving import Archiver
 
-TEXTS = ["I drink green tea.", "My dog is called Rex.", "I live in Lyon.", "I play chess."]
+TEXTS = [
+    "I drink green tea.",
+    "My dog is called Rex.",
+    "I live in Lyon.",
+    "I play chess.",
+    "I moved from Lyon to Porto last month.",  # what the likely-update detector judges
+]
 WRITES = st.lists(
     st.tuples(st.sampled_from(["store", "ingest"]), st.sampled_from(TEXTS)), min_size=1, max_size=4
 )
@@ -30,10 +36,12 @@ def _write(memory: MemoryClient, kind: str, text: str, user: str) -> None:
 
 
 def _drain_automated_paths(memory: MemoryClient) -> None:
-    """Run what decides about a person without being asked: claim extraction and
-    archiving (at capacity 1, a month later, so it would move something)."""
+    """Run what decides about a person without being asked: claim extraction, the
+    likely-update detector and archiving (at capacity 1, a month later, so it would
+    move something)."""
     ctx = memory.context
     ctx.extraction.run_pending()
+    ctx.updates.run_pending()
     later = ctx.clock() + timedelta(days=30)
     Archiver(ctx.store, ctx.graph, ctx.scoring, 1, lambda: later).run()
 
