@@ -154,7 +154,7 @@ erasure_requests = sa.Table(
     sa.Column("version_to", sa.BigInteger, nullable=True),
     # The time spans of the erased memories, for the certificate: when the log
     # recorded them and when they took effect (their effective time).  Content-free
-    # bounds, null when no memory was erased (or for requests older than es_time_1).
+    # bounds, null when no memory was erased (or for requests older than es0010).
     sa.Column("recorded_from", UTCDateTime(), nullable=True),
     sa.Column("recorded_to", UTCDateTime(), nullable=True),
     sa.Column("occurred_from", UTCDateTime(), nullable=True),

@@ -435,7 +435,7 @@ def _last_touch(node: Node) -> int:
 def _validity(node: Node) -> list[int]:
     """Effective time and end of validity.  A node retired before effective time
     existed (no ``valid_to`` until its stream's graph is rebuilt, see migration
-    pj_time_1) counts as never in effect, rather than as never retired."""
+    pj0010) counts as never in effect, rather than as never retired."""
     if node.valid_to is not None:
         end = _micros(node.valid_to)
     elif node.lifecycle == LifecycleState.SUPERSEDED:

@@ -209,7 +209,7 @@ def test_an_older_database_keeps_its_keys_and_sessions_when_appdata_adopts_them(
 
 def test_re_embedding_units_move_to_the_one_table_of_leased_work(any_database_url: str) -> None:
     """A database whose re-embedding units were in ``vector_rebuild_subjects`` (before
-    pj_port_1) finds them as ``reembed`` work in ``rebuild_jobs``, lease state and
+    pj0009) finds them as ``reembed`` work in ``rebuild_jobs``, lease state and
     progress kept, and claims the one still queued."""
     from datetime import datetime, timedelta
 

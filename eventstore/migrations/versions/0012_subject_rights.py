@@ -12,8 +12,8 @@ from alembic import op
 
 from eventstore.migrations.ops import Digest, column, create_table, drop_table
 
-revision = "es_dpo_2"
-down_revision = "es_dpo_1"
+revision = "es0012"
+down_revision = "es0011"
 
 
 def upgrade() -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "es_time_1"
-down_revision = "es0008"
+revision = "es0010"
+down_revision = "es0009"
 
 COLUMNS = ("recorded_from", "recorded_to", "occurred_from", "occurred_to")
 

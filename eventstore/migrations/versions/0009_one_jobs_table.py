@@ -2,7 +2,7 @@
 
 Every row so far is an erasure rebuild job (kind ``erasure``).  The
 re-embedding units move in from the projections' ``vector_rebuild_subjects``
-(migration pj_port_1, kind ``reembed``), with their progress in
+(migration pj0009, kind ``reembed``), with their progress in
 ``nodes_embedded``.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "es_port_1"
+revision = "es0009"
 down_revision = "es0008"
 
 

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from eventstore.migrations.ops import Digest, column, create_table, drop_table
 
-revision = "ap_dpo_1"
+revision = "ap0002"
 down_revision = "ap0001"
 
 HOLD_INDEXES = [["namespace", "subject_key"]]

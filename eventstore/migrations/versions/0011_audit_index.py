@@ -11,8 +11,8 @@ import sqlalchemy as sa
 
 from eventstore.migrations.ops import column, create_table, drop_table
 
-revision = "es_dpo_1"
-down_revision = "es_port_1"
+revision = "es0011"
+down_revision = "es0010"
 
 INDEXES = [
     ["namespace", "version"],

@@ -14,8 +14,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "pj_time_1"
-down_revision = "pj_port_1"
+revision = "pj0010"
+down_revision = "pj0009"
 
 
 def upgrade() -> None:

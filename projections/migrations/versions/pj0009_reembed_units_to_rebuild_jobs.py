@@ -14,10 +14,10 @@ from alembic import op
 
 from eventstore.migrations.ops import StreamId, column, create_table
 
-revision = "pj_port_1"
+revision = "pj0009"
 down_revision = "pj0008"
 # The log's branch adds ``rebuild_jobs.kind`` first.
-depends_on = "es_port_1"
+depends_on = "es0009"
 
 #: The vector projection (projections.vectors.VectorProjection), as the units record it.
 _PROJECTION, _VERSION = "vector_state", 1

@@ -12,8 +12,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "pj_costs_1"
-down_revision = "pj_time_1"
+revision = "pj0011"
+down_revision = "pj0010"
 
 
 def upgrade() -> None:
