@@ -194,9 +194,10 @@ def test_erasure_certificates_state_both_times(memory: MemoryClient) -> None:
     assert forgotten["erasure"]["occurred_between"] == ["2024-03-15T00:00:00Z"] * 2
 
 
-def test_archiving_ranks_retention_from_the_effective_time(memory: MemoryClient) -> None:
+def test_archiving_ranks_retention_from_the_effective_time(fresh_memory: MemoryClient) -> None:
     """Of two untouched memories, the one that took effect long ago leaves the tier,
-    though it was stored last."""
+    though it was stored last.  A database of its own: the job passes over every subject."""
+    memory = fresh_memory
     ctx = memory.context
     _, fresh = stored_node(memory, "Alice's bike is blue.")
     _, backdated = stored_node(
