@@ -272,12 +272,14 @@ class SubjectIndex:
             if note is None or not claims or any(c not in self._replaced_by for c in claims):
                 continue
             pairs += [(note, s) for c in claims if (s := self._rows.get(self._replaced_by[c]))]
-        pairs += self._likely_successions()
+        pairs += self._likely_successions(covered={row for row, _ in pairs})
         return np.asarray(pairs, dtype=np.intp).reshape(-1, 2)
 
-    def _likely_successions(self) -> list[tuple[int, int]]:
+    def _likely_successions(self, covered: set[int]) -> list[tuple[int, int]]:
         """(old row, successor row) pairs of the open likely updates: every row of the
-        older memory's event (its note and its claims) is succeeded by the newer memory."""
+        older memory's event (its note and its claims) is succeeded by the newer memory,
+        except rows in ``covered``, whose successor a supersede or a bounded-rule
+        retirement already names (that decision is firmer than a likely update)."""
         pairs: list[tuple[int, int]] = []
         for old_id, new_id in self._likely_updates.items():
             old, new = self._rows.get(old_id), self._rows.get(new_id)
@@ -286,7 +288,8 @@ class SubjectIndex:
             event_id = self.nodes[old].event_id
             rows = {old, *self._claim_rows.get(event_id, ())}
             note = self._note_rows.get(event_id)
-            pairs += [(row, new) for row in sorted(rows if note is None else rows | {note})]
+            rows = rows if note is None else rows | {note}
+            pairs += [(row, new) for row in sorted(rows - covered)]
         return pairs
 
     def set_likely_updates(self, pairs: Iterable[tuple[uuid.UUID, uuid.UUID]]) -> None:

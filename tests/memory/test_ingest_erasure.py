@@ -23,8 +23,9 @@ def test_deleting_a_correction_brings_the_claim_back(memory: MemoryClient) -> No
     second = said(memory, "I don't use an insulin pump anymore.")
     assert lifecycle(memory, first) is LifecycleState.SUPERSEDED
     status = memory.delete_event(second.event_id, user_id=USER, wait=True)
-    # The message and its claims event both went, in one request.
-    assert status.events_erased == 2
+    # The message, its claims event and the likely-update decision about it all
+    # went, in one request.
+    assert status.events_erased == 3
     assert memory.get_event(second.event_id, user_id=USER) is None
     [gone] = second.claim_node_ids or ()
     assert memory.get_node(gone, user_id=USER, include_superseded=True) is None
@@ -60,7 +61,7 @@ def test_forget_removes_claims_plans_and_identities(memory: MemoryClient) -> Non
     head = memory.context.store.head(memory.context.namespace, USER)
     assert head is not None
     status = memory.forget(USER)
-    assert status.events_erased == 4  # two messages, two claims events
+    assert status.events_erased == 5  # two messages, two claims events, one decision
     assert status.certificate is not None
     with memory.context.store.backend.engine.connect() as conn:
         for table in (claims, nodes):
