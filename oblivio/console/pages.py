@@ -21,7 +21,7 @@ from oblivio.console import sessions
 from oblivio.console.chart import time_to_certificate_svg
 from oblivio.console.web import HOME, ConsoleRoute, allow, redirect, render, secured
 from oblivio.http.auth import acting_actor, context, served_context
-from oblivio.memory import api_keys, compliance, oversight, queries, vector_rebuilds
+from oblivio.memory import api_keys, compliance, dpo, oversight, queries, vector_rebuilds
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.health import partition_lag
 
@@ -405,7 +405,12 @@ def my_page(request: Request, who: Who, after: str | None = None) -> Response:
 @router.get("/my/export")
 def my_export(request: Request, who: Who) -> Response:
     allow(who, "user")
-    exported = compliance.export_subject(served(request, who), user_id=who.user_id or "")
+    _, exported = dpo.export_for(
+        served(request, who),
+        who.user_id or "",
+        reference=dpo.SELF_SERVICE,
+        actor_id=acting_actor(who),
+    )
     return secured(
         Response(
             json.dumps(exported, indent=2),

@@ -22,7 +22,7 @@ from oblivio.http.auth import (
     acting_user,
 )
 from oblivio.http.errors import problem_responses
-from oblivio.memory import compliance, oversight
+from oblivio.memory import compliance, dpo, oversight
 from oblivio.memory.context import MemoryContext
 
 router = APIRouter(
@@ -167,7 +167,9 @@ def export_subject(user_id: s.UserId, ctx: Ctx, who: Member) -> dict[str, Any]:
     """Everything oblivio holds about a user (Art. 15/20), with a signed manifest."""
     user = acting_user(who, user_id)
     assert user is not None
-    return compliance.export_subject(ctx, user_id=user)
+    reference = dpo.SELF_SERVICE if who.user_id is not None else dpo.API_EXPORT
+    _, exported = dpo.export_for(ctx, user, reference=reference, actor_id=acting_actor(who))
+    return exported
 
 
 def _aware(value: datetime | None) -> datetime | None:

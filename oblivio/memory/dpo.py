@@ -36,6 +36,11 @@ from workers.policy import DEFAULT_LEGAL_GROUND
 #: Who acts when a caller of the Python API names no one (the HTTP routes and the CLI
 #: name the API key and ``cli``).
 OPERATOR = "operator"
+#: The reference of an export the person took themselves (their own key or console
+#: session) or that an operator's key took outside the desk: every subject export is
+#: an access request in the register, with or without a ticket behind it.
+SELF_SERVICE = "self-service"
+API_EXPORT = "api"
 #: How far an extension may move the legal deadline: two further months (Art. 12(3)).
 EXTENSION_MONTHS = 2
 MAX_PAGE_SIZE = 200

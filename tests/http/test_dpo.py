@@ -98,7 +98,8 @@ def test_a_restricted_person_is_kept_exportable_but_not_used(world: World) -> No
             world.ctx, filters=AuditFilters(subject=_person(world)["subject_ref"])
         ).entries
     ]
-    assert actions[:2] == ["subject.lift_restriction", "subject.restrict"]
+    # Newest first; the person's own export while restricted is an access request too.
+    assert actions[:3] == ["subject.lift_restriction", "subject.export", "subject.restrict"]
 
 
 def test_a_held_person_is_not_erased_until_the_hold_is_lifted(world: World) -> None:
@@ -208,3 +209,26 @@ def test_only_operators_act_and_auditors_read_the_register(world: World) -> None
         response = _post(world, "people/lookup", principal, user_id=ALICE)
         assert response.status_code == 403
     assert world.client.get("/v1/dpo/requests", headers=world.headers("user")).status_code == 403
+
+
+def test_every_subject_export_is_an_access_request_in_the_register(world: World) -> None:
+    # Self-service (the person's own key) and an operator's key outside the desk:
+    # Art. 15/20 requests served at once are still recorded, with what asked.
+    world.seed(ALICE, "Alice drinks green tea")
+    world.seed(BOB, "Bob rides a bike")
+    own = world.client.get(f"/v1/compliance/users/{ALICE}/export", headers=world.headers("user"))
+    assert own.status_code == 200, own.text
+    theirs = world.client.get(
+        f"/v1/compliance/users/{BOB}/export", headers=world.headers("operator")
+    )
+    assert theirs.status_code == 200, theirs.text
+    compliance.verify_subject_export(own.json(), compliance.jwks(world.ctx))
+    register = world.client.get(
+        "/v1/dpo/requests", params={"kind": "access"}, headers=world.headers("auditor")
+    ).json()
+    assert register["total"] == 2
+    assert sorted((r["reference"], r["status"]) for r in register["requests"]) == [
+        ("api", "completed"),
+        ("self-service", "completed"),
+    ]
+    assert [r["reference"] for r in _person(world, ALICE)["requests"]] == ["self-service"]
