@@ -10,7 +10,6 @@ history and logs keep); the pages show the pseudonymous subject reference.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -21,7 +20,7 @@ from appdata.apikeys import Principal
 from eventstore import subject_rights as rights
 from eventstore.errors import ConflictError, InvalidInputError, NotFoundError
 from oblivio.console import sessions
-from oblivio.console.web import ConsoleRoute, allow, render, secured
+from oblivio.console.web import ConsoleRoute, allow, json_download, render, secured
 from oblivio.http.auth import acting_actor, context, served_context
 from oblivio.memory import dpo
 from oblivio.memory.context import MemoryContext
@@ -114,13 +113,7 @@ def export_person(
         )
     except InvalidInputError as e:
         return _person_page(request, who, user_id, error=str(e), status_code=422)
-    return secured(
-        Response(
-            json.dumps(exported, indent=2),
-            media_type="application/json",
-            headers={"Content-Disposition": 'attachment; filename="oblivio-subject-export.json"'},
-        )
-    )
+    return json_download(exported, "oblivio-subject-export.json")
 
 
 @router.post("/people/forget")

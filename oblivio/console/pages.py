@@ -19,7 +19,7 @@ from certificates.base64url import b64url_decode
 from eventstore.errors import InvalidInputError, NotFoundError
 from oblivio.console import sessions
 from oblivio.console.chart import time_to_certificate_svg
-from oblivio.console.web import HOME, ConsoleRoute, allow, redirect, render, secured
+from oblivio.console.web import HOME, ConsoleRoute, allow, json_download, redirect, render, secured
 from oblivio.http.auth import acting_actor, context, served_context
 from oblivio.memory import api_keys, compliance, dpo, oversight, queries, vector_rebuilds
 from oblivio.memory.context import MemoryContext
@@ -411,13 +411,7 @@ def my_export(request: Request, who: Who) -> Response:
         reference=dpo.SELF_SERVICE,
         actor_id=acting_actor(who),
     )
-    return secured(
-        Response(
-            json.dumps(exported, indent=2),
-            media_type="application/json",
-            headers={"Content-Disposition": 'attachment; filename="oblivio-my-data.json"'},
-        )
-    )
+    return json_download(exported, "oblivio-my-data.json")
 
 
 @router.get("/my/forget")

@@ -9,6 +9,7 @@ Content-Security-Policy allows nothing from another origin.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,17 @@ NAVIGATION: dict[str, list[tuple[str, str]]] = {
 def secured(response: Response) -> Response:
     response.headers.update(SECURITY_HEADERS)
     return response
+
+
+def json_download(body: Any, filename: str) -> Response:
+    """``body`` as an indented JSON file the browser saves as ``filename``."""
+    return secured(
+        Response(
+            json.dumps(body, indent=2),
+            media_type="application/json",
+            headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+        )
+    )
 
 
 def render(
