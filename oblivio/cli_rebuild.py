@@ -1,4 +1,5 @@
-"""``oblivio rebuild vectors``: start a re-embedding job and work on it, with progress."""
+"""``oblivio rebuild vectors``: start a re-embedding job and work on it, with progress;
+``oblivio rebuild graphs``: rebuild the node graphs an upgrade marked, all at once."""
 
 from __future__ import annotations
 
@@ -62,6 +63,29 @@ def rebuild_vectors(
             )
             if finished.status != "done":
                 raise click.ClickException(finished.last_error or "the rebuild did not finish")
+    finally:
+        memory.store.close()
+
+
+@rebuild.command("graphs")
+@click.pass_context
+@friendly_errors
+def rebuild_graphs(ctx: click.Context) -> None:
+    """Rebuild now every node graph an upgrade marked (effective times, item rows …).
+
+    Each marked person's graph is rebuilt from the log in a transaction of its
+    own; rerunning it after an interruption resumes, and with nothing marked it
+    does nothing.
+    """
+    from oblivio.bootstrap import open_memory
+    from oblivio.memory.backfills import backfill_marked, marked_count
+
+    memory = open_memory(settings_from(ctx))
+    try:
+        total = marked_count(memory)
+        with click.progressbar(length=total, label="rebuilding graphs", show_pos=True) as bar:
+            rebuilt = backfill_marked(memory, lambda _: bar.update(1))
+        click.echo(f"{rebuilt} node graphs rebuilt; {marked_count(memory)} still marked")
     finally:
         memory.store.close()
 

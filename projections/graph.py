@@ -265,6 +265,7 @@ class NodeGraphProjection(Projection):
                 event.event_id,
                 event.recorded_at,
                 _optional_time(expires_at),
+                ev.effective_at(data, event.recorded_at),
             )
 
     def _item_expiry(
@@ -393,6 +394,14 @@ class NodeGraphProjection(Projection):
         _close_interval(store, cipher, retired, data)
         if {retired, successor} <= present:
             _link(store, cipher, event, EdgeKind.SUPERSEDES, successor, retired)
+        # A value stored into its history takes the place of its successor before
+        # the values that successor had ended (oblivio.memory.commands.backdated_locked).
+        for earlier in (uuid.UUID(n) for n in data.get("repointed") or ()):
+            if {retired, earlier} <= present:
+                store.resolve_edge(
+                    cipher.stream_id, EdgeKind.SUPERSEDES, successor, earlier, event.recorded_at
+                )
+                _link(store, cipher, event, EdgeKind.SUPERSEDES, retired, earlier)
         self._record_operation(store, cipher, event, data)
 
     def _apply_after_states(

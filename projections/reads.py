@@ -126,10 +126,18 @@ class GraphReads:
         """Whether the stream's graph predates its dependency rows (migration pj0008)."""
         return self._graph.needs_rebuild(stream_id)
 
+    def marked_streams(self, after: int, limit: int) -> list[int]:
+        """Streams marked for a rebuild of their graph, a page after ``after``."""
+        return self._graph.marked_streams(after, limit)
+
+    def count_marked(self) -> int:
+        """How many streams are marked for a rebuild of their graph."""
+        return self._graph.count_marked()
+
     # -- keyed items ------------------------------------------------------------------
 
     def item_revisions(self, stream_id: int, item: bytes) -> list[ItemRow]:
-        """The readable revisions of one item, oldest first."""
+        """The readable revisions of one item, in the order their values took effect."""
         return self._items.revisions(stream_id, item)
 
     def stream_items(

@@ -271,6 +271,7 @@ def _only_new_events(cached: StateToken, token: StateToken) -> bool:
         and cached.embedder == token.embedder
         and cached.erasures == token.erasures
         and cached.rebuilds == token.rebuilds
+        and cached.graph_marked == token.graph_marked
         and cached.version < token.version
         and cached.caught_up
         and token.caught_up

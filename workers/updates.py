@@ -139,11 +139,14 @@ class LikelyUpdateWorker(LogFollower):
         if not node_ids:
             return None
         text = data["content"]
+        # An earlier-effective memory never updates a later one (a back-dated store).
+        effective = ev.effective_at(data, event.recorded_at)
         candidates = [
             updates.Candidate(s.node.id, s.node.content)
             for s in ranked
             if s.node.event_id != event.event_id
             and s.node.created_at <= event.recorded_at
+            and s.node.occurred_at <= effective
             and s.node.scope.value == data["scope"]
             and s.node.node_type is not NodeType.ENTITY
             and "claim_predicate" not in s.node.meta

@@ -685,7 +685,10 @@ class ItemRevisionOut(BaseModel):
 class StoredItemOut(BaseModel):
     key: str
     current: EventOut
-    revision_ids: list[uuid.UUID] = Field(description="Every readable revision, oldest first.")
+    revision_ids: list[uuid.UUID] = Field(
+        description="Every readable revision, in the order their values took effect "
+        "(the last is the current one)."
+    )
     created_at: datetime
     expires_at: datetime | None
 

@@ -166,7 +166,7 @@ class Document:
     expires_at: datetime | None
     #: The TTL in minutes (a read that refreshes it moves ``expires_at``), if any.
     ttl: float | None
-    #: Every readable revision's event, oldest first; the last is the current one.
+    #: Every readable revision's event, in effective order; the last is the current one.
     event_ids: tuple[uuid.UUID, ...]
 
     @property

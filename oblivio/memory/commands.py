@@ -316,6 +316,54 @@ def supersede_locked(
     return Correction(operation, recorded.event_id, (old_id, new_id), evidence_id, replayed=False)
 
 
+def backdated_locked(
+    ctx: MemoryContext,
+    tx: Transaction,
+    stream: LockedStream,
+    new_id: uuid.UUID,
+    successor_id: uuid.UUID,
+    predecessor_ids: Sequence[uuid.UUID],
+) -> None:
+    """A value stored into its history, inside ``tx`` (which holds the owner's lock).
+
+    ``new_id`` took effect before ``successor_id`` (the earliest value that took
+    effect after it).  An earlier-effective value never retires a later one: the
+    successor ends it instead, when the successor took effect.  The predecessors
+    the successor had ended (the value before in effect) now end when ``new_id``
+    took effect, and name it: the history is what storing the values in the
+    order they took effect gives.  One journaled supersede records all of it.
+    """
+    wanted = [new_id, successor_id, *predecessor_ids]
+    by_id = {row.node_id: row for row in GraphReads(tx).node_rows(wanted)}
+    new, successor, *earlier = _nodes(tx, stream, [by_id[i] for i in wanted])
+    ended = [p for p in earlier if p.superseded_by == successor.id]
+    now = ctx.clock()
+    after = [
+        _retired_by(new, successor, now),
+        successor,
+        *(
+            _with_state(p, superseded_by=new.id, updated_at=now, valid_to=validity_end(p, new))
+            for p in ended
+        ),
+    ]
+    operation = ev.operation_id("supersede", new_id, successor_id)
+    request = {
+        "old_node_id": str(new_id),
+        "new_node_id": str(successor_id),
+        "evidence_id": None,
+        "actor_id": None,
+    }
+    data = _journal(
+        f"supersede:{operation}",
+        request,
+        _snapshot([new, successor, *ended]),
+        _snapshot(after),
+        **request,
+        repointed=[str(p.id) for p in ended],
+    )
+    append_projected(ctx, tx, stream, NewEvent(ev.SUPERSEDED, data, event_id=operation))
+
+
 # -- contradictions ---------------------------------------------------------------------
 
 
@@ -432,15 +480,7 @@ def _retire(
     others = partners - {successor.id}
     rows = GraphReads(tx).node_rows(others) if others else []
     touched = {successor.id: successor, **{n.id: n for n in _nodes(tx, stream, rows)}}
-    after = [
-        _with_state(
-            retired,
-            lifecycle=LifecycleState.SUPERSEDED,
-            superseded_by=successor.id,
-            updated_at=now,
-            valid_to=validity_end(retired, successor),
-        )
-    ]
+    after = [_retired_by(retired, successor, now)]
     for node in touched.values():
         if node.id in partners and node.lifecycle is LifecycleState.CONTESTED:
             still_open = _open_contradictions(tx, node.id) - {retired.id}
@@ -448,6 +488,16 @@ def _retire(
                 node = _with_state(node, lifecycle=LifecycleState.ACTIVE, updated_at=now)
         after.append(node)
     return [retired, *touched.values()], after
+
+
+def _retired_by(retired: Node, successor: Node, now: datetime) -> Node:
+    return _with_state(
+        retired,
+        lifecycle=LifecycleState.SUPERSEDED,
+        superseded_by=successor.id,
+        updated_at=now,
+        valid_to=validity_end(retired, successor),
+    )
 
 
 def validity_end(retired: Node, successor: Node) -> datetime:

@@ -4,6 +4,9 @@
 payload names the item) and, in the same transaction and under the owner's
 stream lock, supersedes the previous revision's nodes with the new one's, so
 two writers of one key (in two processes) always leave one current revision.
+Revisions are ordered by when their values took effect (``occurred_at``): one
+stored with an earlier effective time than the current revision's goes into
+the item's history in its place (``commands.backdated_locked``).
 The projection keeps the revisions in ``memory_items`` under a keyed hash of
 the item key (see projections.storage.tables), so that ``get_item`` finds an
 item by index: its cost does not grow with the owner's stream.  Erasing a
@@ -13,19 +16,27 @@ node graph; replaying the log rebuilds the rows.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from eventstore import NewEvent, ReadView, RecordedEvent, Subject, SubjectCipher, Transaction
+from eventstore import (
+    LockedStream,
+    NewEvent,
+    ReadView,
+    RecordedEvent,
+    Subject,
+    Transaction,
+)
 from eventstore.errors import InvalidInputError
 from oblivio.errors import ItemScopeConflictError
 from oblivio.memory import commands, inputs
+from oblivio.memory.backfills import backfill_locked
 from oblivio.memory.context import MemoryContext
 from oblivio.memory.queries import is_memory_event, memory_event, owner_stream
 from oblivio.memory.records import ItemRevision, StoredItem
 from projections import events as ev
-from projections.base import replay
 from projections.graph import item_hash
 from projections.model import LifecycleState, NodeType, Role, Scope, SourceType
 from projections.reads import GraphReads, ItemRow
@@ -71,7 +82,9 @@ def put_item(
     one owner and scope): another scope raises ``ItemScopeConflictError`` and
     writes nothing.  ``expires_at`` is the revision's retention time, if any;
     ``occurred_at`` when its value took effect (default: when it is stored): the
-    revision it replaces held until then (never less than from its own time).
+    revision it replaces held until then (never less than from its own time).  A
+    revision that took effect before the current one is history: it holds until
+    the revision after it in effect took effect, and the current one stays.
     """
     user = inputs.user(user_id)
     data = commands.stored_data(
@@ -91,7 +104,7 @@ def put_item(
     with ctx.store.transaction() as tx:
         stream = tx.lock_stream(Subject(ctx.namespace, user), create=True)
         cipher = tx.locked_cipher(stream)
-        _backfill_locked(ctx, tx, cipher)
+        backfill_locked(ctx, tx, cipher)
         graph = GraphReads(tx)
         revisions = graph.item_revisions(cipher.stream_id, item_hash(cipher, wanted))
         current = graph.nodes_of_event(revisions[-1].event_id) if revisions else []
@@ -102,11 +115,34 @@ def put_item(
             )
         [recorded] = tx.append_locked(stream, [NewEvent(ev.STORED, data)])
         node_ids = ctx.graph.apply_stored(tx.connection, cipher, recorded)
-        for row in current:
-            if row.lifecycle != LifecycleState.SUPERSEDED:
-                commands.supersede_locked(ctx, tx, row.node_id, node_ids[0], None, user, None)
+        effective = ev.effective_at(data, recorded.recorded_at)
+        later = [r for r in revisions if r.occurred_at > effective]
+        if later:  # a value of the item's history: the current one stays
+            _into_history(ctx, tx, stream, node_ids[0], revisions, later[0])
+        else:
+            for row in current:
+                if row.lifecycle != LifecycleState.SUPERSEDED:
+                    commands.supersede_locked(ctx, tx, row.node_id, node_ids[0], None, user, None)
     replaced = tuple(r.event_id for r in revisions)
     return ItemRevision(recorded.event_id, tuple(node_ids), replaced)
+
+
+def _into_history(
+    ctx: MemoryContext,
+    tx: Transaction,
+    stream: LockedStream,
+    node_id: uuid.UUID,
+    revisions: Sequence[ItemRow],
+    successor: ItemRow,
+) -> None:
+    """A revision that took effect before ``successor`` (the first revision effective
+    after it) holds until then, and the revision before it in effect until it took
+    effect: the history storing the values in effective order gives."""
+    graph = GraphReads(tx)
+    [first, *_] = graph.nodes_of_event(successor.event_id)
+    place = revisions.index(successor)
+    before = graph.nodes_of_event(revisions[place - 1].event_id) if place else []
+    commands.backdated_locked(ctx, tx, stream, node_id, first.node_id, [r.node_id for r in before])
 
 
 def set_item_expiry(
@@ -132,7 +168,7 @@ def set_item_expiries(
         if stream is None or stream.closed_at is not None:
             return found
         cipher = tx.locked_cipher(stream)
-        _backfill_locked(ctx, tx, cipher)
+        backfill_locked(ctx, tx, cipher)
         graph = GraphReads(tx)
         for key, until in wanted.items():
             revisions = graph.item_revisions(cipher.stream_id, item_hash(cipher, key))
@@ -220,18 +256,11 @@ def _items(ctx: MemoryContext, user_id: str, select: Select) -> list[StoredItem]
 
 
 def _backfill(ctx: MemoryContext, user: str) -> None:
-    """Rebuild the graph of a stream marked by migration pj0008, in a write transaction."""
+    """Rebuild the graph of a stream an upgrade marked, in a write transaction."""
     with ctx.store.transaction() as tx:
         stream = tx.lock_stream(Subject(ctx.namespace, user))
         if stream is not None and stream.closed_at is None:
-            _backfill_locked(ctx, tx, tx.locked_cipher(stream))
-
-
-def _backfill_locked(ctx: MemoryContext, tx: Transaction, cipher: SubjectCipher) -> None:
-    """Once per stream whose graph predates its item rows (migration pj0008 marks them):
-    rebuild it from the log, under the stream's lock, as a replay would."""
-    if ctx.graph.needs_rebuild(tx.connection, cipher.stream_id):
-        replay(tx, [ctx.graph], cipher.stream_id)
+            backfill_locked(ctx, tx, tx.locked_cipher(stream))
 
 
 def _stored_item(event: RecordedEvent, revisions: list[ItemRow]) -> StoredItem:
@@ -241,6 +270,6 @@ def _stored_item(event: RecordedEvent, revisions: list[ItemRow]) -> StoredItem:
         key=item[0],
         current=memory_event(event),
         revision_ids=tuple(r.event_id for r in revisions),
-        created_at=revisions[0].recorded_at,
+        created_at=min(r.recorded_at for r in revisions),
         expires_at=revisions[-1].expires_at,
     )

@@ -52,7 +52,7 @@ class StoredItem:
 
     key: str
     current: MemoryEvent
-    revision_ids: tuple[uuid.UUID, ...]  # every readable revision's event, oldest first
+    revision_ids: tuple[uuid.UUID, ...]  # every readable revision's event, in effective order
     created_at: datetime  # when the oldest readable revision was recorded
     expires_at: datetime | None  # the current revision's retention time
 

@@ -52,8 +52,13 @@ def predicate_class(predicate: str, attribute: str | None) -> str:
 
 def target_classes(claim: ClaimDraft) -> list[str]:
     """The classes whose claims ``claim`` may retire."""
-    own = predicate_class(claim.predicate, claim.attribute)
-    extra = TRANSITIONS.get(own, ()) if claim.memory_type in TRANSITION_MEMORY_TYPES else ()
+    return classes_retired_by(claim.predicate, claim.attribute, claim.memory_type)
+
+
+def classes_retired_by(predicate: str, attribute: str | None, memory_type: str) -> list[str]:
+    """The classes whose claims a correction of this predicate and memory type may retire."""
+    own = predicate_class(predicate, attribute)
+    extra = TRANSITIONS.get(own, ()) if memory_type in TRANSITION_MEMORY_TYPES else ()
     return [own, *extra]
 
 

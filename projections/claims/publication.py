@@ -15,7 +15,10 @@ state.  The retirement rules are the corrections seed's, exactly:
   are known, positive and unconditional, belong to one of the correction's
   predicate classes (see ``matching``) and are not effective after it;
 * the target matches by the bounded lexical rule, and more than one distinct
-  matching object retires none.
+  matching object retires none;
+* a back-dated claim that a correction already stored, effective after it,
+  names (by these same rules) is retired by that correction at its effective
+  time: the interval it would have had, had the messages come in effective order.
 """
 
 from __future__ import annotations
@@ -30,9 +33,20 @@ from sqlalchemy.engine import Connection
 
 from eventstore import RecordedEvent, SubjectCipher
 from projections import events as ev
-from projections.claims.matching import distinct_objects, target_classes, target_matches
+from projections.claims.matching import (
+    classes_retired_by,
+    distinct_objects,
+    target_classes,
+    target_matches,
+)
 from projections.claims.plan import ClaimDraft, IngestionPlan
-from projections.claims.records import KNOWN_MODALITIES, claim_node, effective_at, match_key
+from projections.claims.records import (
+    KNOWN_MODALITIES,
+    claim_node,
+    effective_at,
+    match_key,
+    retirable,
+)
 from projections.graph import state_to_json
 from projections.model import LifecycleState, Node
 from projections.storage.claim_store import ClaimStore
@@ -128,13 +142,20 @@ def claims_event(
         claim["correction"] = outcome
         new = claim_node(event, claim)
         for old in retired:
-            retirements.append(_retirement(old, new, event, claim, now))
+            retirements.append(
+                _retirement(old, new, event, claim["valid_from"], claim["rule"], now)
+            )
             batch.retired.add(old.id)
         batch.claims.append((match_key(cipher, event, claim), new))
         if outcome in ("ambiguous", "conditional", "unsupported", "no_match"):
             unretired.append(
                 {"node_id": claim["node_id"], "reason": outcome, "candidates": candidates}
             )
+    for claim, (_, new) in zip(claims, batch.claims, strict=True):
+        later = None if new.id in batch.retired else _later_correction(conn, cipher, event, claim)
+        if later is not None:
+            ends, rule = later.meta["claim_valid_from"], later.meta["claim_rule"]
+            retirements.append(_retirement(new, later, event, ends, rule, now))
     event["retirements"] = retirements
     event["unretired"] = unretired
     return ev.with_checksum(event)
@@ -252,10 +273,59 @@ def _active_nodes(conn: Connection, cipher: SubjectCipher, ids: Sequence[uuid.UU
     return sorted(nodes, key=lambda n: (n.created_at, str(n.id)))
 
 
+def _later_correction(
+    conn: Connection, cipher: SubjectCipher, event: Mapping[str, Any], claim: Mapping[str, Any]
+) -> Node | None:
+    """The earliest correction already stored, effective after ``claim``, that names it.
+
+    A back-dated message comes after a correction that, had the messages come
+    in the order they took effect, would have retired its claim then.  An
+    earlier-effective claim never retires a later one; the later correction
+    ends the earlier claim instead: it holds until the correction took effect,
+    as if told in order.  The correction's own outcome stays what it was.
+    """
+    if not retirable(claim):
+        return None
+    effective = datetime.fromisoformat(claim["valid_from"])
+    rows = ClaimStore(conn).later_corrections(cipher.stream_id, effective)
+    if not rows:
+        return None
+    own = match_key(cipher, event, claim)
+    stored = GraphStore(conn).node_rows([r.node_id for r in rows])
+    later = sorted((node_from_row(cipher, r) for r in stored), key=lambda n: (n.occurred_at, n.id))
+    for node in later:
+        target = _target_of(node)
+        named = target is not None and target_matches(target, claim["object"])
+        if named and own in _target_keys(cipher, node):
+            return node
+    return None
+
+
+def _target_of(correction: Node) -> str | None:
+    """What a stored correction's claim names as its target (see ``_correction``)."""
+    meta = correction.meta
+    if meta["claim_polarity"] == "negative":
+        return str(meta["claim_object"])
+    replaced = meta["claim_replaces_object"]
+    return None if replaced is None else str(replaced)
+
+
+def _target_keys(cipher: SubjectCipher, correction: Node) -> list[bytes]:
+    """The match keys a stored correction's claim looked for its targets under."""
+    meta = correction.meta
+    source = {"scope": correction.scope.value, "source_type": correction.source_type.value}
+    claim = {"subject_id": meta["claim_subject_id"], "memory_type": correction.node_type.value}
+    classes = classes_retired_by(
+        meta["claim_predicate"], meta["claim_attribute"], correction.node_type.value
+    )
+    return [match_key(cipher, source, claim, cls, eligible=True) for cls in classes]
+
+
 def _retirement(
-    old: Node, new: Node, event: Mapping[str, Any], claim: Mapping[str, Any], now: datetime
+    old: Node, new: Node, event: Mapping[str, Any], ends: str, rule: str, now: datetime
 ) -> dict[str, Any]:
-    """The journaled supersede retiring ``old`` for ``new``: an explicit one's record."""
+    """The journaled supersede retiring ``old`` for ``new`` (which took effect at
+    ``ends``, by ``rule``): an explicit one's record."""
     operation = ev.operation_id("supersede", old.id, new.id)
     actor = f"extractor:{event['plan']['extractor']}"
     request = {
@@ -264,13 +334,13 @@ def _retirement(
         "evidence_id": event["source_event_id"],
         "actor_id": actor,
     }
-    # The rules retire only claims effective by the new one's time (valid_from).
+    # The rules retire only claims effective by the successor's time (``ends``).
     retired = replace(
         old,
         lifecycle=LifecycleState.SUPERSEDED,
         superseded_by=new.id,
         updated_at=now,
-        valid_to=max(datetime.fromisoformat(claim["valid_from"]), old.occurred_at),
+        valid_to=max(datetime.fromisoformat(ends), old.occurred_at),
     )
     return ev.with_checksum(
         {
@@ -279,8 +349,8 @@ def _retirement(
             "before": _snapshot([old, new]),
             "after": _snapshot([retired, new]),
             **request,
-            "valid_to": claim["valid_from"],
-            "rule": claim["rule"],
+            "valid_to": ends,
+            "rule": rule,
         }
     )
 

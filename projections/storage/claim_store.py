@@ -26,6 +26,19 @@ _open_candidates = (
     .order_by(claims.c.valid_from, claims.c.node_id)
 )
 
+#: What a correction that looked for targets did (``memory_claims.correction``):
+#: a claim stored later that it would have matched had come too late to be one.
+_LOOKED_FOR_TARGETS = ("retired", "ambiguous", "no_match")
+_later_corrections = (
+    sa.select(claims)
+    .where(
+        claims.c.stream_id == sa.bindparam("stream_id"),
+        claims.c.valid_from > sa.bindparam("after"),
+        claims.c.correction.in_(_LOOKED_FOR_TARGETS),
+    )
+    .order_by(claims.c.valid_from, claims.c.node_id)
+)
+
 
 class ClaimStore:
     """Reads and writes the claim rows on one connection."""
@@ -37,6 +50,11 @@ class ClaimStore:
         """Claims of the stream under any of ``match_keys`` whose interval is still open."""
         params = {"stream_id": stream_id, "match_keys": list(match_keys)}
         return list(self.conn.execute(_open_candidates, params))
+
+    def later_corrections(self, stream_id: int, after: datetime) -> list[ClaimRow]:
+        """Corrections of the stream effective after ``after`` that looked for targets,
+        earliest first: the ones a back-dated claim may have been too late for."""
+        return list(self.conn.execute(_later_corrections, {"stream_id": stream_id, "after": after}))
 
     def close_interval(self, stream_id: int, node_id: uuid.UUID, valid_to: datetime) -> None:
         self.conn.execute(

@@ -323,6 +323,21 @@ class GraphStore:
         )
         return self.conn.execute(query).first() is not None
 
+    def marked_streams(self, after: int, limit: int) -> list[int]:
+        """Up to ``limit`` streams marked for a rebuild (see :meth:`needs_rebuild`), by
+        stream id from just after ``after``: a bulk backfill's next page."""
+        query = (
+            sa.select(graph_backfills.c.stream_id)
+            .where(graph_backfills.c.stream_id > after)
+            .order_by(graph_backfills.c.stream_id)
+            .limit(limit)
+        )
+        return list(self.conn.execute(query).scalars())
+
+    def count_marked(self) -> int:
+        query = sa.select(sa.func.count()).select_from(graph_backfills)
+        return int(self.conn.execute(query).scalar_one())
+
     # -- dependencies between events (what delete_event re-derives) --------------
 
     def add_refs(self, stream_id: int, event_id: uuid.UUID, node_ids: Iterable[uuid.UUID]) -> None:

@@ -15,11 +15,13 @@ from projections.storage.tables import items
 
 ItemRow = sa.Row[Any]
 
+#: An item's revisions in the order their values took effect; the last is current.
+_EFFECTIVE_ORDER = (items.c.occurred_at, items.c.version)
 # Built once: every get, put and delete of an item runs it.
 _revisions = (
     sa.select(items)
     .where(items.c.stream_id == sa.bindparam("stream_id"), items.c.item == sa.bindparam("item"))
-    .order_by(items.c.version)
+    .order_by(*_EFFECTIVE_ORDER)
 )
 
 
@@ -30,18 +32,20 @@ class ItemStore:
         self.conn = conn
 
     def revisions(self, stream_id: int, item: bytes) -> list[ItemRow]:
-        """The readable revisions of one item, oldest first (a range of the primary key)."""
+        """The readable revisions of one item (a range of the primary key), in the order
+        their values took effect: the last is the current one."""
         return list(self.conn.execute(_revisions, {"stream_id": stream_id, "item": item}))
 
     def stream_items(
         self, stream_id: int, wanted: Collection[bytes] | None = None
     ) -> Iterator[list[ItemRow]]:
         """Every item of a stream (or those of the ``wanted`` keyed hashes: one range of
-        the primary key each), as its revisions (oldest first), in item order."""
+        the primary key each), as its revisions (in effective order, see
+        :meth:`revisions`), in item order."""
         query = (
             sa.select(items)
             .where(items.c.stream_id == stream_id)
-            .order_by(items.c.item, items.c.version)
+            .order_by(items.c.item, *_EFFECTIVE_ORDER)
         )
         if wanted is not None:
             query = query.where(items.c.item.in_(list(wanted)))
@@ -56,6 +60,7 @@ class ItemStore:
         event_id: uuid.UUID,
         recorded_at: datetime,
         expires_at: datetime | None,
+        occurred_at: datetime,
     ) -> None:
         self.conn.execute(
             items.insert().values(
@@ -65,6 +70,7 @@ class ItemStore:
                 event_id=event_id,
                 recorded_at=recorded_at,
                 expires_at=expires_at,
+                occurred_at=occurred_at,
             )
         )
 

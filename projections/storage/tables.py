@@ -262,9 +262,10 @@ claims = sa.Table(
 # decrypting the subject's stream.  ``item`` is a keyed hash of the caller's
 # key under the subject's data key (SubjectCipher.mac): the key itself is
 # only in the encrypted event, and the hash means nothing once the key is
-# destroyed.  One row per readable revision, in stream order; the last is
-# the current one.  ``expires_at`` is the revision's retention (a TTL), moved
-# by memory.item_expiry events.
+# destroyed.  One row per readable revision; in the order their values took
+# effect (``occurred_at``, then stream order) the last is the current one: a
+# revision stored with an earlier effective time is history.  ``expires_at``
+# is the revision's retention (a TTL), moved by memory.item_expiry events.
 items = sa.Table(
     "memory_items",
     metadata,
@@ -274,6 +275,7 @@ items = sa.Table(
     sa.Column("event_id", sa.Uuid, nullable=False),
     sa.Column("recorded_at", UTCDateTime(), nullable=False),
     sa.Column("expires_at", UTCDateTime(), nullable=True),
+    sa.Column("occurred_at", UTCDateTime(), nullable=False),
     # memory.item_expiry names the revision by event id; subject first, like the key.
     sa.Index("ix_memory_items_stream_id_event_id", "stream_id", "event_id"),
     sqlite_with_rowid=False,

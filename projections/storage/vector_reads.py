@@ -25,6 +25,9 @@ never served.  Why each part is enough:
 * ``embedder`` – the embedder whose vectors serve the subject: a re-embedding
   job switches it (and the store's, when the job ends) in the transaction
   that completes the subject's new vectors.
+* ``graph_marked`` – an upgrade marks a stream whose graph must be rebuilt from
+  the log (``memory_graph_backfills``); the rebuild, which appends nothing,
+  drops the mark in its transaction (oblivio.memory.backfills).
 
 All of these already exist and are written anyway; the token adds no write
 to the ``store()`` path.  The token must be read *before* the rows it
@@ -44,7 +47,7 @@ from sqlalchemy.engine import Connection
 from eventstore import LogCursor
 from eventstore.schema import erasure_requests, events, rebuild_jobs, streams
 from projections.storage.embedder_store import serving_column
-from projections.storage.tables import checkpoints, subject_embedders
+from projections.storage.tables import checkpoints, graph_backfills, subject_embedders
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,8 @@ class StateToken:
     vector_mark: LogCursor | None
     #: The serving embedder's name (``None``: the store records none yet).
     embedder: str | None
+    #: Whether the stream's graph waits for a rebuild from the log.
+    graph_marked: bool
     #: The cursor of the stream's last event: what a consistent read waits for.
     last_event: LogCursor | None = field(compare=False)
 
@@ -125,8 +130,10 @@ def _build_token_statement() -> sa.Select[tuple[object, ...]]:
     last_event = sa.and_(
         events.c.stream_id == stream.c.stream_id, events.c.version == stream.c.version
     )
+    marked = sa.exists().where(graph_backfills.c.stream_id == stream.c.stream_id)
     return sa.select(
         stream,
+        marked.label("graph_marked"),
         erasures.scalar_subquery().label("erasures"),
         rebuilds.scalar_subquery().label("rebuilds"),
         checkpoints.c.commit_group.label("checkpoint_group"),
@@ -173,6 +180,7 @@ def state_token(
         rebuilds=row.rebuilds,
         vector_mark=_vector_mark(row, last),
         embedder=row.embedder,
+        graph_marked=bool(row.graph_marked),
         last_event=last,
     )
 
