@@ -253,6 +253,8 @@ claims = sa.Table(
     sa.Column("valid_to", UTCDateTime(), nullable=True),
     sa.Column("correction", sa.String(32), nullable=False),
     sa.Index("ix_memory_claims_stream_id_match_key", "stream_id", "match_key"),
+    # A back-dated claim looks for corrections effective after it (claims.publication).
+    sa.Index("ix_memory_claims_stream_id_valid_from", "stream_id", "valid_from"),
     sqlite_with_rowid=False,
 )
 

@@ -1,4 +1,5 @@
-"""memory_items.occurred_at: a keyed item's revisions in the order their values took effect
+"""memory_items.occurred_at: a keyed item's revisions in the order their values took effect;
+an index of claims by effective time
 
 An item's current revision is the one whose value took effect last, not the
 one stored last: a revision stored with an earlier ``occurred_at`` is history
@@ -6,7 +7,8 @@ one stored last: a revision stored with an earlier ``occurred_at`` is history
 read: existing rows start effective when they were recorded, and every stream
 with items is marked in memory_graph_backfills, so its node graph (its item
 rows with it) is rebuilt from the log once, as migration pj0008 arranged
-(``oblivio db backfill-graphs`` does every marked stream at once).
+(``oblivio rebuild graphs`` does every marked stream at once).  A back-dated
+claim finds the corrections effective after it by ``ix_memory_claims_stream_id_valid_from``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,12 @@ down_revision = "pj0011"
 
 
 def upgrade() -> None:
+    op.create_index(
+        "ix_memory_claims_stream_id_valid_from",
+        "memory_claims",
+        ["stream_id", "valid_from"],
+        unique=False,
+    )
     with op.batch_alter_table("memory_items", schema=None) as batch_op:
         batch_op.add_column(sa.Column("occurred_at", sa.DateTime(), nullable=True))
     op.execute("UPDATE memory_items SET occurred_at = recorded_at")
@@ -33,5 +41,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_index("ix_memory_claims_stream_id_valid_from", table_name="memory_claims")
     with op.batch_alter_table("memory_items", schema=None) as batch_op:
         batch_op.drop_column("occurred_at")
