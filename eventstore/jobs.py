@@ -117,24 +117,7 @@ def retry_or_fail(
 
 def expired_to_failed(conn: Connection, now: datetime) -> list[JobRow]:
     """Fail jobs whose lease expired on their last allowed attempt (the lease reaper)."""
-    stmt = (
-        rebuild_jobs.update()
-        .where(
-            rebuild_jobs.c.kind == KIND,
-            rebuild_jobs.c.status == "running",
-            rebuild_jobs.c.lease_expires_at < now,
-            rebuild_jobs.c.attempts >= rebuild_jobs.c.max_attempts,
-        )
-        .values(
-            status="failed",
-            last_error="lease expired on the last attempt",
-            finished_at=now,
-            lease_owner=None,
-            lease_expires_at=None,
-        )
-        .returning(*rebuild_jobs.c)
-    )
-    return list(conn.execute(stmt))
+    return QUEUE.reap(conn, now)
 
 
 def stream_cursor(conn: Connection, stream_id: int) -> LogCursor:

@@ -138,6 +138,29 @@ class LeasedQueue:
         )
         return result.rowcount == 1
 
+    def reap(self, conn: Connection, now: datetime) -> list[Any]:
+        """Fail for good the items whose lease expired on their last allowed attempt
+        (their worker died on it, and no claim may start another); their rows."""
+        c = self.table.c
+        stmt = (
+            self.table.update()
+            .where(
+                c.kind == self.kind,
+                c.status == "running",
+                c.lease_expires_at < now,
+                c.attempts >= c.max_attempts,
+            )
+            .values(
+                status="failed",
+                last_error="lease expired on the last attempt",
+                finished_at=now,
+                lease_owner=None,
+                lease_expires_at=None,
+            )
+            .returning(*c)
+        )
+        return list(conn.execute(stmt))
+
     def held(self, conn: Connection, key: Key, worker: str) -> Any:
         """The item's row, locked, if ``worker`` holds it."""
         query = sa.select(self.table).where(self._held(key, worker)).with_for_update()

@@ -113,68 +113,56 @@ def forget(
     _echo(status.certificate or vars(status))
 
 
-@dpo.command("restrict")
-@click.argument("user_id")
-@click.option("--ground", type=click.Choice(RESTRICTION_GROUNDS), required=True)
-@reference_option
-@click.pass_context
-@friendly_errors
-def restrict(ctx: click.Context, user_id: str, ground: str, reference: str) -> None:
-    """Restrict processing of USER_ID (GDPR Art. 18)."""
-    from oblivio.memory import dpo as desk
+def _person_command(
+    name: str, operation: str, help: str, *, grounds: tuple[str, ...] = (), done: str = ""
+) -> None:
+    """Add ``oblivio dpo NAME USER_ID --reference R`` (with ``--ground`` from ``grounds``,
+    if any): ``oblivio.memory.dpo.OPERATION`` for the person, as the console's desk
+    runs it; prints its result, or ``done`` when it answers nothing."""
 
-    _echo(
-        _run(
-            ctx,
-            lambda m: desk.restrict(m, user_id, ground=ground, reference=reference, actor_id=ACTOR),
+    def command(ctx: click.Context, user_id: str, reference: str, ground: str = "") -> None:
+        from oblivio.memory import dpo as desk
+
+        run = getattr(desk, operation)
+        grounded = {"ground": ground} if grounds else {}
+        result = _run(
+            ctx, lambda m: run(m, user_id, reference=reference, actor_id=ACTOR, **grounded)
         )
-    )
+        if done:
+            click.echo(done, err=True)
+        else:
+            _echo(result)
+
+    decorated = reference_option(click.pass_context(friendly_errors(command)))
+    if grounds:
+        decorated = click.option("--ground", type=click.Choice(grounds), required=True)(decorated)
+    dpo.command(name, help=help)(click.argument("user_id")(decorated))
 
 
-@dpo.command("lift-restriction")
-@click.argument("user_id")
-@reference_option
-@click.pass_context
-@friendly_errors
-def lift_restriction(ctx: click.Context, user_id: str, reference: str) -> None:
-    """End USER_ID's restriction of processing."""
-    from oblivio.memory import dpo as desk
-
-    _run(ctx, lambda m: desk.lift_restriction(m, user_id, reference=reference, actor_id=ACTOR))
-    click.echo("restriction lifted", err=True)
-
-
-@dpo.command("hold")
-@click.argument("user_id")
-@click.option("--ground", type=click.Choice(HOLD_GROUNDS), required=True)
-@reference_option
-@click.pass_context
-@friendly_errors
-def hold(ctx: click.Context, user_id: str, ground: str, reference: str) -> None:
-    """Place a legal hold (GDPR Art. 17(3)) on USER_ID's data."""
-    from oblivio.memory import dpo as desk
-
-    _echo(
-        _run(
-            ctx,
-            lambda m: desk.place_hold(
-                m, user_id, ground=ground, reference=reference, actor_id=ACTOR
-            ),
-        )
-    )
-
-
-@dpo.command("lift-hold")
-@click.argument("user_id")
-@reference_option
-@click.pass_context
-@friendly_errors
-def lift_hold(ctx: click.Context, user_id: str, reference: str) -> None:
-    """Lift USER_ID's legal hold (refused erasures can then be run again)."""
-    from oblivio.memory import dpo as desk
-
-    _run(ctx, lambda m: desk.lift_hold(m, user_id, reference=reference, actor_id=ACTOR))
-    click.echo("hold lifted", err=True)
+_person_command(
+    "restrict",
+    "restrict",
+    "Restrict processing of USER_ID (GDPR Art. 18).",
+    grounds=RESTRICTION_GROUNDS,
+)
+_person_command(
+    "lift-restriction",
+    "lift_restriction",
+    "End USER_ID's restriction of processing.",
+    done="restriction lifted",
+)
+_person_command(
+    "hold",
+    "place_hold",
+    "Place a legal hold (GDPR Art. 17(3)) on USER_ID's data.",
+    grounds=HOLD_GROUNDS,
+)
+_person_command(
+    "lift-hold",
+    "lift_hold",
+    "Lift USER_ID's legal hold (refused erasures can then be run again).",
+    done="hold lifted",
+)
 
 
 @dpo.command("register")

@@ -13,7 +13,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy.engine import Connection
@@ -66,6 +67,9 @@ class Projection(Protocol):
     remaining events (what a certified delete proves, projections.proofs), and
     ``snapshot_basis`` names what besides the log a replay depends on (an
     embedder, an extractor): a snapshot replayed on another basis is not reused.
+    ``time_spans`` gives the bounds of what a stream's items (or those of given
+    events) were recorded at and took effect at, which an erasure certificate
+    states, read before the purge; a projection that keeps no times gives none.
     """
 
     name: str
@@ -107,6 +111,11 @@ class Projection(Protocol):
         ...
 
     def snapshot_basis(self, conn: Connection, stream_id: int) -> str: ...
+
+    def time_spans(
+        self, conn: Connection, stream_id: int, event_ids: Collection[uuid.UUID] | None = None
+    ) -> dict[str, datetime | None]:
+        return {}
 
     def digest(self, conn: Connection, cipher: SubjectCipher | None, stream_id: int) -> str:
         return compose_digests(self.item_digests(conn, cipher, stream_id))

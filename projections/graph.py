@@ -167,6 +167,11 @@ class NodeGraphProjection(Projection):
     def snapshot_basis(self, conn: Connection, stream_id: int) -> str:
         return type(self.extractor).__qualname__
 
+    def time_spans(
+        self, conn: Connection, stream_id: int, event_ids: Collection[uuid.UUID] | None = None
+    ) -> dict[str, datetime | None]:
+        return GraphStore(conn).time_spans(stream_id, event_ids)
+
     def purge_events(
         self, source: StreamSource, stream_id: int, erased: Sequence[RecordedEvent]
     ) -> None:

@@ -10,7 +10,9 @@ while an erasure or a digest reads its rows.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import uuid
+from collections.abc import Collection, Iterator, Sequence
+from datetime import datetime
 
 from sqlalchemy.engine import Connection
 
@@ -81,6 +83,17 @@ class ProjectionRegistry:
         return checkpoints.read(conn, name, stream_id % partitions) >= position
 
     # -- erasure ---------------------------------------------------------------
+
+    def time_spans(
+        self, conn: Connection, stream_id: int, event_ids: Collection[uuid.UUID] | None = None
+    ) -> dict[str, datetime | None]:
+        """The bounds of when the stream's memories (or those of ``event_ids``) were
+        recorded and took effect, as the projections that keep times give them (read
+        before a purge; an erasure certificate states them)."""
+        spans: dict[str, datetime | None] = {}
+        for projection in self._all:
+            spans |= projection.time_spans(conn, stream_id, event_ids)
+        return spans
 
     def purge_subject(self, conn: Connection, stream_id: int) -> None:
         """Remove everything derived from one stream, in every projection.

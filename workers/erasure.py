@@ -40,7 +40,6 @@ from eventstore.errors import EventUnavailableError, LegalHoldError
 from eventstore.ids import check_namespace, check_subject, parse_uuid
 from projections import events as ev
 from projections.registry import ProjectionRegistry
-from projections.storage.graph_store import GraphStore
 from workers.policy import ErasurePolicy, check_legal_ground, check_reason
 
 
@@ -147,7 +146,7 @@ class Eraser:
         if stream is not None:
             stream_id = stream.ref.stream_id
             self.projections.hold(tx.connection, stream_id)
-            values |= GraphStore(tx.connection).time_spans(stream_id)  # before the purge
+            values |= self.projections.time_spans(tx.connection, stream_id)  # before the purge
             tombstones = tx.tombstone(stream_id, None, request_id)
             destruction = tx.destroy_data_key(stream_id)
             tx.close_stream(stream_id)
@@ -231,7 +230,7 @@ class Eraser:
         now = self.clock()
         stream_id = stream.ref.stream_id
         self.projections.hold(tx.connection, stream_id)
-        spans = GraphStore(tx.connection).time_spans(stream_id, [e.event_id for e in erased])
+        spans = self.projections.time_spans(tx.connection, stream_id, [e.event_id for e in erased])
         tombstones = tx.tombstone(stream_id, [e.event_id for e in erased], request_id)
         self.projections.purge_events(tx, stream_id, erased)
         values = self._request_values(

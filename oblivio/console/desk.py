@@ -11,6 +11,7 @@ history and logs keep); the pages show the pseudonymous subject reference.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Form, Query, Request
@@ -32,6 +33,26 @@ UserId = Annotated[str, Form()]
 Reference = Annotated[str, Form()]
 Confirm = Annotated[str, Form()]
 Csrf = Annotated[str, Form()]
+
+
+@dataclass(frozen=True)
+class PersonForm:
+    """What every action on a person posts: the form's CSRF token, the person, the
+    reference of the request it answers and the typed confirmation."""
+
+    csrf: str
+    user_id: str
+    reference: str
+    confirm: str
+
+
+def person_form(
+    csrf: Csrf, user_id: UserId, reference: Reference = "", confirm: Confirm = ""
+) -> PersonForm:
+    return PersonForm(csrf, user_id, reference.strip(), confirm)
+
+
+Person = Annotated[PersonForm, Depends(person_form)]
 
 #: What an operator types to confirm each action (the button alone is not enough).
 CONFIRMATIONS = {
@@ -75,12 +96,18 @@ def _person_page(
     )
 
 
-def _checked(request: Request, who: Principal, csrf: str, action: str, confirm: str) -> None:
+def _checked(request: Request, who: Principal, form: PersonForm, action: str) -> None:
     allow(who, "operator")
-    sessions.check_csrf(request, csrf)
+    sessions.check_csrf(request, form.csrf)
     word = CONFIRMATIONS[action]
-    if confirm.strip() != word:
+    if form.confirm.strip() != word:
         raise InvalidInputError(f"type “{word}” to confirm")
+
+
+def _refused(request: Request, who: Principal, user_id: str, error: Exception) -> Response:
+    """The person's page, the forms kept, saying why the action was not done."""
+    code = 422 if isinstance(error, InvalidInputError) else 409
+    return _person_page(request, who, user_id, error=str(error), status_code=code)
 
 
 @router.get("/people")
@@ -97,49 +124,36 @@ def look_up(request: Request, who: Who, csrf: Csrf, user_id: UserId) -> Response
 
 
 @router.post("/people/export")
-def export_person(
-    request: Request,
-    who: Who,
-    csrf: Csrf,
-    user_id: UserId,
-    reference: Reference = "",
-    confirm: Confirm = "",
-) -> Response:
+def export_person(request: Request, who: Who, form: Person) -> Response:
     """The person's signed export as a download, recorded in the register."""
     try:
-        _checked(request, who, csrf, "export", confirm)
+        _checked(request, who, form, "export")
         _, exported = dpo.export_for(
-            _served(request, who), user_id, reference=reference.strip(), actor_id=acting_actor(who)
+            _served(request, who),
+            form.user_id,
+            reference=form.reference,
+            actor_id=acting_actor(who),
         )
     except InvalidInputError as e:
-        return _person_page(request, who, user_id, error=str(e), status_code=422)
+        return _refused(request, who, form.user_id, e)
     return json_download(exported, "oblivio-subject-export.json")
 
 
 @router.post("/people/forget")
-def forget_person(
-    request: Request,
-    who: Who,
-    csrf: Csrf,
-    user_id: UserId,
-    reference: Reference = "",
-    confirm: Confirm = "",
-) -> Response:
+def forget_person(request: Request, who: Who, form: Person) -> Response:
     try:
-        _checked(request, who, csrf, "forget", confirm)
+        _checked(request, who, form, "forget")
         status = dpo.forget_for(
             _served(request, who),
-            user_id,
-            reference=reference.strip(),
+            form.user_id,
+            reference=form.reference,
             actor_id=acting_actor(who),
             wait=True,
         )
     except (InvalidInputError, ConflictError) as e:
-        code = 422 if isinstance(e, InvalidInputError) else 409
-        return _person_page(request, who, user_id, error=str(e), status_code=code)
-    return _person_page(
-        request, who, user_id, message=f"Erasure request {status.status}.", status=status
-    )
+        return _refused(request, who, form.user_id, e)
+    message = f"Erasure request {status.status}."
+    return _person_page(request, who, form.user_id, message=message, status=status)
 
 
 def _restrict(ctx: MemoryContext, user: str, ground: str, reference: str, actor: str) -> str:
@@ -179,11 +193,8 @@ def change_state(
     request: Request,
     action: str,
     who: Who,
-    csrf: Csrf,
-    user_id: UserId,
+    form: Person,
     ground: Annotated[str, Form()] = "",
-    reference: Reference = "",
-    confirm: Confirm = "",
 ) -> Response:
     """Restrict, lift the restriction, hold or lift the hold: the person's page says
     what happened (or, with the forms kept, why it was not done)."""
@@ -191,12 +202,12 @@ def change_state(
     if run is None:
         raise NotFoundError("no such action")
     try:
-        _checked(request, who, csrf, action, confirm)
-        message = run(_served(request, who), user_id, ground, reference.strip(), acting_actor(who))
+        _checked(request, who, form, action)
+        ctx = _served(request, who)
+        message = run(ctx, form.user_id, ground, form.reference, acting_actor(who))
     except (InvalidInputError, ConflictError, NotFoundError) as e:
-        code = 422 if isinstance(e, InvalidInputError) else 409
-        return _person_page(request, who, user_id, error=str(e), status_code=code)
-    return _person_page(request, who, user_id, message=message)
+        return _refused(request, who, form.user_id, e)
+    return _person_page(request, who, form.user_id, message=message)
 
 
 # -- the register -----------------------------------------------------------------------

@@ -5,6 +5,7 @@ principal rules, so every action lands in the audit log the same way."""
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -206,56 +207,55 @@ def verify_page(request: Request, who: Who) -> Response:
 # -- audit trail ----------------------------------------------------------------------
 
 
-def _audit_filters(
-    action: str, subject: str, actor: str, since: str, until: str
-) -> oversight.AuditFilters:
-    return oversight.AuditFilters(
-        action=action.strip(),
-        subject=subject.strip().lower(),
-        actor=actor.strip(),
-        since=_utc(since, "since"),
-        until=_utc(until, "until"),
-    )
+@dataclass(frozen=True)
+class AuditQuery:
+    """The audit page's filters as typed (query parameters of the page and its export)."""
+
+    action: str = ""
+    subject: str = ""
+    actor: str = ""
+    since: str = ""
+    until: str = ""
+
+    def filters(self) -> oversight.AuditFilters:
+        return oversight.AuditFilters(
+            action=self.action.strip(),
+            subject=self.subject.strip().lower(),
+            actor=self.actor.strip(),
+            since=_utc(self.since, "since"),
+            until=_utc(self.until, "until"),
+        )
+
+
+Audit = Annotated[AuditQuery, Depends()]
 
 
 @router.get("/audit")
 def audit_page(
     request: Request,
     who: Who,
+    typed: Audit,
     page: PAGE = 1,
     verify_log: bool = False,
     check_chain: bool = False,
-    action: str = "",
-    subject: str = "",
-    actor: str = "",
-    since: str = "",
-    until: str = "",
 ) -> Response:
     allow(who, "operator", "auditor")
     ctx = served(request, who)
-    filters = _audit_filters(action, subject, actor, since, until)
+    filters = typed.filters()
     trail = oversight.audit_trail(ctx, page=page, filters=filters, check_chain=check_chain)
     # A namespaced key walks its namespace's chains; the audit chain is checked above.
     scope = None if ctx.cluster_wide else ctx.namespace
     log_report = ctx.store.verify(scope) if verify_log else None
-    query = urlencode(
-        {"action": action, "subject": subject, "actor": actor, "since": since, "until": until}
-    )
+    fields = asdict(typed)
     return render(
         request,
         "audit.html",
         who,
         trail=trail,
         log_report=log_report,
-        filters={
-            "action": action,
-            "subject": subject,
-            "actor": actor,
-            "since": since,
-            "until": until,
-        },
-        query=query,
-        filtered=any((action, subject, actor, since, until)),
+        filters=fields,
+        query=urlencode(fields),
+        filtered=any(fields.values()),
         actions=AUDIT_ACTIONS,
     )
 
@@ -275,18 +275,10 @@ AUDIT_ACTIONS = (
 
 
 @router.get("/audit/export")
-def audit_export(
-    request: Request,
-    who: Who,
-    action: str = "",
-    subject: str = "",
-    actor: str = "",
-    since: str = "",
-    until: str = "",
-) -> Response:
+def audit_export(request: Request, who: Who, typed: Audit) -> Response:
     allow(who, "operator", "auditor")
     ctx = served(request, who)
-    filters = _audit_filters(action, subject, actor, since, until)
+    filters = typed.filters()
     text = compliance.export_audit(
         ctx,
         since=filters.since,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -271,6 +271,113 @@ def _correction_entry(entry: CorrectionEntry) -> tuple[uuid.UUID, uuid.UUID, uui
     return inputs.node_id(old), inputs.node_id(new), inputs.evidence_id(evidence)
 
 
+# -- corrections between two nodes --------------------------------------------------------
+
+
+def _pair_inputs(
+    first: uuid.UUID | str,
+    second: uuid.UUID | str,
+    evidence_id: uuid.UUID | str | None,
+    user_id: str | None,
+    actor_id: str | None,
+) -> tuple[tuple[uuid.UUID, uuid.UUID], uuid.UUID | None, str | None, str | None]:
+    """A correction's arguments, checked: its two nodes, evidence, owner and actor."""
+    return (
+        (inputs.node_id(first), inputs.node_id(second)),
+        inputs.evidence_id(evidence_id),
+        None if user_id is None else inputs.user(user_id),
+        inputs.optional_text(actor_id, "actor_id", inputs.MAX_ACTOR_ID_CHARS),
+    )
+
+
+@dataclass(frozen=True)
+class _PairCorrection:
+    """A correction between two nodes (supersede, contradict, resolve) as its journal
+    keys it: an operation id derived from the nodes, an idempotency key, and the
+    request that key fingerprints."""
+
+    kind: str
+    nodes: tuple[uuid.UUID, uuid.UUID]
+    evidence: uuid.UUID | None
+    actor: str | None
+    request: dict[str, Any]
+    operation: uuid.UUID
+
+    @classmethod
+    def of(
+        cls,
+        kind: str,
+        nodes: tuple[uuid.UUID, uuid.UUID],
+        evidence: uuid.UUID | None,
+        actor: str | None,
+        *,
+        either_way: bool,
+        **named: Any,
+    ) -> _PairCorrection:
+        """``either_way``: the same operation whichever node comes first (a pair)."""
+        ids = sorted(nodes) if either_way else list(nodes)
+        request = {**named, "evidence_id": _text(evidence), "actor_id": actor}
+        return cls(kind, nodes, evidence, actor, request, ev.operation_id(kind, *ids))
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}:{self.operation}"
+
+    def open(
+        self, ctx: MemoryContext, tx: Transaction, user: str | None
+    ) -> tuple[LockedStream, list[NodeRow]] | Correction:
+        """Lock the nodes' owner and read them; the earlier correction if this one was
+        made before (a replay), after which nothing is written; the evidence checked."""
+        stream, rows = lock_owner(ctx, tx, list(self.nodes), user)
+        earlier = earlier_operation(tx, _cipher(tx, stream), self.key, self.request)
+        if earlier is not None:
+            return Correction(self.operation, earlier, self.nodes, self.evidence, replayed=True)
+        check_evidence(tx, self.evidence, stream.ref.stream_id, rows[0].scope)
+        return stream, rows
+
+    def record(
+        self,
+        ctx: MemoryContext,
+        tx: Transaction,
+        stream: LockedStream,
+        event_type: str,
+        states: tuple[Sequence[Node], Sequence[Node]],
+        **fields: Any,
+    ) -> Correction:
+        """Append the correction's event: the nodes' states before and after, and
+        ``fields`` beside the evidence and actor."""
+        before, after = states
+        data = _journal(
+            self.key,
+            self.request,
+            _snapshot(before),
+            _snapshot(after),
+            evidence_id=_text(self.evidence),
+            actor_id=self.actor,
+            **fields,
+        )
+        event = NewEvent(event_type, data, event_id=self.operation)
+        recorded, _ = append_projected(ctx, tx, stream, event)
+        return Correction(self.operation, recorded.event_id, self.nodes, self.evidence, False)
+
+    def retire(
+        self,
+        ctx: MemoryContext,
+        tx: Transaction,
+        stream: LockedStream,
+        event_type: str,
+        retired: Node,
+        successor: Node,
+        **fields: Any,
+    ) -> Correction:
+        """Record that ``successor`` retires ``retired`` (a supersede, a settled
+        contradiction), with the end of the retired node's validity."""
+        _require_not_superseded(retired, successor)
+        states = _retire(tx, stream, retired, successor, ctx.clock())
+        ended = _interval_end(tx, stream, retired, successor)
+        return self.record(ctx, tx, stream, event_type, states, **fields, **ended)
+
+
 def supersede_locked(
     ctx: MemoryContext,
     tx: Transaction,
@@ -283,37 +390,22 @@ def supersede_locked(
     """One supersession inside ``tx`` (which may already hold the owner's lock)."""
     if old_id == new_id:
         raise LifecycleConflictError("a node cannot supersede itself")
-    stream, rows = lock_owner(ctx, tx, [old_id, new_id], user_id)
-    operation = ev.operation_id("supersede", old_id, new_id)
-    key = f"supersede:{operation}"
-    request = {
-        "old_node_id": str(old_id),
-        "new_node_id": str(new_id),
-        "evidence_id": _text(evidence_id),
-        "actor_id": actor_id,
-    }
-    earlier = earlier_operation(tx, _cipher(tx, stream), key, request)
-    if earlier is not None:
-        return Correction(operation, earlier, (old_id, new_id), evidence_id, replayed=True)
-    check_evidence(tx, evidence_id, stream.ref.stream_id, rows[0].scope)
-    old, new = _nodes(tx, stream, rows)
-    _require_not_superseded(old, new)
-    before, after = _retire(tx, stream, old, new, ctx.clock())
-    data = _journal(
-        key,
-        request,
-        _snapshot(before),
-        _snapshot(after),
+    pair = _PairCorrection.of(
+        "supersede",
+        (old_id, new_id),
+        evidence_id,
+        actor_id,
+        either_way=False,
         old_node_id=str(old_id),
         new_node_id=str(new_id),
-        evidence_id=_text(evidence_id),
-        actor_id=actor_id,
-        **_interval_end(tx, stream, old, new),
     )
-    recorded, _ = append_projected(
-        ctx, tx, stream, NewEvent(ev.SUPERSEDED, data, event_id=operation)
-    )
-    return Correction(operation, recorded.event_id, (old_id, new_id), evidence_id, replayed=False)
+    opened = pair.open(ctx, tx, user_id)
+    if isinstance(opened, Correction):
+        return opened
+    stream, rows = opened
+    old, new = _nodes(tx, stream, rows)
+    fields = {"old_node_id": str(old_id), "new_node_id": str(new_id)}
+    return pair.retire(ctx, tx, stream, ev.SUPERSEDED, old, new, **fields)
 
 
 def backdated_locked(
@@ -377,45 +469,26 @@ def contradict(
     actor_id: str | None = None,
 ) -> Correction:
     """Record that two nodes contradict each other; both become contested."""
-    a, b = inputs.node_id(node_id), inputs.node_id(other_node_id)
-    evidence = inputs.evidence_id(evidence_id)
-    user = None if user_id is None else inputs.user(user_id)
-    actor = inputs.optional_text(actor_id, "actor_id", inputs.MAX_ACTOR_ID_CHARS)
+    (a, b), evidence, user, actor = _pair_inputs(
+        node_id, other_node_id, evidence_id, user_id, actor_id
+    )
     if a == b:
         raise LifecycleConflictError("a node cannot contradict itself")
-    pair = sorted([a, b])
-    operation = ev.operation_id("contradict", *pair)
-    key = f"contradict:{operation}"
-    request = {
-        "node_ids": [str(n) for n in pair],
-        "evidence_id": _text(evidence),
-        "actor_id": actor,
-    }
+    ids = [str(n) for n in sorted([a, b])]
+    pair = _PairCorrection.of("contradict", (a, b), evidence, actor, either_way=True, node_ids=ids)
     with ctx.store.transaction() as tx:
-        stream, rows = lock_owner(ctx, tx, [a, b], user)
-        earlier = earlier_operation(tx, _cipher(tx, stream), key, request)
-        if earlier is not None:
-            return Correction(operation, earlier, (a, b), evidence, replayed=True)
-        check_evidence(tx, evidence, stream.ref.stream_id, rows[0].scope)
+        opened = pair.open(ctx, tx, user)
+        if isinstance(opened, Correction):
+            return opened
+        stream, rows = opened
         nodes = _nodes(tx, stream, rows)
         _require_not_superseded(*nodes)
         now = ctx.clock()
         contested = [
             _with_state(n, lifecycle=LifecycleState.CONTESTED, updated_at=now) for n in nodes
         ]
-        data = _journal(
-            key,
-            request,
-            _snapshot(nodes),
-            _snapshot(contested),
-            node_ids=[str(a), str(b)],
-            evidence_id=_text(evidence),
-            actor_id=actor,
-        )
-        recorded, _ = append_projected(
-            ctx, tx, stream, NewEvent(ev.CONTRADICTED, data, event_id=operation)
-        )
-    return Correction(operation, recorded.event_id, (a, b), evidence, replayed=False)
+        states = (nodes, contested)
+        return pair.record(ctx, tx, stream, ev.CONTRADICTED, states, node_ids=[str(a), str(b)])
 
 
 def resolve_contradiction(
@@ -428,44 +501,28 @@ def resolve_contradiction(
     actor_id: str | None = None,
 ) -> Correction:
     """Settle a contradiction: the loser is superseded by the winner."""
-    winner, loser = inputs.node_id(winner_node_id), inputs.node_id(loser_node_id)
-    evidence = inputs.evidence_id(evidence_id)
-    user = None if user_id is None else inputs.user(user_id)
-    actor = inputs.optional_text(actor_id, "actor_id", inputs.MAX_ACTOR_ID_CHARS)
-    pair = sorted([winner, loser])
-    operation = ev.operation_id("resolve", *pair)
-    key = f"resolve:{operation}"
-    request = {
-        "node_ids": [str(n) for n in pair],
-        "winner_node_id": str(winner),
-        "evidence_id": _text(evidence),
-        "actor_id": actor,
-    }
+    (winner, loser), evidence, user, actor = _pair_inputs(
+        winner_node_id, loser_node_id, evidence_id, user_id, actor_id
+    )
+    pair = _PairCorrection.of(
+        "resolve",
+        (winner, loser),
+        evidence,
+        actor,
+        either_way=True,
+        node_ids=[str(n) for n in sorted([winner, loser])],
+        winner_node_id=str(winner),
+    )
     with ctx.store.transaction() as tx:
-        stream, rows = lock_owner(ctx, tx, [winner, loser], user)
-        earlier = earlier_operation(tx, _cipher(tx, stream), key, request)
-        if earlier is not None:
-            return Correction(operation, earlier, (winner, loser), evidence, replayed=True)
-        check_evidence(tx, evidence, stream.ref.stream_id, rows[0].scope)
+        opened = pair.open(ctx, tx, user)
+        if isinstance(opened, Correction):
+            return opened
+        stream, rows = opened
         if loser not in _open_contradictions(tx, winner):
             raise LifecycleConflictError("there is no open contradiction between these nodes")
         won, lost = _nodes(tx, stream, rows)
-        _require_not_superseded(won, lost)
-        before, after = _retire(tx, stream, lost, won, ctx.clock())
-        data = _journal(
-            key,
-            request,
-            _snapshot(before),
-            _snapshot(after),
-            winner_node_id=str(winner),
-            loser_node_id=str(loser),
-            evidence_id=_text(evidence),
-            actor_id=actor,
-            **_interval_end(tx, stream, lost, won),
-        )
-        event = NewEvent(ev.CONTRADICTION_RESOLVED, data, event_id=operation)
-        recorded, _ = append_projected(ctx, tx, stream, event)
-    return Correction(operation, recorded.event_id, (winner, loser), evidence, replayed=False)
+        fields = {"winner_node_id": str(winner), "loser_node_id": str(loser)}
+        return pair.retire(ctx, tx, stream, ev.CONTRADICTION_RESOLVED, lost, won, **fields)
 
 
 def _retire(
