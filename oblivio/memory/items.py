@@ -101,7 +101,7 @@ def put_item(
                 "delete it before storing it in another scope"
             )
         [recorded] = tx.append_locked(stream, [NewEvent(ev.STORED, data)])
-        node_ids = ctx.graph.apply_stored(tx.connection, cipher, recorded)
+        [node_ids] = ctx.graph.apply_stored(tx.connection, cipher, [recorded])
         for row in current:
             if row.lifecycle != LifecycleState.SUPERSEDED:
                 commands.supersede_locked(ctx, tx, row.node_id, node_ids[0], None, user, None)
