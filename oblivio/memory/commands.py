@@ -210,8 +210,6 @@ def append_memories(
         ]
 
 
-#: The most memories one ``store_many`` call appends (one transaction).
-MAX_BATCH_MEMORIES = 1000
 #: The keys a memory of ``store_many`` may hold: ``content`` and ``store``'s options.
 MEMORY_KEYS = frozenset(
     {
@@ -238,43 +236,45 @@ def store_many(
     ``request_id``, …), which apply to that memory alone.  Every memory is
     validated before anything is written; one invalid memory writes nothing.
     A memory with a ``request_id`` stored before answers with its earlier nodes.
-    Up to ``MAX_BATCH_MEMORIES`` memories per call.
+    Up to ``inputs.MAX_BATCH_MEMORIES`` memories per call.
     """
     user = inputs.user(user_id)
     if isinstance(memories, str | bytes | Mapping) or not isinstance(memories, Sequence):
         raise InvalidInputError("memories must be a list of memory dictionaries")
-    if not 1 <= len(memories) <= MAX_BATCH_MEMORIES:
-        raise InvalidInputError(f"a batch holds 1 to {MAX_BATCH_MEMORIES} memories")
-    parsed = [_memory(ctx, user, n, memory) for n, memory in enumerate(memories)]
+    if not 1 <= len(memories) <= inputs.MAX_BATCH_MEMORIES:
+        raise InvalidInputError(f"a batch holds 1 to {inputs.MAX_BATCH_MEMORIES} memories")
+    parsed = []
+    for n, memory in enumerate(memories):
+        try:
+            parsed.append(check_memory(ctx, user, memory))
+        except InvalidInputError as e:
+            raise type(e)(f"memory {n}: {e}") from e
     return [StoredMemory(e.event_id, ids) for e, ids in append_memories(ctx, user, parsed)]
 
 
-def _memory(
-    ctx: MemoryContext, user: str, index: int, memory: Mapping[str, Any]
+def check_memory(
+    ctx: MemoryContext, user: str, memory: Mapping[str, Any]
 ) -> tuple[dict[str, Any], uuid.UUID | None]:
-    """One memory of a batch, validated as ``store`` validates its arguments; errors
-    name the memory's index."""
-    try:
-        if not isinstance(memory, Mapping):
-            raise InvalidInputError("a memory must be a dictionary")
-        unknown = set(memory) - MEMORY_KEYS
-        if unknown:
-            raise InvalidInputError(f"unknown fields: {', '.join(sorted(map(str, unknown)))}")
-        data = stored_data(
-            ctx,
-            memory.get("content"),  # type: ignore[arg-type]  # checked there
-            user=user,
-            scope=memory.get("scope", Scope.PERSONAL),
-            role=memory.get("role", Role.USER),
-            session_id=memory.get("session_id"),
-            source_type=memory.get("source_type", SourceType.USER_STATED),
-            node_type=memory.get("node_type", NodeType.FACT),
-            meta=memory.get("meta"),
-            occurred_at=memory.get("occurred_at"),
-        )
-        return data, inputs.request_id(memory.get("request_id"))
-    except InvalidInputError as e:
-        raise type(e)(f"memory {index}: {e}") from e
+    """One memory of a batch, validated as ``store`` validates its arguments: the
+    payload of its event, and its request id."""
+    if not isinstance(memory, Mapping):
+        raise InvalidInputError("a memory must be a dictionary")
+    unknown = set(memory) - MEMORY_KEYS
+    if unknown:
+        raise InvalidInputError(f"unknown fields: {', '.join(sorted(map(str, unknown)))}")
+    data = stored_data(
+        ctx,
+        memory.get("content"),  # type: ignore[arg-type]  # checked there
+        user=user,
+        scope=memory.get("scope", Scope.PERSONAL),
+        role=memory.get("role", Role.USER),
+        session_id=memory.get("session_id"),
+        source_type=memory.get("source_type", SourceType.USER_STATED),
+        node_type=memory.get("node_type", NodeType.FACT),
+        meta=memory.get("meta"),
+        occurred_at=memory.get("occurred_at"),
+    )
+    return data, inputs.request_id(memory.get("request_id"))
 
 
 def store(
