@@ -62,7 +62,7 @@ def store_event(body: s.StoreRequest, ctx: Ctx, who: Member) -> s.StoreResponse:
 
 
 @router.post(
-    "/events/batch",
+    "/events:batch",
     status_code=201,
     response_model=s.StoreBatchResponse,
     openapi_extra=OPERATOR_NAMES_USER,

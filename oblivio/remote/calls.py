@@ -308,7 +308,7 @@ ingest = Call(
 )
 store_many = Call(
     commands.store_many,
-    _batch("/v1/events/batch", "memories"),
+    _batch("/v1/events:batch", "memories"),
     _member("results", list[StoredMemory]),
 )
 ingest_batch = Call(

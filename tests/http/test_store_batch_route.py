@@ -1,4 +1,4 @@
-"""POST /v1/events/batch: several memories of one user, all stored or none.
+"""POST /v1/events:batch: several memories of one user, all stored or none.
 
 The route is ``store_many`` over HTTP: one answer per memory in request order,
 each naming the nodes the store holds; one invalid memory is a 422 and writes
@@ -12,7 +12,7 @@ import uuid
 from oblivio.memory import queries
 from tests.http.conftest import ALICE, World
 
-BATCH = "/v1/events/batch"
+BATCH = "/v1/events:batch"
 
 
 def test_each_memory_is_answered_with_the_nodes_the_store_holds(world: World) -> None:
