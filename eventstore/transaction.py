@@ -52,7 +52,7 @@ from eventstore.reader import (
 )
 from eventstore.rewrap import rewrap_batch
 from eventstore.schema import audit_index as audit_index_table
-from eventstore.schema import data_keys, events, streams
+from eventstore.schema import data_keys, events, streams, subject_restrictions
 
 Clock = Callable[[], datetime]
 
@@ -75,22 +75,37 @@ class LockedStream:
     chain_hash: bytes
     closed_at: datetime | None
     wrapped_key: WrappedKey | None = None  # None once the data key is destroyed
+    #: Whether processing of the subject is restricted (GDPR Art. 18), read with the
+    #: lock: a restriction starts and ends only under it (see ``Transaction.restrict``).
+    restricted: bool = False
 
 
 def _stream_from_row(row: Sequence[Any]) -> LockedStream:
-    """A row of ``STREAM_WITH_KEY`` (the stream's columns, then its key's)."""
+    """A row of a locking query below (the stream's columns, its key's, the restriction)."""
     stream_id, namespace, subject_key, generation, version, chain_hash = row[:6]
     closed_at, dek_id, kek_version, wrapped_key = row[7], row[9], row[10], row[11]
     ref = StreamRef(stream_id, namespace, subject_key, generation)
     key = None if wrapped_key is None else WrappedKey(dek_id, kek_version, wrapped_key)
-    return LockedStream(ref, version, chain_hash, closed_at, key)
+    return LockedStream(ref, version, chain_hash, closed_at, key, bool(row[12]))
 
 
+# The restriction comes with the lock, in the same statement: every write asks
+# it, and a query of its own was one more round trip per store.
+_RESTRICTED = (
+    sa.exists()
+    .where(
+        subject_restrictions.c.namespace == streams.c.namespace,
+        subject_restrictions.c.subject_key == streams.c.subject_key,
+    )
+    .label("restricted")
+)
 # Only the stream row is locked (the key row is on the nullable side of the join).
-_LATEST_LOCKED = LATEST_STREAM.with_for_update(of=streams)
-_BY_ID_LOCKED = STREAM_WITH_KEY.where(
-    streams.c.stream_id == sa.bindparam("stream_id")
-).with_for_update(of=streams)
+_LATEST_LOCKED = LATEST_STREAM.add_columns(_RESTRICTED).with_for_update(of=streams)
+_BY_ID_LOCKED = (
+    STREAM_WITH_KEY.add_columns(_RESTRICTED)
+    .where(streams.c.stream_id == sa.bindparam("stream_id"))
+    .with_for_update(of=streams)
+)
 
 
 class Transaction:
@@ -209,6 +224,33 @@ class Transaction:
         encoded = encode_batch(self.codec, new_events, expected_version)
         return self._append_encoded(stream, encoded, expected_version)
 
+    def append_each(
+        self, stream: LockedStream, new_events: Sequence[NewEvent]
+    ) -> list[tuple[RecordedEvent, bool]]:
+        """Append to a locked stream, each event on its own idempotency: one whose
+        caller-chosen id is in the log already must repeat it exactly
+        (:class:`DuplicateEventError` otherwise) and comes back as stored, flagged
+        True; the others are appended together, in order.  One lookup, one append.
+
+        The whole batch is validated before anything is written.
+        """
+        if stream.closed_at is not None:
+            raise EventErasedError("this stream generation was erased; nothing can be appended")
+        encoded = encode_batch(self.codec, new_events, ANY)
+        chosen = [e.event_id for e in encoded if e.caller_id]
+        earlier = {e.event_id: e for e in self.get_events(chosen)} if chosen else {}
+        for event in encoded:
+            if event.event_id in earlier:
+                self._check_same(stream, event, earlier[event.event_id])
+        fresh = [e for e in encoded if e.event_id not in earlier]
+        if fresh:
+            self._refuse_if_restricted(stream, fresh)
+        written = iter(self._write(stream, fresh) if fresh else ())
+        return [
+            (earlier[e.event_id], True) if e.event_id in earlier else (next(written), False)
+            for e in encoded
+        ]
+
     def append_encoded(
         self,
         namespace: str,
@@ -286,11 +328,22 @@ class Transaction:
         reads or decides anything about the subject (claim extraction, archiving,
         likely updates); a restriction cannot start or end while the lock is held.
         """
-        if stream.ref.namespace == SYSTEM_NAMESPACE:
-            return False
-        return subject_rights.is_restricted(
-            self.connection, stream.ref.namespace, stream.ref.subject_key
+        return stream.ref.namespace != SYSTEM_NAMESPACE and stream.restricted
+
+    def restrict(self, stream: LockedStream, ground: str, reference: str, now: datetime) -> None:
+        """Restrict processing of the locked stream's subject (the register row)."""
+        ref = stream.ref
+        subject_rights.restrict(
+            self.connection, ref.namespace, ref.subject_key, ground, reference, now
         )
+        stream.restricted = True
+
+    def lift_restriction(self, stream: LockedStream) -> bool:
+        """End the locked stream's subject's restriction; whether there was one."""
+        ref = stream.ref
+        lifted = subject_rights.lift_restriction(self.connection, ref.namespace, ref.subject_key)
+        stream.restricted = False
+        return lifted
 
     def _refuse_if_restricted(self, stream: LockedStream, encoded: Sequence[EncodedEvent]) -> None:
         """New writes for a restricted subject are refused, except the restriction's own

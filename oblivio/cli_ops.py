@@ -454,6 +454,43 @@ def forget(
     _emit(status.certificate or vars(status), output)
 
 
+@click.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--user-id",
+    default=None,
+    help="Store a subject export's memories for this user (default: its own).",
+)
+@click.option(
+    "--chunk",
+    type=click.IntRange(1, 1000),
+    default=500,
+    show_default=True,
+    help="Memories per transaction.",
+)
+@click.pass_context
+@friendly_errors
+def import_memories(ctx: click.Context, file: Path, user_id: str | None, chunk: int) -> None:
+    """Store the memories of FILE: JSON Lines (one memory a line, with its user_id) or a
+    subject export.  Every line is checked before the first is stored."""
+    from oblivio.memory import imports
+
+    memory = _open(ctx)
+    try:
+        total = len(list(imports.read_memories(memory, file, user_id)))
+        with click.progressbar(length=total, label="importing", file=sys.stderr) as bar:
+            report = imports.import_file(
+                memory, file, user_id=user_id, chunk=chunk, progress=bar.update
+            )
+    finally:
+        memory.store.close()
+    click.echo(
+        f"imported {report.memories} memories of {report.users} users "
+        f"in {report.chunks} transactions",
+        err=True,
+    )
+
+
 @click.group()
 def export() -> None:
     """Subject and audit exports, each with a signed manifest."""
@@ -611,6 +648,7 @@ COMMANDS = [
     worker,
     keys,
     forget,
+    import_memories,
     export,
     verify_export,
     certificate,

@@ -89,6 +89,7 @@ class _UserOperations:
     awaited = False
 
     store = _Operation(commands.store)
+    store_many = _Operation(commands.store_many)
     ingest = _Operation(ingestion.ingest)
     ingest_batch = _Operation(ingestion.ingest_batch)
     supersede = _Operation(commands.supersede)

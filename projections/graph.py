@@ -32,7 +32,13 @@ from projections.model import (
 )
 from projections.parts import Part, reach
 from projections.storage.claim_store import ClaimStore
-from projections.storage.graph_store import GraphStore, NodeRow, node_from_row, state_of
+from projections.storage.graph_store import (
+    GraphStore,
+    NodeRow,
+    StoredRows,
+    node_from_row,
+    state_of,
+)
 from projections.storage.item_store import ItemStore
 from projections.storage.snapshot_store import SnapshotStore
 from projections.storage.tables import edges, memory_events, operations
@@ -237,25 +243,32 @@ class NodeGraphProjection(Projection):
         return [ev.node_id(event.event_id, ordinal) for ordinal in range(len(drafts))]
 
     def apply_stored(
-        self, conn: Connection, cipher: SubjectCipher, event: RecordedEvent
-    ) -> list[uuid.UUID]:
-        """:meth:`apply` for a stored event, whose node ids it returns.
+        self, conn: Connection, cipher: SubjectCipher, stored: Sequence[RecordedEvent]
+    ) -> list[list[uuid.UUID]]:
+        """:meth:`apply` for stored events of one stream, in order; each one's node ids.
 
-        The extractor runs once: the nodes it drafts are both written and named.
+        The rows of all of them go in one statement per table, and the extractor
+        runs once per event: the nodes it drafts are both written and named.
         """
-        if event.type != ev.STORED:
-            raise ValueError(f"not a stored event: {event.type}")
-        if event.data is None:  # erased: nothing left to derive
-            return []
-        return self._stored(GraphStore(conn), cipher, event, event.data)
+        if any(event.type != ev.STORED for event in stored):
+            raise ValueError("not a stored event")
+        rows: list[StoredRows] = []
+        for event in stored:
+            if event.data is not None:  # erased: nothing left to derive
+                scope, new_nodes = self._stored_nodes(event, event.data)
+                rows.append((event.event_id, scope, event.recorded_at, new_nodes))
+        GraphStore(conn).add_stored(cipher, rows)
+        items = ItemStore(conn)
+        for event in stored:
+            if event.data is not None:
+                self._item_revision(items, cipher, event, event.data)
+        nodes_of = {event_id: [node.id for node in new_nodes] for event_id, *_, new_nodes in rows}
+        return [nodes_of.get(event.event_id, []) for event in stored]
 
     def _stored(
         self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
-    ) -> list[uuid.UUID]:
-        scope, new_nodes = self._stored_nodes(event, data)
-        store.add_stored(cipher, event.event_id, scope, event.recorded_at, new_nodes)
-        self._item_revision(ItemStore(store.conn), cipher, event, data)
-        return [node.id for node in new_nodes]
+    ) -> None:
+        self.apply_stored(store.conn, cipher, [event])
 
     def _item_revision(
         self, items: ItemStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]

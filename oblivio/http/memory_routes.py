@@ -62,6 +62,24 @@ def store_event(body: s.StoreRequest, ctx: Ctx, who: Member) -> s.StoreResponse:
 
 
 @router.post(
+    "/events:batch",
+    status_code=201,
+    response_model=s.StoreBatchResponse,
+    openapi_extra=OPERATOR_NAMES_USER,
+)
+def store_events(body: s.StoreBatchRequest, ctx: Ctx, who: Member) -> s.StoreBatchResponse:
+    """Store several memories of one user atomically: every memory is validated
+    first, and one invalid memory writes nothing (docs/memory.md, ``store_many``)."""
+    user = required_user(who, body.user_id)
+    stored = commands.store_many(
+        ctx, [m.model_dump(exclude_unset=True) for m in body.memories], user_id=user
+    )
+    return s.StoreBatchResponse(
+        results=[s.StoreResponse(event_id=m.event_id, node_ids=list(m.node_ids)) for m in stored]
+    )
+
+
+@router.post(
     "/ingest", status_code=201, response_model=s.IngestResponse, openapi_extra=OPERATOR_NAMES_USER
 )
 def ingest_messages(body: s.IngestRequest, ctx: Ctx, who: Member) -> s.IngestResponse:

@@ -21,6 +21,7 @@ from pydantic.config import JsonDict
 
 from appdata.apikeys import KeyInfo
 from eventstore.errors import InvalidInputError
+from oblivio.memory.inputs import MAX_BATCH_MEMORIES
 from oblivio.memory.records import MemoryEvent, NodePage
 from projections.model import AssertionState, Node, NodeType, Role, Scope, ScoredNode, SourceType
 from workers.erasure import ErasureStatus
@@ -98,10 +99,11 @@ SPEAKER_REFERENCE_RULE: JsonDict = {
 MESSAGE_RULES: JsonDict = {"allOf": [FIRST_PERSON_RULE, SPEAKER_REFERENCE_RULE]}
 
 
-class StoreRequest(BaseModel):
+class MemoryIn(BaseModel):
+    """One memory of a batch: ``content`` and the options of a single store."""
+
     model_config = Strict
     content: str = Field(min_length=1, max_length=100_000, pattern=NOT_BLANK)
-    user_id: UserId | None = Field(default=None, description="Required for operator keys.")
     scope: Scope = Scope.PERSONAL
     role: Role = Role.USER
     session_id: str | None = Field(default=None, min_length=1, max_length=256)
@@ -115,6 +117,18 @@ class StoreRequest(BaseModel):
         default=None,
         description="When the statement took effect (timezone-aware); none: when stored.",
     )
+
+
+class StoreRequest(MemoryIn):
+    user_id: UserId | None = Field(default=None, description="Required for operator keys.")
+
+
+class StoreBatchRequest(BaseModel):
+    """Several memories of one user, stored atomically (all or none)."""
+
+    model_config = Strict
+    memories: list[MemoryIn] = Field(min_length=1, max_length=MAX_BATCH_MEMORIES)
+    user_id: UserId | None = Field(default=None, description="Required for operator keys.")
 
 
 class IngestMessage(BaseModel):
@@ -198,6 +212,10 @@ class IngestResponse(BaseModel):
 class StoreResponse(BaseModel):
     event_id: uuid.UUID
     node_ids: list[uuid.UUID]
+
+
+class StoreBatchResponse(BaseModel):
+    results: list[StoreResponse] = Field(description="One per memory, in request order.")
 
 
 class EventOut(BaseModel):

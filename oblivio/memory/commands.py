@@ -160,29 +160,121 @@ def store_memory(
         meta=meta,
         occurred_at=occurred_at,
     )
-    request = inputs.request_id(request_id)
+    [(recorded, node_ids)] = append_memories(ctx, user, [(data, inputs.request_id(request_id))])
+    return StoredMemory(recorded.event_id, node_ids)
+
+
+def append_memories(
+    ctx: MemoryContext, user: str, memories: Sequence[tuple[dict[str, Any], uuid.UUID | None]]
+) -> list[tuple[RecordedEvent, tuple[uuid.UUID, ...]]]:
+    """The one write of stored memories (``store``, ``store_many``, ``ingest``): the
+    validated payloads of one owner, each with its request id, in one transaction
+    under one lock, one append and one write of their graph rows; each event with
+    its node ids.
+
+    A request id makes its memory idempotent on its own: one that was stored
+    already is not appended again and answers with its earlier nodes, as they are now.
+    """
     with ctx.store.transaction() as tx:
         stream = tx.lock_stream(Subject(ctx.namespace, user), create=True)
-        event_id = (
-            # Without a request id the log draws a fresh id, and skips the lookup
-            # of an earlier append that only a caller-chosen id can need.
-            None
-            if request is None
-            # Scoped to the stream generation: after a forget, the subject starts
-            # afresh and may reuse its keys.
-            else ev.operation_id("store", stream.ref.stream_id, request)
-        )
-        version_before = stream.version
+        events = [
+            NewEvent(
+                ev.STORED,
+                data,
+                # Without a request id the log draws a fresh id, and skips the
+                # lookup of an earlier append that only a caller-chosen id can
+                # need.  Scoped to the stream generation: after a forget, the
+                # subject starts afresh and may reuse its keys.
+                event_id=None
+                if request is None
+                else ev.operation_id("store", stream.ref.stream_id, request),
+            )
+            for data, request in memories
+        ]
         try:
-            [recorded] = tx.append_locked(stream, [NewEvent(ev.STORED, data, event_id=event_id)])
+            appended = tx.append_each(stream, events)
         except DuplicateEventError as e:
             raise IdempotencyConflictError() from e
-        if stream.version == version_before:  # a replay: the earlier nodes, as they are now
-            rows = GraphReads(tx).nodes_of_event(recorded.event_id)
-            node_ids = [row.node_id for row in rows]
-        else:
-            node_ids = ctx.graph.apply_stored(tx.connection, _cipher(tx, stream), recorded)
-    return StoredMemory(recorded.event_id, tuple(node_ids))
+        fresh = [recorded for recorded, replayed in appended if not replayed]
+        derived = iter(ctx.graph.apply_stored(tx.connection, _cipher(tx, stream), fresh))
+        graph = GraphReads(tx)
+        return [
+            (
+                recorded,
+                # A replay: the earlier nodes, as they are now.
+                tuple(row.node_id for row in graph.nodes_of_event(recorded.event_id))
+                if replayed
+                else tuple(next(derived)),
+            )
+            for recorded, replayed in appended
+        ]
+
+
+#: The keys a memory of ``store_many`` may hold: ``content`` and ``store``'s options.
+MEMORY_KEYS = frozenset(
+    {
+        "content",
+        "scope",
+        "role",
+        "session_id",
+        "source_type",
+        "node_type",
+        "meta",
+        "request_id",
+        "occurred_at",
+    }
+)
+
+
+def store_many(
+    ctx: MemoryContext, memories: Sequence[Mapping[str, Any]], *, user_id: str
+) -> list[StoredMemory]:
+    """Store several memories of one owner atomically: all of them, or none.
+
+    Each memory is a dictionary with ``content`` and, optionally, the other
+    arguments of :func:`store` (``scope``, ``occurred_at``, ``meta``,
+    ``request_id``, …), which apply to that memory alone.  Every memory is
+    validated before anything is written; one invalid memory writes nothing.
+    A memory with a ``request_id`` stored before answers with its earlier nodes.
+    Up to ``inputs.MAX_BATCH_MEMORIES`` memories per call.
+    """
+    user = inputs.user(user_id)
+    if isinstance(memories, str | bytes | Mapping) or not isinstance(memories, Sequence):
+        raise InvalidInputError("memories must be a list of memory dictionaries")
+    if not 1 <= len(memories) <= inputs.MAX_BATCH_MEMORIES:
+        raise InvalidInputError(f"a batch holds 1 to {inputs.MAX_BATCH_MEMORIES} memories")
+    parsed = []
+    for n, memory in enumerate(memories):
+        try:
+            parsed.append(check_memory(ctx, user, memory))
+        except InvalidInputError as e:
+            raise type(e)(f"memory {n}: {e}") from e
+    return [StoredMemory(e.event_id, ids) for e, ids in append_memories(ctx, user, parsed)]
+
+
+def check_memory(
+    ctx: MemoryContext, user: str, memory: Mapping[str, Any]
+) -> tuple[dict[str, Any], uuid.UUID | None]:
+    """One memory of a batch, validated as ``store`` validates its arguments: the
+    payload of its event, and its request id."""
+    if not isinstance(memory, Mapping):
+        raise InvalidInputError("a memory must be a dictionary")
+    unknown = set(memory) - MEMORY_KEYS
+    if unknown:
+        raise InvalidInputError(f"unknown fields: {', '.join(sorted(map(str, unknown)))}")
+    data = stored_data(
+        ctx,
+        memory.get("content"),  # type: ignore[arg-type]  # checked there
+        user=user,
+        scope=memory.get("scope", Scope.PERSONAL),
+        role=memory.get("role", Role.USER),
+        session_id=memory.get("session_id"),
+        source_type=memory.get("source_type", SourceType.USER_STATED),
+        node_type=memory.get("node_type", NodeType.FACT),
+        meta=memory.get("meta"),
+        occurred_at=memory.get("occurred_at"),
+    )
+    return data, inputs.request_id(memory.get("request_id"))
 
 
 def store(

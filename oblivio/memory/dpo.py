@@ -222,7 +222,7 @@ def restrict(
             raise ConflictError("processing of this subject is already restricted")
         event = NewEvent(rights.RESTRICTED, {"ground": ground, "reference": reference})
         append_projected(ctx, tx, stream, event)
-        rights.restrict(tx.connection, ctx.namespace, key, ground, reference, now)
+        tx.restrict(stream, ground, reference, now)
         register_id = _register(ctx, tx, key, "restriction", reference, actor_id, now)
         register_sql.finish(tx.connection, register_id, "completed", "restricted", now)
         _audit(ctx, tx, "subject.restrict", key, actor_id, reference, register_id, ground=ground)
@@ -243,7 +243,7 @@ def lift_restriction(
         key = stream.ref.subject_key
         event = NewEvent(rights.RESTRICTION_LIFTED, {"reference": reference})
         append_projected(ctx, tx, stream, event)
-        rights.lift_restriction(tx.connection, ctx.namespace, key)
+        tx.lift_restriction(stream)
         _audit(ctx, tx, "subject.lift_restriction", key, actor_id, reference, None)
 
 

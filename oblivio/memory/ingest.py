@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from eventstore import LockedStream, NewEvent, RecordedEvent, Subject, Transaction
-from eventstore.errors import DuplicateEventError, InvalidInputError
-from oblivio.errors import IdempotencyConflictError, NotCaughtUpError
+from eventstore import RecordedEvent
+from eventstore.errors import InvalidInputError
+from oblivio.errors import NotCaughtUpError
 from oblivio.memory import inputs
+from oblivio.memory.commands import append_memories
 from oblivio.memory.context import MemoryContext
 from projections import events as ev
 from projections.claims.publication import FIRST_PERSON_OWNER_KEY
@@ -118,9 +119,8 @@ def ingest_batch(
     if not 1 <= len(messages) <= MAX_BATCH_MESSAGES:
         raise InvalidInputError(f"a batch holds 1 to {MAX_BATCH_MESSAGES} messages")
     parsed = [_parse(ctx, user, entry) for entry in messages]
-    with ctx.store.transaction() as tx:
-        stream = tx.lock_stream(Subject(ctx.namespace, user), create=True)
-        recorded = [_append(ctx, tx, stream, data, request) for data, request in parsed]
+    # Stored exactly as store() stores memories.
+    recorded = [event for event, _ in append_memories(ctx, user, parsed)]
     results = [_result(ctx, event) for event in recorded]
     if not wait_for_extraction:
         return results
@@ -186,25 +186,6 @@ def _flag(value: object, what: str) -> bool:
 def _occurred_at(value: object) -> str | None:
     moment = inputs.optional_moment(value, "occurred_at")
     return None if moment is None else moment.isoformat()
-
-
-def _append(
-    ctx: MemoryContext,
-    tx: Transaction,
-    stream: LockedStream,
-    data: dict[str, Any],
-    request: uuid.UUID | None,
-) -> RecordedEvent:
-    """Append one message and project it, as ``store()`` does."""
-    event_id = None if request is None else ev.operation_id("store", stream.ref.stream_id, request)
-    version_before = stream.version
-    try:
-        [recorded] = tx.append_locked(stream, [NewEvent(ev.STORED, data, event_id=event_id)])
-    except DuplicateEventError as e:
-        raise IdempotencyConflictError() from e
-    if stream.version != version_before:
-        ctx.graph.apply_stored(tx.connection, tx.locked_cipher(stream), recorded)
-    return recorded
 
 
 def _result(ctx: MemoryContext, event: RecordedEvent) -> IngestedMessage:

@@ -18,6 +18,8 @@ from projections.claims.publication import FIRST_PERSON_OWNER_KEY
 MAX_CONTENT_CHARS = 100_000
 MAX_SESSION_ID_CHARS = 256
 MAX_ACTOR_ID_CHARS = 256
+#: The most memories one ``store_many`` call stores (one transaction).
+MAX_BATCH_MEMORIES = 1000
 
 E = TypeVar("E", bound=enum.Enum)
 

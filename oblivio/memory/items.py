@@ -114,7 +114,7 @@ def put_item(
                 "delete it before storing it in another scope"
             )
         [recorded] = tx.append_locked(stream, [NewEvent(ev.STORED, data)])
-        node_ids = ctx.graph.apply_stored(tx.connection, cipher, recorded)
+        [node_ids] = ctx.graph.apply_stored(tx.connection, cipher, [recorded])
         effective = ev.effective_at(data, recorded.recorded_at)
         later = [r for r in revisions if r.occurred_at > effective]
         if later:  # a value of the item's history: the current one stays

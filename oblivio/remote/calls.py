@@ -40,6 +40,7 @@ from oblivio.memory.records import (
     Rejection,
     Retrieval,
     StoredItem,
+    StoredMemory,
 )
 from oblivio.remote.transport import Request
 from projections.model import AssertionState, Node
@@ -163,13 +164,18 @@ _corrections = _as(list[Correction])
 # -- memory commands ------------------------------------------------------------------------
 
 
-def _ingest_batch(args: Arguments) -> Request:
-    body = _members(args)
-    messages = body.get("messages")
-    keyed = isinstance(messages, list) and all(
-        isinstance(m, dict) and m.get("request_id") is not None for m in messages
-    )
-    return Request("POST", "/v1/ingest", body=body, retry_safe=keyed)
+def _batch(path: str, member: str) -> Callable[[Arguments], Request]:
+    """A batch write, safe to repeat when every entry of ``member`` carries a request id."""
+
+    def request(args: Arguments) -> Request:
+        body = _members(args)
+        entries = body.get(member)
+        keyed = isinstance(entries, list) and all(
+            isinstance(e, dict) and e.get("request_id") is not None for e in entries
+        )
+        return Request("POST", path, body=body, retry_safe=keyed)
+
+    return request
 
 
 def _supersede_many(args: Arguments) -> Request:
@@ -300,8 +306,15 @@ store = Call(commands.store, _sent("POST", "/v1/events"), _member("event_id", uu
 ingest = Call(
     ingestion.ingest, _sent("POST", "/v1/ingest"), _first(_member("results", list[IngestedMessage]))
 )
+store_many = Call(
+    commands.store_many,
+    _batch("/v1/events:batch", "memories"),
+    _member("results", list[StoredMemory]),
+)
 ingest_batch = Call(
-    ingestion.ingest_batch, _ingest_batch, _member("results", list[IngestedMessage])
+    ingestion.ingest_batch,
+    _batch("/v1/ingest", "messages"),
+    _member("results", list[IngestedMessage]),
 )
 # Corrections: an exact repeat is a no-op the server answers as replayed.
 supersede = Call(

@@ -79,6 +79,7 @@ class _Operations:
     """The facade's operations that the HTTP API serves: the one list both clients share."""
 
     store = _Remote(calls.store)
+    store_many = _Remote(calls.store_many)
     ingest = _Remote(calls.ingest)
     ingest_batch = _Remote(calls.ingest_batch)
     supersede = _Remote(calls.supersede)

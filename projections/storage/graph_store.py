@@ -26,6 +26,8 @@ from projections.storage.tables import (
 )
 
 NodeRow = sa.Row[Any]
+#: A stored event's graph rows: its id, scope, recorded time and new nodes.
+StoredRows = tuple[uuid.UUID, Scope, datetime, Sequence[Node]]
 
 #: The lifecycles retrieval returns by default: the retrieval tier (with archived_at unset).
 CURRENT_LIFECYCLES = (LifecycleState.ACTIVE, LifecycleState.CONTESTED)
@@ -117,23 +119,26 @@ class GraphStore:
 
     # -- source events and their nodes ----------------------------------------
 
-    def add_stored(
-        self,
-        cipher: SubjectCipher,
-        event_id: uuid.UUID,
-        scope: Scope,
-        recorded_at: datetime,
-        new_nodes: Sequence[Node],
-    ) -> None:
-        """Record a stored event and insert its nodes (ordinals in list order)."""
-        source = {
-            "stream_id": cipher.stream_id,
-            "event_id": event_id,
-            "scope": scope.value,
-            "recorded_at": recorded_at,
-        }
-        self.conn.execute(_insert_source, source)
-        rows = [_node_values(cipher, node, ordinal) for ordinal, node in enumerate(new_nodes)]
+    def add_stored(self, cipher: SubjectCipher, stored: Sequence[StoredRows]) -> None:
+        """Record stored events and insert their nodes (ordinals in list order): one
+        statement per table, whatever the number of events."""
+        if not stored:
+            return
+        sources = [
+            {
+                "stream_id": cipher.stream_id,
+                "event_id": event_id,
+                "scope": scope.value,
+                "recorded_at": recorded_at,
+            }
+            for event_id, scope, recorded_at, _ in stored
+        ]
+        self.conn.execute(_insert_source, sources)
+        rows = [
+            _node_values(cipher, node, ordinal)
+            for *_, new_nodes in stored
+            for ordinal, node in enumerate(new_nodes)
+        ]
         if rows:
             self.conn.execute(_insert_node, rows)
             self.conn.execute(_insert_directory, [_directory_entry(row) for row in rows])

@@ -177,6 +177,20 @@ def test_corrections_and_ingest_equal_the_facades(
     assert [e.id for e in events][-2:] == [said.event_id, later.event_id]
 
 
+def test_store_many_equals_the_facades(live_server: LiveServer, remote: RemoteClient) -> None:
+    ctx = live_server.world.ctx
+    batch = [
+        {"content": "Bob plays the oboe"},
+        {"content": "Bob moved", "request_id": uuid.uuid4()},
+    ]
+    stored = remote.store_many(batch, user_id=BOB)
+    events = queries.get_events(ctx, user_id=BOB)
+    assert [s.event_id for s in stored] == [e.id for e in events][-2:]
+    for item in stored:
+        nodes = queries.get_event_nodes(ctx, item.event_id, user_id=BOB)
+        assert item.node_ids == tuple(n.id for n in nodes)
+
+
 def test_items_equal_the_facades(live_server: LiveServer, remote: RemoteClient) -> None:
     ctx = live_server.world.ctx
     first = remote.put_item("notes/city 1?", "Boston", user_id=BOB)
