@@ -11,11 +11,22 @@ import sqlalchemy as sa
 
 from eventstore.schema import rebuild_jobs
 from oblivio import MemoryClient
+from oblivio.bootstrap import build_worker_service
+from oblivio.settings import Settings
 from projections.proofs import snapshot_digest
 from projections.storage import snapshot_jobs
 from projections.storage.snapshot_store import SnapshotStore
 from projections.storage.tables import nodes, projection_snapshots
-from tests.erasure._support import completed, engine, marker, raw_rows, run_jobs, stream_id_of
+from tests._clients import Opener
+from tests.erasure._support import (
+    completed,
+    engine,
+    marker,
+    raw_rows,
+    run_jobs,
+    stream_id_of,
+    wait_until,
+)
 from tests.erasure.test_bounded_proofs import _certified, _fresh_snapshot_digests, _history
 from workers.snapshots import SnapshotPolicy
 
@@ -196,3 +207,27 @@ def test_forget_deletes_background_snapshots_and_closes_the_stream_to_builds(
     )
     assert left == []
     assert client.context.snapshots.enqueue_due() == 0
+
+
+def test_a_worker_process_builds_snapshots_on_its_own(
+    open_client: Opener, store_settings: Settings
+) -> None:
+    """``oblivio worker``'s service: the scheduler enqueues the due builds and the snapshot
+    builder runs them, with nobody calling either; the first delete is then a part proof."""
+    settings = store_settings.model_copy(update={"snapshot_every": EVERY})
+    client = open_client(snapshot_every=EVERY)
+    events = _history(client, 8)
+    service = build_worker_service(client.context, settings)
+    service.run()
+    try:
+        wait_until(
+            lambda: len([b for b in _builds(client) if b.status == "done"]) == 2,
+            "the two snapshot builds to be done",
+            timeout=60,
+        )
+    finally:
+        service.stop()
+        service.join(10.0)
+    certified = _certified(client, events[2])
+    assert {p["proof"]["replayed"] for p in certified.values()} == {"part"}
+    assert all(p["equal"] for p in certified.values())
