@@ -63,6 +63,8 @@ class SizeResult:
     #: Every timed delete in order, the subject's first certified delete first.
     delete_ms: Sequence[float]
     replayed: Sequence[str]
+    #: What each deleted event was: memory, correction, likely-update pair, decision.
+    deleted: Sequence[str]
 
     @property
     def first_ms(self) -> float:
@@ -78,6 +80,7 @@ class SizeResult:
             "first_delete_ms": self.first_ms,
             "delete_ms": list(self.delete_ms),
             "replayed": list(self.replayed),
+            "deleted": list(self.deleted),
         }
 
 
@@ -130,22 +133,23 @@ def run_size(
     user = f"sweep-{size}"
     progress(f"{size:,}: loading the subject (batched command path, timed apart)")
     load_seconds, recorded = timed(lambda: load_subject(client.context, user, size, rng))
-    history = [e.event_id for e in recorded]
-    history += correct(client, user, history, rng)
+    kinds = dict.fromkeys((e.event_id for e in recorded), "memory")
+    kinds |= dict.fromkeys(correct(client, user, list(kinds), rng), "correction")
     pairs = likely_update_pairs(client, user, max(5, size // 1000), rng)
     catch_up_seconds, _ = timed(client.context.runner.run_pending)
     progress(f"{size:,}: loaded in {load_seconds:,.1f} s, vectors in {catch_up_seconds:,.1f} s")
     decisions = judge_likely_updates(client, user)
     client.context.runner.run_pending()  # past the decisions too: a build waits for it
-    history += pairs + decisions
+    kinds |= dict.fromkeys(pairs, "likely-update pair") | dict.fromkeys(decisions, "decision")
     snapshot_seconds, _ = timed(lambda: build_snapshots(client, size))
     progress(f"{size:,}: snapshots built in the background's way in {snapshot_seconds:,.1f} s")
-    delete_ms, replayed = [], []
-    for event_id in rng.sample(history, config.rounds):
+    delete_ms, replayed, deleted = [], [], []
+    for event_id in rng.sample(list(kinds), config.rounds):
         ms, proofs = certified_delete(client, user, event_id)
         delete_ms.append(ms)
         replayed.append("/".join(sorted(set(proofs))))
-        progress(f"{size:,}: certified delete {ms:,.0f} ms ({replayed[-1]})")
+        deleted.append(kinds[event_id])
+        progress(f"{size:,}: certified delete of a {deleted[-1]} {ms:,.0f} ms ({replayed[-1]})")
     return SizeResult(
         size,
         load_seconds,
@@ -154,6 +158,7 @@ def run_size(
         len(decisions),
         delete_ms,
         replayed,
+        deleted,
     )
 
 
