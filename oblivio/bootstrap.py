@@ -137,6 +137,7 @@ def open_memory(
     from workers.projector import ProjectionRunner
     from workers.rebuild import RebuildWorker
     from workers.reembed import VectorRebuilder
+    from workers.snapshots import SnapshotBuilder, SnapshotPolicy
     from workers.updates import LikelyUpdateWorker
 
     base_meta = inputs.meta(default_meta)
@@ -182,6 +183,9 @@ def open_memory(
         clock=clock,
         eraser=Eraser(store, projections, policy, clock),
         rebuilder=RebuildWorker(store, projections, certifier, policy, clock),
+        snapshots=SnapshotBuilder(
+            store, projections, SnapshotPolicy(every=settings.snapshot_every), policy, clock
+        ),
         reembedder=VectorRebuilder(store, embedders, runner, clock),
         certifier=certifier,
         issuer=issuer,
@@ -280,11 +284,13 @@ def build_worker_service(ctx: MemoryContext, settings: Settings) -> WorkerServic
         clock=ctx.clock,
         overdue_webhook=overdue_webhook(settings),
         archiver=ctx.archiver,
+        snapshots=ctx.snapshots,
     )
     return WorkerService(
         ctx.runner,
         ctx.rebuilder,
         maintenance,
+        snapshots=ctx.snapshots,
         extraction=ctx.extraction,
         updates=ctx.updates,
         reembedder=ctx.reembedder,

@@ -121,6 +121,9 @@ class Settings(BaseModel):
     partitions: int = Field(default=8, ge=1, le=1024)
     issuer_keys_path: Path | None = None
     erasure_deadline_hours: float = Field(default=72.0, gt=0)
+    #: Events a person's history grows by before a snapshot build is enqueued for it
+    #: (workers.snapshots); 0: no background builds.
+    snapshot_every: int = Field(default=1000, ge=0)
     kek_rotate_days: float = Field(default=30.0, gt=0)
     kek_retire_days: float = Field(default=30.0, ge=0)
     retention: tuple[str, ...] = ()  # "namespace/scope=days" entries
@@ -220,6 +223,7 @@ class Settings(BaseModel):
             ("namespace", "OBLIVIO_NAMESPACE"),
             ("issuer_keys_path", "OBLIVIO_ISSUER_KEYS_FILE"),
             ("erasure_deadline_hours", "OBLIVIO_ERASURE_DEADLINE_HOURS"),
+            ("snapshot_every", "OBLIVIO_SNAPSHOT_EVERY"),
             ("kek_rotate_days", "OBLIVIO_KEK_ROTATE_DAYS"),
             ("kek_retire_days", "OBLIVIO_KEK_RETIRE_DAYS"),
             ("retrieval_cache_nodes", "OBLIVIO_RETRIEVAL_CACHE_NODES"),

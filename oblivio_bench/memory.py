@@ -37,6 +37,7 @@ from typing import Any
 
 from oblivio.client import MemoryClient
 from oblivio.memory.queries import wait_for_vectors
+from oblivio_bench.cold import COLD_SIZES, ColdResult, cold_section, measure_cold
 from oblivio_bench.config import RunConfig
 from oblivio_bench.figures import Figure, FigureReport, Section, at_least, at_most, percentile
 from oblivio_bench.ingest import INGEST_EVENTS, INGEST_SUBJECTS, ingest_section, measure_ingest
@@ -85,7 +86,7 @@ LEAST_QUERIES = 5
 SEED = 1729
 
 #: The measurements, in the order they run; ``--section`` picks some of them.
-SECTIONS = ("store", "catch-up", "retrieval", "ingest", "reembed", "time")
+SECTIONS = ("store", "catch-up", "retrieval", "ingest", "reembed", "time", "cold")
 
 TARGET_STORE_RATIO = 0.5
 TARGET_CATCH_UP_EVENTS_PER_S = 5_000.0  # on PostgreSQL
@@ -126,6 +127,7 @@ class MemorySizes:
     reembed_subjects: int
     time_nodes: int
     time_queries: int
+    cold_sizes: tuple[int, ...] = COLD_SIZES
 
     @classmethod
     def scaled(cls, scale: float) -> MemorySizes:
@@ -150,6 +152,7 @@ class MemorySizes:
             n(REEMBED_SUBJECTS),
             n(TIME_NODES),
             max(LEAST_QUERIES, round(TIME_QUERIES * min(scale, 1))),
+            tuple(n(size) for size in COLD_SIZES),
         )
 
 
@@ -205,7 +208,8 @@ def run_memory_bench(
     ingested: tuple[list[Measurement], list[Measurement], list[Measurement]] = ([], [], [])
     reembedded: list[ReembedRound] = []
     timed_filters: list[TimeResult] = []
-    labels = ["store", "retrieval", *sorted(wanted & {"ingest", "reembed", "time"})]
+    cold: list[ColdResult] = []
+    labels = ["store", "retrieval", *sorted(wanted & {"ingest", "reembed", "time", "cold"})]
     with scratch_settings(config.backend, config.server_url, labels) as settings:
         server = postgres_version(config.server_url) if config.backend == "postgres" else None
         machine = machine_info(server)
@@ -236,6 +240,11 @@ def run_memory_bench(
                 timed_filters = [
                     measure_time(client, sizes.time_nodes, sizes.time_queries, TIME_NODES, progress)
                 ]
+        if "cold" in wanted:
+            with open_client(settings["cold"]) as client:
+                cold = measure_cold(
+                    client, settings["cold"], sizes.cold_sizes, config.rounds, progress
+                )
         machine["load_average_end"] = load_average()
     sections = {
         "store": lambda: store_section(stores, appends),
@@ -244,6 +253,7 @@ def run_memory_bench(
         "ingest": lambda: ingest_section(*ingested),
         "reembed": lambda: reembed_section(reembedded),
         "time": lambda: time_section(timed_filters),
+        "cold": lambda: cold_section(cold, config.backend),
     }
     return FigureReport.of_run(
         "oblivio bench memory",
@@ -262,6 +272,7 @@ def run_memory_bench(
             },
             "reembed": [r.to_json() for r in reembedded],
             "time": [t.to_json() for t in timed_filters],
+            "cold": [c.to_json() for c in cold],
         },
     )
 

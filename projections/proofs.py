@@ -149,6 +149,57 @@ def prove_part(
     )
 
 
+def build_snapshot(
+    source: StreamSource, projection: Projection, stream_id: int, stream_version: int
+) -> dict[str, Any]:
+    """Bring the stream's snapshot to ``stream_version`` from a replay, live rows left as
+    they are; what was done (``{}``: the subject is forgotten).
+
+    From the snapshot there is, a part proof (``prove_part``, in a savepoint)
+    replays what was written since; without one, or where a part cannot bound
+    it, the stream is replayed whole in a savepoint and its items kept.  Either
+    way the replay is compared with the live rows first: a snapshot stands for
+    them in later proofs, so one that differs raises ``SnapshotMismatchError``
+    and nothing is kept (the next certified delete replays the stream whole and
+    certifies what it finds).
+    """
+    if source.cipher(stream_id) is None:
+        return {}
+    savepoint = source.connection.begin_nested()
+    proof = prove_part(source, projection, stream_id, stream_version)
+    if proof is not None:
+        if proof.state_digest != proof.replay_digest:
+            savepoint.rollback()
+            raise SnapshotMismatchError(projection.name, "part")
+        savepoint.commit()
+        return proof.details
+    savepoint.rollback()
+    return _snapshot_from_whole_replay(source, projection, stream_id, stream_version)
+
+
+def _snapshot_from_whole_replay(
+    source: StreamSource, projection: Projection, stream_id: int, stream_version: int
+) -> dict[str, Any]:
+    conn, cipher = source.connection, source.cipher(stream_id)
+    live = compose_digests(d for _, d in projection.anchored_digests(conn, cipher, stream_id))
+    savepoint = conn.begin_nested()
+    try:
+        replay(source, [projection], stream_id)
+        replayed = projection.anchored_digests(conn, cipher, stream_id)
+    finally:
+        savepoint.rollback()
+    if compose_digests(d for _, d in replayed) != live:
+        raise SnapshotMismatchError(projection.name, "stream")
+    return take_snapshot(source, projection, stream_id, stream_version, replayed)
+
+
+class SnapshotMismatchError(RuntimeError):
+    """A replay differs from the live rows: no snapshot is built from it."""
+
+    def __init__(self, projection: str, replayed: str) -> None:
+        super().__init__(f"{projection}: the live rows differ from a replay of the {replayed}")
+
+
 def replayed_snapshot_digest(source: StreamSource, projection: Projection, stream_id: int) -> str:
     """The digest a snapshot of a fresh replay of the whole stream has now, live rows left
     untouched (a savepoint): what a certified part's resulting snapshot must equal."""

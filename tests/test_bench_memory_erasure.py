@@ -38,6 +38,12 @@ TIME_FIGURES = {"retrieve_time_first_ms"} | {
     for after in ("", "_after_store")
     for figure in ("p50_ms", "p99_ms", *(() if name == "plain" else ("p50_ratio", "p99_ratio")))
 }
+#: The cold-start figures at MEMORY_SMOKE's scale (10,000, 30,000, 100,000 × 0.005).
+COLD_FIGURES = {
+    f"cold_{figure}_{nodes}_s"
+    for nodes in (50, 150, 500)
+    for figure in ("first_retrieve", "second_retrieve", "imports", "open", "model", "catch_up")
+}
 MEMORY_FIGURES = (
     {
         "store_events_per_s",
@@ -49,6 +55,7 @@ MEMORY_FIGURES = (
     | INGEST_FIGURES
     | REEMBED_FIGURES
     | TIME_FIGURES
+    | COLD_FIGURES
 )
 ERASURE_FIGURES = {"forget_growth_ratio"} | {
     name.format(phase)
@@ -103,6 +110,10 @@ def test_bench_memory_on_sqlite_reports_every_figure(tmp_path: Path) -> None:
     assert report["details"]["retrieval"]["100k"]["nodes"] == 500  # 100,000 × 0.005
     assert report["figures"]["catch_up_events_per_s"]["target_applies"] is False  # PostgreSQL's
     assert not unused.exists()  # scratch data lives in a temporary directory
+    # Each cold-start probe was a process of its own that retrieved from the subject.
+    [cold] = [c for c in report["details"]["cold"] if c["nodes"] == 500]
+    assert len(cold["probes"]) == 1
+    assert cold["median_first_retrieve_s"] > cold["median_second_retrieve_s"] > 0
 
 
 def test_bench_memory_runs_only_the_chosen_section(tmp_path: Path) -> None:
@@ -203,8 +214,9 @@ def test_bench_erasure_sweep_reports_every_size_and_its_proofs(tmp_path: Path) -
                 "certified_delete_{}_first_ms",
                 "load_{}_s",
                 "catch_up_{}_s",
+                "snapshot_build_{}_s",
             )
         },
     )
-    # After the first delete of a subject, each proof replays only its part.
+    # With the snapshots built beforehand, each proof replays only its part, the first too.
     assert {r for size in sizes for r in report["details"][size]["replayed"]} == {"part"}

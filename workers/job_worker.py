@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import socket
 import threading
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+
+log = logging.getLogger(__name__)
 
 
 class LeaseLostError(RuntimeError):
@@ -35,3 +40,33 @@ class JobWorker(ABC):
         while not stop.is_set():
             if not self.run_once():
                 stop.wait(poll_interval)
+
+
+@contextlib.contextmanager
+def lease_kept(renew: Callable[[], bool], every: float, name: str) -> Iterator[None]:
+    """Call ``renew`` every ``every`` seconds from a thread of its own while the block runs.
+
+    ``renew`` extends the lease on the unit ``name`` and answers whether it still
+    holds it; a renewal that fails is retried at the next beat (three missed beats
+    lose a lease), one that answers False (finished meanwhile, or taken over) ends
+    the beats.
+    """
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(every):
+            try:
+                held = renew()
+            except Exception:
+                log.warning("could not renew the lease on %s", name, exc_info=True)
+                continue
+            if not held:
+                return
+
+    beats = threading.Thread(target=beat, name=f"lease {name}", daemon=True)
+    beats.start()
+    try:
+        yield
+    finally:
+        done.set()
+        beats.join()

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -30,7 +29,7 @@ from projections.proofs import Proof, prove_part, take_snapshot
 from projections.registry import ProjectionRegistry
 from projections.storage import snapshot_store
 from workers.certify import Certifier
-from workers.job_worker import JobWorker, LeaseLostError, default_worker_id
+from workers.job_worker import JobWorker, LeaseLostError, default_worker_id, lease_kept
 from workers.policy import ErasurePolicy
 from workers.replay import live_digests, replay_digests
 
@@ -69,32 +68,16 @@ class RebuildWorker(JobWorker):
             self._record_failure(job, e)
         return True
 
-    @contextlib.contextmanager
-    def _keep_lease(self, job_id: uuid.UUID) -> Iterator[None]:
+    def _keep_lease(self, job_id: uuid.UUID) -> contextlib.AbstractContextManager[None]:
         """Renew the lease on ``job_id`` from a thread of its own while the block runs."""
-        done = threading.Event()
-        beats = threading.Thread(
-            target=self._beat, args=(job_id, done), name=f"lease {job_id}", daemon=True
-        )
-        beats.start()
-        try:
-            yield
-        finally:
-            done.set()
-            beats.join()
 
-    def _beat(self, job_id: uuid.UUID, done: threading.Event) -> None:
-        while not done.wait(self.policy.heartbeat.total_seconds()):
-            try:
-                with self.store.transaction() as tx:
-                    held = job_queue.heartbeat(
-                        tx.connection, job_id, self.worker_id, self.clock(), self.policy.lease
-                    )
-            except Exception:  # a missed beat is retried; three in a row lose the lease
-                log.warning("could not renew the lease on job %s", job_id, exc_info=True)
-                continue
-            if not held:  # finished meanwhile, or taken over: nothing left to keep
-                return
+        def renew() -> bool:
+            with self.store.transaction() as tx:
+                return job_queue.heartbeat(
+                    tx.connection, job_id, self.worker_id, self.clock(), self.policy.lease
+                )
+
+        return lease_kept(renew, self.policy.heartbeat.total_seconds(), f"job {job_id}")
 
     def _process(self, job: Any) -> None:
         projection = self.projections.named(job.projection)

@@ -25,6 +25,7 @@ from workers.job_worker import default_worker_id
 from workers.keys import rotate_keks
 from workers.maintenance import RetentionPolicy, flag_overdue, reap_leases, sweep_retention
 from workers.policy import KeyPolicy
+from workers.snapshots import SnapshotBuilder
 from workers.webhooks import Webhook
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,8 @@ class Maintenance:
     overdue_webhook: Webhook | None = None
     #: Selective forgetting (off unless OBLIVIO_RETRIEVAL_CAPACITY is set).
     archiver: Archiver | None = None
+    #: Enqueues the snapshot builds that are due (workers.snapshots).
+    snapshots: SnapshotBuilder | None = None
 
 
 TASKS: Mapping[str, Callable[[Maintenance], object]] = {
@@ -60,6 +63,7 @@ TASKS: Mapping[str, Callable[[Maintenance], object]] = {
         m.store, m.clock, None if m.overdue_webhook is None else m.overdue_webhook.deliver
     ),
     "archiving": lambda m: None if m.archiver is None else m.archiver.run(),
+    "snapshot_builds": lambda m: None if m.snapshots is None else m.snapshots.enqueue_due(),
 }
 
 DEFAULT_INTERVALS: Mapping[str, timedelta] = {
@@ -68,6 +72,7 @@ DEFAULT_INTERVALS: Mapping[str, timedelta] = {
     "kek_rotation": timedelta(hours=6),
     "overdue_watchdog": timedelta(minutes=5),
     "archiving": timedelta(hours=1),
+    "snapshot_builds": timedelta(minutes=1),
 }
 
 #: Every job is an idempotent pass: one that is late (a busy machine, a long pass before

@@ -17,6 +17,7 @@ from workers.projector import ProjectionRunner
 from workers.rebuild import RebuildWorker
 from workers.reembed import VectorRebuilder
 from workers.scheduler import Maintenance, start_scheduler
+from workers.snapshots import SnapshotBuilder
 from workers.updates import LikelyUpdateWorker
 
 log = logging.getLogger(__name__)
@@ -37,12 +38,14 @@ class WorkerService:
         extraction: ExtractionWorker | None = None,
         updates: LikelyUpdateWorker | None = None,
         reembedder: VectorRebuilder | None = None,
+        snapshots: SnapshotBuilder | None = None,
     ) -> None:
         self.runner = runner
         self.extraction = extraction
         self.updates = updates
         self.rebuilder = rebuilder
         self.reembedder = reembedder
+        self.snapshots = snapshots
         self.maintenance = maintenance
         self.poll_interval = poll_interval
         self._stop = threading.Event()
@@ -71,6 +74,11 @@ class WorkerService:
             self._spawn(
                 "vector-rebuilder",
                 lambda: reembedder.run_forever(self._stop, self.poll_interval),
+            )
+        snapshots = self.snapshots
+        if snapshots is not None:
+            self._spawn(
+                "snapshot-builder", lambda: snapshots.run_forever(self._stop, self.poll_interval)
             )
         if self.maintenance is not None:
             self._scheduler = start_scheduler(self.maintenance)

@@ -25,6 +25,7 @@ from workers.extraction import ExtractionWorker
 from workers.projector import ProjectionRunner
 from workers.rebuild import RebuildWorker
 from workers.reembed import VectorRebuilder
+from workers.snapshots import SnapshotBuilder
 from workers.updates import LikelyUpdateWorker
 
 DEFAULT_CONSISTENCY_TIMEOUT = 10.0
@@ -45,6 +46,8 @@ class MemoryContext:
     clock: Callable[[], datetime]
     eraser: Eraser
     rebuilder: RebuildWorker
+    #: Snapshot builds in the background, so a first certified delete replays a part.
+    snapshots: SnapshotBuilder
     #: Re-embedding jobs (``oblivio rebuild vectors``): start, watch, work on them.
     reembedder: VectorRebuilder
     certifier: Certifier

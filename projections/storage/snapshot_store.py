@@ -19,7 +19,9 @@ from projections.storage.tables import erased_parts, projection_proofs, projecti
 #: Buckets a snapshot's items are spread over by anchor: a proof reads and rewrites
 #: the buckets its part reaches (a few), and the header names every bucket's digest.
 BUCKETS = 256
-_HEADER = -1
+#: The bucket number of a snapshot's header row.
+HEADER_BUCKET = -1
+_HEADER = HEADER_BUCKET
 _ANCHOR, _DIGEST = 16, 32
 
 #: An item of derived state: the id that places it in a part, and its digest.
@@ -104,20 +106,67 @@ class SnapshotStore:
             "part_seq": header.part_seq,
             "buckets": {str(b): d for b, d in sorted(header.buckets.items())},
         }
-        rows = [(_HEADER, json.dumps(plain, separators=(",", ":")).encode())]
-        rows += [(b, _pack(items)) for b, items in sorted(buckets.items()) if items]
+        header_row = self._row(projection, _HEADER, json.dumps(plain, separators=(",", ":")))
         self.conn.execute(
             table.insert(),
             [
-                {
-                    "stream_id": self.stream_id,
-                    "projection": projection,
-                    "bucket": b,
-                    "sealed": self.cipher.seal("snapshot", _row_id(projection, b), blob),
-                }
-                for b, blob in rows
+                header_row | {"stream_version": header.stream_version},
+                *(
+                    self._row(projection, b, _pack(items)) | {"stream_version": None}
+                    for b, items in sorted(buckets.items())
+                    if items
+                ),
             ],
         )
+
+    def _row(self, projection: str, bucket: int, blob: bytes | str) -> dict[str, Any]:
+        plain = blob.encode() if isinstance(blob, str) else blob
+        return {
+            "stream_id": self.stream_id,
+            "projection": projection,
+            "bucket": bucket,
+            "sealed": self.cipher.seal("snapshot", _row_id(projection, bucket), plain),
+        }
+
+    def drop_items(self, anchors: Collection[uuid.UUID]) -> None:
+        """Take the items anchored in ``anchors`` out of every snapshot of the stream.
+
+        An erasure calls it with the part it re-derived, in its own transaction,
+        so no snapshot holds an item of erased content once the erasure returns.
+        The headers stay as they are: they name the replay the snapshot came
+        from, and the proof that follows re-digests every bucket the part
+        reaches (``projections.proofs.prove_part``) from the items left here
+        and its own replay.
+        """
+        touched = sorted({bucket_of(a) for a in anchors})
+        if not touched:
+            return
+        table = projection_snapshots
+        query = sa.select(table.c.projection, table.c.bucket, table.c.sealed).where(
+            table.c.stream_id == self.stream_id, table.c.bucket.in_(touched)
+        )
+        dropped = set(anchors)
+        for projection, bucket, sealed in list(self.conn.execute(query)):
+            items = _unpack(self.cipher.open("snapshot", _row_id(projection, bucket), sealed))
+            kept = [item for item in items if item[0] not in dropped]
+            if len(kept) == len(items):
+                continue
+            row = sa.and_(
+                table.c.stream_id == self.stream_id,
+                table.c.projection == projection,
+                table.c.bucket == bucket,
+            )
+            if kept:
+                sealed_kept = self._row(projection, bucket, _pack(kept))["sealed"]
+                self.conn.execute(table.update().where(row).values(sealed=sealed_kept))
+            else:
+                self.conn.execute(table.delete().where(row))
+
+    def drop_all(self) -> None:
+        """Every snapshot of the stream (an erasure that rebuilt it whole: the next proof
+        replays it whole and takes a new one)."""
+        table = projection_snapshots
+        self.conn.execute(table.delete().where(table.c.stream_id == self.stream_id))
 
     def _rows(self, projection: str, buckets: list[int]) -> dict[int, bytes]:
         table = projection_snapshots
@@ -134,10 +183,16 @@ class SnapshotStore:
     # -- erased parts ----------------------------------------------------------
 
     def add_part(self, events: Collection[uuid.UUID] | None, nodes: Collection[uuid.UUID]) -> None:
-        """Record what an erasure changed; ``events=None``: it rebuilt the whole stream."""
+        """Record what an erasure changed; ``events=None``: it rebuilt the whole stream.
+
+        What the erasure changed leaves the snapshots with it (``drop_items``,
+        ``drop_all``): a snapshot never holds erased content."""
         seq = self.last_seq() + 1
         sealed = None
-        if events is not None:
+        if events is None:
+            self.drop_all()
+        else:
+            self.drop_items({*events, *nodes})
             plain = {"events": sorted(map(str, events)), "nodes": sorted(map(str, nodes))}
             text = json.dumps(plain, separators=(",", ":")).encode()
             sealed = self.cipher.seal("erased-part", seq.to_bytes(8, "big"), text)

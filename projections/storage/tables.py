@@ -315,7 +315,10 @@ graph_backfills = sa.Table(
 # one id that places it in a part (an event or node id), in buckets by that id so a
 # proof reads and rewrites only the buckets its part reaches; bucket -1 is the
 # header (position, bucket digests).  Sealed under the subject's key: forget
-# destroys the key and deletes the rows.
+# destroys the key and deletes the rows.  The header row also names, in the clear,
+# the stream version its replay covers (``streams.version`` is clear too): the
+# background build (projections.storage.snapshot_jobs) finds the streams whose
+# history grew past its threshold since their snapshot without opening any.
 projection_snapshots = sa.Table(
     "projection_snapshots",
     metadata,
@@ -323,6 +326,7 @@ projection_snapshots = sa.Table(
     sa.Column("projection", sa.String(64), primary_key=True),
     sa.Column("bucket", sa.Integer, primary_key=True),
     sa.Column("sealed", sa.LargeBinary, nullable=False),
+    sa.Column("stream_version", sa.BigInteger, nullable=True),
     sqlite_with_rowid=False,
 )
 

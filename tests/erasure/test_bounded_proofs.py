@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 import uuid
 from contextlib import closing
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -150,7 +151,12 @@ def _snapshotted_subject(client: MemoryClient) -> list[bytes]:
     events = [client.store(text, user_id=ALICE) for text in texts]
     client.put_item("canary-item", f"Item canary {marker('item')}", user_id=ALICE)
     client.replay_comparison(user_id=ALICE)
-    _certified(client, events[0])
+    # Built in the background's way first (workers.snapshots), then moved by two proofs.
+    builder = client.context.snapshots
+    builder.policy = replace(builder.policy, every=3)
+    builder.enqueue_due()
+    assert builder.run_pending() == len(client.context.projections)
+    assert {p["proof"]["replayed"] for p in _certified(client, events[0]).values()} == {"part"}
     proofs = _certified(client, events[1])
     assert {p["proof"]["replayed"] for p in proofs.values()} == {"part"}
     stream_id = stream_id_of(client, ALICE)

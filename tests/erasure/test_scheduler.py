@@ -38,6 +38,7 @@ def maintenance_for(client: MemoryClient, owner: str) -> Maintenance:
         key_policy=KeyPolicy(),
         clock=ctx.clock,
         owner=owner,
+        snapshots=ctx.snapshots,
     )
 
 
@@ -134,7 +135,8 @@ def test_an_idle_pass_logs_nothing_at_info_and_work_is_still_logged(
 
 def test_the_idle_periodic_tasks_find_nothing_to_report(open_client: Opener) -> None:
     maintenance = maintenance_for(open_client(), "proc-idle")
-    for task in ("lease_reaper", "retention_sweep", "kek_rotation", "overdue_watchdog"):
+    tasks = ("lease_reaper", "retention_sweep", "kek_rotation", "overdue_watchdog")
+    for task in (*tasks, "snapshot_builds"):
         assert not scheduler.TASKS[task](maintenance), task
 
 
