@@ -2,7 +2,7 @@
 
 Some migrations add state that only the encrypted log holds (pj0008: which
 event touched which node, and the item rows; pj0010: effective times;
-pj_time_1: the items' effective order).  SQL cannot derive it, so they mark
+pj0012: the items' effective order).  SQL cannot derive it, so they mark
 every affected stream in ``memory_graph_backfills``, and the stream's graph is
 rebuilt from the log under its lock: on its first item operation, its next
 ``delete_event`` (see projections.graph), or for every marked stream at once

@@ -12,8 +12,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "pj_snapshots_1"
-down_revision = "pj0011"
+revision = "pj0013"
+down_revision = "pj0012"
 
 
 def upgrade() -> None:

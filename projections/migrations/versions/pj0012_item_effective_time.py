@@ -16,7 +16,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "pj_time_1"
+revision = "pj0012"
 down_revision = "pj0011"
 
 
