@@ -130,10 +130,11 @@ def _build_token_statement() -> sa.Select[tuple[object, ...]]:
     last_event = sa.and_(
         events.c.stream_id == stream.c.stream_id, events.c.version == stream.c.version
     )
-    marked = sa.exists().where(graph_backfills.c.stream_id == stream.c.stream_id)
+    # A join, not a correlated EXISTS: Citus plans no correlated subquery over a
+    # FROM that holds a subquery, and the mark is at most one row (its key).
     return sa.select(
         stream,
-        marked.label("graph_marked"),
+        graph_backfills.c.stream_id.is_not(None).label("graph_marked"),
         erasures.scalar_subquery().label("erasures"),
         rebuilds.scalar_subquery().label("rebuilds"),
         checkpoints.c.commit_group.label("checkpoint_group"),
@@ -145,6 +146,7 @@ def _build_token_statement() -> sa.Select[tuple[object, ...]]:
         stream.outerjoin(checkpoints, checkpoint)
         .outerjoin(events, last_event)
         .outerjoin(subject_embedders, subject_embedders.c.stream_id == stream.c.stream_id)
+        .outerjoin(graph_backfills, graph_backfills.c.stream_id == stream.c.stream_id)
     )
 
 
