@@ -130,10 +130,10 @@ def _build_token_statement() -> sa.Select[tuple[object, ...]]:
     last_event = sa.and_(
         events.c.stream_id == stream.c.stream_id, events.c.version == stream.c.version
     )
-    marked = sa.exists().where(graph_backfills.c.stream_id == stream.c.stream_id)
     return sa.select(
         stream,
-        marked.label("graph_marked"),
+        # Joined, not a correlated EXISTS: Citus plans no correlated subquery here.
+        graph_backfills.c.stream_id.label("marked_stream"),
         erasures.scalar_subquery().label("erasures"),
         rebuilds.scalar_subquery().label("rebuilds"),
         checkpoints.c.commit_group.label("checkpoint_group"),
@@ -145,6 +145,7 @@ def _build_token_statement() -> sa.Select[tuple[object, ...]]:
         stream.outerjoin(checkpoints, checkpoint)
         .outerjoin(events, last_event)
         .outerjoin(subject_embedders, subject_embedders.c.stream_id == stream.c.stream_id)
+        .outerjoin(graph_backfills, graph_backfills.c.stream_id == stream.c.stream_id)
     )
 
 
@@ -180,7 +181,7 @@ def state_token(
         rebuilds=row.rebuilds,
         vector_mark=_vector_mark(row, last),
         embedder=row.embedder,
-        graph_marked=bool(row.graph_marked),
+        graph_marked=row.marked_stream is not None,
         last_event=last,
     )
 
