@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from oblivio import MemoryClient
+from oblivio.bootstrap import migrate
 from oblivio.settings import Settings
 from oblivio_bench import time_filters as tf
 from oblivio_bench.figures import percentile
@@ -37,7 +38,9 @@ def settings_for(target: str) -> Settings:
     data = Path(tempfile.mkdtemp())
     if target == "sqlite":
         return Settings(data_dir=data)
-    return Settings(data_dir=data, database_url=target, keyring_path=data / "keyring.json")
+    settings = Settings(data_dir=data, database_url=target, keyring_path=data / "keyring.json")
+    migrate(settings)  # a server's schema is upgraded by the operator, not on open
+    return settings
 
 
 def main(target: str, rounds: int) -> None:
