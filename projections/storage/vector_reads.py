@@ -130,11 +130,10 @@ def _build_token_statement() -> sa.Select[tuple[object, ...]]:
     last_event = sa.and_(
         events.c.stream_id == stream.c.stream_id, events.c.version == stream.c.version
     )
-    # A join, not a correlated EXISTS: Citus plans no correlated subquery over a
-    # FROM that holds a subquery, and the mark is at most one row (its key).
     return sa.select(
         stream,
-        graph_backfills.c.stream_id.is_not(None).label("graph_marked"),
+        # Joined, not a correlated EXISTS: Citus plans no correlated subquery here.
+        graph_backfills.c.stream_id.label("marked_stream"),
         erasures.scalar_subquery().label("erasures"),
         rebuilds.scalar_subquery().label("rebuilds"),
         checkpoints.c.commit_group.label("checkpoint_group"),
@@ -182,7 +181,7 @@ def state_token(
         rebuilds=row.rebuilds,
         vector_mark=_vector_mark(row, last),
         embedder=row.embedder,
-        graph_marked=bool(row.graph_marked),
+        graph_marked=row.marked_stream is not None,
         last_event=last,
     )
 
