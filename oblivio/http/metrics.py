@@ -13,7 +13,7 @@ projections' lag, which every namespace shares, only a cluster-wide key.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -73,34 +73,34 @@ class StoreCollector(Collector):
                 "oblivio_projection_lag_events",
                 "Events in the log an asynchronous projection has not applied yet",
                 ["projection"],
-                {(p,): pending for p, pending in self.lag(self.ctx).items()},
+                [((p,), pending) for p, pending in self.lag(self.ctx).items()],
             )
         figures = erasure_figures(self.ctx)
         yield _gauge(
             "oblivio_erasure_requests",
             "Erasure requests by namespace and status",
             ["namespace", "status"],
-            figures.requests,
+            figures.requests.items(),
         )
         yield _gauge(
             "oblivio_rebuild_jobs",
             "Rebuild jobs of erasures by namespace and status",
             ["namespace", "status"],
-            figures.jobs,
+            figures.jobs.items(),
         )
         yield _gauge(
             "oblivio_erasure_requests_overdue",
             "Open erasure requests past their legal deadline, by namespace",
             ["namespace"],
-            {(namespace,): count for namespace, count in figures.overdue.items()},
+            [((namespace,), count) for namespace, count in figures.overdue.items()],
         )
 
 
 def _gauge(
-    name: str, documentation: str, labels: list[str], values: Mapping[tuple[str, ...], int]
+    name: str, documentation: str, labels: list[str], values: Iterable[tuple[Sequence[str], int]]
 ) -> GaugeMetricFamily:
     """A gauge with one sample per label values, in their order."""
     gauge = GaugeMetricFamily(name, documentation, labels=labels)
-    for label_values, count in sorted(values.items()):
+    for label_values, count in sorted(values, key=lambda sample: tuple(sample[0])):
         gauge.add_metric(list(label_values), count)
     return gauge
