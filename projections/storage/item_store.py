@@ -38,7 +38,11 @@ class ItemStore:
     ) -> Iterator[list[ItemRow]]:
         """Every item of a stream (or those of the ``wanted`` keyed hashes: one range of
         the primary key each), as its revisions (oldest first), in item order."""
-        query = _stream_revisions(stream_id)
+        query = (
+            sa.select(items)
+            .where(items.c.stream_id == stream_id)
+            .order_by(items.c.item, items.c.version)
+        )
         if wanted is not None:
             query = query.where(items.c.item.in_(list(wanted)))
         for _, rows in groupby(self.conn.execute(query), key=lambda r: r.item):
@@ -86,13 +90,11 @@ class ItemStore:
     ) -> list[dict[str, Any]]:
         """A stream's rows (of these revisions only, if given) as plain values, for its
         state digest."""
-        query = _stream_revisions(stream_id)
+        query = (
+            sa.select(items)
+            .where(items.c.stream_id == stream_id)
+            .order_by(items.c.item, items.c.version)
+        )
         if event_ids is not None:
             query = query.where(items.c.event_id.in_(list(event_ids)))
         return [dict(row._mapping) for row in self.conn.execute(query)]
-
-
-def _stream_revisions(stream_id: int) -> sa.Select[Any]:
-    """A stream's item revisions in primary-key order: item, then version."""
-    query = sa.select(items).where(items.c.stream_id == stream_id)
-    return query.order_by(items.c.item, items.c.version)
