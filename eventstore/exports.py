@@ -93,13 +93,7 @@ def _genesis(event: RecordedEvent) -> bytes:
 
 def entry_line(event: RecordedEvent) -> dict[str, Any]:
     """An audit entry as an export line holds it, without its chain link."""
-    return {
-        "event_id": str(event.event_id),
-        "version": event.version,
-        "type": event.type,
-        "schema_version": event.schema_version,
-        "recorded_at": event.recorded_at.isoformat(),
-        "digest": event.digest.hex(),
+    return _gap(event) | {
         "chain_hash": event.chain_hash.hex(),
         "namespace": _namespace(event),
         "entry": event.data,

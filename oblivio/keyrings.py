@@ -19,18 +19,14 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
-from sqlalchemy.engine import make_url
-
 from eventstore.backends.port import Backend
 from eventstore.errors import KeyUnavailableError
-from eventstore.identity import holds_streams, read_store_id, store_id
+from eventstore.identity import holds_streams, look_up_store, store_id
 from eventstore.keys import KeyringFile, move_keyring
 from oblivio.settings import Settings
 
@@ -230,50 +226,13 @@ def _keyring_entry(path: Path) -> KeyringEntry:
 
 
 def _store_state(database: str, identity: str) -> tuple[str, str]:
-    url = make_url(database)
-    if url.get_backend_name() != "sqlite":
-        return _server_store_state(database, identity)
-    path = Path(url.database or "")
-    if not path.is_file():
-        return "orphaned", f"no database at {path}"
-    try:
-        found = _sqlite_store_id(path)
-    except (sa.exc.DBAPIError, ValueError) as e:
-        return "orphaned", f"{path} is not an oblivio database ({e})"
-    return _compare(found, identity, str(path))
-
-
-def _sqlite_store_id(path: Path) -> str | None:
-    # Read-only: listing keyrings must not touch a store, not even its WAL.
-    def read_only() -> sqlite3.Connection:
-        return sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
-
-    engine = sa.create_engine("sqlite://", creator=read_only, poolclass=sa.pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            found = read_store_id(conn)
-    finally:
-        engine.dispose()
-    return None if found is None else str(found)
-
-
-def _server_store_state(database: str, identity: str) -> tuple[str, str]:
-    """A PostgreSQL store: asked with the credentials of the environment (PGPASSWORD, …)."""
-    from eventstore.backends.postgres import normalise_postgres_url
-
-    engine = sa.create_engine(normalise_postgres_url(database), connect_args={"connect_timeout": 5})
-    try:
-        with engine.connect() as conn:
-            found = read_store_id(conn)
-    except sa.exc.OperationalError as e:
-        if "does not exist" in str(e):
-            return "orphaned", "the database does not exist any more"
-        return "unknown", "the database server cannot be reached from here"
-    except sa.exc.ProgrammingError:
-        return "orphaned", "the database holds no oblivio store"
-    finally:
-        engine.dispose()
-    return _compare(None if found is None else str(found), identity, "the database")
+    found = look_up_store(database)
+    if found.state == "gone":
+        return "orphaned", found.detail
+    if found.state == "unreachable":
+        return "unknown", found.detail
+    store = None if found.store_id is None else str(found.store_id)
+    return _compare(store, identity, found.detail)
 
 
 def _compare(found: str | None, identity: str, where: str) -> tuple[str, str]:

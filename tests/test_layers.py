@@ -114,3 +114,31 @@ def test_one_module_writes_job_leases() -> None:
                 if isinstance(node, ast.keyword) and node.arg == "lease_expires_at":
                     writers.append(str(path.relative_to(ROOT)))
     assert set(writers) == {"eventstore/leased_work.py"}
+
+
+def runtime_imports(path: Path) -> set[str]:
+    """The modules ``path`` imports when it runs (not those under ``if TYPE_CHECKING``)."""
+    found: set[str] = set()
+    pending: list[ast.AST] = [tree(path)]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            pending.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+        pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def test_the_application_package_touches_no_sqlalchemy() -> None:
+    """DESIGN §1: SQL is the log's, the projection tables' and appdata's; the application
+    (``oblivio/``) reaches a database only through them (types aside)."""
+    touching = sorted(
+        str(path.relative_to(ROOT))
+        for path in modules("oblivio")
+        if any(m.split(".")[0] == "sqlalchemy" for m in runtime_imports(path))
+    )
+    assert touching == []

@@ -11,7 +11,7 @@ history and logs keep); the pages show the pseudonymous subject reference.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Form, Query, Request
@@ -213,52 +213,50 @@ def change_state(
 # -- the register -----------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class RegisterQuery:
+    """The register page's filters (query parameters of the page and its export)."""
+
+    kind: str = ""
+    status: str = ""
+    overdue: bool = False
+
+    def chosen(self) -> dict[str, Any]:
+        """As ``oblivio.memory.dpo`` takes them (an empty choice is none)."""
+        return {
+            "kind": self.kind or None,
+            "status": self.status or None,
+            "overdue_only": self.overdue,
+        }
+
+
+Register = Annotated[RegisterQuery, Depends()]
+
+
 @router.get("/register")
 def register_page(
     request: Request,
     who: Who,
-    kind: str = "",
-    status: str = "",
-    overdue: bool = False,
+    wanted: Register,
     page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
 ) -> Response:
     allow(who, "operator", "auditor")
-    listing = dpo.register(
-        _served(request, who),
-        kind=kind or None,
-        status=status or None,
-        overdue_only=overdue,
-        page=page,
-    )
-    filters = {"kind": kind, "status": status, "overdue": overdue}
+    listing = dpo.register(_served(request, who), page=page, **wanted.chosen())
     return render(
         request,
         "register.html",
         who,
         listing=listing,
-        filters=filters,
+        filters=asdict(wanted),
         kinds=rights.REQUEST_KINDS,
         statuses=rights.REQUEST_STATUSES,
     )
 
 
 @router.get("/register/export")
-def register_export(
-    request: Request,
-    who: Who,
-    format: str = "csv",
-    kind: str = "",
-    status: str = "",
-    overdue: bool = False,
-) -> Response:
+def register_export(request: Request, who: Who, wanted: Register, format: str = "csv") -> Response:
     allow(who, "operator", "auditor")
-    text = dpo.export_register(
-        _served(request, who),
-        format=format,
-        kind=kind or None,
-        status=status or None,
-        overdue_only=overdue,
-    )
+    text = dpo.export_register(_served(request, who), format=format, **wanted.chosen())
     media = "text/csv" if format == "csv" else "application/json"
     return secured(
         Response(

@@ -10,20 +10,25 @@ hashed on the server.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Query, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, StringConstraints
 
+from appdata.apikeys import Principal
 from eventstore import subject_rights as rights
 from oblivio.http import schemas as s
 from oblivio.http.auth import Auditor, Ctx, Operator, acting_actor
 from oblivio.http.compliance_routes import STILL_ERASING, erasure_response
 from oblivio.http.errors import problem_responses
 from oblivio.memory import dpo
+from oblivio.memory.context import MemoryContext
+
+T = TypeVar("T")
 
 router = APIRouter(
     prefix="/v1/dpo",
@@ -149,35 +154,43 @@ def forget_for(body: ForgetForRequest, ctx: Ctx, who: Operator) -> JSONResponse:
     return erasure_response(s.ErasureOut.of(status))
 
 
+def _for_person(
+    operation: Callable[..., T],
+    body: ActionRequest,
+    ctx: MemoryContext,
+    who: Principal,
+    **more: Any,
+) -> T:
+    """``operation`` of ``oblivio.memory.dpo`` on the body's person and reference, by the
+    acting key."""
+    return operation(
+        ctx, body.user_id, reference=body.reference, actor_id=acting_actor(who), **more
+    )
+
+
 @router.post("/people/restrict", response_model=RegisterEntryOut)
 def restrict(body: RestrictRequest, ctx: Ctx, who: Operator) -> RegisterEntryOut:
     """Restrict processing of a person (Art. 18)."""
-    entry = dpo.restrict(
-        ctx, body.user_id, ground=body.ground, reference=body.reference, actor_id=acting_actor(who)
-    )
-    return _entry(entry)
+    return _entry(_for_person(dpo.restrict, body, ctx, who, ground=body.ground))
 
 
 @router.post("/people/lift-restriction", status_code=204)
 def lift_restriction(body: ActionRequest, ctx: Ctx, who: Operator) -> Response:
     """End a person's restriction of processing."""
-    dpo.lift_restriction(ctx, body.user_id, reference=body.reference, actor_id=acting_actor(who))
+    _for_person(dpo.lift_restriction, body, ctx, who)
     return Response(status_code=204)
 
 
 @router.post("/people/hold", status_code=201)
 def place_hold(body: HoldRequest, ctx: Ctx, who: Operator) -> dict[str, Any]:
     """Place a legal hold (Art. 17(3)) on a person's data."""
-    hold = dpo.place_hold(
-        ctx, body.user_id, ground=body.ground, reference=body.reference, actor_id=acting_actor(who)
-    )
-    return asdict(hold)
+    return asdict(_for_person(dpo.place_hold, body, ctx, who, ground=body.ground))
 
 
 @router.post("/people/lift-hold", status_code=204)
 def lift_hold(body: ActionRequest, ctx: Ctx, who: Operator) -> Response:
     """Lift a person's legal hold; refused erasures can then be run again."""
-    dpo.lift_hold(ctx, body.user_id, reference=body.reference, actor_id=acting_actor(who))
+    _for_person(dpo.lift_hold, body, ctx, who)
     return Response(status_code=204)
 
 

@@ -13,7 +13,7 @@ projections' lag, which every namespace shares, only a cluster-wide key.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -69,34 +69,38 @@ class StoreCollector(Collector):
         if self.ctx is None:  # an app built only to publish its OpenAPI document
             return
         if self.lag is not None:
-            lag = GaugeMetricFamily(
+            yield _gauge(
                 "oblivio_projection_lag_events",
                 "Events in the log an asynchronous projection has not applied yet",
-                labels=["projection"],
+                ["projection"],
+                [((p,), pending) for p, pending in self.lag(self.ctx).items()],
             )
-            for projection, pending in self.lag(self.ctx).items():
-                lag.add_metric([projection], pending)
-            yield lag
         figures = erasure_figures(self.ctx)
-        requests = GaugeMetricFamily(
+        yield _gauge(
             "oblivio_erasure_requests",
             "Erasure requests by namespace and status",
-            labels=["namespace", "status"],
+            ["namespace", "status"],
+            figures.requests.items(),
         )
-        for labels, count in sorted(figures.requests.items()):
-            requests.add_metric(list(labels), count)
-        jobs = GaugeMetricFamily(
+        yield _gauge(
             "oblivio_rebuild_jobs",
             "Rebuild jobs of erasures by namespace and status",
-            labels=["namespace", "status"],
+            ["namespace", "status"],
+            figures.jobs.items(),
         )
-        for labels, count in sorted(figures.jobs.items()):
-            jobs.add_metric(list(labels), count)
-        overdue = GaugeMetricFamily(
+        yield _gauge(
             "oblivio_erasure_requests_overdue",
             "Open erasure requests past their legal deadline, by namespace",
-            labels=["namespace"],
+            ["namespace"],
+            [((namespace,), count) for namespace, count in figures.overdue.items()],
         )
-        for namespace, count in sorted(figures.overdue.items()):
-            overdue.add_metric([namespace], count)
-        yield from (requests, jobs, overdue)
+
+
+def _gauge(
+    name: str, documentation: str, labels: list[str], values: Iterable[tuple[Sequence[str], int]]
+) -> GaugeMetricFamily:
+    """A gauge with one sample per label values, in their order."""
+    gauge = GaugeMetricFamily(name, documentation, labels=labels)
+    for label_values, count in sorted(values, key=lambda sample: tuple(sample[0])):
+        gauge.add_metric(list(label_values), count)
+    return gauge

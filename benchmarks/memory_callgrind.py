@@ -1,0 +1,81 @@
+"""A fixed embedded (SQLite) workload whose instruction count compares two trees.
+
+Under load, wall-clock A/B figures of ``oblivio bench memory`` move by tens of per cent
+from round to round; ``valgrind --tool=callgrind`` counts the instructions a run executes,
+which the load does not change.  Phases run cumulatively up to ``CG_UPTO`` (0: open and
+close only, 1: + ``CG_N`` stores, 2: + ``CG_N``/2 retrievals, 3: + ``CG_N``/2 ingests,
+4: + ``CG_N``/6 single-event deletes to their certificates, 5: + a forget), so the
+difference of two counts is one phase's cost.  ``CG_WITHOUT=1`` makes retrieval skip the
+likely-update wait and the Art. 18 check, to see what the rest of the path costs.
+
+Run it with each tree's interpreter, from a directory outside both trees::
+
+    CG_N=30 CG_UPTO=2 valgrind --tool=callgrind --callgrind-out-file=a.cg \\
+        /path/to/tree-a/.venv/bin/python benchmarks/memory_callgrind.py
+
+and read ``Collected : N`` at the end of valgrind's output.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+
+from oblivio import MemoryClient
+
+N = int(os.environ.get("CG_N", "60"))
+
+
+def store(m: MemoryClient) -> list[uuid.UUID]:
+    return [
+        m.store(
+            f"fact number {i} about living in town {i % 7} and liking tea {i % 5}", user_id="u1"
+        )
+        for i in range(N)
+    ]
+
+
+def retrieve(m: MemoryClient) -> None:
+    for i in range(N // 2):
+        m.retrieve(f"where does she live town {i % 7}", user_id="u1", limit=5)
+
+
+def ingest(m: MemoryClient) -> None:
+    for i in range(N // 2):
+        m.ingest(f"I live in town {i}. I like coffee {i}.", user_id="u2")
+
+
+def delete_events(m: MemoryClient, event_ids: list[uuid.UUID]) -> None:
+    for event_id in event_ids[: N // 6]:
+        m.delete_event(event_id, wait=True)
+
+
+def without_named_features() -> None:
+    from eventstore.store import EventStore
+    from oblivio.memory import queries
+
+    queries.wait_for_likely_updates = lambda ctx, user: None  # type: ignore[assignment]
+    EventStore.processing_restricted = lambda self, namespace, user: False  # type: ignore[method-assign]
+
+
+def main() -> None:
+    if os.environ.get("CG_WITHOUT"):
+        without_named_features()
+    upto = int(os.environ.get("CG_UPTO", "5"))
+    with tempfile.TemporaryDirectory() as d:
+        os.environ["OBLIVIO_KEYRING_DIR"] = os.path.join(d, "keys")
+        with MemoryClient(os.path.join(d, "data"), embedder="hashing") as m:
+            event_ids = store(m) if upto >= 1 else []
+            if upto >= 2:
+                retrieve(m)
+            if upto >= 3:
+                ingest(m)
+            if upto >= 4:
+                delete_events(m, event_ids)
+            if upto >= 5:
+                m.forget("u1", wait=True)
+
+
+if __name__ == "__main__":
+    main()
