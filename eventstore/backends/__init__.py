@@ -6,6 +6,10 @@ embedded default works without the ``postgres`` extra installed.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
+
+from sqlalchemy.engine import Connection
+
 from eventstore.backends.port import Backend
 from eventstore.errors import InvalidInputError
 
@@ -27,4 +31,16 @@ def create_backend(url: str) -> Backend:
     raise InvalidInputError("database URL must start with sqlite:/// or postgresql://")
 
 
-__all__ = ["Backend", "create_backend"]
+def sent_together(conn: Connection) -> AbstractContextManager[None]:
+    """A block of INSERTs whose results nobody reads, sent to the database in one round
+    trip where that saves waits: on PostgreSQL a pipeline
+    (:func:`eventstore.backends.postgres.pipelined`); SQLite runs in the process, and
+    its statements are not sent anywhere."""
+    if conn.dialect.name == "postgresql":
+        from eventstore.backends.postgres import pipelined
+
+        return pipelined(conn)
+    return nullcontext()
+
+
+__all__ = ["Backend", "create_backend", "sent_together"]

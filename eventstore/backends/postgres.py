@@ -325,6 +325,23 @@ class PostgresBackend(Backend):
 
 
 @contextmanager
+def pipelined(conn: Connection) -> Iterator[None]:
+    """Send the block's statements in one round trip: psycopg's pipeline mode.
+
+    Only for statements whose results nobody reads (plain INSERTs: SQLAlchemy
+    finds no rows to describe, as for any INSERT).  Each would otherwise wait
+    for the server in turn; here they go out together and the block's end
+    waits once for all of them.  An error of any of them is raised there, inside
+    the caller's transaction and error translation, and the transaction rolls
+    back as it would have.
+    """
+    driver = conn.connection.driver_connection
+    assert driver is not None  # a live pooled connection
+    with driver.pipeline():
+        yield
+
+
+@contextmanager
 def _binary_cursor(conn: Connection) -> Iterator[psycopg.Cursor[Any]]:
     """psycopg's own cursor, in binary mode, on the connection ``conn`` holds.
 

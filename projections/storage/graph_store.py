@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from eventstore import SubjectCipher
+from eventstore.backends import sent_together
 from eventstore.schema import events
 from projections.model import LifecycleState, Node, NodeType, Scope, SourceType
 from projections.storage.tables import (
@@ -133,15 +134,17 @@ class GraphStore:
             }
             for event_id, scope, recorded_at, _ in stored
         ]
-        self.conn.execute(_insert_source, sources)
         rows = [
             _node_values(cipher, node, ordinal)
             for *_, new_nodes in stored
             for ordinal, node in enumerate(new_nodes)
         ]
-        if rows:
-            self.conn.execute(_insert_node, rows)
-            self.conn.execute(_insert_directory, [_directory_entry(row) for row in rows])
+        # Three INSERTs that return nothing: one wait for the three on PostgreSQL.
+        with sent_together(self.conn):
+            self.conn.execute(_insert_source, sources)
+            if rows:
+                self.conn.execute(_insert_node, rows)
+                self.conn.execute(_insert_directory, [_directory_entry(row) for row in rows])
 
     def add_claim_nodes(
         self,
