@@ -59,7 +59,7 @@ from projections.scoring import AttractorProbe, ScoringConfig, TriggerProbe
 from projections.storage import graph_queries
 from projections.storage.graph_store import GraphStore, node_from_row
 from projections.storage.item_store import ItemStore
-from projections.storage.vector_reads import StateToken, event_versions
+from projections.storage.vector_reads import StateToken
 from projections.storage.vector_store import VectorStore
 
 Floats = npt.NDArray[np.float64]
@@ -507,9 +507,7 @@ def load_subject(
     """Read and decrypt one subject's embedded nodes, triggers and attractors; only the
     vectors of ``embedder`` (the state token's: vectors of two embedders never mix)."""
     store = VectorStore(conn)
-    versions = event_versions(conn, cipher.stream_id)
-    rows = store.node_vectors(cipher.stream_id, embedder)
-    rows.sort(key=lambda r: (versions[r.event_id], r.ordinal))  # store order
+    rows = store.node_vectors(cipher.stream_id, embedder)  # in store order
     nodes, vectors = _decrypted(cipher, rows)
     triggers, attractors = stream_probes(store, cipher)
     index = SubjectIndex(config, triggers, attractors)

@@ -195,10 +195,3 @@ def _vector_mark(row: sa.Row[object], last: LogCursor | None) -> LogCursor | Non
     if last is not None and checkpoint is not None and checkpoint >= last:
         return last  # caught up: later batches of other streams must not invalidate
     return checkpoint
-
-
-def event_versions(conn: Connection, stream_id: int) -> dict[object, int]:
-    """Event id → version of every event of a stream: the order the retrieval
-    index keeps the subject's nodes in (store order, whatever the clocks said)."""
-    query = sa.select(events.c.event_id, events.c.version).where(events.c.stream_id == stream_id)
-    return {row.event_id: row.version for row in conn.execute(query)}

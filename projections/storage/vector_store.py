@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from eventstore import SubjectCipher
+from eventstore.schema import events
 from projections.storage.graph_store import open_json, seal_json
 from projections.storage.tables import attractors, node_directory, nodes, triggers, vectors
 
@@ -20,17 +21,16 @@ from projections.storage.tables import attractors, node_directory, nodes, trigge
 # them from; the others go.  Both read the rows of the erased events' nodes only
 # (the vectors' key), and find a node in the graph through the node directory
 # (memory_nodes has no index by node id): their cost does not grow with the stream.
+#: A vector's node in the graph, once its directory entry is found: by the node's key.
+_vector_node = sa.and_(
+    nodes.c.stream_id == vectors.c.stream_id,
+    nodes.c.event_id == node_directory.c.event_id,
+    nodes.c.ordinal == node_directory.c.ordinal,
+)
 _graph_node = (
     sa.select(node_directory.c.event_id)
     .select_from(node_directory)
-    .join(
-        nodes,
-        sa.and_(
-            nodes.c.stream_id == vectors.c.stream_id,
-            nodes.c.event_id == node_directory.c.event_id,
-            nodes.c.ordinal == node_directory.c.ordinal,
-        ),
-    )
+    .join(nodes, _vector_node)
     .where(node_directory.c.node_id == vectors.c.node_id)
 )
 _erased_vectors = sa.and_(
@@ -83,6 +83,29 @@ _event_node_vectors = (
 )
 
 
+# Built once: a subject's nodes with their vectors, in store order, for the retrieval
+# index.  Whichever of the stream's nodes or vectors the database reads first (by
+# their key's prefix, the stream), every other row is found by its key: the node's
+# directory entry by node id, the node by (stream, event, ordinal), the vector by
+# (stream, node id), the event by its id; so the cost is linear in the nodes on both
+# backends, whatever the planner knows.  The events give the order, sorted by the
+# database.  Joined only nodes to vectors, SQLite without table statistics read the
+# vectors first and the stream's nodes (no index by node id) once per vector: 23 s
+# for 5,000 nodes.
+_stream_node_vectors = (
+    sa.select(nodes, vectors.c.embedding, vectors.c.embedder)
+    .select_from(vectors)
+    .join(node_directory, node_directory.c.node_id == vectors.c.node_id)
+    .join(nodes, sa.and_(_vector_node, nodes.c.node_id == node_directory.c.node_id))
+    .join(
+        events,
+        sa.and_(events.c.stream_id == nodes.c.stream_id, events.c.event_id == nodes.c.event_id),
+    )
+    .where(vectors.c.stream_id == sa.bindparam("stream_id"))
+    .order_by(events.c.version, nodes.c.ordinal)
+)
+
+
 def pack_vector(values: Sequence[float]) -> bytes:
     return struct.pack(f"<{len(values)}f", *values)
 
@@ -126,19 +149,14 @@ class VectorStore:
 
     def node_vectors(self, stream_id: int, embedder: str | None = None) -> list[sa.Row[Any]]:
         """Node rows joined with their vectors of ``embedder`` (never two embedders' vectors:
-        they are not comparable); nodes not yet embedded are left out.  ``None``: a store
+        they are not comparable), in store order (the version of the event a node comes
+        from, then its ordinal); nodes not yet embedded are left out.  ``None``: a store
         that records no embedder, whose vectors all come from the process's own."""
-        joined = sa.and_(
-            vectors.c.stream_id == nodes.c.stream_id, vectors.c.node_id == nodes.c.node_id
-        )
-        if embedder is not None:
-            joined = sa.and_(joined, vectors.c.embedder == embedder)
-        query = (
-            sa.select(nodes, vectors.c.embedding, vectors.c.embedder)
-            .join(vectors, joined)
-            .where(nodes.c.stream_id == stream_id)
-        )
-        return list(self.conn.execute(query))
+        params: dict[str, Any] = {"stream_id": stream_id}
+        if embedder is None:
+            return list(self.conn.execute(_stream_node_vectors, params))
+        query = _stream_node_vectors.where(vectors.c.embedder == embedder)
+        return list(self.conn.execute(query, params))
 
     def event_node_vectors(
         self, stream_id: int, event_ids: Sequence[uuid.UUID], embedder: str | None = None

@@ -23,7 +23,7 @@ from projections.model import REINFORCEMENT_CAP, LifecycleState, Node
 from projections.retrieval_index import stream_probes
 from projections.scoring import AttractorProbe, ScoringConfig, TriggerProbe
 from projections.storage.graph_store import node_from_row
-from projections.storage.vector_store import VectorStore, unpack_vector
+from projections.storage.vector_store import VectorStore, _stream_node_vectors, unpack_vector
 from tests.memory._support import events_of_type, remember
 from tests.memory.conftest import Opener
 
@@ -472,3 +472,35 @@ def test_the_cache_keeps_at_most_its_node_budget(reopen: Opener) -> None:
     # dave (4 > 3) is scored but never kept.
     assert sizes == [2, 3, 3, 2, 2]
     assert cache.subjects == [queries.cache_key(memory.context, "alice")]
+
+
+def test_a_subjects_nodes_and_vectors_are_read_in_store_order_by_key_lookups(
+    memory: MemoryClient,
+) -> None:
+    """The index's load reads the stream's nodes by their key and finds each one's event
+    and vector by key: its cost is linear in the nodes whatever the planner knows (on
+    SQLite, without table statistics, a join of nodes to vectors alone read the stream's
+    nodes once per vector)."""
+    events = [memory.store(f"Memory number {i}", user_id="order") for i in range(6)]
+    memory.retrieve("memory", user_id="order")  # vectors caught up
+    ctx = memory.context
+    head = ctx.store.head(ctx.namespace, "order")
+    assert head is not None
+    with ctx.store.reading() as view:
+        rows = VectorStore(view.connection).node_vectors(head.stream.stream_id)
+        if view.connection.dialect.name == "sqlite":
+            statement = _stream_node_vectors.compile(view.connection)
+            plan = " | ".join(
+                str(step[-1])
+                for step in view.connection.exec_driver_sql(
+                    f"EXPLAIN QUERY PLAN {statement}",
+                    tuple(statement.construct_params({"stream_id": 1}).values()),
+                )
+            )
+            # The first table is read by the stream; every later one by a whole key.
+            later = plan.split(" | ")[1:]
+            assert all(
+                "(stream_id=?)" not in step for step in later if step.startswith("SEARCH")
+            ), plan
+            assert not any(step.startswith("SCAN") for step in later), plan
+    assert [r.event_id for r in rows] == events
