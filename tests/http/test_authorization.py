@@ -414,6 +414,9 @@ def registered(world: World, user: str) -> uuid.UUID:
 
 SPECS: dict[tuple[str, str], Spec] = {
     ("POST", "/v1/events"): by_user_body("POST", "/v1/events", content="I like tea"),
+    ("POST", "/v1/events:batch"): by_user_body(
+        "POST", "/v1/events:batch", memories=[{"content": "I like tea"}]
+    ),
     ("POST", "/v1/ingest"): by_user_body("POST", "/v1/ingest", message="I like tea"),
     ("GET", "/v1/events"): by_user_query("GET", "/v1/events"),
     ("GET", "/v1/events/{event_id}"): by_event("/v1/events/{event_id}"),
