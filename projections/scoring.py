@@ -91,7 +91,7 @@ class ScoringConfig:
     #: κ for the reply: the node right after a session turn that asked a question ("?").
     reply_context_weight: float = 0.8
     #: κ for the session's turns two away (often the same speaker going on); 0 is off.
-    distant_context_weight: float = 0.3
+    distant_context_weight: float = 0.6
     recency_half_life_days: float = 30.0
     #: α: how much each retrieval slows a memory's fading (see :func:`access_factor`); 0 is off.
     access_weight: float = 0.5

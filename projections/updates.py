@@ -47,8 +47,11 @@ from projections.claims.rules import RuleClaimExtractor, sentence_spans
 from projections.lexical import STOP_WORDS
 
 NAME = "oblivio.updates.en"
-#: 1: the rules of this module (see its docstring).
-VERSION = 1
+#: 1: the rules of this module (see its docstring).  2: a change verb that is denied,
+#: planned or someone else's ("I won't quit", "gonna start", "when you started"), a start
+#: long before ("years ago", "as a kid"), "new" of things added ("some new customers")
+#: and "now" of a state that goes on ("for a year now", "right now") are no change.
+VERSION = 2
 #: Below this confidence nothing is recorded.
 THRESHOLD = 0.5
 #: The least share of the earlier memory's words (by idf) that shared words must cover.
@@ -94,8 +97,17 @@ _ONE_OFF = re.compile(
     r"(?!\s+(?:mornings|afternoons|evenings|nights))\b)",
     re.IGNORECASE,
 )
+# A change long before (a start years ago, in childhood) is the history of a state that
+# still holds, not news since the earlier memory: "I started playing guitar five years ago".
+_LONG_AGO = re.compile(
+    r"\b(?:years\s+ago|decades?\s+ago|when\s+(?:i|we)\s+was\s+(?:a\s+)?(?:kid|child|young|little|"
+    r"teen\w*|small)|as\s+a\s+(?:kid|child|teen\w*)|since\s+(?:i|we)\s+w(?:as|ere)\s+(?:a\s+)?"
+    r"(?:kid|child|young|little|teen\w*|small))\b",
+    re.IGNORECASE,
+)
 _TENTATIVE = re.compile(
     r"\b(?:i'll|we'll|will|might|maybe|perhaps|thinking\s+(?:about|of)|considering|"
+    r"gonna|wanna|let's|"
     r"plan(?:ning)?\s+to|going\s+to|would|could|looked\s+at|read\s+(?:an?|about)|"
     r"stayed|stay|still|recommended|suggested)\b",
     re.IGNORECASE,
@@ -153,6 +165,17 @@ _PEOPLE = frozenset(
         "in-laws",
         "family",
     ]
+)
+# A change verb right after one of these did not happen, or has not yet: "I won't quit",
+# "don't give up", "never moved", "not gonna switch".
+_NOT_DONE = frozenset(
+    ["not", "never", "won't", "wont", "don't", "dont", "didn't", "can't", "cannot", "gonna"]
+)
+#: How many words before a change verb are looked at for :data:`_NOT_DONE`.
+_NOT_DONE_REACH = 3
+# Subjects that are neither the person nor what they own: "now you're helping others".
+_OTHER_SUBJECTS = frozenset(
+    ["you", "you're", "you've", "he", "he's", "she", "she's", "they", "they're", "it's"]
 )
 _SELF = frozenset({"i", "we", "i'm", "we're", "i've", "we've", "i'd", "i'll", "we'll"})
 _POSSESSIVE = frozenset({"my", "our"})
@@ -396,20 +419,72 @@ def _other_speaker(old_text: str, new_text: str) -> bool:
 def _change_cues(text: str, clauses: Sequence[_Clause]) -> list[str]:
     """What in the new memory says that something changed."""
     cues: list[str] = []
-    stems = _stemmer().stemWords([w for clause in clauses for w in clause.words])
-    strong = sorted({s for s in stems if s in _CHANGE_STEMS})
+    strong = sorted({s for clause in clauses for s in _done_changes(clause.words)})
     cues += [f"change_verb:{s}" for s in strong[:3]]
-    if _PARTICLES.search(text):
+    if any(not _not_done(_words(text[: m.start()])) for m in _PARTICLES.finditer(text)):
         cues.append("change_verb:phrasal")
-    markers = sorted({m.group(0).casefold() for m in _STATE_MARKERS.finditer(text)})
+    markers = sorted(
+        {m.group(0).casefold() for m in _STATE_MARKERS.finditer(text) if not _adds(text, m)}
+    )
     cues += [f"marker:{m}" for m in markers[:3]]
     return cues
+
+
+# "new" before a plural or after a quantity adds things ("some new customers", "new
+# pieces for my store"); it replaces one only in the singular ("my new number").
+_QUANTITY = re.compile(r"\b(?:some|any|many|more|few|several|lots\s+of|a\s+lot\s+of)\s+$", re.I)
+_PLURAL = re.compile(r"[a-z'-]*[^s'\W]s", re.IGNORECASE)
+
+
+# "now" after these is no news: "right now", "bye for now", "for a year now" (a state that
+# has held for a while), "now that …" is a reason.
+_STILL_NOW = re.compile(
+    r"\b(?:right|for|by|until|till|up\s+to|years?|months?|weeks?|days?|while|ages)\s+$",
+    re.IGNORECASE,
+)
+
+
+def _adds(text: str, marker: re.Match[str]) -> bool:
+    """Whether a state marker at ``marker`` says nothing was replaced: ``new`` of things
+    added (its noun, the next word or the one after a describing word, is plural, or a
+    quantity comes before it), or ``now`` of a state that goes on (:data:`_STILL_NOW`)."""
+    said = marker.group(0).casefold()
+    if said == "now":
+        before = text[: marker.start()]
+        return _STILL_NOW.search(before) is not None or text[marker.end() :].startswith(" that")
+    if said != "new":
+        return False
+    if _QUANTITY.search(text[: marker.start()]):
+        return True
+    following = _WORD.findall(text[marker.end() :])[:2]
+    if following and following[0].casefold() in STOP_WORDS:
+        return False
+    return any(_PLURAL.fullmatch(word) and word.casefold() not in STOP_WORDS for word in following)
+
+
+def _done_changes(words: list[str]) -> list[str]:
+    """The stems of the change verbs of a clause that say something changed (not
+    negated, not a plan: "I won't quit" changes nothing)."""
+    stems: list[str] = _stemmer().stemWords(words)
+    return [
+        stem
+        for place, stem in enumerate(stems)
+        if stem in _CHANGE_STEMS and not _not_done(words[max(0, place - _NOT_DONE_REACH) : place])
+    ]
+
+
+def _not_done(before: list[str]) -> bool:
+    """Whether the words just before a change verb say it did not happen (yet), or that
+    someone else did it ("when you started")."""
+    window = before[-_NOT_DONE_REACH:]
+    return bool(_NOT_DONE.intersection(window) or _OTHER_SUBJECTS.intersection(window))
 
 
 def _against_cues(text: str) -> list[str]:
     """What says the new memory is a one-off, a plan or a guess, or that nothing moved."""
     found = [f"one_off:{m.group(0).casefold()}" for m in _ONE_OFF.finditer(text)]
     found += [f"tentative:{m.group(0).casefold()}" for m in _TENTATIVE.finditer(text)]
+    found += [f"long_ago:{m.group(0).casefold()}" for m in _LONG_AGO.finditer(text)]
     if found and _STATE_MARKERS.search(text) and not _TENTATIVE.search(text):
         return []  # "on Saturdays now", "today I moved … for good": the marker outweighs
     return found
@@ -475,7 +550,7 @@ def _clause_about_them(clause: list[str], names: set[str], old_subject: tuple[st
     # a name the earlier memory does not know is somebody else.
     return (
         first[:1].isdigit()
-        or first in _WORDS_STARTING_FRAGMENTS
+        or (first in _WORDS_STARTING_FRAGMENTS and not _OTHER_SUBJECTS.intersection(clause[1:3]))
         or first.endswith("ed")
         or _stemmer().stemWord(first) in _CHANGE_STEMS  # "Sold the Corsa"
     )

@@ -67,7 +67,7 @@ def test_a_change_in_plain_words_comes_first_and_the_old_memory_right_below(
     assert decision is not None
     assert (decision.old_node_id, decision.new_node_id, decision.status) == (old, new, "open")
     assert decision.detector == "oblivio.updates.en"
-    assert decision.version == 1
+    assert decision.version == 2
     assert "change_verb:sold" in decision.cues
     assert 0.5 <= decision.confidence <= 1
     newer = memory.get_assertion_state(new, user_id=USER)
@@ -82,6 +82,11 @@ def test_a_change_in_plain_words_comes_first_and_the_old_memory_right_below(
         "My brother sold his scooter last week.",  # someone else
         "I borrowed a friend's car today to go to the office.",  # a one-off
         "I might sell the scooter one day.",  # a plan
+        "I won't ever sell the scooter, it gets me to the office.",  # a change denied
+        "I started riding a scooter to the office years ago.",  # long before, still so
+        "I got some new scooter stickers for the office.",  # things added, none replaced
+        "Now you're riding a scooter too!",  # the listener
+        "I have ridden a scooter to the office for a year now.",  # a state that goes on
     ],
 )
 def test_what_someone_else_does_a_one_off_or_a_plan_updates_nothing(
