@@ -206,10 +206,13 @@ def test_two_live_workers_never_do_the_same_job_however_long_it_takes(
 ) -> None:
     client = open_client()
     status = pending_deletion(client, "slow")
-    lease = timedelta(milliseconds=600)  # each job takes 2.5 leases
+    # Each job takes 2.5 leases.  The lease leaves its heartbeats (a third of it) room
+    # for a busy machine: at 600 ms, one beat held up 400 ms by the scheduler or
+    # SQLite's writer lock lost a live worker its lease at a load average of 8.
+    lease = timedelta(milliseconds=1500)
     slow = [worker_for(open_client(), name, lease, SlowWorker) for name in ("first", "second")]
     for worker in slow:
-        worker.work = 1.5
+        worker.work = 3.75
     stop = threading.Event()
     threads = [threading.Thread(target=w.run_forever, args=(stop, 0.05)) for w in slow]
     for thread in threads:
