@@ -2,14 +2,21 @@
 carries what the likely-update wait and the Art. 18 check need, so a consistent
 retrieve with nothing pending (warm index, vector state and detector past the
 caller's last write) sends that one statement and nothing else; a restriction
-still takes effect for the very next call, cache or not.  Both backends."""
+still takes effect for the very next call, cache or not.  Both backends and Citus."""
 
 from __future__ import annotations
 
 import re
 
+import pytest
+
 from oblivio import MemoryClient
+from tests.conftest import WITH_CITUS
 from tests.memory._support import statements
+from tests.memory.conftest import settings_of_backend
+
+# The token statement must plan on the Citus tier too: the ``memory`` fixture takes this.
+memory_settings = pytest.fixture(params=WITH_CITUS)(settings_of_backend)
 
 USER = "alice"
 FACTS = ("I keep basil on the kitchen windowsill.", "My favourite colour is green.")
