@@ -26,6 +26,7 @@ MALFORMED_UUIDS = ("not-a-uuid", "1234", "00000000-0000-0000-0000-00000000000g",
 #: A body each body-taking route accepts (ids are filled in per test).
 VALID_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/events"): {"content": "I like tea"},
+    ("POST", "/v1/events:batch"): {"memories": [{"content": "I like tea"}]},
     ("POST", "/v1/supersedences"): {"old_node_id": "{node}", "new_node_id": "{other_node}"},
     ("POST", "/v1/contradictions"): {"node_id": "{node}", "other_node_id": "{other_node}"},
     ("POST", "/v1/contradictions/resolutions"): {
