@@ -6,7 +6,8 @@ which the load does not change.  Phases run cumulatively up to ``CG_UPTO`` (0: o
 close only, 1: + ``CG_N`` stores, 2: + ``CG_N``/2 retrievals, 3: + ``CG_N``/2 ingests,
 4: + ``CG_N``/6 single-event deletes to their certificates, 5: + a forget), so the
 difference of two counts is one phase's cost.  ``CG_WITHOUT=1`` makes retrieval skip the
-likely-update wait and the Art. 18 check, to see what the rest of the path costs.
+likely-update wait, to see what the rest of the path costs (the Art. 18 check rides in the
+retrieval service's state token statement and costs no statement of its own).
 
 Run it with each tree's interpreter, from a directory outside both trees::
 
@@ -52,11 +53,15 @@ def delete_events(m: MemoryClient, event_ids: list[uuid.UUID]) -> None:
 
 
 def without_named_features() -> None:
-    from eventstore.store import EventStore
-    from oblivio.memory import queries
+    from projections.retrieval_service import RetrievalService
 
-    queries.wait_for_likely_updates = lambda ctx, user: None  # type: ignore[assignment]
-    EventStore.processing_restricted = lambda self, namespace, user: False  # type: ignore[method-assign]
+    ranked = RetrievalService.retrieve
+
+    def retrieve_unjudged(*args: object, **kwargs: object) -> object:
+        kwargs["judged_by"] = None
+        return ranked(*args, **kwargs)  # type: ignore[arg-type]
+
+    RetrievalService.retrieve = retrieve_unjudged  # type: ignore[method-assign,assignment]
 
 
 def main() -> None:

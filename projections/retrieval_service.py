@@ -6,8 +6,10 @@ the protocol that keeps them right: read the subject's state token
 (:mod:`projections.storage.vector_reads`) before the rows it guards, serve
 the cached index while the token matches, apply new events to it when the
 change is only later events of the same stream, reload it otherwise, and, for
-a consistent read, first help the vector state catch up with the caller's
-last write.
+a consistent read, first help the vector state (and, for a ranked read, the
+follower that judges new memories) catch up with the caller's last write.
+The one token read also says whether processing of the subject is restricted
+(Art. 18): a ranked read then ranks nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Protocol
 from eventstore import EventStore, LogCursor, RecordedEvent
 from projections.access import AccessLog
 from projections.embedders import Embedder
-from projections.errors import NotCaughtUpError
+from projections.errors import NotCaughtUpError, ProcessingRestrictedError
 from projections.model import ScoredNode
 from projections.retrieval_index import (
     NodeFilter,
@@ -52,6 +54,14 @@ class CatchesUp(Protocol):
         *,
         checkpoint: LogCursor | None = None,
     ) -> bool: ...
+
+
+class Follower(CatchesUp, Protocol):
+    """Another follower a consistent ranked read waits for, by its checkpoints
+    (``workers.updates.LikelyUpdateWorker``: what replaced what is ranked as of
+    the caller's last write)."""
+
+    checkpoint_name: str
 
 
 @dataclass
@@ -97,10 +107,19 @@ class RetrievalService:
         clock: Callable[[], datetime],
         consistent: bool,
         timeout: float,
+        judged_by: Follower | None = None,
     ) -> list[ScoredNode]:
         """The caller's nodes ranked for ``text``, each counted as one access (Semvec's
-        access frequency: it slows the node's fading)."""
-        served = self.subject_index(namespace, user, scoring, consistent, timeout)
+        access frequency: it slows the node's fading).  A consistent read first waits
+        for ``judged_by`` too to have passed the caller's last write.  Raises
+        ``ProcessingRestrictedError`` while processing of the caller is restricted, before
+        waiting for anything."""
+        token = self._token(namespace, user, judged_by)
+        if token is not None and token.restricted:
+            raise ProcessingRestrictedError()
+        if consistent:
+            token = self._caught_up(namespace, user, token, timeout, judged_by)
+        served = self._serve(namespace, user, scoring, token)
         if served is None:
             return []
         index, embedder = served
@@ -125,7 +144,8 @@ class RetrievalService:
         """The subject's memories ranked for each of ``texts`` as a query would rank
         them (the vector state caught up once, no access counted), and the idf of
         ``terms`` among them: what the likely-update detector weighs earlier memories by."""
-        served = self.subject_index(namespace, user, scoring, True, timeout)
+        token = self._caught_up(namespace, user, self._token(namespace, user), timeout)
+        served = self._serve(namespace, user, scoring, token)
         if served is None:
             return [[] for _ in texts], {}
         index, embedder = served
@@ -149,21 +169,44 @@ class RetrievalService:
         index.count_accesses([scored.node.id for scored in results])
         self.access.record(index.stream_id, (scored.node for scored in results), now)
 
-    def _token(self, namespace: str, user: str) -> StateToken | None:
+    def _token(
+        self, namespace: str, user: str, follower: Follower | None = None
+    ) -> StateToken | None:
         subject_key = self.store.subject_key(namespace, user)
+        followed = None if follower is None else (follower.checkpoint_name, follower.partitions)
         with self.store.reading() as view:
             return state_token(
-                view.connection, namespace, subject_key, self.projection, self.runner.partitions
+                view.connection,
+                namespace,
+                subject_key,
+                self.projection,
+                self.runner.partitions,
+                followed,
             )
 
-    def _current_token(
-        self, namespace: str, user: str, consistent: bool, timeout: float
+    def _caught_up(
+        self,
+        namespace: str,
+        user: str,
+        token: StateToken | None,
+        timeout: float,
+        follower: Follower | None = None,
     ) -> StateToken | None:
-        """The subject's state token; consistent reads first wait for the vector state
-        to apply the stream's last event (what :meth:`wait` does, in one query when
-        nothing is pending)."""
-        token = self._token(namespace, user)
-        if not consistent or token is None or not token.readable or token.caught_up:
+        """The subject's state token once ``follower`` (if named when ``token`` was
+        read) and the vector state have applied the stream's last event (what
+        :meth:`wait` does, with no further query when nothing is pending)."""
+        if token is None or not token.readable:
+            return token
+        if follower is not None and not token.followed:
+            assert token.last_event is not None  # followed says so
+            stream_id, mark = token.stream_id, token.follower_mark
+            if not follower.catch_up(token.last_event, stream_id, timeout, checkpoint=mark):
+                raise NotCaughtUpError()
+            # Reread: the follower may have appended to the stream (a likely update).
+            token = self._token(namespace, user)
+            if token is None or not token.readable:
+                return token
+        if token.caught_up:
             return token
         assert token.last_event is not None  # caught_up says so
         if not self.runner.catch_up(
@@ -175,15 +218,14 @@ class RetrievalService:
             raise NotCaughtUpError()
         return token.caught_up_now()
 
-    def subject_index(
+    def _serve(
         self,
         namespace: str,
         user: str,
         scoring: ScoringConfig,
-        consistent: bool,
-        timeout: float,
+        token: StateToken | None,
     ) -> tuple[SubjectIndex, Embedder] | None:
-        """The subject's index, from the cache while its state token still matches or
+        """The subject's index as of ``token``, from the cache while that still matches or
         the change is new events only (then applied to it), and the embedder its
         vectors come from (queries must be embedded by the same); ``None`` (and
         nothing cached) once the subject is forgotten.
@@ -192,7 +234,6 @@ class RetrievalService:
         rows committed in between only make the index newer than its token, so the
         next query reads them again; they never leave an erased row in the cache.
         """
-        token = self._current_token(namespace, user, consistent, timeout)
         cached = cache_key(namespace, user)
         if token is None or not token.readable:
             self.cache.drop(cached)

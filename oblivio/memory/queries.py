@@ -25,7 +25,7 @@ from oblivio.memory.records import EmbedderInfo, MemoryEvent, NodePage, Retrieva
 from projections import events as ev
 from projections import retrieval_service
 from projections.claims.records import claim_state
-from projections.errors import NotCaughtUpError
+from projections.errors import ProcessingRestrictedError
 from projections.model import (
     AssertionState,
     EdgeKind,
@@ -454,18 +454,6 @@ def wait_for_vectors(ctx: MemoryContext, user_id: str) -> int | None:
     return ctx.retrieval.wait(ctx.namespace, user_id, ctx.consistency_timeout)
 
 
-def wait_for_likely_updates(ctx: MemoryContext, user_id: str) -> None:
-    """Block until the likely-update detector has judged the caller's last write (a
-    consistent read ranks what replaced what as of that write)."""
-    head = ctx.store.head(ctx.namespace, user_id)
-    if head is None or head.closed_at is not None:
-        return
-    cursor = ctx.store.last_cursor(ctx.namespace, user_id)
-    stream_id, timeout = head.stream.stream_id, ctx.consistency_timeout
-    if cursor is not None and not ctx.updates.catch_up(cursor, stream_id, timeout):
-        raise NotCaughtUpError()
-
-
 def retrieve(
     ctx: MemoryContext,
     query: str,
@@ -528,22 +516,24 @@ def retrieve(
         meta=inputs.meta_filter(meta),
         event_ids=_event_selection(event_ids),
     )
-    if ctx.store.processing_restricted(ctx.namespace, user):
+    try:
+        # A consistent read ranks what replaced what as of the caller's last write:
+        # it waits for the likely-update detector to have judged it too.
+        results = ctx.retrieval.retrieve(
+            ctx.namespace,
+            user,
+            text,
+            wanted,
+            limit,
+            scoring=ctx.scoring,
+            clock=ctx.clock,
+            consistent=consistent,
+            timeout=ctx.consistency_timeout,
+            judged_by=ctx.updates,
+        )
+    except ProcessingRestrictedError:
         # Art. 18: kept and exportable, but not used; the answer says why it is empty.
         return Retrieval(text, [], restricted=True)
-    if consistent:
-        wait_for_likely_updates(ctx, user)
-    results = ctx.retrieval.retrieve(
-        ctx.namespace,
-        user,
-        text,
-        wanted,
-        limit,
-        scoring=ctx.scoring,
-        clock=ctx.clock,
-        consistent=consistent,
-        timeout=ctx.consistency_timeout,
-    )
     return Retrieval(text, results, moment)
 
 

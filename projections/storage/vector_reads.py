@@ -29,6 +29,13 @@ never served.  Why each part is enough:
   the log (``memory_graph_backfills``); the rebuild, which appends nothing,
   drops the mark in its transaction (oblivio.memory.backfills).
 
+Two more parts ride along, read in the same statement so that a ranked read
+asks them without a statement of its own, but are not compared (they do not
+change what the cached index holds): whether processing of the subject is
+restricted now (Art. 18, ``subject_restrictions``), and the checkpoint of
+another follower a consistent read waits for (the likely-update detector)
+for the stream's partition.
+
 All of these already exist and are written anyway; the token adds no write
 to the ``store()`` path.  The token must be read *before* the rows it
 validates: rows read afterwards can only be newer than the token, which costs
@@ -45,7 +52,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from eventstore import LogCursor
-from eventstore.schema import erasure_requests, events, rebuild_jobs, streams
+from eventstore.schema import erasure_requests, events, rebuild_jobs, streams, subject_restrictions
 from projections.storage.embedder_store import serving_column
 from projections.storage.tables import checkpoints, graph_backfills, subject_embedders
 
@@ -67,6 +74,11 @@ class StateToken:
     graph_marked: bool
     #: The cursor of the stream's last event: what a consistent read waits for.
     last_event: LogCursor | None = field(compare=False)
+    #: Whether processing of the subject is restricted now (GDPR Art. 18).
+    restricted: bool = field(default=False, compare=False)
+    #: The checkpoint, for the stream's partition, of the follower named when the
+    #: token was read (``None``: none named, or it has no checkpoint there).
+    follower_mark: LogCursor | None = field(default=None, compare=False)
 
     @property
     def readable(self) -> bool:
@@ -77,6 +89,14 @@ class StateToken:
     def caught_up(self) -> bool:
         """Whether the vector state has applied the stream's last event."""
         return self.last_event is None or self.vector_mark == self.last_event
+
+    @property
+    def followed(self) -> bool:
+        """Whether the follower named when the token was read has passed the stream's
+        last event (true without events; false when no follower was named)."""
+        if self.last_event is None:
+            return True
+        return self.follower_mark is not None and self.follower_mark >= self.last_event
 
     def caught_up_now(self) -> StateToken:
         """This token once the vector state has applied its last event (the runner
@@ -91,7 +111,8 @@ def _build_token_statement() -> sa.Select[tuple[object, ...]]:
 
     Parameters: ``namespace``, ``subject_key``, ``projection`` (the vector
     state's checkpoint name) and ``partitions`` (how its checkpoints split
-    streams).
+    streams), ``follower`` and ``follower_partitions`` (the same for the other
+    follower whose checkpoint is read; a ``None`` name reads none).
     """
     stream = (
         sa.select(
@@ -130,6 +151,15 @@ def _build_token_statement() -> sa.Select[tuple[object, ...]]:
     last_event = sa.and_(
         events.c.stream_id == stream.c.stream_id, events.c.version == stream.c.version
     )
+    followed = checkpoints.alias("followed")
+    follower_checkpoint = sa.and_(
+        followed.c.name == sa.bindparam("follower"),
+        followed.c.partition == stream.c.stream_id % sa.bindparam("follower_partitions"),
+    )
+    restriction = sa.and_(
+        subject_restrictions.c.namespace == sa.bindparam("namespace"),
+        subject_restrictions.c.subject_key == sa.bindparam("subject_key"),
+    )
     return sa.select(
         stream,
         # Joined, not a correlated EXISTS: Citus plans no correlated subquery here.
@@ -141,8 +171,13 @@ def _build_token_statement() -> sa.Select[tuple[object, ...]]:
         events.c.commit_group.label("last_group"),
         events.c.position.label("last_position"),
         serving_column().label("embedder"),
+        followed.c.commit_group.label("follower_group"),
+        followed.c.position.label("follower_position"),
+        subject_restrictions.c.restricted_at,
     ).select_from(
         stream.outerjoin(checkpoints, checkpoint)
+        .outerjoin(followed, follower_checkpoint)
+        .outerjoin(subject_restrictions, restriction)
         .outerjoin(events, last_event)
         .outerjoin(subject_embedders, subject_embedders.c.stream_id == stream.c.stream_id)
         .outerjoin(graph_backfills, graph_backfills.c.stream_id == stream.c.stream_id)
@@ -158,8 +193,12 @@ def state_token(
     subject_key: bytes,
     projection: str,
     partitions: int,
+    follower: tuple[str, int] | None = None,
 ) -> StateToken | None:
-    """The token of the subject's latest stream; ``None`` if it never wrote."""
+    """The token of the subject's latest stream; ``None`` if it never wrote.
+    ``follower`` (a checkpoint name and its partitions) names the other follower
+    whose checkpoint the token carries."""
+    follower_name, follower_partitions = (None, 1) if follower is None else follower
     row = conn.execute(
         token_statement,
         {
@@ -167,11 +206,13 @@ def state_token(
             "subject_key": subject_key,
             "projection": projection,
             "partitions": partitions,
+            "follower": follower_name,
+            "follower_partitions": follower_partitions,
         },
     ).first()
     if row is None:
         return None
-    last = None if row.last_group is None else LogCursor(row.last_group, row.last_position)
+    last = _cursor(row.last_group, row.last_position)
     return StateToken(
         stream_id=row.stream_id,
         version=row.version,
@@ -183,15 +224,17 @@ def state_token(
         embedder=row.embedder,
         graph_marked=row.marked_stream is not None,
         last_event=last,
+        restricted=row.restricted_at is not None,
+        follower_mark=_cursor(row.follower_group, row.follower_position),
     )
+
+
+def _cursor(group: int | None, position: int | None) -> LogCursor | None:
+    return None if group is None or position is None else LogCursor(group, position)
 
 
 def _vector_mark(row: sa.Row[object], last: LogCursor | None) -> LogCursor | None:
-    checkpoint = (
-        None
-        if row.checkpoint_group is None
-        else LogCursor(row.checkpoint_group, row.checkpoint_position)
-    )
+    checkpoint = _cursor(row.checkpoint_group, row.checkpoint_position)
     if last is not None and checkpoint is not None and checkpoint >= last:
         return last  # caught up: later batches of other streams must not invalidate
     return checkpoint
