@@ -141,8 +141,8 @@ def test_the_one_bounded_transition() -> None:
             ],
         ),
         (
-            "I use Bitwarden instead of LastPass.",
-            [("uses", "Bitwarden", "positive", "update", "LastPass")],
+            "I use Obsidian instead of Evernote.",
+            [("uses", "Obsidian", "positive", "update", "Evernote")],
         ),
         (
             "Actually my sister's name is Ana, not Anna.",

@@ -96,14 +96,14 @@ def test_the_reply_to_a_matching_question_comes_back(reopen: Opener) -> None:
 
 def test_a_successor_takes_the_place_of_what_it_replaced(reopen: Opener) -> None:
     memory: MemoryClient = reopen()
-    old_text = "My gym is PureFit on Mill Road."
-    new_text = "I joined the climbing centre by the canal."
+    old_text = "My barber is Tony on Mill Road."
+    new_text = "I get my hair cut at the salon by the canal now."
     memory.store("I keep a vegetable patch behind the garage.", user_id="sam")
     old_event = memory.store(old_text, user_id="sam")
     new_event = memory.store(new_text, user_id="sam")
     [old] = memory.get_event_nodes(old_event, user_id="sam")
     [new] = memory.get_event_nodes(new_event, user_id="sam")
-    question = "Which gym on Mill Road do I go to?"
+    question = "Which barber on Mill Road do I go to?"
     before = memory.retrieve(question, user_id="sam", include_superseded=True).results
     assert before[0].node.content == old_text  # it repeats the question's words
 
@@ -121,43 +121,43 @@ def test_a_successor_takes_the_place_of_what_it_replaced(reopen: Opener) -> None
 def test_a_note_whose_claims_were_replaced_ranks_below_the_replacement(reopen: Opener) -> None:
     memory: MemoryClient = reopen()
     old = memory.ingest(
-        "I keep my passwords in LastPass.",
+        "I keep my notes in Evernote.",
         user_id="kim",
         first_person_owner=True,
         wait_for_extraction=True,
     )
     memory.ingest(
-        "I switched from LastPass to Bitwarden.",
+        "I switched from Evernote to Obsidian.",
         user_id="kim",
         first_person_owner=True,
         wait_for_extraction=True,
     )
     assert old.claim_node_ids == ()  # "keep … in" is no rule: the note has no claim
     memory.ingest(
-        "I use LastPass for passwords.",
+        "I use Evernote for notes.",
         user_id="lee",
         first_person_owner=True,
         wait_for_extraction=True,
     )
     memory.ingest(
-        "I switched from LastPass to Bitwarden.",
+        "I switched from Evernote to Obsidian.",
         user_id="lee",
         first_person_owner=True,
         wait_for_extraction=True,
     )
-    found = memory.retrieve("Do I use LastPass for passwords?", user_id="lee").results
+    found = memory.retrieve("Do I use Evernote for notes?", user_id="lee").results
     contents = [r.node.content for r in found]
     # The old note's one claim was retired: the claim that replaced it comes first,
     # the old note right below it.
     assert contents[:2] == [
-        "I switched from LastPass to Bitwarden",
-        "I use LastPass for passwords.",
+        "I switched from Evernote to Obsidian",
+        "I use Evernote for notes.",
     ]
     assert found[0].components.succession > 0
     # Without a retired claim, the likely update (a switch away from what the note
     # names) still puts the switch where the note would rank, the note right below.
-    kept = memory.retrieve("Where do I keep my passwords?", user_id="kim").results
+    kept = memory.retrieve("Where do I keep my notes?", user_id="kim").results
     assert [r.node.content for r in kept[:2]] == [
-        "I switched from LastPass to Bitwarden.",
-        "I keep my passwords in LastPass.",
+        "I switched from Evernote to Obsidian.",
+        "I keep my notes in Evernote.",
     ]

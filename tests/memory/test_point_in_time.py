@@ -243,11 +243,11 @@ MESSAGES = (
     ),
     History(
         "sam",
-        "Which password manager do I use?",
+        "Which text editor do I use?",
         (
-            (day(2015, 2), "I use KeePass."),
-            (day(2018, 8), "I switched from KeePass to Bitwarden."),
-            (day(2021, 4), "I switched from Bitwarden to 1Password."),
+            (day(2015, 2), "I use Vim."),
+            (day(2018, 8), "I switched from Vim to Emacs."),
+            (day(2021, 4), "I switched from Emacs to Helix."),
         ),
     ),
     History(
