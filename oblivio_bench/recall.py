@@ -117,7 +117,7 @@ def read_conversation(path: Path) -> Conversation:
 
 
 def session_date(text: object) -> datetime | None:
-    """A LoCoMo session's date ("1:56 pm on 8 May, 2023"), taken as UTC; ``None``
+    """A LoCoMo session's date (such as "3:05 pm on 2 March, 2024"), taken as UTC; ``None``
     when absent or in another shape."""
     if not isinstance(text, str):
         return None
