@@ -13,6 +13,7 @@ import json
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
+from itertools import pairwise
 from typing import Any
 
 from sqlalchemy.engine import Connection
@@ -24,6 +25,7 @@ from projections.claims.records import claim_node, claim_row, entity_node
 from projections.extraction import Extractor, OneNodePerEvent
 from projections.model import (
     EdgeKind,
+    LifecycleState,
     Node,
     NodeType,
     Scope,
@@ -32,6 +34,7 @@ from projections.model import (
 )
 from projections.parts import Part, reach
 from projections.storage.claim_store import ClaimStore
+from projections.storage.graph_queries import nodes_of_event
 from projections.storage.graph_store import (
     GraphStore,
     NodeRow,
@@ -405,8 +408,11 @@ class NodeGraphProjection(Projection):
             # successor no longer exists retires nothing, so an erasure leaves
             # what a replay without the erased events gives (docs/erasure.md).
             self._record_operation(store, cipher, event, data)
+            _rechain_item(store, cipher, event, retired)
             return
         present = self._set_states(store, cipher, rows, after)
+        if retired not in present:
+            _rechain_item(store, cipher, event, successor)
         # A retired node's contradictions are settled with it.
         store.resolve_edges_touching(EdgeKind.CONTRADICTS, retired, event.recorded_at)
         _close_interval(store, cipher, retired, data)
@@ -486,6 +492,54 @@ def _fill_valid_to(
     named = data.get("valid_to")
     end = datetime.fromisoformat(named) if named else new.occurred_at
     state["valid_to"] = max(end, own.occurred_at)
+
+
+def _rechain_item(
+    store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, node_id: uuid.UUID
+) -> None:
+    """An item keeps one current value when one of its revisions was erased.
+
+    ``event`` retired a revision of the item ``node_id`` belongs to, or was
+    retired by one, and the other side of it no longer exists.  Each remaining
+    revision still active but the last in effect is ended by the next one, as
+    storing the remaining revisions in that order would have ended it; a node
+    that is no revision, and revisions already retired, are left as they are.
+    """
+    rows = store.node_rows([node_id])
+    items = ItemStore(store.conn)
+    item = items.item_of(cipher.stream_id, rows[0].event_id) if rows else None
+    if item is None:
+        return
+    revisions = [
+        nodes_of_event(store.conn, revision.event_id)
+        for revision in items.revisions(cipher.stream_id, item)
+    ]
+    for earlier, later in pairwise(revisions):
+        successor = later[0]
+        for retired in earlier:
+            if retired.lifecycle == LifecycleState.ACTIVE.value:
+                _end_revision(store, cipher, event, retired, successor)
+
+
+def _end_revision(
+    store: GraphStore,
+    cipher: SubjectCipher,
+    event: RecordedEvent,
+    retired: NodeRow,
+    successor: NodeRow,
+) -> None:
+    """``successor`` retires ``retired`` as a put of the item would have."""
+    valid_to = max(successor.occurred_at, retired.occurred_at)
+    state = {
+        "lifecycle": LifecycleState.SUPERSEDED.value,
+        "superseded_by": successor.node_id,
+        "updated_at": event.recorded_at,
+        "valid_to": valid_to,
+    }
+    store.update_state(retired, state)
+    store.resolve_edges_touching(EdgeKind.CONTRADICTS, retired.node_id, event.recorded_at)
+    ClaimStore(store.conn).close_interval(cipher.stream_id, retired.node_id, valid_to)
+    _link(store, cipher, event, EdgeKind.SUPERSEDES, successor.node_id, retired.node_id)
 
 
 def _retirement(data: Mapping[str, Any]) -> tuple[uuid.UUID, uuid.UUID]:

@@ -36,6 +36,13 @@ class ItemStore:
         their values took effect: the last is the current one."""
         return list(self.conn.execute(_revisions, {"stream_id": stream_id, "item": item}))
 
+    def item_of(self, stream_id: int, event_id: uuid.UUID) -> bytes | None:
+        """The keyed hash of the item ``event_id`` is a revision of, if it is one."""
+        query = sa.select(items.c.item).where(
+            items.c.stream_id == stream_id, items.c.event_id == event_id
+        )
+        return self.conn.execute(query).scalar_one_or_none()
+
     def stream_items(
         self, stream_id: int, wanted: Collection[bytes] | None = None
     ) -> Iterator[list[ItemRow]]:

@@ -11,6 +11,7 @@ and after the rebuild jobs run.
 from __future__ import annotations
 
 from oblivio import MemoryClient
+from oblivio.memory.records import ItemRevision
 from projections.model import LifecycleState
 from tests.memory.test_ingest import USER, claim_of, replay_equal, said
 
@@ -94,3 +95,68 @@ def test_deleting_an_items_newest_revision_makes_the_previous_one_current(
     assert lifecycle_of(memory, node) == (LifecycleState.ACTIVE, None)
     replay_equal(memory)
     rebuilt(memory)
+
+
+def test_deleting_an_items_middle_revision_keeps_one_current_value(
+    memory: MemoryClient,
+) -> None:
+    """The revision before the erased one is retired by the one after it, as a
+    replay of the item's two remaining puts would have it."""
+    first = memory.put_item("city", "I live in Oslo.", user_id=USER)
+    second = memory.put_item("city", "I live in Bergen.", user_id=USER)
+    third = memory.put_item("city", "I live in Tromsø.", user_id=USER)
+    memory.delete_event(second.event_id, user_id=USER)
+
+    item = memory.get_item("city", user_id=USER)
+    assert item is not None
+    assert item.current.id == third.event_id
+    [old] = first.node_ids
+    [new] = third.node_ids
+    assert lifecycle_of(memory, old) == (LifecycleState.SUPERSEDED, new)
+    found = memory.retrieve("Where do I live?", user_id=USER, consistent=True)
+    assert [r.node.id for r in found.results] == [new]
+    replay_equal(memory)
+    rebuilt(memory)
+    assert lifecycle_of(memory, old) == (LifecycleState.SUPERSEDED, new)
+
+
+def put_in(memory: MemoryClient, text: str, year: str) -> ItemRevision:
+    return memory.put_item("city", text, user_id=USER, occurred_at=f"{year}-01-01T00:00Z")
+
+
+def test_erasing_the_latest_value_of_a_backdated_history_leaves_the_one_before_current(
+    memory: MemoryClient,
+) -> None:
+    """Values stored out of order (2020, 2024, then 2022 into the history): erasing 2024
+    leaves 2022 current and 2020 ended by it, as storing the two in order would."""
+    first = put_in(memory, "I live in Oslo.", "2020")
+    latest = put_in(memory, "I live in Bergen.", "2024")
+    middle = put_in(memory, "I live in Tromsø.", "2022")
+    memory.delete_event(latest.event_id, user_id=USER)
+
+    item = memory.get_item("city", user_id=USER)
+    assert item is not None
+    assert item.current.id == middle.event_id
+    [old], [new] = first.node_ids, middle.node_ids
+    assert lifecycle_of(memory, old) == (LifecycleState.SUPERSEDED, new)
+    assert lifecycle_of(memory, new) == (LifecycleState.ACTIVE, None)
+    replay_equal(memory)
+    rebuilt(memory)
+    assert lifecycle_of(memory, old) == (LifecycleState.SUPERSEDED, new)
+
+
+def test_erasing_an_items_first_revision_leaves_the_rest_of_its_history(
+    memory: MemoryClient,
+) -> None:
+    first = memory.put_item("city", "I live in Oslo.", user_id=USER)
+    second = memory.put_item("city", "I live in Bergen.", user_id=USER)
+    third = memory.put_item("city", "I live in Tromsø.", user_id=USER)
+    memory.delete_event(first.event_id, user_id=USER)
+
+    item = memory.get_item("city", user_id=USER)
+    assert item is not None
+    assert item.revision_ids == (second.event_id, third.event_id)
+    [middle], [new] = second.node_ids, third.node_ids
+    assert lifecycle_of(memory, middle) == (LifecycleState.SUPERSEDED, new)
+    assert lifecycle_of(memory, new) == (LifecycleState.ACTIVE, None)
+    replay_equal(memory)
