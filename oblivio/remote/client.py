@@ -12,6 +12,7 @@ database and replay projections on the host (``oblivio verify-log``,
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import functools
 import inspect
@@ -141,7 +142,7 @@ class RemoteUserMemory:
         return functools.partial(method, user_id=self.user_id)
 
 
-class _Client(_Operations):
+class _Client(_Operations, abc.ABC):
     """What both clients share: where the server is, the key, the retry policy, and
     turning an answer into the facade's result or error."""
 
@@ -162,16 +163,17 @@ class _Client(_Operations):
         self._cache: dict[tuple[Any, ...], Any] = {}
         self._http = self._connect(timeout)
 
+    @abc.abstractmethod
     def _connect(self, timeout: float | httpx.Timeout) -> Any:
         """The client's HTTP connection pool (httpx's sync or async client)."""
-        raise NotImplementedError
 
     def for_user(self, user_id: str) -> RemoteUserMemory:
         """A handle whose methods act for ``user_id`` (see ``MemoryClient.for_user``)."""
         return RemoteUserMemory(self, user_id)
 
+    @abc.abstractmethod
     def perform(self, call: Call[Any, R], arguments: Arguments) -> Any:
-        raise NotImplementedError
+        """Send ``call`` with ``arguments``; its result (awaitable on the async client)."""
 
     def _cached(
         self, call: Call[Any, Any], arguments: Arguments
