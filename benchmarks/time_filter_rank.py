@@ -1,15 +1,19 @@
-"""What ``as_of`` and filters add to ``rank()``: run under callgrind, subtract a run of none.
+"""What ``as_of``, filters and a named day add to ``rank()``: run under callgrind, subtract a
+run of none.
 
 One subject index of 10,000 nodes (the time section's memories, effective over ten
 years, two metadata keys; random unit vectors of 256 dimensions), then ``N`` ranks of
 one kind (plain, as_of or filters, as ``oblivio bench memory --section time`` asks
-them).  The index is the same in every run, so ``(instructions(N) - instructions(0)) / N``
-is one rank's cost, repeatable on a loaded machine::
+them; dated: a plain query naming a day of those ten years, which ranking holds as a
+term, see projections.dates).  The index is the same in every run, so
+``(instructions(N) - instructions(0)) / N`` is one rank's cost, repeatable on a loaded
+machine::
 
     valgrind --tool=callgrind python benchmarks/time_filter_rank.py plain 0
     valgrind --tool=callgrind python benchmarks/time_filter_rank.py plain 30
     valgrind --tool=callgrind python benchmarks/time_filter_rank.py as_of 30
     valgrind --tool=callgrind python benchmarks/time_filter_rank.py filters 30
+    valgrind --tool=callgrind python benchmarks/time_filter_rank.py dated 30
 """
 
 from __future__ import annotations
@@ -53,14 +57,17 @@ def main(kind: str, queries: int) -> None:
     index.add(nodes, vectors)
     now, probe = datetime(2026, 6, 1, tzinfo=UTC), vectors[0].tolist()
     for _ in range(queries):
-        asked = tf._filters(rng, kind)
+        asked = tf._filters(rng, "plain" if kind == "dated" else kind)
         wanted = NodeFilter(
             as_of=asked.get("as_of"),
             occurred_since=asked.get("occurred_since"),
             occurred_until=asked.get("occurred_until"),
             meta=asked.get("meta"),
         )
-        if not rank(index, query_text(rng), probe, now, wanted, tf.TIME_LIMIT):
+        query = query_text(rng)
+        if kind == "dated":
+            query += f" on {tf._moment(rng):%d %B %Y}"
+        if not rank(index, query, probe, now, wanted, tf.TIME_LIMIT):
             raise SystemExit("a rank returned nothing")
 
 
