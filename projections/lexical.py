@@ -22,7 +22,10 @@ once, with k1 = 1.2 and b = 0.5: memories are short, and a long one is less
 often padding than a turn that says more (measured on LoCoMo, docs/retrieval.md).
 Tokens are English-first: casefolded runs of two or more letters or digits,
 English function words dropped, the rest stemmed with the Snowball English
-stemmer (PyStemmer).
+stemmer (PyStemmer).  A query may also carry a term that no text holds but
+the caller knows which rows hold (:meth:`LexicalIndex.held_term`: a period the
+question names, held by the memories effective within it); it is scored by
+the same formula, with tf = 1.
 """
 
 from __future__ import annotations
@@ -103,21 +106,14 @@ class LexicalIndex:
         the sum of idf · (k1 + 1) over its distinct terms (a term no memory holds
         counts with df = 0, so a query the memories only partly answer cannot reach it)."""
         rows = self._size
-        total = 0.0
-        for term in dict.fromkeys(tokenize(query)):
-            df = len(self._rows.get(term, ()))
-            total += math.log(1 + (rows - df + 0.5) / (df + 0.5)) * (K1 + 1)
-        return total
+        return sum(
+            _idf(rows, len(self._rows.get(term, ()))) * (K1 + 1)
+            for term in dict.fromkeys(tokenize(query))
+        )
 
     def idf(self, terms: Iterable[str]) -> dict[str, float]:
         """Each term's idf over the indexed rows (a term no row holds has df = 0)."""
-        rows = self._size
-        return {
-            t: math.log(
-                1 + (rows - len(self._rows.get(t, ())) + 0.5) / (len(self._rows.get(t, ())) + 0.5)
-            )
-            for t in terms
-        }
+        return {t: _idf(self._size, len(self._rows.get(t, ()))) for t in terms}
 
     def scores(self, query: str) -> npt.NDArray[np.float64]:
         """The BM25 score of every row for ``query`` (0 where no term matches)."""
@@ -126,13 +122,30 @@ class LexicalIndex:
         present = [t for t in dict.fromkeys(tokenize(query)) if t in self._rows]
         if not present:
             return out
-        lengths = self._lengths[:rows]
-        average = self._total_length / rows if self._total_length else 1.0
-        norm = K1 * (1 - B + B * lengths / average)
         for term in present:
             where = np.asarray(self._rows[term], dtype=np.intp)
             tf = np.asarray(self._counts[term], dtype=np.float64)
-            df = len(where)
-            idf = np.log(1 + (rows - df + 0.5) / (df + 0.5))
-            out[where] += idf * tf * (K1 + 1) / (tf + norm[where])
+            out[where] += _idf(rows, len(where)) * tf * (K1 + 1) / (tf + self._norm(where))
         return out
+
+    def held_term(self, held: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.float64], float]:
+        """Every row's BM25 score for one more query term, one that the rows in ``held``
+        hold once beside their words (a period their effective time falls in), and
+        what that term adds to :meth:`attainable`."""
+        where = np.flatnonzero(held)
+        idf = _idf(self._size, len(where))
+        scores = np.zeros(self._size, dtype=np.float64)
+        scores[where] = idf * (K1 + 1) / (1 + self._norm(where))
+        return scores, idf * (K1 + 1)
+
+    def _norm(self, where: npt.NDArray[np.intp]) -> npt.NDArray[np.float64]:
+        """BM25's length normalisation of the rows ``where``: k1 · (1 − b + b · length /
+        average), computed for those rows only (a query touches its terms' postings)."""
+        average = self._total_length / self._size if self._total_length else 1.0
+        norm: npt.NDArray[np.float64] = K1 * (1 - B + B * self._lengths[where] / average)
+        return norm
+
+
+def _idf(rows: int, df: int) -> float:
+    """Lucene's idf of a term that ``df`` of ``rows`` documents hold."""
+    return math.log(1 + (rows - df + 0.5) / (df + 0.5))

@@ -43,6 +43,7 @@ from sqlalchemy.engine import Connection
 from eventstore import RecordedEvent, SubjectCipher
 from projections import events as ev
 from projections import scoring
+from projections.dates import named_period
 from projections.lexical import LexicalIndex
 from projections.model import (
     REINFORCEMENT_CAP,
@@ -374,6 +375,12 @@ class SubjectIndex:
             mask &= ~np.isin(codes[:, 2], excluded)
         return mask
 
+    def effective_within(self, start: datetime, end: datetime) -> npt.NDArray[np.bool_]:
+        """Rows whose effective time lies in ``[start, end)``."""
+        effective = self._validity_us.values[:, 0]
+        within: npt.NDArray[np.bool_] = (effective >= _micros(start)) & (effective < _micros(end))
+        return within
+
     def _valid_at(self, moment_us: int, retired_too: bool) -> npt.NDArray[np.bool_]:
         """Rows in effect at ``moment_us``: effective by then and (unless ``retired_too``)
         not retired by then.  Archiving is a tier, not validity: it admits nothing less."""
@@ -650,8 +657,8 @@ def rank(
             return []
         config = index.config
         dense = scoring.cosines(index.vectors, query_vector)
-        bm25 = index.lexical.scores(query)
-        lexical = scoring.lexical_share(config, bm25, index.lexical.attainable(query), admitted)
+        bm25, attainable = _bm25(index, query)
+        lexical = scoring.lexical_share(config, bm25, attainable, admitted)
         matched, context = scoring.match(
             config, dense, lexical, index.neighbours, index.asks, admitted
         )
@@ -662,6 +669,24 @@ def rank(
         best = _best(index, np.flatnonzero(admitted), totals, limit)
         channels = (dense, lexical, context)
         return [_scored(index, row, totals, own, terms, channels) for row in best]
+
+
+def _bm25(index: SubjectIndex, query: str) -> tuple[Floats, float]:
+    """Every row's BM25 score for ``query`` and the most the query could attain.
+
+    A period the query names (:mod:`projections.dates`) is one term of it in place
+    of the words that name it, held by the rows whose effective time falls within
+    the period: in "What did I cook on 9 May 2023?", "9", "May" and "2023" would
+    match nothing the person said, where the day matches what was said that day
+    (and weighs like a word: the fewer memories of that day, the more).
+    """
+    period = named_period(query)
+    if period is None:
+        return index.lexical.scores(query), index.lexical.attainable(query)
+    held = index.effective_within(period.start, period.end)
+    dated, dated_attainable = index.lexical.held_term(held)
+    words = period.rest
+    return index.lexical.scores(words) + dated, index.lexical.attainable(words) + dated_attainable
 
 
 def _best(index: SubjectIndex, admitted: Rows, totals: Floats, limit: int) -> list[int]:

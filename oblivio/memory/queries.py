@@ -20,11 +20,11 @@ from eventstore.ids import parse_uuid
 from oblivio.errors import NodeUnavailableError
 from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
-from oblivio.memory.dates import named_period_end
 from oblivio.memory.records import EmbedderInfo, MemoryEvent, NodePage, Retrieval
 from projections import events as ev
 from projections import retrieval_service
 from projections.claims.records import claim_state
+from projections.dates import named_period
 from projections.errors import ProcessingRestrictedError
 from projections.model import (
     AssertionState,
@@ -484,7 +484,7 @@ def retrieve(
     has each key with an equal JSON scalar.  Filters apply before ranking: up to
     ``limit`` matching nodes come back, not a filtered top ``limit``.
     With ``resolve_dates`` (and no ``as_of``), a question naming one absolute year,
-    month or day is ranked as of the end of that period (:mod:`oblivio.memory.dates`);
+    month or day is ranked as of the end of that period (:mod:`projections.dates`);
     the result's ``as_of`` says which moment was ranked.  ``event_ids`` ranks only
     the nodes of those stored events (a selection the caller made, such as the
     items a LangGraph filter matched), at most ``MAX_EVENT_IDS``.
@@ -502,7 +502,8 @@ def retrieve(
         raise InvalidInputError("resolve_dates must be true or false")
     moment = times.as_of
     if moment is None and resolve_dates:
-        moment = named_period_end(text)
+        period = named_period(text)
+        moment = None if period is None else period.last_moment
     wanted = NodeFilter(
         include_superseded=include_superseded,
         include_archived=include_archived,

@@ -3,12 +3,15 @@ arrays, and the issue-29 cases through the facade."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import numpy as np
 import pytest
 
 from oblivio import MemoryClient
 from projections import scoring
 from projections.lexical import LexicalIndex
+from projections.model import ScoredNode
 from projections.scoring import ScoringConfig
 from tests.memory.conftest import Opener
 
@@ -161,3 +164,27 @@ def test_a_note_whose_claims_were_replaced_ranks_below_the_replacement(reopen: O
         "I switched from Evernote to Obsidian.",
         "I keep my notes in Evernote.",
     ]
+
+
+def test_a_question_naming_a_day_or_month_finds_what_was_said_then(reopen: Opener) -> None:
+    memory: MemoryClient = reopen()
+    said = {
+        "I cooked a lentil soup for the neighbours.": datetime(2023, 5, 9, 18, tzinfo=UTC),
+        "I cooked a mushroom risotto for the neighbours.": datetime(2023, 6, 2, 19, tzinfo=UTC),
+        "The neighbours lent me their ladder.": datetime(2023, 5, 9, 9, tzinfo=UTC),
+    }
+    for text, moment in said.items():
+        memory.store(text, user_id="noor", occurred_at=moment)
+    soup, risotto, _ = said
+
+    def first(question: str) -> ScoredNode:
+        return memory.retrieve(question, user_id="noor", limit=1).results[0]
+
+    assert first("What did I cook for the neighbours on 9 May 2023?").node.content == soup
+    assert first("What did I cook for the neighbours in June 2023?").node.content == risotto
+    # The day counts as one term of the question, held by what was said that day.
+    undated = memory.retrieve("What did I cook for the neighbours?", user_id="noor").results
+    dated = memory.retrieve("What did I cook for the neighbours on 2 June 2023?", user_id="noor")
+    lexical = {r.node.content: r.components.lexical for r in dated.results}
+    assert lexical[risotto] > lexical[soup] > 0
+    assert len({r.components.lexical for r in undated if "cooked" in r.node.content}) == 1

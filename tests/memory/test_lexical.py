@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from projections.lexical import LexicalIndex, tokenize
@@ -49,3 +50,24 @@ def test_postings_grown_one_by_one_score_like_a_batch() -> None:
 
 def test_an_empty_index_scores_nothing() -> None:
     assert LexicalIndex().scores("coffee").shape == (0,)
+
+
+def test_a_held_term_scores_like_a_word_those_rows_hold_once() -> None:
+    documents = [
+        "kiwi smoothie after the long swim",
+        "a quiet evening with a book",
+        "kiwi jam on toast",
+        "the kiwi tree needs pruning again",
+        "walked the dog along the river at dawn",
+    ]
+    index = LexicalIndex()
+    for document in documents:
+        index.add(document)
+    holders = np.array(["kiwi" in d for d in documents])
+    scores, attainable = index.held_term(holders)
+    assert scores.tolist() == pytest.approx(index.scores("kiwi").tolist(), rel=1e-12)
+    assert attainable == pytest.approx(index.attainable("kiwi"), rel=1e-12)
+    assert scores[2] > scores[0] > 0  # the longer memory weighs it less, like a word
+    nobody = index.held_term(np.zeros(len(documents), dtype=bool))
+    assert not nobody[0].any()
+    assert nobody[1] == pytest.approx(index.attainable("nowhere"))
