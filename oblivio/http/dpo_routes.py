@@ -25,7 +25,7 @@ from oblivio.http import schemas as s
 from oblivio.http.auth import Auditor, Ctx, Operator, acting_actor
 from oblivio.http.compliance_routes import STILL_ERASING, erasure_response
 from oblivio.http.errors import problem_responses
-from oblivio.memory import dpo
+from oblivio.memory import dpo, inputs
 from oblivio.memory.context import MemoryContext
 
 T = TypeVar("T")
@@ -203,7 +203,7 @@ def register(
     reference: Reference | None = None,
     overdue: bool = False,
     page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
-    per_page: Annotated[int, Query(ge=1, le=dpo.MAX_PAGE_SIZE)] = 25,
+    per_page: Annotated[int, Query(ge=1, le=inputs.MAX_PAGE_SIZE)] = 25,
 ) -> RegisterPageOut:
     """The register of data-subject requests of every kind, newest first."""
     found = dpo.register(
