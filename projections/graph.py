@@ -31,6 +31,7 @@ from projections.model import (
     Scope,
     SourceType,
     new_node,
+    node_labels,
 )
 from projections.parts import Part, reach
 from projections.storage.claim_store import ClaimStore
@@ -606,12 +607,7 @@ def _named_nodes(data: Mapping[str, Any]) -> set[uuid.UUID]:
 
 def _node_state(node: Node) -> dict[str, Any]:
     return {
-        "id": node.id,
-        "event_id": node.event_id,
-        "content": node.content,
-        "node_type": node.node_type.value,
-        "scope": node.scope.value,
-        "source_type": node.source_type.value,
+        **node_labels(node),
         "session_id": node.session_id,
         "meta": node.meta,
         "created_at": node.created_at,
