@@ -606,14 +606,13 @@ def _named_nodes(data: Mapping[str, Any]) -> set[uuid.UUID]:
 
 
 def _node_state(node: Node) -> dict[str, Any]:
-    return {
-        **node_labels(node),
+    fixed = {
         "session_id": node.session_id,
         "meta": node.meta,
         "created_at": node.created_at,
         "occurred_at": node.occurred_at,
-        **state_of(node),
     }
+    return node_labels(node) | fixed | state_of(node)
 
 
 def _row_dict(row: Any) -> dict[str, Any]:
