@@ -15,7 +15,7 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 
-from fastapi import APIRouter, Query, Response
+from fastapi import Query, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, StringConstraints
 
@@ -24,17 +24,13 @@ from eventstore import subject_rights as rights
 from oblivio.http import schemas as s
 from oblivio.http.auth import Auditor, Ctx, Operator, acting_actor
 from oblivio.http.compliance_routes import STILL_ERASING, erasure_response
-from oblivio.http.errors import problem_responses
+from oblivio.http.errors import api_router
 from oblivio.memory import dpo, inputs
 from oblivio.memory.context import MemoryContext
 
 T = TypeVar("T")
 
-router = APIRouter(
-    prefix="/v1/dpo",
-    tags=["dpo"],
-    responses=problem_responses(401, 403, 404, 409, 422, 429, 503),
-)
+router = api_router("/v1/dpo", "dpo")
 
 Reference = Annotated[
     str,
