@@ -41,7 +41,19 @@ def found(value: T | None) -> T:
 def store_event(body: s.StoreRequest, ctx: Ctx, who: Member) -> s.StoreResponse:
     """Store a memory for a user and derive its nodes."""
     user = required_user(who, body.user_id)
-    stored = commands.store_memory(ctx, **s.arguments(body, user_id=user))
+    stored = commands.store_memory(
+        ctx,
+        body.content,
+        user_id=user,
+        scope=body.scope,
+        role=body.role,
+        session_id=body.session_id,
+        source_type=body.source_type,
+        node_type=body.node_type,
+        meta=body.meta,
+        request_id=body.request_id,
+        occurred_at=body.occurred_at,
+    )
     return s.StoreResponse(event_id=stored.event_id, node_ids=list(stored.node_ids))
 
 
@@ -335,8 +347,25 @@ def reinforce(
 @router.post("/retrieve", response_model=s.RetrieveResponse, openapi_extra=OPERATOR_NAMES_USER)
 def retrieve(body: s.RetrieveRequest, ctx: Ctx, who: Member) -> Response:
     """The user's nodes ranked for a query, with every score component."""
-    user = required_user(who, body.user_id)
-    result = queries.retrieve(ctx, **s.arguments(body, user_id=user))
+    result = queries.retrieve(
+        ctx,
+        body.query,
+        user_id=required_user(who, body.user_id),
+        limit=body.limit,
+        scopes=body.scopes,
+        node_types=body.node_types,
+        exclude_node_types=body.exclude_node_types,
+        source_types=body.source_types,
+        include_superseded=body.include_superseded,
+        include_archived=body.include_archived,
+        consistent=body.consistent,
+        as_of=body.as_of,
+        occurred_since=body.occurred_since,
+        occurred_until=body.occurred_until,
+        meta=body.meta,
+        resolve_dates=body.resolve_dates,
+        event_ids=body.event_ids,
+    )
     # Encoded here rather than validated into s.RetrieveResponse: see encoding.py.
     answer = retrieve_json(result.query, result.results, result.as_of, result.restricted)
     return Response(answer, media_type=JSON)

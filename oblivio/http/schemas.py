@@ -473,14 +473,6 @@ MetaCondition = Annotated[
 ]
 
 
-def arguments(request: BaseModel, **given: Any) -> dict[str, Any]:
-    """The fields of ``request`` as keyword arguments of the operation it asks for, with
-    ``given`` in place of some (the acting user).  ``StoreRequest``, ``RetrieveRequest``
-    and ``ItemPutRequest`` name their fields as the operation names its parameters
-    (tests/http/test_request_arguments.py holds them to it)."""
-    return dict(request) | given
-
-
 def meta_conditions(conditions: list[str]) -> dict[str, Any]:
     """The ``meta`` filter of ``key=value`` conditions (a key given twice: the last)."""
     pairs = (condition.split("=", 1) for condition in conditions)

@@ -64,8 +64,18 @@ def get_item(
 )
 def put_item(key: ItemKey, body: s.ItemPutRequest, ctx: Ctx, who: Member) -> s.ItemRevisionOut:
     """Store a new revision of the item ``key``; it supersedes the current revision."""
-    user = required_user(who, body.user_id)
-    revision = items.put_item(ctx, key, **s.arguments(body, user_id=user))
+    revision = items.put_item(
+        ctx,
+        key,
+        body.content,
+        user_id=required_user(who, body.user_id),
+        scope=body.scope,
+        source_type=body.source_type,
+        node_type=body.node_type,
+        meta=body.meta,
+        expires_at=body.expires_at,
+        occurred_at=body.occurred_at,
+    )
     return s.ItemRevisionOut(
         event_id=revision.event_id,
         node_ids=list(revision.node_ids),
