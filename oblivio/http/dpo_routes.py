@@ -12,7 +12,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict
-from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import Query, Response
@@ -71,21 +70,9 @@ class ExtendRequest(BaseModel):
     reason: ExtensionReason
 
 
-class RegisterEntryOut(BaseModel):
-    request_id: uuid.UUID
-    kind: str
-    subject_ref: str
-    reference: str | None
-    received_at: datetime
-    legal_deadline_at: datetime
-    extension_reason: str | None
-    operational_deadline_at: datetime
-    status: str
-    outcome: str | None
-    completed_at: datetime | None
-    overdue: bool
-    erasure_request_id: uuid.UUID | None
-    certificate_id: uuid.UUID | None
+class RegisterEntryOut(dpo.RegisterEntry):
+    # The register's record as it is: its fields, order and types are the answer's.
+    pass
 
 
 class PersonOut(BaseModel):
