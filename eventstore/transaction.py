@@ -197,21 +197,6 @@ class Transaction:
 
     # -- appending -----------------------------------------------------------------
 
-    def append(
-        self,
-        namespace: str,
-        subject: str,
-        new_events: Sequence[NewEvent],
-        expected_version: ExpectedVersion = ANY,
-    ) -> list[RecordedEvent]:
-        """Append ``new_events`` to the subject's stream, atomically and in order.
-
-        Replaying a batch whose event ids all exist with identical content
-        returns the stored events and writes nothing.
-        """
-        check_namespace(namespace)
-        return self._append(namespace, check_subject(subject), new_events, expected_version)
-
     def append_locked(
         self,
         stream: LockedStream,

@@ -34,14 +34,19 @@ Anchored = tuple[uuid.UUID, str]
 REPLAY_PAGE = 500
 
 
-class StreamSource(Protocol):
-    """What a projection may read of one locked stream while it purges or replays it
-    (a ``eventstore.Transaction`` is one)."""
+class StreamView(Protocol):
+    """A connection to the store's tables and the ciphers of its streams: what a
+    projection digests its state through (an ``eventstore.ReadView`` is one)."""
 
     @property
     def connection(self) -> Connection: ...
 
     def cipher(self, stream_id: int) -> SubjectCipher | None: ...
+
+
+class StreamSource(StreamView, Protocol):
+    """What a projection may read of one locked stream while it purges or replays it
+    (a ``eventstore.Transaction`` is one)."""
 
     def get_events(self, event_ids: list[uuid.UUID]) -> list[RecordedEvent]: ...
 
@@ -91,19 +96,13 @@ class Projection(Protocol):
         ...
 
     def anchored_digests(
-        self,
-        conn: Connection,
-        cipher: SubjectCipher | None,
-        stream_id: int,
-        part: Part | None = None,
+        self, view: StreamView, stream_id: int, part: Part | None = None
     ) -> list[Anchored]:
         """Each item (of ``part`` only, if given: those anchored in it) with its anchor."""
         ...
 
-    def item_digests(
-        self, conn: Connection, cipher: SubjectCipher | None, stream_id: int
-    ) -> list[str]:
-        return [digest for _, digest in self.anchored_digests(conn, cipher, stream_id)]
+    def item_digests(self, view: StreamView, stream_id: int) -> list[str]:
+        return [digest for _, digest in self.anchored_digests(view, stream_id)]
 
     def replay_part(self, source: StreamSource, stream_id: int, part: Part) -> bool:
         """Make ``part``'s rows what a replay of its remaining events gives; False when
@@ -117,8 +116,8 @@ class Projection(Protocol):
     ) -> dict[str, datetime | None]:
         return {}
 
-    def digest(self, conn: Connection, cipher: SubjectCipher | None, stream_id: int) -> str:
-        return compose_digests(self.item_digests(conn, cipher, stream_id))
+    def digest(self, view: StreamView, stream_id: int) -> str:
+        return compose_digests(self.item_digests(view, stream_id))
 
 
 def item_digest(kind: str, item: Any) -> str:

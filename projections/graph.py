@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 
 from eventstore import RecordedEvent, SubjectCipher
 from projections import events as ev
-from projections.base import Anchored, Projection, StreamSource, item_digest, replay
+from projections.base import Anchored, Projection, StreamSource, StreamView, item_digest, replay
 from projections.claims.records import claim_node, claim_row, entity_node
 from projections.extraction import Extractor, OneNodePerEvent
 from projections.model import (
@@ -31,6 +31,7 @@ from projections.model import (
     Scope,
     SourceType,
     new_node,
+    node_labels,
 )
 from projections.parts import Part, reach
 from projections.storage.claim_store import ClaimStore
@@ -200,14 +201,11 @@ class NodeGraphProjection(Projection):
         snapshots.add_part(part.events, part.nodes)
 
     def anchored_digests(
-        self,
-        conn: Connection,
-        cipher: SubjectCipher | None,
-        stream_id: int,
-        part: Part | None = None,
+        self, view: StreamView, stream_id: int, part: Part | None = None
     ) -> list[Anchored]:
         """Nodes, edges, idempotency keys, source events and dependency rows are placed by
         the event that wrote them, claims by their node (see ``projections.parts``)."""
+        conn, cipher = view.connection, view.cipher(stream_id)
         store = GraphStore(conn)
         events = None if part is None else part.events
         node_rows = store.part_rows(nodes_table, stream_id, events)
@@ -605,19 +603,13 @@ def _named_nodes(data: Mapping[str, Any]) -> set[uuid.UUID]:
 
 
 def _node_state(node: Node) -> dict[str, Any]:
-    return {
-        "id": node.id,
-        "event_id": node.event_id,
-        "content": node.content,
-        "node_type": node.node_type.value,
-        "scope": node.scope.value,
-        "source_type": node.source_type.value,
+    fixed = {
         "session_id": node.session_id,
         "meta": node.meta,
         "created_at": node.created_at,
         "occurred_at": node.occurred_at,
-        **state_of(node),
     }
+    return node_labels(node) | fixed | state_of(node)
 
 
 def _row_dict(row: Any) -> dict[str, Any]:

@@ -97,6 +97,19 @@ class Node:
     valid_to: datetime | None = None
 
 
+def node_labels(node: Node) -> dict[str, Any]:
+    """What a node is and says (its ids, content, type, scope and source) as plain values,
+    in the order the HTTP encoding and the graph's item digests both list them."""
+    return {
+        "id": node.id,
+        "event_id": node.event_id,
+        "content": node.content,
+        "node_type": node.node_type.value,
+        "scope": node.scope.value,
+        "source_type": node.source_type.value,
+    }
+
+
 def new_node(
     *,
     id: uuid.UUID,

@@ -119,13 +119,13 @@ def prove_part(
         seed_events |= found[0]
         seed_nodes |= found[1]
     part = reach(conn, stream_id, seed_events, seed_nodes)
-    live = projection.anchored_digests(conn, cipher, stream_id, part)
+    live = projection.anchored_digests(source, stream_id, part)
     savepoint = conn.begin_nested()
     if not projection.replay_part(source, stream_id, part):
         savepoint.rollback()
         return None
     savepoint.commit()
-    replayed = projection.anchored_digests(conn, cipher, stream_id, part)
+    replayed = projection.anchored_digests(source, stream_id, part)
 
     anchors = part.anchors
     touched = {bucket_of(a) for a in anchors}
@@ -180,14 +180,8 @@ def build_snapshot(
 def _snapshot_from_whole_replay(
     source: StreamSource, projection: Projection, stream_id: int, stream_version: int
 ) -> dict[str, Any]:
-    conn, cipher = source.connection, source.cipher(stream_id)
-    live = compose_digests(d for _, d in projection.anchored_digests(conn, cipher, stream_id))
-    savepoint = conn.begin_nested()
-    try:
-        replay(source, [projection], stream_id)
-        replayed = projection.anchored_digests(conn, cipher, stream_id)
-    finally:
-        savepoint.rollback()
+    live = compose_digests(d for _, d in projection.anchored_digests(source, stream_id))
+    replayed = _replayed_items(source, projection, stream_id)
     if compose_digests(d for _, d in replayed) != live:
         raise SnapshotMismatchError(projection.name, "stream")
     return take_snapshot(source, projection, stream_id, stream_version, replayed)
@@ -203,11 +197,16 @@ class SnapshotMismatchError(RuntimeError):
 def replayed_snapshot_digest(source: StreamSource, projection: Projection, stream_id: int) -> str:
     """The digest a snapshot of a fresh replay of the whole stream has now, live rows left
     untouched (a savepoint): what a certified part's resulting snapshot must equal."""
+    buckets = _digests(_by_bucket(_replayed_items(source, projection, stream_id)))
+    return compose_digests(f"{b}:{d}" for b, d in buckets.items())
+
+
+def _replayed_items(source: StreamSource, projection: Projection, stream_id: int) -> list[Anchored]:
+    """The projection's items as a replay of the whole stream derives them, in a
+    savepoint rolled back after: the live rows stay as they were."""
     savepoint = source.connection.begin_nested()
     try:
         replay(source, [projection], stream_id)
-        items = projection.anchored_digests(source.connection, source.cipher(stream_id), stream_id)
+        return projection.anchored_digests(source, stream_id)
     finally:
         savepoint.rollback()
-    buckets = _digests(_by_bucket(items))
-    return compose_digests(f"{b}:{d}" for b, d in buckets.items())

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 
 from eventstore import RecordedEvent, SubjectCipher
 from projections import events as ev
-from projections.base import Anchored, Projection, StreamSource, item_digest
+from projections.base import Anchored, Projection, StreamSource, StreamView, item_digest
 from projections.embedders import Embedder
 from projections.extraction import Extractor, OneNodePerEvent
 from projections.model import NodeType
@@ -179,14 +179,11 @@ class VectorProjection(Projection):
         VectorStore(source.connection).purge_events(stream_id, attributed, node_ids)
 
     def anchored_digests(
-        self,
-        conn: Connection,
-        cipher: SubjectCipher | None,
-        stream_id: int,
-        part: Part | None = None,
+        self, view: StreamView, stream_id: int, part: Part | None = None
     ) -> list[Anchored]:
         """Vectors are placed by their node, triggers and attractors by the event that
         wrote them."""
+        conn, cipher = view.connection, view.cipher(stream_id)
         store = VectorStore(conn)
         # The serving embedder's vectors: a running re-embedding's are not served yet.
         serving = embedder_store.serving(conn, stream_id)

@@ -134,7 +134,9 @@ class Eraser:
         asked: _Asked,
     ) -> None:
         now = self.clock()
-        values = self._request_values(request_id, "forget", namespace, subject_key, asked, now)
+        values = self._request_values(
+            request_id, "forget", _Received(namespace, subject_key, asked, now)
+        )
         # The subject's own keys stop working with the rest of them: a forgotten user
         # has no one left to act for.
         values["api_keys_revoked"] = apikeys.revoke_user_keys(tx.connection, subject_key.hex(), now)
@@ -233,36 +235,45 @@ class Eraser:
         spans = self.projections.time_spans(tx.connection, stream_id, [e.event_id for e in erased])
         tombstones = tx.tombstone(stream_id, [e.event_id for e in erased], request_id)
         self.projections.purge_events(tx, stream_id, erased)
-        values = self._request_values(
-            request_id, "delete_event", stream.ref.namespace, stream.ref.subject_key, asked, now
-        )
+        received = _Received(stream.ref.namespace, stream.ref.subject_key, asked, now)
+        values = self._request_values(request_id, "delete_event", received)
         self._record(tx, values | spans | _erased(stream, tombstones, now), asked)
 
     # -- shared steps -------------------------------------------------------------
 
     def _request_values(
-        self,
-        request_id: uuid.UUID,
-        kind: str,
-        namespace: str,
-        subject_key: bytes,
-        asked: _Asked,
-        now: datetime,
+        self, request_id: uuid.UUID, kind: str, received: _Received
     ) -> dict[str, Any]:
-        return {
-            "request_id": request_id,
+        """An erasure request row, before what it erased is known."""
+        return self._received_values(request_id, received) | {
             "kind": kind,
-            "namespace": namespace,
-            "subject_key": subject_key,
             "status": "rebuilding",
-            "legal_ground": asked.legal_ground,
-            "reason": asked.reason,
-            "requested_by": self._actor_ref(asked.actor_id),
-            "received_at": now,
-            "deadline_at": now + self.policy.deadline,
-            "erased_at": now,
+            "legal_ground": received.asked.legal_ground,
+            "reason": received.asked.reason,
+            "deadline_at": received.at + self.policy.deadline,
+            "erased_at": received.at,
             "events_erased": 0,
             "merkle_root": merkle_root([]),
+        }
+
+    def _register_values(self, register_id: uuid.UUID, received: _Received) -> dict[str, Any]:
+        """A register row of an erasure (its status still to set)."""
+        return self._received_values(register_id, received) | {
+            "kind": "erasure",
+            "reference": received.asked.reference,
+            "legal_deadline_at": legal_deadline(received.at),
+            "operational_deadline_at": received.at + self.policy.deadline,
+        }
+
+    def _received_values(self, row_id: uuid.UUID, received: _Received) -> dict[str, Any]:
+        """The columns a request row and a register row share: which row, about whom,
+        asked by whom, and when."""
+        return {
+            "request_id": row_id,
+            "namespace": received.namespace,
+            "subject_key": received.subject_key,
+            "requested_by": self._actor_ref(received.asked.actor_id),
+            "received_at": received.at,
         }
 
     def _refuse_if_held(
@@ -275,7 +286,7 @@ class Eraser:
             return None
         now = self.clock()
         register_id = uuid.uuid4()
-        values = self._register_values(register_id, namespace, subject_key, asked, now)
+        values = self._register_values(register_id, _Received(namespace, subject_key, asked, now))
         register_sql.register(
             tx.connection,
             values
@@ -297,38 +308,13 @@ class Eraser:
         )
         return LegalHoldError(hold.ground, hold.reference, register_id)
 
-    def _register_values(
-        self,
-        register_id: uuid.UUID,
-        namespace: str,
-        subject_key: bytes,
-        asked: _Asked,
-        now: datetime,
-    ) -> dict[str, Any]:
-        """A register row of an erasure received now (its status still to set)."""
-        return {
-            "request_id": register_id,
-            "namespace": namespace,
-            "subject_key": subject_key,
-            "kind": "erasure",
-            "reference": asked.reference,
-            "received_at": now,
-            "legal_deadline_at": legal_deadline(now),
-            "operational_deadline_at": now + self.policy.deadline,
-            "requested_by": self._actor_ref(asked.actor_id),
-        }
-
     def _record(self, tx: Transaction, values: dict[str, Any], asked: _Asked) -> None:
         requests.insert_request(tx.connection, values)
         if asked.reason != "ttl_expired":  # a retention sweep is no one's request
-            register = self._register_values(
-                uuid.uuid4(),
-                values["namespace"],
-                values["subject_key"],
-                asked,
-                values["received_at"],
+            received = _Received(
+                values["namespace"], values["subject_key"], asked, values["received_at"]
             )
-            register["operational_deadline_at"] = values["deadline_at"]
+            register = self._register_values(uuid.uuid4(), received)
             register_sql.register(
                 tx.connection,
                 register | {"status": "open", "erasure_request_id": values["request_id"]},
@@ -368,6 +354,16 @@ class _Asked:
     legal_ground: str
     actor_id: str | None
     reference: str | None
+
+
+@dataclass(frozen=True)
+class _Received:
+    """An erasure request as it came in: about whom, what it asked, and when."""
+
+    namespace: str
+    subject_key: bytes
+    asked: _Asked
+    at: datetime
 
 
 def _reference(reference: str | None) -> str | None:

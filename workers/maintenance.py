@@ -132,26 +132,20 @@ def flag_overdue(
                     object_refs={"request_id": str(request.request_id)},
                 )
             )
-    for request in overdue:
+    notices = [_overdue_notice(r, r.deadline_at, now) for r in overdue]
+    notices += [_registered_notice(row, now) for row in registered]
+    for notice in notices:
         log.warning(
-            "erasure request %s (%s) passed its deadline %s and is still %s",
-            request.request_id,
-            request.kind,
-            request.deadline_at.isoformat(),
-            request.status,
+            "%s: %s request %s passed its deadline %s and is still %s",
+            notice["event"],
+            notice["kind"],
+            notice["request_id"],
+            notice["deadline_at"],
+            notice["status"],
         )
         if notify is not None:
-            notify(_overdue_notice(request, now))
-    for row in registered:
-        log.warning(
-            "%s request %s passed its operational deadline %s and is still open",
-            row.kind,
-            row.request_id,
-            row.operational_deadline_at.isoformat(),
-        )
-        if notify is not None:
-            notify(_registered_notice(row, now))
-    return len(overdue) + len(registered)
+            notify(notice)
+    return len(notices)
 
 
 def _flag_registered(tx: Transaction, now: datetime) -> list[Any]:
@@ -172,28 +166,25 @@ def _flag_registered(tx: Transaction, now: datetime) -> list[Any]:
 
 
 def _registered_notice(row: Any, now: datetime) -> dict[str, Any]:
-    return {
-        "event": "request.overdue",
-        "request_id": str(row.request_id),
-        "kind": row.kind,
-        "status": row.status,
+    deadline = row.operational_deadline_at
+    return _overdue_notice(row, deadline, now, "request.overdue") | {
         "reference": row.reference,
-        "subject_ref": row.subject_key.hex(),
-        "received_at": row.received_at.isoformat(),
-        "deadline_at": row.operational_deadline_at.isoformat(),
         "legal_deadline_at": (row.extended_deadline_at or row.legal_deadline_at).isoformat(),
-        "flagged_at": now.isoformat(),
     }
 
 
-def _overdue_notice(request: Any, now: datetime) -> dict[str, Any]:
+def _overdue_notice(
+    request: Any, deadline: datetime, now: datetime, event: str = "erasure.overdue"
+) -> dict[str, Any]:
+    """What the overdue webhook is sent about a request (an erasure request or a register
+    row) that passed ``deadline``: content-free, the subject by its reference only."""
     return {
-        "event": "erasure.overdue",
+        "event": event,
         "request_id": str(request.request_id),
         "kind": request.kind,
         "status": request.status,
         "subject_ref": request.subject_key.hex(),
         "received_at": request.received_at.isoformat(),
-        "deadline_at": request.deadline_at.isoformat(),
+        "deadline_at": deadline.isoformat(),
         "flagged_at": now.isoformat(),
     }

@@ -167,7 +167,7 @@ def _snapshot_of_replay(
 ) -> tuple[str, dict[str, Any]]:
     """The digest of the whole replay now in the live rows, which becomes the stream's
     snapshot, and what the certificate says of it."""
-    items = projection.anchored_digests(tx.connection, tx.cipher(stream_id), stream_id)
+    items = projection.anchored_digests(tx, stream_id)
     details = take_snapshot(tx, projection, stream_id, version, items)
     return compose_digests(d for _, d in items), details
 

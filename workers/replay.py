@@ -17,8 +17,7 @@ from projections.base import Projection, replay
 def live_digests(
     tx: Transaction, projections: Iterable[Projection], stream_id: int
 ) -> dict[str, str]:
-    cipher = tx.cipher(stream_id)
-    return {p.name: p.digest(tx.connection, cipher, stream_id) for p in projections}
+    return {p.name: p.digest(tx, stream_id) for p in projections}
 
 
 def replay_digests(

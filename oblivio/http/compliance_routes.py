@@ -6,7 +6,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi import HTTPException, Query, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from appdata.apikeys import Principal
@@ -21,15 +21,11 @@ from oblivio.http.auth import (
     acting_actor,
     acting_user,
 )
-from oblivio.http.errors import problem_responses
+from oblivio.http.errors import api_router
 from oblivio.memory import compliance, dpo, oversight
 from oblivio.memory.context import MemoryContext
 
-router = APIRouter(
-    prefix="/v1/compliance",
-    tags=["compliance"],
-    responses=problem_responses(401, 403, 404, 409, 422, 429, 503),
-)
+router = api_router("/v1/compliance", "compliance")
 
 
 USER_REASONS = frozenset({"user_request"})

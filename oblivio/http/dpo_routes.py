@@ -12,10 +12,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict
-from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 
-from fastapi import APIRouter, Query, Response
+from fastapi import Query, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, StringConstraints
 
@@ -24,17 +23,13 @@ from eventstore import subject_rights as rights
 from oblivio.http import schemas as s
 from oblivio.http.auth import Auditor, Ctx, Operator, acting_actor
 from oblivio.http.compliance_routes import STILL_ERASING, erasure_response
-from oblivio.http.errors import problem_responses
-from oblivio.memory import dpo
+from oblivio.http.errors import api_router
+from oblivio.memory import dpo, inputs
 from oblivio.memory.context import MemoryContext
 
 T = TypeVar("T")
 
-router = APIRouter(
-    prefix="/v1/dpo",
-    tags=["dpo"],
-    responses=problem_responses(401, 403, 404, 409, 422, 429, 503),
-)
+router = api_router("/v1/dpo", "dpo")
 
 Reference = Annotated[
     str,
@@ -75,21 +70,9 @@ class ExtendRequest(BaseModel):
     reason: ExtensionReason
 
 
-class RegisterEntryOut(BaseModel):
-    request_id: uuid.UUID
-    kind: str
-    subject_ref: str
-    reference: str | None
-    received_at: datetime
-    legal_deadline_at: datetime
-    extension_reason: str | None
-    operational_deadline_at: datetime
-    status: str
-    outcome: str | None
-    completed_at: datetime | None
-    overdue: bool
-    erasure_request_id: uuid.UUID | None
-    certificate_id: uuid.UUID | None
+class RegisterEntryOut(dpo.RegisterEntry):
+    # The register's record as it is: its fields, order and types are the answer's.
+    pass
 
 
 class PersonOut(BaseModel):
@@ -203,7 +186,7 @@ def register(
     reference: Reference | None = None,
     overdue: bool = False,
     page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
-    per_page: Annotated[int, Query(ge=1, le=dpo.MAX_PAGE_SIZE)] = 25,
+    per_page: Annotated[int, Query(ge=1, le=inputs.MAX_PAGE_SIZE)] = 25,
 ) -> RegisterPageOut:
     """The register of data-subject requests of every kind, newest first."""
     found = dpo.register(

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from oblivio.json_text import OPTIONS as _OPTIONS
-from projections.model import Node, ScoredNode
+from projections.model import Node, ScoredNode, node_labels
 
 JSON = "application/json"
 
@@ -48,12 +48,7 @@ def _scored(scored: ScoredNode) -> dict[str, Any]:
 def node_dict(node: Node) -> dict[str, Any]:
     """``NodeOut``'s fields, in its order and with its types, for orjson."""
     return {
-        "id": node.id,
-        "event_id": node.event_id,
-        "content": node.content,
-        "node_type": node.node_type.value,
-        "scope": node.scope.value,
-        "source_type": node.source_type.value,
+        **node_labels(node),
         "lifecycle": node.lifecycle.value,
         "confidence_base": float(node.confidence_base),
         "salience_base": float(node.salience_base),

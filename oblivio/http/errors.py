@@ -9,10 +9,10 @@ stay in the logs.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -81,6 +81,17 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         }
         for status in statuses
     }
+
+
+#: The problems a route of the API may answer besides its own answers: no or a bad key,
+#: a key not allowed to, not found, a conflict, invalid input, throttled, unavailable.
+API_PROBLEMS = (401, 403, 404, 409, 422, 429, 503)
+
+
+def api_router(prefix: str, tag: str, statuses: Sequence[int] = API_PROBLEMS) -> APIRouter:
+    """A router of the API: routes under ``prefix``, listed under ``tag``, each declaring
+    the problem responses of ``statuses``."""
+    return APIRouter(prefix=prefix, tags=[tag], responses=problem_responses(*statuses))
 
 
 def problem(

@@ -5,18 +5,14 @@ A namespaced operator manages its namespace's keys; a cluster-wide one every key
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException
+from fastapi import HTTPException
 
 from oblivio.http import schemas as s
 from oblivio.http.auth import Ctx, Operator, acting_actor
-from oblivio.http.errors import problem_responses
+from oblivio.http.errors import api_router
 from oblivio.memory import api_keys
 
-router = APIRouter(
-    prefix="/v1/admin/keys",
-    tags=["keys"],
-    responses=problem_responses(401, 403, 404, 422, 429, 503),
-)
+router = api_router("/v1/admin/keys", "keys", (401, 403, 404, 422, 429, 503))
 
 
 @router.post("", status_code=201, response_model=s.IssuedKeyOut)

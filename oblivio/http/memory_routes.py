@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, TypeVar
 
-from fastapi import APIRouter, Body, Header, HTTPException, Query, Response
+from fastapi import Body, Header, HTTPException, Query, Response
 
 from eventstore.errors import InvalidInputError
 from oblivio.http import schemas as s
@@ -17,16 +17,12 @@ from oblivio.http.auth import (
     required_user,
 )
 from oblivio.http.encoding import JSON, retrieve_json
-from oblivio.http.errors import problem_responses
+from oblivio.http.errors import api_router
 from oblivio.memory import commands, ingest, queries, updates
 from oblivio.memory.records import Correction
 from projections.model import NodeType, Scope, SourceType
 
-router = APIRouter(
-    prefix="/v1",
-    tags=["memory"],
-    responses=problem_responses(401, 403, 404, 409, 422, 429, 503),
-)
+router = api_router("/v1", "memory")
 
 T = TypeVar("T")
 MAX_VERSION = 2**62 - 1  # the largest version the store reads (queries.get_events)

@@ -10,7 +10,6 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Literal
 
-from fastapi import APIRouter
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -23,7 +22,7 @@ from pydantic import (
 from pydantic.config import JsonDict
 
 from oblivio.http.auth import ClusterOperator, Ctx, acting_actor
-from oblivio.http.errors import problem_responses
+from oblivio.http.errors import api_router
 from oblivio.http.schemas import Strict, UserId
 from oblivio.memory import vector_rebuilds
 from projections.embedders import (
@@ -34,11 +33,7 @@ from projections.embedders import (
 )
 from workers.reembed import RebuildProgress
 
-router = APIRouter(
-    prefix="/v1/admin/rebuilds",
-    tags=["rebuilds"],
-    responses=problem_responses(401, 403, 404, 409, 422, 503),
-)
+router = api_router("/v1/admin/rebuilds", "rebuilds", (401, 403, 404, 409, 422, 503))
 
 
 #: Checked by the one rule of embedder names, whose error lists the names there are (a

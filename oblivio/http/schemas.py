@@ -218,23 +218,12 @@ class StoreBatchResponse(BaseModel):
     results: list[StoreResponse] = Field(description="One per memory, in request order.")
 
 
-class EventOut(BaseModel):
-    id: uuid.UUID
-    user_id: str
-    content: str
-    scope: Scope
-    role: Role
-    source_type: SourceType
-    node_type: NodeType
-    session_id: str | None
-    meta: dict[str, Any]
-    version: int
-    recorded_at: datetime = Field(description="When the log recorded it.")
-    occurred_at: datetime = Field(description="When it took effect (default: recorded_at).")
+class EventOut(MemoryEvent):
+    # The stored event as the memory operations return it: its fields are the answer's.
 
     @classmethod
     def of(cls, event: MemoryEvent) -> EventOut:
-        return cls.model_validate(event, from_attributes=True)
+        return cls(**vars(event))
 
 
 class NodeOut(BaseModel):

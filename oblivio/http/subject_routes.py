@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import Path, Query
 
 from oblivio.http import schemas as s
 from oblivio.http.auth import OPERATOR_NAMES_USER, Ctx, Member, Operator, required_user
-from oblivio.http.errors import problem_responses
+from oblivio.http.errors import api_router
 from oblivio.http.memory_routes import found
 from oblivio.memory import items, queries
 from oblivio.memory.records import StoredItem
@@ -17,11 +17,7 @@ from oblivio.memory.records import StoredItem
 #: An item key in the path: percent-encoded, it may hold ``/`` (the ``path`` converter).
 ItemKey = Annotated[str, Path(min_length=1, max_length=256)]
 
-router = APIRouter(
-    prefix="/v1",
-    tags=["memory"],
-    responses=problem_responses(401, 403, 404, 409, 422, 429, 503),
-)
+router = api_router("/v1", "memory")
 
 
 def _item(item: StoredItem) -> s.StoredItemOut:

@@ -8,11 +8,12 @@ that commits or nothing does.
 
 from __future__ import annotations
 
+import functools
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, ParamSpec
 
 from eventstore import LockedStream, NewEvent, RecordedEvent, Subject, SubjectCipher, Transaction
 from eventstore.errors import (
@@ -44,6 +45,7 @@ from projections.model import (
 from projections.reads import GraphReads, NodeRow, node_from_row, state_of
 from projections.scoring import MAX_TRIGGER_WEIGHT
 
+P = ParamSpec("P")
 CorrectionEntry = Mapping[str, Any] | Sequence[Any]
 
 
@@ -277,37 +279,29 @@ def check_memory(
     return data, inputs.request_id(memory.get("request_id"))
 
 
-def store(
-    ctx: MemoryContext,
-    content: str | bytes,
-    *,
-    user_id: str,
-    scope: Scope | str = Scope.PERSONAL,
-    role: Role | str = Role.USER,
-    session_id: str | None = None,
-    source_type: SourceType | str = SourceType.USER_STATED,
-    node_type: NodeType | str = NodeType.FACT,
-    meta: Mapping[str, Any] | None = None,
-    request_id: uuid.UUID | str | None = None,
-    occurred_at: datetime | str | None = None,
-) -> uuid.UUID:
+def _answering_event_id(
+    operation: Callable[P, StoredMemory], name: str, doc: str
+) -> Callable[P, uuid.UUID]:
+    """``operation`` (its parameters and their defaults) answering with the stored
+    event's id alone."""
+
+    @functools.wraps(operation)
+    def event_id(*args: P.args, **kwargs: P.kwargs) -> uuid.UUID:
+        return operation(*args, **kwargs).event_id
+
+    event_id.__name__ = event_id.__qualname__ = name
+    event_id.__doc__ = doc
+    return event_id
+
+
+store = _answering_event_id(
+    store_memory,
+    "store",
     """Append a memory event and derive its node(s); returns the event id.
 
     ``occurred_at``: when the statement took effect (default: when it is stored).
-    """
-    return store_memory(
-        ctx,
-        content,
-        user_id=user_id,
-        scope=scope,
-        role=role,
-        session_id=session_id,
-        source_type=source_type,
-        node_type=node_type,
-        meta=meta,
-        request_id=request_id,
-        occurred_at=occurred_at,
-    ).event_id
+    """,
+)
 
 
 # -- supersede --------------------------------------------------------------------------

@@ -43,7 +43,6 @@ SELF_SERVICE = "self-service"
 API_EXPORT = "api"
 #: How far an extension may move the legal deadline: two further months (Art. 12(3)).
 EXTENSION_MONTHS = 2
-MAX_PAGE_SIZE = 200
 
 
 # -- what the desk shows ------------------------------------------------------------------
@@ -336,13 +335,10 @@ def register(
     per_page: int = 25,
 ) -> RegisterPage:
     """The register of data-subject requests of every kind, newest first."""
-    if page < 1 or not 1 <= per_page <= MAX_PAGE_SIZE:
-        raise InvalidInputError(f"page must be 1 or more and per_page 1 to {MAX_PAGE_SIZE}")
+    offset = inputs.page_offset(page, per_page)
     wanted = _register_filter(ctx, kind, status, reference, overdue_only)
     with ctx.store.reading() as view:
-        rows, total = register_sql.list_register(
-            view.connection, wanted, per_page, (page - 1) * per_page
-        )
+        rows, total = register_sql.list_register(view.connection, wanted, per_page, offset)
     now = ctx.clock()
     return RegisterPage([_entry(r, now) for r in rows], total, page, per_page)
 

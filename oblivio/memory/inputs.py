@@ -20,6 +20,8 @@ MAX_SESSION_ID_CHARS = 256
 MAX_ACTOR_ID_CHARS = 256
 #: The most memories one ``store_many`` call stores (one transaction).
 MAX_BATCH_MEMORIES = 1000
+#: The most rows one page of a listing (register, erasure requests, audit log) holds.
+MAX_PAGE_SIZE = 200
 
 E = TypeVar("E", bound=enum.Enum)
 
@@ -55,6 +57,13 @@ def optional_text(value: object, what: str, max_chars: int) -> str | None:
     if not isinstance(value, str) or not value or len(value) > max_chars:
         raise InvalidInputError(f"{what} must be a non-empty string of at most {max_chars} chars")
     return check_utf8(value, what)
+
+
+def page_offset(page: int, per_page: int) -> int:
+    """How many rows come before page ``page`` (from 1) of ``per_page`` rows each."""
+    if page < 1 or not 1 <= per_page <= MAX_PAGE_SIZE:
+        raise InvalidInputError(f"page must be 1 or more and per_page 1 to {MAX_PAGE_SIZE}")
+    return (page - 1) * per_page
 
 
 def meta(value: Mapping[str, Any] | None) -> dict[str, Any]:

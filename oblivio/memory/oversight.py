@@ -27,7 +27,6 @@ from oblivio.memory.context import MemoryContext
 
 REQUEST_KINDS = frozenset({"forget", "delete_event", "retention"})
 REQUEST_STATUSES = frozenset({*OPEN_STATUSES, "completed", "failed"})
-MAX_PAGE_SIZE = 200
 
 
 @dataclass(frozen=True)
@@ -79,8 +78,7 @@ def list_erasure_requests(
         raise InvalidInputError(f"status must be one of {sorted(REQUEST_STATUSES)}")
     if kind is not None and kind not in REQUEST_KINDS:
         raise InvalidInputError(f"kind must be one of {sorted(REQUEST_KINDS)}")
-    if page < 1 or not 1 <= per_page <= MAX_PAGE_SIZE:
-        raise InvalidInputError(f"page must be 1 or more and per_page 1 to {MAX_PAGE_SIZE}")
+    offset = inputs.page_offset(page, per_page)
     now = ctx.clock()
     wanted = oversight.RequestFilter(
         namespace=ctx.namespace,
@@ -90,9 +88,7 @@ def list_erasure_requests(
         overdue_at=now if overdue_only else None,
     )
     with ctx.store.reading() as view:
-        rows, total = oversight.list_requests(
-            view.connection, wanted, per_page, (page - 1) * per_page
-        )
+        rows, total = oversight.list_requests(view.connection, wanted, per_page, offset)
         jobs = oversight.job_attempts(view.connection, [r.request_id for r in rows])
     summaries = [_summary(r, jobs.get(r.request_id), now) for r in rows]
     return RequestPage(summaries, total, page, per_page)
@@ -334,13 +330,12 @@ def audit_trail(
     """One page of the audit entries the caller may see that match ``filters``,
     newest first, read through the audit index (never the whole stream); with
     ``check_chain`` the whole audit chain is recomputed, as an export's holder would."""
-    if page < 1 or not 1 <= per_page <= MAX_PAGE_SIZE:
-        raise InvalidInputError(f"page must be 1 or more and per_page 1 to {MAX_PAGE_SIZE}")
+    offset = inputs.page_offset(page, per_page)
     namespace = _visible_namespace(ctx)
     query = AuditQuery(
         namespace, since=filters.since, until=filters.until, **audit_filters(ctx, filters)
     )
-    events, total = ctx.store.audit_page(query, per_page, (page - 1) * per_page)
+    events, total = ctx.store.audit_page(query, per_page, offset)
     head_version, head = ctx.store.audit_head()
     return AuditTrail(
         [entry_line(e) for e in events],

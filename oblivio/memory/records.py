@@ -24,9 +24,12 @@ class MemoryEvent:
     session_id: str | None
     meta: dict[str, Any]
     version: int
-    recorded_at: datetime
+    # A description in a field's metadata is what the HTTP API's schema says of it.
+    recorded_at: datetime = field(metadata={"description": "When the log recorded it."})
     #: When the statement took effect (``occurred_at`` as stored; else ``recorded_at``).
-    occurred_at: datetime
+    occurred_at: datetime = field(
+        metadata={"description": "When it took effect (default: recorded_at)."}
+    )
 
 
 @dataclass(frozen=True)

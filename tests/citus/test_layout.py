@@ -9,7 +9,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from eventstore import EventStore, KeyringFile, NewEvent, create_backend
+from eventstore import EventStore, KeyringFile, NewEvent, Subject, create_backend
 from eventstore.migrate import upgrade
 from oblivio.bootstrap import upgrade_schema
 from oblivio_bench.citus import CitusCluster
@@ -111,7 +111,8 @@ def test_an_event_records_the_coordinators_transaction_id(citus_url: str, tmp_pa
     store = EventStore(create_backend(citus_url), KeyringFile(tmp_path / "keyring.json"))
     try:
         with store.transaction() as tx:
-            [event] = tx.append("default", "person-1", [NewEvent("note", {"n": 1})])
+            stream = tx.lock_stream(Subject("default", "person-1"), create=True)
+            [event] = tx.append_locked(stream, [NewEvent("note", {"n": 1})])
             (xid,) = tx.connection.exec_driver_sql(
                 "SELECT pg_current_xact_id()::text::bigint"
             ).one()

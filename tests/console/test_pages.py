@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from eventstore import schema
 from eventstore.errors import InvalidInputError
-from oblivio.memory import compliance, oversight, vector_rebuilds
+from oblivio.memory import compliance, inputs, oversight, vector_rebuilds
 from oblivio.memory.health import partition_lag
 from tests.console.conftest import console_client, csrf_of, sign_in
 from tests.http.conftest import ALICE, BOB, World, settled
@@ -133,7 +133,7 @@ def test_requests_page_through_newest_first(world: World) -> None:
     assert received == sorted(received, reverse=True)
     assert oversight.list_erasure_requests(world.ctx, user_id=BOB).total == 0
     with pytest.raises(InvalidInputError):
-        oversight.list_erasure_requests(world.ctx, per_page=oversight.MAX_PAGE_SIZE + 1)
+        oversight.list_erasure_requests(world.ctx, per_page=inputs.MAX_PAGE_SIZE + 1)
 
 
 def test_a_request_page_follows_its_rebuild_jobs(world: World) -> None:

@@ -36,6 +36,7 @@ from eventstore import (
     LogCursor,
     NewEvent,
     RecordedEvent,
+    Subject,
     WrongExpectedVersionError,
     create_backend,
     keys,
@@ -434,11 +435,13 @@ def open_transaction(
 
     def slow_writer() -> None:
         with store.transaction() as tx:
-            slow.extend(tx.append(NAMESPACE, subject, [NewEvent("test.slow", {"n": 0})]))
+            stream = tx.lock_stream(Subject(NAMESPACE, subject), create=True)
+            slow.extend(tx.append_locked(stream, [NewEvent("test.slow", {"n": 0})]))
             appended.set()
             assert release.wait(timeout=60), "never released"
             if after_release:
-                slow.extend(tx.append(NAMESPACE, subject, [NewEvent("test.slow", {"n": 1})]))
+                stream = tx.lock_stream(Subject(NAMESPACE, subject), create=True)
+                slow.extend(tx.append_locked(stream, [NewEvent("test.slow", {"n": 1})]))
 
     thread = Worker(slow_writer)
     thread.start()
@@ -553,7 +556,8 @@ def test_d_a_transaction_of_this_database_holds_delivery_back_before_it_writes(
         assert follower.delivered == []
         assert pg_store.log_head() == START
         assert pg_store.count_after(START) == 0
-        [late] = slow.append(NAMESPACE, "slow", [NewEvent("test.slow", {"n": 0})])
+        stream = slow.lock_stream(Subject(NAMESPACE, "slow"), create=True)
+        [late] = slow.append_locked(stream, [NewEvent("test.slow", {"n": 0})])
     assert late.cursor < fast.cursor  # it commits last but sorts first
     follower.catch_up({late.event_id, fast.event_id})
     assert [e.event_id for e in follower.delivered] == [late.event_id, fast.event_id]

@@ -23,6 +23,7 @@ from eventstore import (
     MalformedIdError,
     NewEvent,
     PayloadTooLargeError,
+    Subject,
     WrongExpectedVersionError,
 )
 from eventstore.schema import events
@@ -245,7 +246,8 @@ def test_closing_a_stream_starts_a_new_generation_with_a_new_key(store: EventSto
 def test_transactions_roll_back_as_a_whole(store: EventStore) -> None:
     def append_then_fail() -> None:
         with store.transaction() as tx:
-            tx.append("default", "alice", [stored("a")])
+            stream = tx.lock_stream(Subject("default", "alice"), create=True)
+            tx.append_locked(stream, [stored("a")])
             raise RuntimeError("abort")
 
     with pytest.raises(RuntimeError):

@@ -24,6 +24,7 @@ from oblivio import MemoryClient
 from oblivio.bootstrap import open_event_store
 from oblivio.settings import Settings
 from projections import events as ev
+from projections.base import StreamView
 from projections.embedders import HashingEmbedder
 from projections.storage.tables import attractors, nodes, triggers, vectors
 from projections.vectors import VectorProjection
@@ -62,8 +63,8 @@ class CountingProjection:
     def purge(self, conn: Connection, stream_id: int) -> None:
         self.inner.purge(conn, stream_id)
 
-    def digest(self, conn: Connection, cipher: SubjectCipher | None, stream_id: int) -> str:
-        return self.inner.digest(conn, cipher, stream_id)
+    def digest(self, view: StreamView, stream_id: int) -> str:
+        return self.inner.digest(view, stream_id)
 
 
 def _write(memory: MemoryClient, round_: int) -> None:

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection
 from eventstore import START, RecordedEvent, SubjectCipher
 from oblivio import MemoryClient
 from oblivio.settings import Settings
+from projections.base import StreamView
 from projections.storage.tables import attractors, triggers, vectors
 from projections.storage.vector_store import NodeVector, VectorStore, unpack_vector
 from projections.vectors import VectorProjection
@@ -63,8 +64,8 @@ class FailingAfterWriting:
     def purge(self, conn: Connection, stream_id: int) -> None:
         self.inner.purge(conn, stream_id)
 
-    def digest(self, conn: Connection, cipher: SubjectCipher | None, stream_id: int) -> str:
-        return self.inner.digest(conn, cipher, stream_id)
+    def digest(self, view: StreamView, stream_id: int) -> str:
+        return self.inner.digest(view, stream_id)
 
 
 def _write(memory: MemoryClient) -> int:

@@ -50,9 +50,7 @@ def each(client: MemoryClient) -> Iterator[Projection]:
 
 def digests(client: MemoryClient, projection: Projection, stream_id: int) -> tuple[str, list[str]]:
     with client.context.store.reading() as view:
-        cipher = view.cipher(stream_id)
-        items = projection.item_digests(view.connection, cipher, stream_id)
-        return projection.digest(view.connection, cipher, stream_id), items
+        return projection.digest(view, stream_id), projection.item_digests(view, stream_id)
 
 
 def test_a_digest_composes_its_items_in_any_order(written: tuple[MemoryClient, int]) -> None:
@@ -78,7 +76,7 @@ def test_replay_equals_incremental_in_any_page_size(
                 tx.lock_stream(stream_id)
                 savepoint = tx.connection.begin_nested()
                 replay(tx, [projection], stream_id)
-                fresh = projection.digest(tx.connection, tx.cipher(stream_id), stream_id)
+                fresh = projection.digest(tx, stream_id)
                 savepoint.rollback()
             assert fresh == live, (projection.name, page_size)
 
@@ -89,7 +87,7 @@ def test_purge_leaves_no_item_of_the_subject(written: tuple[MemoryClient, int]) 
         with client.context.store.transaction() as tx:
             savepoint = tx.connection.begin_nested()
             projection.purge(tx.connection, stream_id)
-            assert projection.item_digests(tx.connection, tx.cipher(stream_id), stream_id) == []
+            assert projection.item_digests(tx, stream_id) == []
             savepoint.rollback()
         assert digests(client, projection, stream_id)[1], "the purge was rolled back"
 
@@ -109,13 +107,12 @@ def test_purge_events_leaves_only_what_a_replay_without_them_gives(
         tx.lock_stream(stream_id)
         ctx.projections.hold(tx.connection, stream_id)
         tx.tombstone(stream_id, [erased.event_id], uuid.uuid4())
-        cipher = tx.cipher(stream_id)
         for projection in each(client):
             projection.purge_events(tx, stream_id, [erased])
-            left = set(projection.item_digests(tx.connection, cipher, stream_id))
+            left = set(projection.item_digests(tx, stream_id))
             savepoint = tx.connection.begin_nested()
             replay(tx, [projection], stream_id)
-            fresh = set(projection.item_digests(tx.connection, cipher, stream_id))
+            fresh = set(projection.item_digests(tx, stream_id))
             savepoint.rollback()
             assert left <= fresh, projection.name
             if projection is ctx.graph:
@@ -143,16 +140,15 @@ def test_a_parts_items_are_the_items_anchored_in_it_and_replay_part_rebuilds_the
     stored = [e for e in ctx.store.read_stream(ctx.namespace, USER) if e.type == "memory.stored"]
     with ctx.store.transaction() as tx:
         tx.lock_stream(stream_id)
-        cipher = tx.cipher(stream_id)
         part = reach(tx.connection, stream_id, [stored[0].event_id])
         assert stored[1].event_id in part.events  # reached through the supersede
         for projection in each(client):
-            whole = projection.anchored_digests(tx.connection, cipher, stream_id)
-            parted = projection.anchored_digests(tx.connection, cipher, stream_id, part)
+            whole = projection.anchored_digests(tx, stream_id)
+            parted = projection.anchored_digests(tx, stream_id, part)
             assert parted, projection.name
             assert sorted(parted) == sorted(i for i in whole if i[0] in part.anchors)
             savepoint = tx.connection.begin_nested()
             assert projection.replay_part(tx, stream_id, part), projection.name
-            again = projection.anchored_digests(tx.connection, cipher, stream_id)
+            again = projection.anchored_digests(tx, stream_id)
             savepoint.rollback()
             assert sorted(again) == sorted(whole), projection.name
