@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
 
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as postgres_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.dml import Insert
 
 from eventstore.backends.port import Backend
 from eventstore.errors import InvalidInputError
@@ -43,4 +47,22 @@ def sent_together(conn: Connection) -> AbstractContextManager[None]:
     return nullcontext()
 
 
-__all__ = ["Backend", "create_backend", "sent_together"]
+def insert_replacing(conn: Connection, table: sa.Table) -> Insert:
+    """``INSERT`` into ``table`` whose row replaces the other columns of a row with the
+    same primary key, in the one statement (``ON CONFLICT (key) DO UPDATE`` on both
+    databases; the rows of one statement must have distinct keys).
+
+    Each row finds its conflict through the key's unique index, whatever the
+    planner knows: a ``DELETE`` of the keys first, its replacement, is planned
+    from table statistics, and without them PostgreSQL scanned a subject's
+    every vector row to delete a page's (see VectorStore.put_vectors).
+    """
+    on_postgres = conn.dialect.name == "postgresql"
+    insert = postgres_insert(table) if on_postgres else sqlite_insert(table)
+    return insert.on_conflict_do_update(
+        index_elements=list(table.primary_key.columns),
+        set_={c.name: insert.excluded[c.name] for c in table.columns if not c.primary_key},
+    )
+
+
+__all__ = ["Backend", "create_backend", "insert_replacing", "sent_together"]

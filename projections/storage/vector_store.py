@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from eventstore import SubjectCipher
+from eventstore.backends import insert_replacing
 from eventstore.schema import events
 from projections.storage.graph_store import open_json, seal_json
 from projections.storage.tables import attractors, node_directory, nodes, triggers, vectors
@@ -57,18 +58,6 @@ class NodeVector:
     vector: Sequence[float]
 
 
-# Built once: a page of vectors is two statements however many nodes it holds.
-# Deleting first makes re-applying a page (or a node) replace, not collide;
-# only the embedders being written are replaced (a re-embedding job's target
-# and the serving embedder live side by side).  Node ids are unique across
-# streams; naming the streams too lets the lookup use the
-# (stream_id, node_id, embedder) key, the only index of the table.
-_delete_vectors = vectors.delete().where(
-    vectors.c.stream_id.in_(sa.bindparam("stream_ids", expanding=True)),
-    vectors.c.node_id.in_(sa.bindparam("node_ids", expanding=True)),
-    vectors.c.embedder.in_(sa.bindparam("embedders", expanding=True)),
-)
-_insert_vector = vectors.insert()
 # Built once: retrieval reads the nodes of a few new events after each write.
 _event_node_vectors = (
     sa.select(nodes, vectors.c.embedding, vectors.c.embedder)
@@ -121,7 +110,17 @@ class VectorStore:
         self.conn = conn
 
     def put_vectors(self, items: Sequence[NodeVector]) -> None:
-        """Store (or replace) the vectors of many nodes, sealed, in two statements."""
+        """Store (or replace) the vectors of many nodes, sealed, in one statement.
+
+        Replacing makes re-applying a page (or a node) overwrite, not collide;
+        only the embedders being written are replaced (a re-embedding job's
+        target and the serving embedder live side by side).  A page used to
+        delete its keys first: PostgreSQL, without statistics for a stream
+        that had just grown (or not counting on a large one), planned that
+        delete as a scan of the stream's every vector row, so a subject's
+        catch-up slowed with each page it wrote (issue 33).  Each row of the
+        upsert is matched through the table's key alone.
+        """
         if not items:
             return
         rows = [
@@ -137,15 +136,7 @@ class VectorStore:
             }
             for item in items
         ]
-        self.conn.execute(
-            _delete_vectors,
-            {
-                "stream_ids": sorted({item.cipher.stream_id for item in items}),
-                "node_ids": sorted({item.node_id for item in items}),
-                "embedders": sorted({item.embedder for item in items}),
-            },
-        )
-        self.conn.execute(_insert_vector, rows)
+        self.conn.execute(insert_replacing(self.conn, vectors), rows)
 
     def node_vectors(self, stream_id: int, embedder: str | None = None) -> list[sa.Row[Any]]:
         """Node rows joined with their vectors of ``embedder`` (never two embedders' vectors:

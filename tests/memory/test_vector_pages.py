@@ -142,3 +142,39 @@ def test_vectors_written_again_replace_the_earlier_ones(memory: MemoryClient) ->
         tuple(unpack_vector(cipher.open("vector", r.node_id.bytes, r.embedding))) for r in rows
     }
     assert vectors_stored == {(0.0, 1.0)}
+
+
+def _vector_rows_read(conn: Connection) -> int:
+    """Rows of the vector table this transaction has read so far (PostgreSQL's own
+    count of the transaction's table scans and index fetches)."""
+    read = conn.execute(
+        sa.text(
+            "SELECT seq_tup_read + coalesce(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables "
+            "WHERE relname = 'memory_vectors'"
+        )
+    ).scalar_one()
+    return int(read)
+
+
+# PostgreSQL only: it counts the rows a transaction reads, and SQLite's planner makes
+# no guess about rows per subject that could send it through them all.
+@pytest.mark.parametrize("fresh_settings", ["postgres"], indirect=True)
+def test_a_page_of_vectors_reads_no_other_rows_of_its_subject(memory: MemoryClient) -> None:
+    """Writing a page reads the rows of its own nodes at most, also on a table that
+    has never been analysed (a store just loaded, or grown by one large subject): a
+    planner counting on few rows per subject once read all of them for every page."""
+    cipher = SubjectCipher(os.urandom(32), stream_id=1)
+
+    def page(count: int) -> list[NodeVector]:
+        return [
+            NodeVector(cipher, uuid.uuid4(), uuid.uuid4(), "test", [1.0, 0.0]) for _ in range(count)
+        ]
+
+    engine = memory.context.store.backend.engine
+    with engine.begin() as conn:
+        VectorStore(conn).put_vectors(page(6_000))
+    again = page(100)
+    for _ in range(2):  # new nodes, then the same nodes replaced
+        with engine.begin() as conn:
+            VectorStore(conn).put_vectors(again)
+            assert _vector_rows_read(conn) <= len(again)
