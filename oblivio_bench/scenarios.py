@@ -6,16 +6,18 @@ docs/benchmarks.md) holds three sets:
 * **corrections**: an earlier statement (``old``), a later one that changes
   it in ordinary words (``new``), a question (``q``).  The first result of a
   default ``retrieve(q)`` should contain one of ``expect``; when it contains
-  one of ``stale`` it still states the old value.
-* **controls**: the same shape, but the newer message only touches the topic
-  or speaks of someone else, so the first result must still contain ``expect``.
-* **paraphrase**: facts stored with ``store()`` for one person, and questions
-  that share no content word with their fact (judged at top 1 and top 3).
+  one of ``stale``, the answer is out of date.
+* **controls**: the same shape, but the later message mentions the subject
+  in passing or is about another person, so the earlier fact has to stay
+  first: the first result must still contain ``expect``.
+* **paraphrase**: facts one person stores with ``store()``, and questions
+  worded without any content word of the fact they ask about (judged at top
+  1 and top 3).
 
 Every correction and control is a fresh person: the ``filler`` facts, then
 ``old``, then ``new``, each stored in one of three ways (:data:`MODES`):
 ``ingest()`` with ``first_person_owner=True`` and ``wait_for_extraction=True``
-and ``occurred_at`` 2026-01-05 plus i days for filler i, plus 30 days for
+and ``occurred_at`` 2026-01-05 plus n days for the n-th filler fact, plus 30 days for
 ``old`` and 150 for ``new``; the same without ``first_person_owner``; and a
 plain ``store()`` of the same sentences.
 """

@@ -356,7 +356,7 @@ _ADVERB = re.compile(
 @lru_cache(maxsize=4096)
 def _predicates(text: str) -> frozenset[str]:
     """The predicate classes of the first-person claims the rule extractor finds in
-    ``text`` ("I live in Leeds" and "I moved to Bristol" are both of residence)."""
+    ``text`` ("I live in Utrecht" and "I moved to Ghent" are both of residence)."""
     plan = RuleClaimExtractor().plan(Message(text=_ADVERB.sub(r"\1 ", text), role="user"))
     return frozenset(
         cls
@@ -494,7 +494,7 @@ def _about_them(clauses: list[_Clause], old_text: str) -> list[_Clause]:
     """The clauses of the new memory that state something about the person, or about
     whom the earlier memory is about (see the module docstring)."""
     old_subject = _subject(_words(old_text))
-    # Names the earlier memory holds ("Leo", "Dr Hughes"), not its first word.
+    # Names the earlier memory holds ("Mila", "Dr Mensah"), not its first word.
     names = {m.group(0).casefold() for m in _NAME.finditer(old_text) if m.start() > 0}
     about: list[_Clause] = []
     previous = False

@@ -359,7 +359,7 @@ def _claim(text: str, start: int, end: int) -> ClaimDraft | None:
 
 
 def _before_aside(thing: str) -> str:
-    """The object without an aside after a comma ("Leeds, near the station"), unless the
+    """The object without an aside after a comma ("Utrecht, near the station"), unless the
     commas list things ("2 cats, a dog and a parrot")."""
     head, comma, tail = thing.partition(", ")
     if not comma or _LIST_END.search(tail):

@@ -167,7 +167,7 @@ def test_corrections_and_ingest_equal_the_facades(
 
     said = remote.ingest(b"I moved to Lisbon.", user_id=ALICE, first_person_owner=True)
     [later] = remote.ingest_batch(
-        [{"message": "I work at a bakery.", "request_id": uuid.uuid4()}],
+        [{"message": "I work at a ceramics studio.", "request_id": uuid.uuid4()}],
         user_id=ALICE,
         wait_for_extraction=True,
     )

@@ -18,7 +18,7 @@ BATCH = "/v1/events:batch"
 def test_each_memory_is_answered_with_the_nodes_the_store_holds(world: World) -> None:
     memories = [
         {"content": "I moved to Lisbon", "occurred_at": "2022-05-01T09:00:00Z"},
-        {"content": "I work at a bakery", "scope": "project", "meta": {"source": "chat"}},
+        {"content": "I work at a ceramics studio", "scope": "project", "meta": {"source": "chat"}},
     ]
     response = world.client.post(BATCH, json={"memories": memories}, headers=world.headers("user"))
     assert response.status_code == 201, response.text

@@ -106,7 +106,7 @@ def test_the_one_bounded_transition() -> None:
             [("uses", "Vim", "positive", "state", None)],
         ),
         (
-            "Dr. Okafor is kind. I live in St. Albans.",
+            "Dr. Mensah is kind. I live in St. Albans.",
             [("lives_in", "St. Albans", "positive", "state", None)],
         ),
         (
@@ -127,8 +127,8 @@ def test_the_one_bounded_transition() -> None:
         ("I'm using Vim.", [("uses", "Vim", "positive", "state", None)]),
         ("I don't eat meat anymore.", [("eats", "meat", "negative", "update", None)]),
         ("I stopped drinking coffee.", [("drinks", "coffee", "negative", "update", None)]),
-        ("I used to live in Leeds.", [("lives_in", "Leeds", "negative", "update", None)]),
-        ("I no longer work at the bakery.", [("works_at", "bakery", "negative", "update", None)]),
+        ("I used to live in Utrecht.", [("lives_in", "Utrecht", "negative", "update", None)]),
+        ("I no longer work at the pottery.", [("works_at", "pottery", "negative", "update", None)]),
         (
             "I moved from Boston to Denver last month.",
             [("moved_to", "Denver", "positive", "update", "Boston")],

@@ -54,10 +54,10 @@ def test_a_change_in_plain_words_comes_first_and_the_old_memory_right_below(
     memory: MemoryClient,
 ) -> None:
     old, new = stored(
-        memory, "I ride a green scooter to the office.", "I sold the scooter and walk now."
+        memory, "I paddle a green kayak on the lake.", "I sold the kayak and swim now."
     )
-    assert first_two(memory, "How do I get to the office by scooter?") == [new, old]
-    found = memory.retrieve("scooter to the office", user_id=USER, limit=1).results[0]
+    assert first_two(memory, "How do I get out on the lake by kayak?") == [new, old]
+    found = memory.retrieve("kayak on the lake", user_id=USER, limit=1).results[0]
     assert found.node.id == new
     assert found.components.succession > 0
     state = memory.get_assertion_state(old, user_id=USER)
@@ -79,24 +79,24 @@ def test_a_change_in_plain_words_comes_first_and_the_old_memory_right_below(
 @pytest.mark.parametrize(
     "newer",
     [
-        "My brother sold his scooter last week.",  # someone else
-        "I borrowed a friend's car today to go to the office.",  # a one-off
-        "I might sell the scooter one day.",  # a plan
-        "I won't ever sell the scooter, it gets me to the office.",  # a change denied
-        "I started riding a scooter to the office years ago.",  # long before, still so
-        "I got some new scooter stickers for the office.",  # things added, none replaced
-        "Now you're riding a scooter too!",  # the listener
-        "I have ridden a scooter to the office for a year now.",  # a state that goes on
+        "My brother sold his kayak last week.",  # someone else
+        "I borrowed a friend's canoe today to go on the lake.",  # a one-off
+        "I might sell the kayak one day.",  # a plan
+        "I won't ever sell the kayak, it gets me onto the lake.",  # a change denied
+        "I started paddling a kayak on the lake years ago.",  # long before, still so
+        "I got some new kayak stickers for the lake.",  # things added, none replaced
+        "Now you're paddling a kayak too!",  # the listener
+        "I have paddled a kayak on the lake for a year now.",  # a state that goes on
     ],
 )
 def test_what_someone_else_does_a_one_off_or_a_plan_updates_nothing(
     memory: MemoryClient, newer: str
 ) -> None:
-    old, _ = stored(memory, "I ride a green scooter to the office.", newer)
+    old, _ = stored(memory, "I paddle a green kayak on the lake.", newer)
     state = memory.get_assertion_state(old, user_id=USER)
     assert state is not None
     assert state.likely_updated_by is None
-    assert first_two(memory, "Which scooter do I ride to the office?")[0] == old
+    assert first_two(memory, "Which kayak do I paddle on the lake?")[0] == old
 
 
 def test_an_ingested_message_is_judged_before_wait_for_extraction_returns(

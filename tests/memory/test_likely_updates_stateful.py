@@ -22,10 +22,10 @@ from tests.memory._machines import run_machine
 
 #: An earlier memory and what may be said after it: a change, or something that is not one.
 CHANGES = (
-    ("I ride a green scooter to the office.", "I sold the scooter and walk to the office now."),
+    ("I paddle a green kayak on the lake.", "I sold the kayak and swim in the lake now."),
     ("My gym is Ironworks.", "I cancelled Ironworks and joined the pool instead."),
     ("I live in Oslo.", "I finally moved to Bergen."),
-    ("I ride a green scooter to the office.", "My brother sold his scooter."),
+    ("I paddle a green kayak on the lake.", "My brother sold his kayak."),
 )
 COUNTS: Counter[str] = Counter()
 

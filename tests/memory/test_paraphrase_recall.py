@@ -29,7 +29,7 @@ PAIRS = [
     ("I play the cello in a small orchestra.", "Which musical instrument can I play?"),
     ("Our apartment is in Lisbon, close to the river.", "In which city do I live?"),
     ("I go jogging every Saturday before sunrise.", "What exercise do I do at the weekend?"),
-    ("My brother Tom studies chemistry in Leeds.", "What subject is my sibling learning?"),
+    ("My brother Tom studies chemistry in Utrecht.", "What subject is my sibling learning?"),
     (
         "For dinner I usually cook pasta with tomatoes.",
         "What meal do I often prepare in the evening?",

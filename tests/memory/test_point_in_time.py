@@ -294,13 +294,13 @@ def test_a_back_dated_store_never_likely_updates_a_later_memory(memory: MemoryCl
     state, but effective before it, is no update of it (it would take its rank)."""
     for text in ("Ines keeps basil on the windowsill.", "Ines likes green."):
         memory.store(text, user_id="ines", occurred_at=day(2010, 1))
-    memory.store("I ride a red scooter to the studio.", user_id="ines", occurred_at=day(2024, 3))
-    memory.store("I sold the scooter and cycle now.", user_id="ines", occurred_at=day(2019, 9))
-    question = "How do I get to the studio by scooter?"
+    memory.store("I paddle a red kayak on the river.", user_id="ines", occurred_at=day(2024, 3))
+    memory.store("I sold the kayak and row now.", user_id="ines", occurred_at=day(2019, 9))
+    question = "How do I get down the river by kayak?"
     found = memory.retrieve(question, user_id="ines", limit=2)  # waits for the detector
 
     assert [r.components.succession for r in found.results] == [0.0, 0.0]
-    assert found.results[0].node.content == "I ride a red scooter to the studio."
+    assert found.results[0].node.content == "I paddle a red kayak on the river."
     assert all(
         (state := memory.get_assertion_state(r.node.id, user_id="ines")) is not None
         and state.likely_updated_by is None
