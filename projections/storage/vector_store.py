@@ -58,18 +58,27 @@ class NodeVector:
     vector: Sequence[float]
 
 
-# Built once: retrieval reads the nodes of a few new events after each write.
-_event_node_vectors = (
-    sa.select(nodes, vectors.c.embedding, vectors.c.embedder)
-    .join(
-        vectors,
-        sa.and_(vectors.c.stream_id == nodes.c.stream_id, vectors.c.node_id == nodes.c.node_id),
+def _event_node_vectors(embedder: str | None) -> sa.Select[Any]:
+    """The nodes of some events of a stream with their vectors (retrieval reads those
+    of a few new events after each write).
+
+    Each node's vector is looked up by the vector table's key, (stream, node,
+    embedder), in a subquery per node: a join leaves the planner free to read the
+    stream's vectors by (stream, embedder) and match node ids as a filter, and
+    PostgreSQL does so when its statistics count few vectors per stream (a table
+    never analysed, a person who just grew), which reads every vector of the
+    person after each write.
+    """
+    vector = sa.select(vectors.c.embedding).where(
+        vectors.c.stream_id == nodes.c.stream_id, vectors.c.node_id == nodes.c.node_id
     )
-    .where(
+    if embedder is not None:
+        vector = vector.where(vectors.c.embedder == embedder)
+    embedding = vector.order_by(vectors.c.embedder).limit(1).scalar_subquery()
+    return sa.select(nodes, embedding.label("embedding")).where(
         nodes.c.stream_id == sa.bindparam("stream_id"),
         nodes.c.event_id.in_(sa.bindparam("event_ids", expanding=True)),
     )
-)
 
 
 # Built once: a subject's nodes with their vectors, in store order, for the retrieval
@@ -156,11 +165,9 @@ class VectorStore:
         (a range of the subject-first key per event)."""
         if not event_ids:
             return []
-        query = _event_node_vectors
-        if embedder is not None:
-            query = query.where(vectors.c.embedder == embedder)
         params = {"stream_id": stream_id, "event_ids": list(event_ids)}
-        return list(self.conn.execute(query, params))
+        rows = self.conn.execute(_event_node_vectors(embedder), params)
+        return [row for row in rows if row.embedding is not None]  # not embedded yet
 
     def stream_vectors(
         self,

@@ -178,3 +178,28 @@ def test_a_page_of_vectors_reads_no_other_rows_of_its_subject(memory: MemoryClie
         with engine.begin() as conn:
             VectorStore(conn).put_vectors(again)
             assert _vector_rows_read(conn) <= len(again)
+
+
+# PostgreSQL only, as above: the count is the server's.
+@pytest.mark.parametrize("fresh_settings", ["postgres"], indirect=True)
+def test_a_new_events_vectors_are_read_by_key(memory: MemoryClient) -> None:
+    """Retrieval reads the nodes and vectors of each new event after a write: the
+    vector rows it reads are that event's, however many the person has (a join once
+    let an unanalysed table's plan read every vector of the person per write)."""
+    for start in range(0, 3_000, 1_000):
+        notes = [{"content": f"note {n} about the allotment"} for n in range(start, start + 1_000)]
+        memory.store_many(notes, user_id="grower")
+    event_id = memory.store("the last note about the allotment", user_id="grower")
+    memory.context.runner.run_pending()
+    engine = memory.context.store.backend.engine
+    with engine.begin() as conn:
+        [(stream_id, embedder)] = conn.execute(
+            sa.select(vectors.c.stream_id, vectors.c.embedder).distinct()
+        )
+    with engine.begin() as conn:
+        # The server may still hold the last transaction's counts unreported: the
+        # difference is this statement's.
+        before = _vector_rows_read(conn)
+        rows = VectorStore(conn).event_node_vectors(stream_id, [event_id], embedder)
+        assert [row.event_id for row in rows] == [event_id]
+        assert _vector_rows_read(conn) - before <= len(rows)
