@@ -508,10 +508,10 @@ def _rechain_item(
     item = items.item_of(cipher.stream_id, rows[0].event_id) if rows else None
     if item is None:
         return
-    revisions = [
-        nodes_of_event(store.conn, revision.event_id)
-        for revision in items.revisions(cipher.stream_id, item)
-    ]
+    in_order = (
+        nodes_of_event(store.conn, r.event_id) for r in items.revisions(cipher.stream_id, item)
+    )
+    revisions = [nodes for nodes in in_order if nodes]  # a revision whose nodes are gone ends none
     for earlier, later in pairwise(revisions):
         successor = later[0]
         for retired in earlier:
