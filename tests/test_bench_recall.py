@@ -63,9 +63,9 @@ def write_dataset(directory: Path) -> Path:
     conversation = {
         "speaker_a": "Ana",
         "speaker_b": "Ben",
-        "session_1_date_time": "1:00 pm on 8 May, 2023",
+        "session_1_date_time": "1:00 pm on 3 March, 2021",
         "session_1": _turns(SESSION_1),
-        "session_2_date_time": "2:00 pm on 20 May, 2023",
+        "session_2_date_time": "2:00 pm on 17 March, 2021",
         "session_2": [
             *_turns(SESSION_2[:1]),
             # An image turn: its caption is not stored.
