@@ -13,23 +13,58 @@ given seconds, the servers taking turns (A B, then B A), and reads the
 server's user and system CPU from ``/proc``.  The medians and the per-round
 ratio B/A are printed: on a shared machine only the ratio of adjacent rounds
 means much.
+
+Each tree also migrates, seeds and issues the API keys of its own database
+(its own ``prepare_server_store``, run with the tree on ``PYTHONPATH``): an
+older tree's server cannot write a schema that later migrations changed.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 from contextlib import ExitStack
 from pathlib import Path
 
+from oblivio.settings import Settings
 from oblivio_bench import http as bench
 from oblivio_bench.eventstore import DEFAULT_SERVER_URL
 
 CLIENTS = 8
+SCALE = 0.2
+
+# Run in a child with one tree first on PYTHONPATH.  The benchmark package moved
+# out of ``oblivio`` after c3f67e5, so both homes are tried.
+PREPARE = f"""
+import json, sys
+from pathlib import Path
+try:
+    from oblivio_bench import http as bench
+except ImportError:
+    from oblivio.bench import http as bench
+from oblivio.settings import Settings
+url, data_dir = sys.argv[1], Path(sys.argv[2])
+config = bench.HttpBenchConfig(
+    backend="postgres", clients=({CLIENTS},), scale={SCALE}, server_url=url
+)
+print(json.dumps(bench.prepare_server_store(Settings(data_dir=data_dir, database_url=url), config)))
+"""
+
+
+def prepare_with_tree(tree: str, settings: Settings, workdir: Path) -> dict[str, str]:
+    """Migrate, seed and key one store with the tree's own code; the tokens by user."""
+    env = {**bench.server_env(), "PYTHONPATH": str(Path(tree).resolve())}
+    args = [sys.executable, "-c", PREPARE, str(settings.database_url), str(settings.data_dir)]
+    done = subprocess.run(args, cwd=workdir, env=env, capture_output=True, text=True, check=True)
+    tokens: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return tokens
 
 
 def cpu_seconds(pid: int) -> tuple[float, float]:
@@ -70,7 +105,7 @@ def main() -> None:
     parser.add_argument("--database-url", default=DEFAULT_SERVER_URL)
     args = parser.parse_args()
     config = bench.HttpBenchConfig(
-        backend="postgres", clients=(CLIENTS,), scale=0.2, server_url=args.database_url
+        backend="postgres", clients=(CLIENTS,), scale=SCALE, server_url=args.database_url
     )
     trees = {"A": args.old_tree, "B": args.new_tree}
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
@@ -79,7 +114,7 @@ def main() -> None:
         stores = dict(zip(trees, settings.values(), strict=True))
         targets = {}
         for name, tree in trees.items():
-            tokens = bench.prepare_server_store(stores[name], config)
+            tokens = prepare_with_tree(tree, stores[name], Path(tmp))
             os.environ["PYTHONPATH"] = str(Path(tree).resolve())
             server = stack.enter_context(bench.oblivio_server(stores[name], Path(tmp) / name))
             del os.environ["PYTHONPATH"]

@@ -151,8 +151,13 @@ FROM (SELECT pg_current_snapshot() AS s,
 HORIZON = _HORIZON
 
 # Each of the two engines' pools (SQLAlchemy's QueuePool), counted in docs/operations.md.
-POOL_SIZE = 5
-MAX_OVERFLOW = 10
+# All fifteen are kept once opened: the pool opens a connection only when every
+# open one is busy, so an idle process still holds only what its busiest moment
+# needed.  Overflow connections were closed on return, and a server with more
+# concurrent requests than the pool size paid a new connection (a backend
+# process forked by PostgreSQL) for every few requests.
+POOL_SIZE = 15
+MAX_OVERFLOW = 0
 _RECYCLE_SECONDS = 1800
 
 

@@ -1,0 +1,51 @@
+"""A PostgreSQL process keeps the connections its busiest moment opened.
+
+Connections a pool opened beyond its kept size used to be closed as soon as
+they were returned, so a server with more concurrent requests than that size
+opened (and PostgreSQL forked a backend for) a new connection every few
+requests.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+
+from eventstore import create_backend
+from eventstore.backends.port import Backend
+
+pytestmark = pytest.mark.postgres
+
+CONCURRENT = 8
+ROUNDS = 4
+
+
+@pytest.fixture
+def backend(postgres_url: str) -> Iterator[Backend]:
+    pg = create_backend(postgres_url)
+    yield pg
+    pg.dispose()
+
+
+def test_concurrent_writers_reuse_the_connections_they_opened(backend: Backend) -> None:
+    opened: list[object] = []
+    sa.event.listen(backend.engine, "connect", lambda driver, _record: opened.append(driver))
+    all_holding = threading.Barrier(CONCURRENT, timeout=30)
+
+    def writer() -> None:
+        for _ in range(ROUNDS):
+            with backend.write_connection() as conn:
+                conn.execute(sa.text("SELECT 1"))
+                all_holding.wait()  # every writer holds a connection at once
+            all_holding.wait()  # and every one has given it back
+
+    threads = [threading.Thread(target=writer) for _ in range(CONCURRENT)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not all_holding.broken
+    assert len(opened) == CONCURRENT
