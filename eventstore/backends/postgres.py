@@ -246,6 +246,12 @@ class PostgresBackend(Backend):
     def read_connection(self) -> Iterator[Connection]:
         with self.translate_errors(), self.engine.connect() as conn:
             yield conn
+            # Ended by COMMIT, not by the pool's ROLLBACK (the same for a transaction
+            # that wrote nothing, and one round trip either way): psycopg forgets
+            # every statement it prepared on the connection at a ROLLBACK and
+            # deallocates them on the server, one more round trip, so a read view
+            # cost the statements of the next five uses their preparation again.
+            conn.commit()
 
     @contextmanager
     def statement_reads(self) -> Iterator[Connection]:
