@@ -5,7 +5,9 @@ one batch (``FOR UPDATE SKIP LOCKED`` on PostgreSQL: a busy partition is
 skipped, not waited for).  The rows it writes and the moved checkpoint commit
 together, so a batch is applied exactly once even when a worker dies midway.
 SQLite ignores the row lock; its single writer (``BEGIN IMMEDIATE``) gives
-the same exclusion.
+the same exclusion.  A follower that reads and judges its page before its
+transaction (so that nothing slow holds the row) instead moves the checkpoint
+from where it read it, in one conditional statement (:func:`move`).
 """
 
 from __future__ import annotations
