@@ -3,7 +3,11 @@
 The time section's subject (10,000 nodes, ``oblivio_bench.time_filters``) on a scratch
 store; then rounds of plain, as_of and filters, warm and each right after a store,
 interleaved, each timed in wall time and in the retrieving thread's CPU time (the
-steadier figure on a shared machine: time spent waiting for a core is not in it)::
+steadier figure on a shared machine: time spent waiting for a core is not in it).
+On PostgreSQL one round trip on an idle connection of the store's autocommit pool
+(``SELECT 1``) is timed after each round too: what one wait on the server costs then.
+A retrieve's floor is its CPU time plus its waits (counted apart by
+``tests/memory/test_retrieve_round_trips.py``) times that cost::
 
     python benchmarks/time_filter_cpu.py sqlite 150
     python benchmarks/time_filter_cpu.py postgresql://postgres@127.0.0.1:5432/scratch 150
@@ -16,6 +20,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import sqlalchemy as sa
 
 from oblivio import MemoryClient
 from oblivio.bootstrap import migrate
@@ -48,6 +54,7 @@ def main(target: str, rounds: int) -> None:
     times: dict[tuple[str, bool], tuple[list[float], list[float]]] = {
         (name, after): ([], []) for after in (False, True) for name in NAMES
     }
+    trips: list[float] = []
     with MemoryClient(settings=settings_for(target)) as client:
         ctx = client.context
         for _ in range(0, tf.TIME_NODES, LOAD_BATCH):
@@ -65,6 +72,10 @@ def main(target: str, rounds: int) -> None:
                 tf._retrieve(client, query, wanted)
                 cpu.append((time.thread_time() - used) * 1000)
                 wall.append((time.perf_counter() - started) * 1000)
+            if target != "sqlite":
+                trips.append(_round_trip(ctx.store.backend._autocommit))  # type: ignore[attr-defined]
+    if trips:
+        print(f"round trip  p50 {percentile(trips, 50):6.2f} p99 {percentile(trips, 99):6.2f} ms")
     for (name, after), (wall, cpu) in times.items():
         when = "after store" if after else "warm"
         print(
@@ -72,6 +83,14 @@ def main(target: str, rounds: int) -> None:
             f"{percentile(wall, 99):6.1f}   cpu p50 {percentile(cpu, 50):6.1f} p99 "
             f"{percentile(cpu, 99):6.1f} ms"
         )
+
+
+def _round_trip(engine: sa.Engine) -> float:
+    """Milliseconds of one trivial statement on a pooled connection (no BEGIN: autocommit)."""
+    with engine.connect() as conn:
+        started = time.perf_counter()
+        conn.execute(sa.text("SELECT 1"))
+        return (time.perf_counter() - started) * 1000
 
 
 if __name__ == "__main__":

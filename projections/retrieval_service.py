@@ -174,7 +174,8 @@ class RetrievalService:
     ) -> StateToken | None:
         subject_key = self.store.subject_key(namespace, user)
         followed = None if follower is None else (follower.checkpoint_name, follower.partitions)
-        with self.store.reading() as view:
+        # One statement: it needs no transaction around it.
+        with self.store.reading(snapshot=False) as view:
             return state_token(
                 view.connection,
                 namespace,

@@ -86,10 +86,12 @@ class ExtractionWorker(LogFollower):
         self.batch_size = batch_size
         super().__init__(store, NAME, partitions=partitions, threads=threads, clock=clock)
 
-    def follow_page(self, partition: int) -> tuple[int, LogCursor] | None:
+    def follow_page(
+        self, partition: int, after: LogCursor | None = None
+    ) -> tuple[int, LogCursor] | None:
         """Extract one page of a partition: the events read and the checkpoint after
         them; ``None`` when another worker moved it first."""
-        cursor = self.checkpoint(partition)
+        cursor = self.checkpoint(partition) if after is None else after
         page = self.store.read_all(cursor, self.batch_size, partition=(partition, self.partitions))
         if not page.events:
             return 0, cursor
@@ -107,13 +109,15 @@ class ExtractionWorker(LogFollower):
             if event.event_id in plans:
                 by_stream.setdefault(event.stream.stream_id, []).append(event)
         with self.store.transaction() as tx:
-            if checkpoints.claim(tx.connection, NAME, partition) != cursor:
+            # Moved first, so that the plans commit with it or not at all.
+            if not checkpoints.move(
+                tx.connection, NAME, partition, cursor, page.next_cursor, self.clock()
+            ):
                 return None
             # Streams are independent, so each is handled at once (one lock, one
             # check of which messages still stand), its messages in log order.
             for stream_id, messages in by_stream.items():
                 self._publish_stream(tx, stream_id, messages, plans)
-            checkpoints.advance(tx.connection, NAME, partition, page.next_cursor, self.clock())
         return len(page.events), page.next_cursor
 
     def _restricted(self, subjects: set[tuple[str, bytes]]) -> set[tuple[str, bytes]]:

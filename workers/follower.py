@@ -47,10 +47,16 @@ class LogFollower(ABC):
             checkpoints.ensure_checkpoints(tx, name, partitions, clock())
 
     @abstractmethod
-    def follow_page(self, partition: int) -> tuple[int, LogCursor] | None:
+    def follow_page(
+        self, partition: int, after: LogCursor | None = None
+    ) -> tuple[int, LogCursor] | None:
         """Do one page of ``partition`` and move its checkpoint past it, in one
         transaction: the events read and the checkpoint after them, or ``None``
-        when another follower of the same name holds (or moved) the partition first."""
+        when another follower of the same name holds (or moved) the partition first.
+
+        ``after`` is the partition's checkpoint if the caller has just read it (a
+        follower that reads its page before its transaction then needs no read of
+        its own; the transaction still checks that the checkpoint is there)."""
 
     def run_once(self, partition: int) -> int | None:
         """One page of ``partition``: the events read, or ``None`` when it is held."""
@@ -119,7 +125,7 @@ class LogFollower(ABC):
         while reached < cursor:
             if time.monotonic() > deadline:
                 return False
-            page = self.follow_page(partition)
+            page = self.follow_page(partition, reached)
             if page is not None and page[1] > reached:
                 reached = page[1]
                 continue

@@ -49,9 +49,12 @@ class ProjectionRunner(LogFollower):
             store, projection.name, partitions=partitions, threads=threads, clock=clock
         )
 
-    def follow_page(self, partition: int) -> tuple[int, LogCursor] | None:
+    def follow_page(
+        self, partition: int, after: LogCursor | None = None
+    ) -> tuple[int, LogCursor] | None:
         """Apply one batch of a partition: how many events, and the partition's
-        checkpoint after it (``None`` when another runner holds the partition)."""
+        checkpoint after it (``None`` when another runner holds the partition).
+        ``after`` is not needed: the claim reads the checkpoint it locks."""
         # Not durable: the batch writes projection rows and their checkpoint only,
         # which the log replays if a power loss drops the commit.
         with self.store.transaction(durable=False) as tx:

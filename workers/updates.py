@@ -88,18 +88,22 @@ class LikelyUpdateWorker(LogFollower):
             or ev.item_of(data) is not None
         )
 
-    def follow_page(self, partition: int) -> tuple[int, LogCursor] | None:
-        cursor = self.checkpoint(partition)
+    def follow_page(
+        self, partition: int, after: LogCursor | None = None
+    ) -> tuple[int, LogCursor] | None:
+        cursor = self.checkpoint(partition) if after is None else after
         page = self.read_page(partition, cursor, self.batch_size)
         judged = self._judge_page(page.events)
         # A page that decides nothing writes only its checkpoint: projection state the
         # log replays, so its commit need not wait for the disk (docs/architecture.md).
         with self.store.transaction(durable=bool(judged)) as tx:
-            if checkpoints.claim(tx.connection, NAME, partition) != cursor:
+            # Moved first, so that the decisions commit with it or not at all.
+            if not checkpoints.move(
+                tx.connection, NAME, partition, cursor, page.next_cursor, self.clock()
+            ):
                 return None
             for found in judged:
                 self._record(tx, found)
-            checkpoints.advance(tx.connection, NAME, partition, page.next_cursor, self.clock())
         return len(page.events), page.next_cursor
 
     def _judge_page(self, events: list[RecordedEvent]) -> list[_Judged]:

@@ -29,6 +29,7 @@ from typing import Any
 import psycopg
 import psycopg.errors
 import sqlalchemy as sa
+from psycopg import pq
 from psycopg.types.datetime import TimestamptzBinaryLoader
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -202,12 +203,25 @@ def _load_timestamps_aware(driver: psycopg.Connection[Any], _record: object) -> 
 _DURABLE_OPTION = "oblivio_durable"
 
 
+_BEGIN_NOT_DURABLE = b"BEGIN; SET LOCAL synchronous_commit = off"
+
+
 def _begin(conn: Connection) -> None:
     # A commit that need not be durable does not wait for the WAL flush; the
     # server stays consistent after a crash (it may lose the last such commits,
     # never a part of one), and the setting ends with the transaction.
+    #
+    # BEGIN and the setting go as one simple query, one round trip: psycopg
+    # would send its BEGIN on its own before the first statement (a pipeline
+    # does not help, it waits for that BEGIN too).  psycopg reads the
+    # transaction's status from libpq, so it then sends no BEGIN, and it ends
+    # the transaction as any other.
     if not conn.get_execution_options().get(_DURABLE_OPTION, True):
-        conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
+        driver = conn.connection.driver_connection
+        assert driver is not None  # a live pooled connection
+        result = driver.pgconn.exec_(_BEGIN_NOT_DURABLE)
+        if result.status != pq.ExecStatus.COMMAND_OK:
+            raise psycopg.errors.error_from_result(result, driver.info.encoding)
 
 
 class PostgresBackend(Backend):
@@ -251,6 +265,12 @@ class PostgresBackend(Backend):
     def read_connection(self) -> Iterator[Connection]:
         with self.translate_errors(), self.engine.connect() as conn:
             yield conn
+            # Ended by COMMIT, not by the pool's ROLLBACK (the same for a transaction
+            # that wrote nothing, and one round trip either way): psycopg forgets
+            # every statement it prepared on the connection at a ROLLBACK and
+            # deallocates them on the server, one more round trip, so a read view
+            # cost the statements of the next five uses their preparation again.
+            conn.commit()
 
     @contextmanager
     def statement_reads(self) -> Iterator[Connection]:

@@ -5,7 +5,9 @@ one batch (``FOR UPDATE SKIP LOCKED`` on PostgreSQL: a busy partition is
 skipped, not waited for).  The rows it writes and the moved checkpoint commit
 together, so a batch is applied exactly once even when a worker dies midway.
 SQLite ignores the row lock; its single writer (``BEGIN IMMEDIATE``) gives
-the same exclusion.
+the same exclusion.  A follower that reads and judges its page before its
+transaction (so that nothing slow holds the row) instead moves the checkpoint
+from where it read it, in one conditional statement (:func:`move`).
 """
 
 from __future__ import annotations
@@ -65,6 +67,36 @@ def advance(conn: Connection, name: str, partition: int, cursor: LogCursor, now:
         .where(checkpoints.c.name == name, checkpoints.c.partition == partition)
         .values(commit_group=cursor.commit_group, position=cursor.position, updated_at=now)
     )
+
+
+def move(
+    conn: Connection,
+    name: str,
+    partition: int,
+    expected: LogCursor,
+    cursor: LogCursor,
+    now: datetime,
+) -> bool:
+    """Move a partition's checkpoint from ``expected`` to ``cursor`` and keep it locked
+    for this transaction; ``False`` (nothing written) if another moved it first.
+
+    One statement for a follower that did its page's work before its transaction
+    (the claims extraction worker, the likely-update detector): the claim and the
+    advance at once.  Unlike :func:`claim` it waits while another transaction holds
+    the row (one such follower's short transaction); PostgreSQL then evaluates the
+    condition again on the row that one committed.
+    """
+    moved = conn.execute(
+        checkpoints.update()
+        .where(
+            checkpoints.c.name == name,
+            checkpoints.c.partition == partition,
+            checkpoints.c.commit_group == expected.commit_group,
+            checkpoints.c.position == expected.position,
+        )
+        .values(commit_group=cursor.commit_group, position=cursor.position, updated_at=now)
+    )
+    return moved.rowcount == 1
 
 
 def read(conn: Connection, name: str, partition: int) -> LogCursor:

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import tempfile
+import threading
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import IO, Any
 
+import psycopg
 import pytest
 import sqlalchemy as sa
+from psycopg import pq
 
 from eventstore import RecordedEvent
 from eventstore.backends.postgres import PostgresBackend
@@ -132,3 +136,47 @@ def current(client: MemoryClient, node: Node, user_id: str = "alice") -> Node:
     found = client.get_node(node.id, user_id=user_id, include_superseded=True)
     assert found is not None
     return found
+
+
+def round_trips(client: MemoryClient, call: Callable[[], object]) -> int:
+    """How many times ``call`` waited for PostgreSQL: the bursts of messages the calling
+    thread sent, as libpq's trace of each connection it checked out shows them.
+
+    One trace file per connection, so that two connections' lines never interleave;
+    connections other threads check out meanwhile (the access-count writer's) are
+    not traced, and no connection stays traced after the call.
+    """
+    backend = client.context.store.backend
+    pools = [backend.engine.pool, backend._autocommit.pool]  # type: ignore[attr-defined]
+    caller = threading.get_ident()
+    traces: dict[int, tuple[psycopg.Connection[Any], IO[str]]] = {}
+    with ExitStack() as files:
+
+        def traced(driver: psycopg.Connection[Any], *_: Any) -> None:
+            if threading.get_ident() != caller or id(driver) in traces:
+                return
+            trace = files.enter_context(tempfile.TemporaryFile("w+"))
+            traces[id(driver)] = (driver, trace)
+            driver.pgconn.trace(trace.fileno())
+            driver.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+
+        for pool in pools:
+            sa.event.listen(pool, "checkout", traced)
+        try:
+            call()
+        finally:
+            for pool in pools:
+                sa.event.remove(pool, "checkout", traced)
+            for driver, _ in traces.values():
+                driver.pgconn.untrace()
+        return sum(_waits(trace) for _, trace in traces.values())
+
+
+def _waits(trace: IO[str]) -> int:
+    """The bursts of client messages in one connection's libpq trace."""
+    trace.seek(0)
+    # Each message is a line starting with its direction; an SQL text may add lines.
+    directions = [line.split("\t", 1)[0] for line in trace.read().splitlines()]
+    sent = [d == "F" for d in directions if d in ("F", "B")]
+    # A wait is a burst of the client's messages (F) that the server's (B) answer.
+    return sum(1 for i, out in enumerate(sent) if out and not (i and sent[i - 1]))

@@ -8,23 +8,17 @@ a request id the earlier append must be found, so the lookup stays.
 from __future__ import annotations
 
 import re
-import tempfile
 import threading
 import uuid
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import psycopg
 import pytest
-import sqlalchemy as sa
-from psycopg import pq
 
 from oblivio import MemoryClient
 from oblivio.settings import Settings
 from projections.extraction import NodeDraft, OneNodePerEvent
 from projections.model import NodeType
-from tests.memory._support import statements
+from tests.memory._support import round_trips, statements
 from tests.memory.conftest import Opener
 
 # The idempotency lookup reads events by id; a second key read selects data_keys alone.
@@ -74,32 +68,6 @@ def test_store_runs_the_extractor_once(tmp_path: Path) -> None:
             assert extractor.calls == n + 1
             [node] = client.get_event_nodes(event_id, user_id="alice")
             assert node.content == f"Alice likes tea {n}"
-
-
-def round_trips(client: MemoryClient, call: Callable[[], object]) -> int:
-    """How many times ``call`` waited for PostgreSQL: the bursts of messages the client
-    sent, as libpq's trace of the connections it checked out shows them."""
-    backend = client.context.store.backend
-    pools = [backend.engine.pool, backend._autocommit.pool]  # type: ignore[attr-defined]
-    with tempfile.TemporaryFile("w+") as trace:
-
-        def traced(driver: psycopg.Connection[Any], *_: Any) -> None:
-            driver.pgconn.trace(trace.fileno())
-            driver.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
-
-        for pool in pools:
-            sa.event.listen(pool, "checkout", traced)
-        try:
-            call()
-        finally:
-            for pool in pools:
-                sa.event.remove(pool, "checkout", traced)
-        trace.seek(0)
-        # Each message is a line starting with its direction; an SQL text may add lines.
-        directions = [line.split("\t", 1)[0] for line in trace.read().splitlines()]
-    sent = [d == "F" for d in directions if d in ("F", "B")]
-    # A wait is a burst of the client's messages (F) that the server's (B) answer.
-    return sum(1 for i, client_sent in enumerate(sent) if client_sent and not (i and sent[i - 1]))
 
 
 @pytest.mark.postgres
