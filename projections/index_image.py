@@ -69,6 +69,7 @@ _PURPOSE = "retrieval.image"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NONE_TIME = np.iinfo(np.int64).min
 _NO_ID = bytes(16)
+_UNKNOWN_SAFETY = uuid.SafeUUID.unknown  # an enum member's lookup costs a descriptor call
 _NODE_TYPES, _SCOPES = list(NodeType), list(Scope)
 _SOURCE_TYPES, _LIFECYCLES = list(SourceType), list(LifecycleState)
 _TIMES = (
@@ -183,11 +184,20 @@ def _micros(moment: datetime | None) -> int:
     return _NONE_TIME if moment is None else (moment - _EPOCH) // timedelta(microseconds=1)
 
 
+def _uuid(value: int) -> uuid.UUID:
+    """``uuid.UUID(int=value)`` without its argument checks, which cost half of loading
+    an image's ids (the value is a UUID's own, read back from its 16 bytes)."""
+    made = object.__new__(uuid.UUID)
+    object.__setattr__(made, "int", value)
+    object.__setattr__(made, "is_safe", _UNKNOWN_SAFETY)
+    return made
+
+
 def _nodes(document: dict[str, Any], arrays: dict[str, npt.NDArray[Any]]) -> list[Node]:
     def ids(name: str) -> list[uuid.UUID | None]:
         raw = arrays[name].tobytes()
         return [
-            None if raw[i : i + 16] == _NO_ID else uuid.UUID(bytes=raw[i : i + 16])
+            None if raw[i : i + 16] == _NO_ID else _uuid(int.from_bytes(raw[i : i + 16]))
             for i in range(0, len(raw), 16)
         ]
 

@@ -254,7 +254,7 @@ class RetrievalService:
                 from_version=entry[0].version + 1,
                 limit=token.version - entry[0].version,
             )
-            if follows and entry is not None
+            if follows and entry is not None and entry[0].version < token.version
             else []
         )
         with self.store.reading() as view:
@@ -337,14 +337,15 @@ def cache_key(namespace: str, user: str) -> str:
 
 def _only_new_events(cached: StateToken, token: StateToken) -> bool:
     """Whether ``token`` differs from ``cached`` by later events of the same stream
-    only, with the vector state caught up on both: what :func:`refresh` can apply."""
+    only (or none: an image of exactly the token's state), with the vector state
+    caught up on both: what :func:`refresh` can apply."""
     return (
         cached.stream_id == token.stream_id
         and cached.embedder == token.embedder
         and cached.erasures == token.erasures
         and cached.rebuilds == token.rebuilds
         and cached.graph_marked == token.graph_marked
-        and cached.version < token.version
+        and cached.version <= token.version
         and cached.caught_up
         and token.caught_up
     )
