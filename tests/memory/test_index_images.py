@@ -18,7 +18,6 @@ import pytest
 import sqlalchemy as sa
 
 from oblivio import MemoryClient
-from oblivio.errors import ProcessingRestrictedError
 from oblivio.settings import Settings
 from projections import retrieval_service
 from projections.retrieval_index import SubjectIndex, load_subject
@@ -37,9 +36,9 @@ def imaging(memory_settings: Settings) -> Iterator[Opener]:
     yield from client_opener(memory_settings.model_copy(update={"retrieval_image_nodes": 1}))
 
 
-@pytest.fixture
-def no_build(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Make building an index from the rows fail, counting the attempts."""
+def fail_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """From now on, building an index from the rows fails; the attempts are counted.
+    A query that still answers was served from an image."""
     attempts: list[int] = []
 
     def refuse(*args: Any, **kwargs: Any) -> SubjectIndex:
@@ -53,9 +52,8 @@ def no_build(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def _write_history(client: MemoryClient) -> None:
     """Memories in sessions with metadata, a correction, a reinforcement, a trigger and an
     attractor: every part of the index an image must carry."""
-    remember(client, "I live in a small flat near the harbour", session_id="s1", meta={"n": 1})
+    _, old = remember(client, "I live in a small flat near the harbour", session_id="s1")
     evidence, new = remember(client, "I moved to a house in the hills", session_id="s1")
-    [old] = client.retrieve("small flat harbour", user_id=USER).nodes[:1]
     client.supersede(old.id, new.id, evidence_id=evidence, user_id=USER)
     client.reinforce(new.id, user_id=USER)
     for i in range(8):
@@ -108,60 +106,46 @@ def _assert_same_index(loaded: SubjectIndex, built: SubjectIndex) -> None:
     assert np.array_equal(loaded.neighbours, built.neighbours)
 
 
-def test_a_closed_client_leaves_an_image_the_next_one_loads(
-    imaging: Opener, no_build: list[int]
-) -> None:
+def test_a_closed_client_leaves_an_image_the_next_one_loads(imaging: Opener) -> None:
     first = imaging()
-    monkeypatched = retrieval_service.load_subject
-    retrieval_service.load_subject = load_subject  # the first client builds, as today
-    try:
-        _write_history(first)
-        warm = _ids(first)
-        warm_all = _ids(first, "garden water", include_superseded=True, limit=20)
-    finally:
-        retrieval_service.load_subject = monkeypatched
+    _write_history(first)
+    warm = _ids(first)
+    warm_all = _ids(first, "garden water", include_superseded=True, limit=20)
     first.close()
     [row] = _image_rows(first)  # one chunk: the history is small
 
     second = imaging()
-    assert _ids(second) == warm  # from the image: building would have failed
-    assert _ids(second, "garden water", include_superseded=True, limit=20) == warm_all
-    assert no_build == []
+    with pytest.MonkeyPatch.context() as patch:
+        attempts = fail_builds(patch)
+        assert _ids(second) == warm
+        assert _ids(second, "garden water", include_superseded=True, limit=20) == warm_all
+    assert attempts == []
+    head = second.context.store.head(second.context.namespace, USER)
+    assert head is not None
+    assert row.stream_version == head.version
     _assert_same_index(_cached(second), _built_from_rows(second))
-    assert row.stream_version == second.context.store.head("default", USER).stream.version or True
 
 
-def test_an_older_image_is_brought_up_to_date_by_later_events(
-    imaging: Opener, no_build: list[int], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(retrieval_service, "load_subject", load_subject)
+def test_an_older_image_is_brought_up_to_date_by_later_events(imaging: Opener) -> None:
     first = imaging()
     _write_history(first)
     assert _ids(first)
     first.close()
     [before] = _image_rows(first)
-
     writer = imaging()
     _, newest = remember(writer, "I moved again, to a city by a lake")
-    writer.context.access.close()  # closed without saving images: the image stays older
-    writer.context.store.close()
 
-    monkeypatch.setattr(retrieval_service, "load_subject", no_build_hook(no_build))
     reader = imaging()
-    assert newest.id in _ids(reader, "moved city lake")
-    assert no_build == []
-    _assert_same_index(_cached(reader), _built_from_rows(reader))
+    with pytest.MonkeyPatch.context() as patch:
+        attempts = fail_builds(patch)
+        assert newest.id in _ids(reader, "moved city lake")
+    assert attempts == []
     reader.close()  # it moved past the image: its close writes a newer one
     [after] = _image_rows(reader)
     assert after.stream_version > before.stream_version
-
-
-def no_build_hook(attempts: list[int]) -> Any:
-    def refuse(*args: Any, **kwargs: Any) -> SubjectIndex:
-        attempts.append(1)
-        raise AssertionError("the index was built from the rows")
-
-    return refuse
+    third = imaging()
+    assert newest.id in _ids(third, "moved city lake")
+    _assert_same_index(_cached(third), _built_from_rows(third))
 
 
 def test_delete_event_removes_the_image_and_the_next_load_builds_without_it(
@@ -174,7 +158,7 @@ def test_delete_event_removes_the_image_and_the_next_load_builds_without_it(
     client.context.retrieval.save_images()
     assert _image_rows(client)
 
-    client.delete_event(secret, user_id=USER, wait=False)
+    client.delete_event(secret, user_id=USER, legal_ground="art17-1-b")
     assert _image_rows(client) == []  # in the erasure's transaction
     other = imaging()
     assert node.id not in _ids(other, "locker code tangerine")
@@ -186,35 +170,30 @@ def test_forget_removes_the_image(imaging: Opener) -> None:
     _write_history(client)
     assert _ids(client)
     client.context.retrieval.save_images()
-    assert _image_rows(client)
-    head = client.context.store.head(client.context.namespace, USER)
-    assert head is not None
+    rows = _image_rows(client)
+    assert rows
 
-    client.forget(USER, wait=False)
+    client.forget(USER, legal_ground="art17-1-b", wait=False)
     with client.context.store.backend.engine.connect() as conn:
         left = conn.execute(
-            sa.select(retrieval_images).where(retrieval_images.c.stream_id == head.stream.stream_id)
+            sa.select(retrieval_images).where(retrieval_images.c.image_id == rows[0].image_id)
         ).all()
     assert left == []
 
 
-def test_an_image_of_another_scoring_configuration_is_not_used(
-    imaging: Opener, no_build: list[int]
-) -> None:
+def test_an_image_of_another_scoring_configuration_is_not_used(imaging: Opener) -> None:
     first = imaging()
-    retrieval_service.load_subject = load_subject
-    try:
-        _write_history(first)
-        assert _ids(first)
-    finally:
-        retrieval_service.load_subject = no_build_hook(no_build)
+    _write_history(first)
+    assert _ids(first)
     first.close()
     assert _image_rows(first)
 
     other = imaging(scoring=ScoringConfig(recency_weight=0.0))
-    with pytest.raises(AssertionError, match="built from the rows"):
-        other.retrieve(QUERY, user_id=USER)
-    assert no_build == [1]  # the image did not authenticate against this state
+    with pytest.MonkeyPatch.context() as patch:
+        attempts = fail_builds(patch)
+        with pytest.raises(AssertionError, match="built from the rows"):
+            other.retrieve(QUERY, user_id=USER)
+    assert attempts == [1]  # the image did not authenticate against this state
 
 
 def test_a_restricted_subject_loads_no_image(imaging: Opener) -> None:
@@ -225,7 +204,8 @@ def test_a_restricted_subject_loads_no_image(imaging: Opener) -> None:
     assert _image_rows(first)
 
     second = imaging()
-    second.restrict_processing(USER)
-    with pytest.raises(ProcessingRestrictedError):
-        second.retrieve(QUERY, user_id=USER)
+    second.restrict(USER, ground="art18-1-a", reference="T-1")
+    answer = second.retrieve(QUERY, user_id=USER)
+    assert answer.restricted
+    assert answer.results == []
     assert second.context.retrieval_cache.entry(f"{second.context.namespace}/{USER}") is None
