@@ -36,13 +36,15 @@ from the rows in well under the time an image saves.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import hashlib
 import json
 import logging
 import struct
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -120,7 +122,7 @@ def decode(blob: bytes | memoryview) -> IndexParts:
     rows, counts, lengths = document["postings"]
     return IndexParts(
         nodes=_nodes(document, arrays),
-        vectors=arrays["vectors"].astype(np.float32),
+        vectors=arrays["vectors"],  # float32 ("<f4"); the index copies it into its column
         columns=NodeColumns(
             codes=arrays["codes"],
             numbers=arrays["numbers"],
@@ -207,38 +209,48 @@ def _nodes(document: dict[str, Any], arrays: dict[str, npt.NDArray[Any]]) -> lis
             for m in arrays["times"][:, column].tolist()
         ]
 
-    node_ids, event_ids, successors = ids("ids"), ids("event_ids"), ids("superseded_by")
+    enums, scores = arrays["enums"], arrays["scores"]
     created, updated, occurred, reinforced, archived, valid_to = (
         times(c) for c in range(len(_TIMES))
     )
-    enums = arrays["enums"].tolist()
-    scores = arrays["scores"].tolist()
-    reinforcements = arrays["reinforcements"].tolist()
-    return [
-        Node(
-            id=node_ids[i],  # type: ignore[arg-type]  # a node always has its ids
-            event_id=event_ids[i],  # type: ignore[arg-type]
-            content=content,
-            node_type=_NODE_TYPES[enums[i][0]],
-            scope=_SCOPES[enums[i][1]],
-            source_type=_SOURCE_TYPES[enums[i][2]],
-            lifecycle=_LIFECYCLES[enums[i][3]],
-            confidence_base=scores[i][0],
-            salience_base=scores[i][1],
-            reinforcement_boost=scores[i][2],
-            reinforcement_count=reinforcements[i],
-            created_at=created[i],  # type: ignore[arg-type]  # never None for these three
-            updated_at=updated[i],  # type: ignore[arg-type]
-            occurred_at=occurred[i],  # type: ignore[arg-type]
-            last_reinforced_at=reinforced[i],
-            superseded_by=successors[i],
-            session_id=document["sessions"][i],
-            meta=document["meta"][i],
-            archived_at=archived[i],
-            valid_to=valid_to[i],
-        )
-        for i, content in enumerate(document["contents"])
-    ]
+    columns = zip(  # in the order of Node's fields (_NODE_FIELDS)
+        ids("ids"),
+        ids("event_ids"),
+        document["contents"],
+        [_NODE_TYPES[c] for c in enums[:, 0].tolist()],
+        [_SCOPES[c] for c in enums[:, 1].tolist()],
+        [_SOURCE_TYPES[c] for c in enums[:, 2].tolist()],
+        [_LIFECYCLES[c] for c in enums[:, 3].tolist()],
+        scores[:, 0].tolist(),
+        scores[:, 1].tolist(),
+        scores[:, 2].tolist(),
+        arrays["reinforcements"].tolist(),
+        created,
+        updated,
+        occurred,
+        reinforced,
+        ids("superseded_by"),
+        document["sessions"],
+        document["meta"],
+        archived,
+        valid_to,
+        strict=True,
+    )
+    return [_node(values) for values in columns]
+
+
+#: Node's fields in order.  Node is a frozen dataclass with a ``__dict__`` and no
+#: ``__post_init__``: filling the dict is what its ``__init__`` does, field by field
+#: through ``object.__setattr__``, in twice the time (measured at 100,000 nodes).
+_NODE_FIELDS = tuple(f.name for f in dataclasses.fields(Node))
+assert "__slots__" not in vars(Node)
+assert not hasattr(Node, "__post_init__")
+
+
+def _node(values: Iterable[Any]) -> Node:
+    made: Node = object.__new__(Node)
+    made.__dict__.update(zip(_NODE_FIELDS, values, strict=True))
+    return made
 
 
 # -- sealing --------------------------------------------------------------------------------
@@ -319,7 +331,8 @@ class IndexImages:
         plain = unseal(cipher, binding(token, stored.stream_version, config), stored)
         if plain is None:
             return None
-        index = SubjectIndex.restore(decode(plain), config)
+        with _collection_paused():
+            index = SubjectIndex.restore(decode(plain), config)
         with self._lock:
             self._versions[token.stream_id] = stored.stream_version
         return dataclasses.replace(token, version=stored.stream_version), index
@@ -397,6 +410,21 @@ class IndexImages:
                 return None
             image_store.replace(tx.connection, token.stream_id, parts.version, image_id, sealed)
         return parts.version
+
+
+@contextmanager
+def _collection_paused() -> Iterator[None]:
+    """No cyclic garbage collection while an image is turned into objects: the hundreds
+    of thousands of lists, dicts and nodes of a large subject, none of them garbage,
+    would trigger full collections that scan them all again and again (measured: a
+    third of the load at 100,000 nodes)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _same_basis(now: StateToken, then: StateToken) -> bool:
