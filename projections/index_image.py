@@ -92,13 +92,18 @@ def encode(parts: IndexParts) -> bytes:
     arrays = {**_node_arrays(parts.nodes), **_column_arrays(parts.columns)}
     arrays["vectors"] = np.ascontiguousarray(parts.vectors, dtype="<f4")
     rows, counts, lengths = parts.lexical.postings()
+    terms = list(rows)
+    arrays["term_ends"] = np.cumsum([len(rows[t]) for t in terms], dtype="<i8")
+    arrays["term_rows"] = np.fromiter((r for t in terms for r in rows[t]), "<i4")
+    arrays["term_counts"] = np.fromiter((c for t in terms for c in counts[t]), "<i4")
+    arrays["lengths"] = np.asarray(lengths, dtype="<f8")
     document = {
         "stream_id": parts.stream_id,
         "version": parts.version,
         "contents": [n.content for n in parts.nodes],
         "sessions": [n.session_id for n in parts.nodes],
         "meta": [n.meta for n in parts.nodes],
-        "postings": [rows, counts, lengths],
+        "terms": terms,
         "triggers": [dataclasses.astuple(t) for t in parts.triggers],
         "attractors": [dataclasses.astuple(a) for a in parts.attractors],
         "item_revisions": sorted(e.hex for e in parts.item_revisions),
@@ -119,7 +124,6 @@ def decode(blob: bytes | memoryview) -> IndexParts:
         count = int(np.prod(shape))
         arrays[name] = np.frombuffer(view, dtype, count, offset).reshape(shape)
         offset += count * np.dtype(dtype).itemsize
-    rows, counts, lengths = document["postings"]
     return IndexParts(
         nodes=_nodes(document, arrays),
         vectors=arrays["vectors"],  # float32 ("<f4"); the index copies it into its column
@@ -129,13 +133,25 @@ def decode(blob: bytes | memoryview) -> IndexParts:
             last_touch_us=arrays["last_touch_us"],
             validity_us=arrays["validity_us"],
         ),
-        lexical=LexicalIndex.from_postings(rows, counts, lengths),
+        lexical=_lexical(document["terms"], arrays),
         triggers=[TriggerProbe(*t) for t in document["triggers"]],
         attractors=[AttractorProbe(*a) for a in document["attractors"]],
         item_revisions={uuid.UUID(e) for e in document["item_revisions"]},
         likely_updates=[(uuid.UUID(o), uuid.UUID(n)) for o, n in document["likely_updates"]],
         version=document["version"],
         stream_id=document["stream_id"],
+    )
+
+
+def _lexical(terms: list[str], arrays: dict[str, npt.NDArray[Any]]) -> LexicalIndex:
+    """The BM25 postings: each term's rows and counts are slices of two flat arrays."""
+    ends = arrays["term_ends"].tolist()
+    starts = [0, *ends[:-1]]
+    rows, counts = arrays["term_rows"].tolist(), arrays["term_counts"].tolist()
+    return LexicalIndex.from_postings(
+        {t: rows[a:b] for t, a, b in zip(terms, starts, ends, strict=True)},
+        {t: counts[a:b] for t, a, b in zip(terms, starts, ends, strict=True)},
+        arrays["lengths"].tolist(),
     )
 
 
@@ -203,11 +219,16 @@ def _nodes(document: dict[str, Any], arrays: dict[str, npt.NDArray[Any]]) -> lis
             for i in range(0, len(raw), 16)
         ]
 
+    # Each distinct moment is built once (a node's times are often equal), and the
+    # columns index into them: one list lookup per time instead of a datetime sum.
+    distinct, where = np.unique(arrays["times"], return_inverse=True)
+    moments = [
+        None if m == _NONE_TIME else _EPOCH + timedelta(microseconds=m) for m in distinct.tolist()
+    ]
+    where = where.reshape(arrays["times"].shape)
+
     def times(column: int) -> list[datetime | None]:
-        return [
-            None if m == _NONE_TIME else _EPOCH + timedelta(microseconds=m)
-            for m in arrays["times"][:, column].tolist()
-        ]
+        return [moments[i] for i in where[:, column].tolist()]
 
     enums, scores = arrays["enums"], arrays["scores"]
     created, updated, occurred, reinforced, archived, valid_to = (

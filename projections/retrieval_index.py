@@ -179,6 +179,21 @@ class IndexParts:
     stream_id: int
 
 
+class _RowsBy:
+    """Rows by (metadata key, JSON scalar) and by source event: a ``meta`` filter is set
+    intersections, an ``event_ids`` filter a lookup."""
+
+    def __init__(self) -> None:
+        self.meta: dict[tuple[str, object], list[int]] = {}
+        self.event: dict[uuid.UUID, list[int]] = {}
+
+    def add(self, first: int, nodes: Sequence[Node]) -> None:
+        for row, node in enumerate(nodes, start=first):
+            for entry in _meta_entries(node.meta):
+                self.meta.setdefault(entry, []).append(row)
+            self.event.setdefault(node.event_id, []).append(row)
+
+
 class SubjectIndex:
     """One subject's nodes and query-independent score inputs, grown by :meth:`add`.
 
@@ -208,9 +223,9 @@ class SubjectIndex:
         self._last_touch_us = _Column(np.int64)
         #: Effective time and end of validity (``_FOREVER`` while it holds), in µs.
         self._validity_us = _Column(np.int64, 2)
-        #: Rows by (metadata key, JSON scalar): a ``meta`` filter is set intersections.
-        self._meta_rows: dict[tuple[str, object], list[int]] = {}
-        self._event_rows: dict[uuid.UUID, list[int]] = {}
+        #: Rows by metadata entry and by event, built by the first query that filters
+        #: on either (loading a large subject need not pay for them), then kept up.
+        self._rows_by: _RowsBy | None = None
         self._neighbours = _Column(np.intp, 2)
         self._session_tail: dict[str, int] = {}
         self._rows: dict[uuid.UUID, int] = {}
@@ -310,10 +325,8 @@ class SubjectIndex:
         self._numbers.extend(columns.numbers)
         self._last_touch_us.extend(columns.last_touch_us)
         self._validity_us.extend(columns.validity_us)
-        for row, node in enumerate(nodes, start=first):
-            for entry in _meta_entries(node.meta):
-                self._meta_rows.setdefault(entry, []).append(row)
-            self._event_rows.setdefault(node.event_id, []).append(row)
+        if self._rows_by is not None:
+            self._rows_by.add(first, nodes)
         self._accesses.extend(np.zeros(len(nodes)))
         self._neighbours.extend(np.full((len(nodes), 2), -1))
         neighbours = self._neighbours.values
@@ -330,6 +343,14 @@ class SubjectIndex:
                 neighbours[row, 0] = before
                 neighbours[before, 1] = row
             self._session_tail[node.session_id] = row
+
+    @property
+    def rows_by(self) -> _RowsBy:
+        """Rows by metadata entry and by event (built on first use; call under ``lock``)."""
+        if self._rows_by is None:
+            self._rows_by = _RowsBy()
+            self._rows_by.add(0, self.nodes)
+        return self._rows_by
 
     def _track_replacement(self, row: int, node: Node) -> None:
         if node.lifecycle == LifecycleState.SUPERSEDED and node.superseded_by is not None:
@@ -441,7 +462,8 @@ class SubjectIndex:
             mask &= self._meta_match(wanted.meta)
         if wanted.event_ids is not None:
             chosen = np.zeros(len(self), dtype=bool)
-            chosen[[r for e in wanted.event_ids for r in self._event_rows.get(e, ())]] = True
+            by_event = self.rows_by.event
+            chosen[[r for e in wanted.event_ids for r in by_event.get(e, ())]] = True
             mask &= chosen
         for column, table, values in (
             (1, _SCOPES, wanted.scopes),
@@ -474,7 +496,7 @@ class SubjectIndex:
         mask = np.zeros(len(self), dtype=bool)
         rows: set[int] | None = None
         for entry in _meta_entries(wanted):
-            found = self._meta_rows.get(entry, ())
+            found = self.rows_by.meta.get(entry, ())
             rows = set(found) if rows is None else rows.intersection(found)
             if not rows:
                 return mask
