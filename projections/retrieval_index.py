@@ -20,8 +20,9 @@ or attractor changes recompute those two terms.  Anything else (erasures,
 rebuilds, a forget, an index loaded before the vectors caught up) loads the
 subject again.  The cache is a least-recently-used map bounded by the total
 number of cached nodes.
-Plaintext (node text, its terms) stays in this process's memory: nothing of
-the index is ever written anywhere.
+Plaintext (node text, its terms) stays in this process's memory; on disk the
+index exists only as an image sealed under the subject's key
+(:mod:`projections.index_image`), which a cold process loads instead of the rows.
 """
 
 from __future__ import annotations
