@@ -46,6 +46,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -74,6 +75,12 @@ _NO_ID = bytes(16)
 _UNKNOWN_SAFETY = uuid.SafeUUID.unknown  # an enum member's lookup costs a descriptor call
 _NODE_TYPES, _SCOPES = list(NodeType), list(Scope)
 _SOURCE_TYPES, _LIFECYCLES = list(SourceType), list(LifecycleState)
+#: Each member's place in its enum (the code an image stores).
+_ENUM_CODES: dict[Any, int] = {
+    member: place
+    for members in (_NODE_TYPES, _SCOPES, _SOURCE_TYPES, _LIFECYCLES)
+    for place, member in enumerate(members)
+}
 _TIMES = (
     "created_at",
     "updated_at",
@@ -94,8 +101,8 @@ def encode(parts: IndexParts) -> bytes:
     rows, counts, lengths = parts.lexical.postings()
     terms = list(rows)
     arrays["term_ends"] = np.cumsum([len(rows[t]) for t in terms], dtype="<i8")
-    arrays["term_rows"] = np.fromiter((r for t in terms for r in rows[t]), "<i4")
-    arrays["term_counts"] = np.fromiter((c for t in terms for c in counts[t]), "<i4")
+    arrays["term_rows"] = np.fromiter(chain.from_iterable(rows[t] for t in terms), "<i4")
+    arrays["term_counts"] = np.fromiter(chain.from_iterable(counts[t] for t in terms), "<i4")
     arrays["lengths"] = np.asarray(lengths, dtype="<f8")
     document = {
         "stream_id": parts.stream_id,
@@ -178,10 +185,10 @@ def _node_arrays(nodes: Sequence[Node]) -> dict[str, npt.NDArray[Any]]:
         "enums": np.asarray(
             [
                 [
-                    _NODE_TYPES.index(n.node_type),
-                    _SCOPES.index(n.scope),
-                    _SOURCE_TYPES.index(n.source_type),
-                    _LIFECYCLES.index(n.lifecycle),
+                    _ENUM_CODES[n.node_type],
+                    _ENUM_CODES[n.scope],
+                    _ENUM_CODES[n.source_type],
+                    _ENUM_CODES[n.lifecycle],
                 ]
                 for n in nodes
             ],
