@@ -123,6 +123,7 @@ def open_memory(
     from oblivio.memory.context import MemoryContext
     from projections.access import AccessLog
     from projections.graph import NodeGraphProjection
+    from projections.index_image import IndexImages
     from projections.registry import ProjectionRegistry
     from projections.retrieval_index import RetrievalCache
     from projections.retrieval_service import RetrievalService
@@ -156,7 +157,8 @@ def open_memory(
     graph = NodeGraphProjection(extractor)
     vectors = VectorProjection(embedders.first, extractor, embedders)
     runner = ProjectionRunner(store, vectors, partitions=settings.partitions, clock=clock)
-    projections = ProjectionRegistry([graph], [(vectors, settings.partitions)])
+    images = IndexImages(store, vectors.name, settings.partitions, settings.retrieval_image_nodes)
+    projections = ProjectionRegistry([graph], [(vectors, settings.partitions)], [images])
     policy = ErasurePolicy(deadline=timedelta(hours=settings.erasure_deadline_hours))
     scoring = scoring or ScoringConfig()
     access = AccessLog(store)
@@ -169,6 +171,7 @@ def open_memory(
         RetrievalCache()
         if settings.retrieval_cache_nodes is None
         else RetrievalCache(settings.retrieval_cache_nodes),
+        images,
     )
     issuer = open_issuer_keyring(settings, store.backend)
     certifier = Certifier(issuer, store.keys, key_policy(settings), clock)

@@ -137,6 +137,7 @@ def serve(
             service.stop()
             service.join()
         memory.access.close()  # writes the last retrieval counts
+        memory.retrieval.save_images()  # the next process loads what this one built
         memory.store.close()
 
 

@@ -188,6 +188,7 @@ class _Base(_Operations):
 
     def close(self) -> None:
         self.context.access.close()  # writes this process's last access counts
+        self.context.retrieval.save_images()  # the next process loads what this one built
         self.context.store.close()
 
 

@@ -130,6 +130,9 @@ class Settings(BaseModel):
     # None: the retrieval index's own default (100,000).  Not imported here: the
     # index brings numpy, and every CLI command reads the settings.
     retrieval_cache_nodes: int | None = Field(default=None, ge=0)
+    #: Subjects of at least this many nodes get an image of their retrieval index
+    #: (projections.index_image), which a cold process loads in one read.
+    retrieval_image_nodes: int = Field(default=5_000, ge=0)
     #: Per-subject capacity of the retrieval tier (workers.archiving); 0: archiving off.
     retrieval_capacity: int = Field(default=0, ge=0)
     api_key_cache_seconds: float = Field(
@@ -227,6 +230,7 @@ class Settings(BaseModel):
             ("kek_rotate_days", "OBLIVIO_KEK_ROTATE_DAYS"),
             ("kek_retire_days", "OBLIVIO_KEK_RETIRE_DAYS"),
             ("retrieval_cache_nodes", "OBLIVIO_RETRIEVAL_CACHE_NODES"),
+            ("retrieval_image_nodes", "OBLIVIO_RETRIEVAL_IMAGE_NODES"),
             ("retrieval_capacity", "OBLIVIO_RETRIEVAL_CAPACITY"),
             ("api_key_cache_seconds", "OBLIVIO_API_KEY_CACHE_SECONDS"),
             ("embedder", "OBLIVIO_EMBEDDER"),

@@ -4,11 +4,16 @@ One subject grows to 10,000, 30,000 and 100,000 memories (times ``--scale``;
 loaded through the batched command path, untimed), its vectors are caught up
 (timed: the vector catch-up figure of that many memories on this backend) and
 the likely-update detector judges them (untimed; a consistent ``retrieve``
-waits for it).  At each size ``--rounds`` fresh processes
+waits for it).  At each size ``--rounds`` pairs of fresh processes
 (``python -m oblivio_bench.cold``) each open a client on the store and report,
 apart: their imports, opening the client, loading the embedding model (one
 embedding), the first ``retrieve`` (which loads the subject's retrieval index)
-and a second one (warm).  The figures are the medians over the processes.
+and a second one (warm).  The two processes of a pair alternate: one finds the
+subject's index image (projections.index_image) that the bench process or the
+previous probe left, the other finds none (the bench deletes it first), so it
+builds the index from the rows as a store without images does, and its close
+writes the image again.  The figures are the medians over the processes of
+each kind.
 """
 
 from __future__ import annotations
@@ -38,18 +43,22 @@ PARTS = ("imports_s", "open_s", "model_s", "first_retrieve_s", "second_retrieve_
 class ColdResult:
     nodes: int
     catch_up_seconds: float
-    #: One dict of PARTS per fresh process.
+    #: One dict of PARTS per fresh process that found the subject's index image.
     probes: Sequence[dict[str, float]]
+    #: The same for the processes that found none (built the index from the rows).
+    built: Sequence[dict[str, float]]
 
-    def median(self, part: str) -> float:
-        return statistics.median(p[part] for p in self.probes)
+    def median(self, part: str, *, built: bool = False) -> float:
+        return statistics.median(p[part] for p in (self.built if built else self.probes))
 
     def to_json(self) -> dict[str, Any]:
         return {
             "nodes": self.nodes,
             "catch_up_seconds": self.catch_up_seconds,
             "probes": list(self.probes),
+            "built": list(self.built),
             **{f"median_{part}": self.median(part) for part in PARTS},
+            **{f"median_built_{part}": self.median(part, built=True) for part in PARTS},
         }
 
 
@@ -70,14 +79,31 @@ def measure_cold(
         catch_up = time.perf_counter() - started
         check_applied(applied, size - loaded)
         client.context.updates.run_pending()
+        client.retrieve(QUERY, user_id=COLD_SUBJECT)  # the subject in this process's cache
+        client.context.retrieval.save_images()  # what its close leaves
         loaded = size
         progress(f"cold {size:,}: vectors caught up in {catch_up:,.1f} s; probing")
-        probes = [probe(settings) for _ in range(rounds)]
-        result = ColdResult(size, catch_up, probes)
+        probes, built = [], []
+        for _ in range(rounds):
+            probes.append(probe(settings))
+            drop_image(client)
+            built.append(probe(settings))  # its close writes the image again
+        result = ColdResult(size, catch_up, probes, built)
         first, model = result.median("first_retrieve_s"), result.median("model_s")
-        progress(f"cold {size:,}: first retrieve {first:,.2f} s (model apart: {model:,.2f} s)")
+        rows = result.median("first_retrieve_s", built=True)
+        progress(
+            f"cold {size:,}: first retrieve {first:,.2f} s from the image, "
+            f"{rows:,.2f} s from the rows (model apart: {model:,.2f} s)"
+        )
         results.append(result)
     return results
+
+
+def drop_image(client: Any) -> None:
+    """Delete the cold subject's index image: the next probe builds from the rows."""
+    head = client.context.store.head(client.context.namespace, COLD_SUBJECT)
+    with client.context.store.transaction() as tx:
+        client.context.retrieval.images.purge(tx.connection, head.stream.stream_id)
 
 
 def probe(settings: Any) -> dict[str, float]:
@@ -111,6 +137,18 @@ def cold_section(results: Sequence[ColdResult], backend: str) -> Section:
                 "s",
             ),
             Figure(
+                f"cold_built_first_retrieve_{r.nodes}_s",
+                "  without an image (built from the rows, median)",
+                r.median("first_retrieve_s", built=True),
+                "s",
+            ),
+            Figure(
+                f"cold_image_ratio_{r.nodes}",
+                "  from the image / from the rows (medians, same run)",
+                r.median("first_retrieve_s") / r.median("first_retrieve_s", built=True),
+                "×",
+            ),
+            Figure(
                 f"cold_second_retrieve_{r.nodes}_s",
                 "  the second",
                 r.median("second_retrieve_s"),
@@ -138,7 +176,8 @@ def cold_section(results: Sequence[ColdResult], backend: str) -> Section:
         figures,
         [
             "each probe is a fresh process: python -m oblivio_bench.cold",
-            "the first retrieve loads the subject's retrieval index (docs/retrieval.md)",
+            "the first retrieve loads the subject's retrieval index (docs/retrieval.md):"
+            " from its image, or (alternate probes, the image deleted) from the rows",
         ],
     )
 

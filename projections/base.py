@@ -120,6 +120,16 @@ class Projection(Protocol):
         return compose_digests(self.item_digests(view, stream_id))
 
 
+class SubjectCache(Protocol):
+    """Derived state kept per stream that is no projection: no replay rebuilds it and
+    no digest covers it (an image of the retrieval index, projections.index_image).
+    It must never outlive what it was derived from, so the registry purges a
+    stream's whole cache whenever any of its events is erased or it is forgotten,
+    in the erasing transaction."""
+
+    def purge(self, conn: Connection, stream_id: int) -> None: ...
+
+
 def item_digest(kind: str, item: Any) -> str:
     """The digest of one item of a projection's state (a node, an edge, a vector …)."""
     return state_digest({"kind": kind, "item": item})

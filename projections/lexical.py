@@ -101,6 +101,30 @@ class LexicalIndex:
         self._size += 1
         self._total_length += length
 
+    def postings(self) -> tuple[dict[str, list[int]], dict[str, list[int]], list[float]]:
+        """Each term's rows and term counts, and each row's length: all the index holds
+        (for its image, projections.index_image; :meth:`from_postings` takes them back)."""
+        return self._rows, self._counts, self._lengths[: self._size].tolist()
+
+    @classmethod
+    def from_postings(
+        cls, rows: dict[str, list[int]], counts: dict[str, list[int]], lengths: list[float]
+    ) -> LexicalIndex:
+        """The index whose :meth:`postings` these were."""
+        index = cls()
+        index._rows, index._counts = rows, counts
+        index._lengths = np.asarray(lengths or [0.0], dtype=np.float64)
+        index._size = len(lengths)
+        index._total_length = int(sum(lengths))
+        return index
+
+    def copy(self) -> LexicalIndex:
+        """An independent copy (the original may go on growing)."""
+        rows, counts, lengths = self.postings()
+        return LexicalIndex.from_postings(
+            {t: list(r) for t, r in rows.items()}, {t: list(c) for t, c in counts.items()}, lengths
+        )
+
     def attainable(self, query: str) -> float:
         """The BM25 score a memory holding every term of ``query`` could reach at most:
         the sum of idf · (k1 + 1) over its distinct terms (a term no memory holds

@@ -17,7 +17,7 @@ from datetime import datetime
 from sqlalchemy.engine import Connection
 
 from eventstore import LogCursor, RecordedEvent
-from projections.base import Projection, StreamSource
+from projections.base import Projection, StreamSource, SubjectCache
 from projections.storage import checkpoints, snapshot_store
 from projections.storage.access_store import AccessStore
 
@@ -31,9 +31,14 @@ class ProjectionRegistry:
     """
 
     def __init__(
-        self, inline: Sequence[Projection], asynchronous: Sequence[tuple[Projection, int]] = ()
+        self,
+        inline: Sequence[Projection],
+        asynchronous: Sequence[tuple[Projection, int]] = (),
+        caches: Sequence[SubjectCache] = (),
     ) -> None:
         self._all = [*inline, *(p for p, _ in asynchronous)]
+        #: Derived state that is no projection, purged with any erasure of its stream.
+        self._caches = list(caches)
         #: name → partitions of its checkpoints, for asynchronous projections only.
         self._partitions = {p.name: partitions for p, partitions in asynchronous}
         names = [p.name for p in self._all]
@@ -106,6 +111,8 @@ class ProjectionRegistry:
         """
         for projection in self._all:
             projection.purge(conn, stream_id)
+        for cache in self._caches:
+            cache.purge(conn, stream_id)
         AccessStore(conn).purge_stream(stream_id)
         snapshot_store.purge_stream(conn, stream_id)
 
@@ -113,7 +120,9 @@ class ProjectionRegistry:
         self, source: StreamSource, stream_id: int, erased: Sequence[RecordedEvent]
     ) -> None:
         """Take what ``erased`` (read before erasure) contributed out of every projection,
-        and the access counts of the nodes they derived."""
+        the access counts of the nodes they derived, and the stream's caches."""
         for projection in self._all:
             projection.purge_events(source, stream_id, erased)
+        for cache in self._caches:
+            cache.purge(source.connection, stream_id)
         AccessStore(source.connection).purge_events(stream_id, [e.event_id for e in erased])

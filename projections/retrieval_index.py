@@ -20,8 +20,9 @@ or attractor changes recompute those two terms.  Anything else (erasures,
 rebuilds, a forget, an index loaded before the vectors caught up) loads the
 subject again.  The cache is a least-recently-used map bounded by the total
 number of cached nodes.
-Plaintext (node text, its terms) stays in this process's memory: nothing of
-the index is ever written anywhere.
+Plaintext (node text, its terms) stays in this process's memory; on disk the
+index exists only as an image sealed under the subject's key
+(:mod:`projections.index_image`), which a cold process loads instead of the rows.
 """
 
 from __future__ import annotations
@@ -147,6 +148,53 @@ class _Column:
         return self._data[: self._size]
 
 
+@dataclass(frozen=True)
+class NodeColumns:
+    """Each row's query-independent score inputs, one array row per node (see
+    :class:`SubjectIndex`)."""
+
+    #: superseded, scope, node type, source type, archived, asks a question
+    codes: npt.NDArray[np.int8]
+    #: salience, reinforcement, confidence, source confidence, retention stretch,
+    #: trigger boost, attractor penalty
+    numbers: Floats
+    #: Where recency counts from, in µs.
+    last_touch_us: npt.NDArray[np.int64]
+    #: Effective time and end of validity (``_FOREVER`` while it holds), in µs.
+    validity_us: npt.NDArray[np.int64]
+
+
+@dataclass
+class IndexParts:
+    """Everything a :class:`SubjectIndex` holds but its access counts, as plain parts."""
+
+    nodes: list[Node]
+    vectors: npt.NDArray[np.float32]
+    columns: NodeColumns
+    lexical: LexicalIndex
+    triggers: list[TriggerProbe]
+    attractors: list[AttractorProbe]
+    item_revisions: set[uuid.UUID]
+    likely_updates: list[tuple[uuid.UUID, uuid.UUID]]
+    version: int
+    stream_id: int
+
+
+class _RowsBy:
+    """Rows by (metadata key, JSON scalar) and by source event: a ``meta`` filter is set
+    intersections, an ``event_ids`` filter a lookup."""
+
+    def __init__(self) -> None:
+        self.meta: dict[tuple[str, object], list[int]] = {}
+        self.event: dict[uuid.UUID, list[int]] = {}
+
+    def add(self, first: int, nodes: Sequence[Node]) -> None:
+        for row, node in enumerate(nodes, start=first):
+            for entry in _meta_entries(node.meta):
+                self.meta.setdefault(entry, []).append(row)
+            self.event.setdefault(node.event_id, []).append(row)
+
+
 class SubjectIndex:
     """One subject's nodes and query-independent score inputs, grown by :meth:`add`.
 
@@ -176,9 +224,9 @@ class SubjectIndex:
         self._last_touch_us = _Column(np.int64)
         #: Effective time and end of validity (``_FOREVER`` while it holds), in µs.
         self._validity_us = _Column(np.int64, 2)
-        #: Rows by (metadata key, JSON scalar): a ``meta`` filter is set intersections.
-        self._meta_rows: dict[tuple[str, object], list[int]] = {}
-        self._event_rows: dict[uuid.UUID, list[int]] = {}
+        #: Rows by metadata entry and by event, built by the first query that filters
+        #: on either (loading a large subject need not pay for them), then kept up.
+        self._rows_by: _RowsBy | None = None
         self._neighbours = _Column(np.intp, 2)
         self._session_tail: dict[str, int] = {}
         self._rows: dict[uuid.UUID, int] = {}
@@ -213,27 +261,73 @@ class SubjectIndex:
         """Append ``nodes`` (in store order) with their unit vectors, one row each."""
         if not nodes:
             return
+        for node in nodes:
+            self.lexical.add(node.content)
+        texts = [n.content.casefold() for n in nodes]
+        boosts = scoring.trigger_boosts(self.config, texts, vectors, self.triggers)
+        penalties = scoring.attractor_penalties(self.config, vectors, self.attractors)
+        columns = NodeColumns(
+            codes=np.asarray([_codes(n) for n in nodes], dtype=np.int8).reshape(-1, 6),
+            numbers=np.asarray(
+                [[*_numbers(n), b, p] for n, b, p in zip(nodes, boosts, penalties, strict=True)],
+                dtype=np.float64,
+            ).reshape(-1, 7),
+            last_touch_us=np.asarray([_last_touch(n) for n in nodes], dtype=np.int64),
+            validity_us=np.asarray([_validity(n) for n in nodes], dtype=np.int64).reshape(-1, 2),
+        )
+        self._append(nodes, vectors, columns)
+
+    @classmethod
+    def restore(cls, parts: IndexParts, config: ScoringConfig) -> SubjectIndex:
+        """An index as :meth:`parts` gave it (an image's, see projections.index_image):
+        its terms and score inputs as they were, not computed again."""
+        index = cls(config, parts.triggers, parts.attractors)
+        index.lexical = parts.lexical
+        index._append(parts.nodes, parts.vectors, parts.columns)
+        index.mark_item_revisions(parts.item_revisions)
+        index.set_likely_updates(parts.likely_updates)
+        index.version, index.stream_id = parts.version, parts.stream_id
+        return index
+
+    def parts(self) -> IndexParts:
+        """What :meth:`restore` rebuilds this index from (copies: the index may grow
+        while they are encoded; access counts are left out, they are read at load)."""
+        return IndexParts(
+            nodes=list(self.nodes),
+            vectors=self.vectors.copy(),
+            columns=NodeColumns(
+                codes=self._codes.values.copy(),
+                numbers=self._numbers.values.copy(),
+                last_touch_us=self._last_touch_us.values.copy(),
+                validity_us=self._validity_us.values.copy(),
+            ),
+            lexical=self.lexical.copy(),
+            triggers=list(self.triggers),
+            attractors=list(self.attractors),
+            item_revisions=set(self._item_revisions),
+            likely_updates=list(self._likely_updates.items()),
+            version=self.version,
+            stream_id=self.stream_id,
+        )
+
+    def _append(
+        self, nodes: Sequence[Node], vectors: npt.NDArray[np.float32], columns: NodeColumns
+    ) -> None:
+        """Append rows whose terms (in ``self.lexical`` already) and score inputs are given."""
+        if not nodes:
+            return
         first = len(self.nodes)
         self.nodes.extend(nodes)
         self._rows.update((n.id, row) for row, n in enumerate(nodes, start=first))
         if self._vectors is None:
             self._vectors = _Column(np.float32, vectors.shape[1])
         self._vectors.extend(vectors)
-        texts = [n.content.casefold() for n in nodes]
-        for node in nodes:
-            self.lexical.add(node.content)
-        self._codes.extend([_codes(n) for n in nodes])
-        boosts = scoring.trigger_boosts(self.config, texts, vectors, self.triggers)
-        penalties = scoring.attractor_penalties(self.config, vectors, self.attractors)
-        self._numbers.extend(
-            [[*_numbers(n), b, p] for n, b, p in zip(nodes, boosts, penalties, strict=True)]
-        )
-        self._last_touch_us.extend([_last_touch(n) for n in nodes])
-        self._validity_us.extend([_validity(n) for n in nodes])
-        for row, node in enumerate(nodes, start=first):
-            for entry in _meta_entries(node.meta):
-                self._meta_rows.setdefault(entry, []).append(row)
-            self._event_rows.setdefault(node.event_id, []).append(row)
+        self._codes.extend(columns.codes)
+        self._numbers.extend(columns.numbers)
+        self._last_touch_us.extend(columns.last_touch_us)
+        self._validity_us.extend(columns.validity_us)
+        if self._rows_by is not None:
+            self._rows_by.add(first, nodes)
         self._accesses.extend(np.zeros(len(nodes)))
         self._neighbours.extend(np.full((len(nodes), 2), -1))
         neighbours = self._neighbours.values
@@ -250,6 +344,14 @@ class SubjectIndex:
                 neighbours[row, 0] = before
                 neighbours[before, 1] = row
             self._session_tail[node.session_id] = row
+
+    @property
+    def rows_by(self) -> _RowsBy:
+        """Rows by metadata entry and by event (built on first use; call under ``lock``)."""
+        if self._rows_by is None:
+            self._rows_by = _RowsBy()
+            self._rows_by.add(0, self.nodes)
+        return self._rows_by
 
     def _track_replacement(self, row: int, node: Node) -> None:
         if node.lifecycle == LifecycleState.SUPERSEDED and node.superseded_by is not None:
@@ -361,7 +463,8 @@ class SubjectIndex:
             mask &= self._meta_match(wanted.meta)
         if wanted.event_ids is not None:
             chosen = np.zeros(len(self), dtype=bool)
-            chosen[[r for e in wanted.event_ids for r in self._event_rows.get(e, ())]] = True
+            by_event = self.rows_by.event
+            chosen[[r for e in wanted.event_ids for r in by_event.get(e, ())]] = True
             mask &= chosen
         for column, table, values in (
             (1, _SCOPES, wanted.scopes),
@@ -394,7 +497,7 @@ class SubjectIndex:
         mask = np.zeros(len(self), dtype=bool)
         rows: set[int] | None = None
         for entry in _meta_entries(wanted):
-            found = self._meta_rows.get(entry, ())
+            found = self.rows_by.meta.get(entry, ())
             rows = set(found) if rows is None else rows.intersection(found)
             if not rows:
                 return mask

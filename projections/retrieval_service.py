@@ -24,6 +24,7 @@ from eventstore import EventStore, LogCursor, RecordedEvent
 from projections.access import AccessLog
 from projections.embedders import Embedder
 from projections.errors import NotCaughtUpError, ProcessingRestrictedError
+from projections.index_image import IndexImages
 from projections.model import ScoredNode
 from projections.retrieval_index import (
     NodeFilter,
@@ -79,6 +80,7 @@ class RetrievalService:
     runner: CatchesUp
     access: AccessLog
     cache: RetrievalCache
+    images: IndexImages
 
     # -- consistency ------------------------------------------------------------------
 
@@ -243,6 +245,8 @@ class RetrievalService:
         entry = self.cache.entry(cached)
         if entry is not None and entry[0] == token:
             return entry[1], embedder
+        if entry is None:  # a cold start: the subject's image, if it has a usable one
+            entry = self._imaged(token, scoring)
         follows = entry is not None and _only_new_events(entry[0], token)
         events = (
             self.store.read_stream(
@@ -251,7 +255,7 @@ class RetrievalService:
                 from_version=entry[0].version + 1,
                 limit=token.version - entry[0].version,
             )
-            if follows and entry is not None
+            if follows and entry is not None and entry[0].version < token.version
             else []
         )
         with self.store.reading() as view:
@@ -270,8 +274,35 @@ class RetrievalService:
                 index = load_subject(view.connection, cipher, scoring, token.embedder)
                 index.version = token.version  # rows read after the token: at least this
                 index.set_accesses(self.access.counts(view.connection, token.stream_id))
+                self.images.offer(token, index)
         self.cache.put(cached, token, index)
         return index, embedder
+
+    def _imaged(
+        self, token: StateToken, scoring: ScoringConfig
+    ) -> tuple[StateToken, SubjectIndex] | None:
+        """The subject's index from its image and the token it reflects, with the access
+        counts read now (they change on reads, not events); ``None`` without one."""
+        with self.store.reading() as view:
+            cipher = view.cipher(token.stream_id)
+            imaged = (
+                None
+                if cipher is None
+                else self.images.load(view.connection, cipher, token, scoring)
+            )
+            if imaged is not None:
+                imaged[1].set_accesses(self.access.counts(view.connection, token.stream_id))
+        return imaged
+
+    def save_images(self) -> None:
+        """Write the image of each cached subject that has moved past its image (and wait
+        for every image being written): what ``close`` does, so the next process's
+        first query loads what this one built."""
+        for subject in self.cache.subjects:
+            entry = self.cache.entry(subject)
+            if entry is not None and entry[0].caught_up:
+                self.images.offer(entry[0], entry[1])
+        self.images.wait()
 
     def _serving_embedder(self, token: StateToken) -> Embedder:
         """The embedder of the token's vectors; built (once) if a re-embedding job made it so."""
@@ -307,14 +338,15 @@ def cache_key(namespace: str, user: str) -> str:
 
 def _only_new_events(cached: StateToken, token: StateToken) -> bool:
     """Whether ``token`` differs from ``cached`` by later events of the same stream
-    only, with the vector state caught up on both: what :func:`refresh` can apply."""
+    only (or none: an image of exactly the token's state), with the vector state
+    caught up on both: what :func:`refresh` can apply."""
     return (
         cached.stream_id == token.stream_id
         and cached.embedder == token.embedder
         and cached.erasures == token.erasures
         and cached.rebuilds == token.rebuilds
         and cached.graph_marked == token.graph_marked
-        and cached.version < token.version
+        and cached.version <= token.version
         and cached.caught_up
         and token.caught_up
     )

@@ -357,3 +357,20 @@ projection_proofs = sa.Table(
     sa.Column("proof", sa.Text, nullable=False),
     sqlite_with_rowid=False,
 )
+
+# Images of the retrieval index (projections.index_image): one subject's built
+# index, sealed under its data key and cut into chunks of a few MB, so a cold
+# process reads it in one statement instead of one row per node.  The stream
+# version it reflects is in the clear (which image is newer, without opening
+# one); what else it was built from (erasures, rebuilds, embedder, graph mark)
+# is bound into each chunk's associated data.  Erasure deletes them.
+retrieval_images = sa.Table(
+    "retrieval_images",
+    metadata,
+    sa.Column("stream_id", StreamId, primary_key=True),
+    sa.Column("chunk", sa.Integer, primary_key=True),
+    sa.Column("stream_version", sa.BigInteger, nullable=False),
+    sa.Column("chunks", sa.Integer, nullable=False),
+    sa.Column("image_id", sa.Uuid, nullable=False),
+    sa.Column("sealed", sa.LargeBinary, nullable=False),
+)

@@ -54,7 +54,13 @@ def bare_citus_url(citus: CitusCluster) -> Iterator[str]:
 def test_upgrade_distributes_the_log_and_projections_by_stream(citus_url: str) -> None:
     kinds = placement(citus_url)
     assert kinds["events"] == "h"
-    for table in ("memory_events", "memory_nodes", "memory_vectors", "memory_operations"):
+    for table in (
+        "memory_events",
+        "memory_nodes",
+        "memory_vectors",
+        "memory_operations",
+        "retrieval_images",
+    ):
         assert kinds[table] == "h", table
     # Central, on the coordinator: the rows an append locks, and the deployment's own.
     for table in ("streams", "data_keys", "erasure_requests", "certificates", "api_keys"):

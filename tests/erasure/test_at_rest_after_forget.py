@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from eventstore.schema import data_keys, events
 from oblivio import MemoryClient
 from oblivio.settings import Settings
+from projections.storage.tables import retrieval_images
 from tests._at_rest import ServerFiles, files_below, scan_files, superuser, wal_kept
 from tests.erasure._support import (
     completed,
@@ -34,14 +35,28 @@ LARGE_REPEAT = 800  # tens of kB: SQLite overflow pages, PostgreSQL TOAST
 
 
 def write_subject(client: MemoryClient) -> tuple[str, list[bytes]]:
-    """A subject with small and large memories; its user id and every needle to look for."""
+    """A subject with small and large memories and the image of its retrieval index (the
+    client images every subject); its user id and every needle to look for."""
     user_id = marker("subject-zebra")
     seeded = seed_subject(client, user_id)
     large = marker("large")
     client.store(f"{large} " * LARGE_REPEAT, user_id=user_id, meta={"note": marker("meta")})
+    assert client.retrieve(large, user_id=user_id).results
+    client.context.retrieval.save_images()
+    assert image_heads(client, stream_id_of(client, user_id)), "no image: the scan would miss it"
     texts = [user_id, large, *seeded.secrets]
     tokens = [t.rsplit("-", 1)[1] for t in texts]  # the random part alone, too
     return user_id, [t.encode() for t in texts + tokens]
+
+
+def image_heads(client: MemoryClient, stream_id: int) -> list[bytes]:
+    """The first bytes of each sealed chunk of the stream's retrieval index image."""
+    query = sa.select(retrieval_images.c.sealed).where(retrieval_images.c.stream_id == stream_id)
+    return [row.sealed[:48] for row in raw_rows(client, query)]
+
+
+def imaging(settings: Settings) -> Settings:
+    return settings.model_copy(update={"retrieval_image_nodes": 1})
 
 
 def forget_and_certify(client: MemoryClient, user_id: str) -> int:
@@ -61,17 +76,22 @@ def sqlite_files(directory: Path) -> list[Path]:
 
 def test_sqlite_file_and_wal_hold_nothing_of_a_forgotten_subject(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    client = MemoryClient(settings=Settings(data_dir=data_dir, keyring_path=tmp_path / "k.json"))
+    client = MemoryClient(
+        settings=imaging(Settings(data_dir=data_dir, keyring_path=tmp_path / "k.json"))
+    )
     try:
         user_id, needles = write_subject(client)
         stream_id = stream_id_of(client, user_id)
         [dek] = data_key_rows(client, stream_id)
-        ciphertexts = [  # their heads: a large one continues on overflow pages
-            row.payload[:48]
-            for row in raw_rows(
-                client, sa.select(events.c.payload).where(events.c.stream_id == stream_id)
-            )
-        ]
+        ciphertexts = (
+            [  # their heads: a large one continues on overflow pages
+                row.payload[:48]
+                for row in raw_rows(
+                    client, sa.select(events.c.payload).where(events.c.stream_id == stream_id)
+                )
+            ]
+            + image_heads(client, stream_id)
+        )
         database = Path(str(client.context.store.backend.engine.url.database))
         wal = database.with_name(database.name + "-wal")
         # Control: before the forget, the wrapped key and the ciphertext are on disk.
@@ -112,7 +132,7 @@ def test_postgres_files_and_wal_hold_nothing_of_a_forgotten_subject(
 ) -> None:
     with superuser(postgres_url) as admin, wal_kept(admin) as start_lsn:
         files = ServerFiles(admin)
-        client = MemoryClient(settings=pg_store_settings)
+        client = MemoryClient(settings=imaging(pg_store_settings))
         try:
             user_id, needles = write_subject(client)
             stream_id = forget_and_certify(client, user_id)

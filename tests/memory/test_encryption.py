@@ -2,7 +2,8 @@
 
 Distinctive strings go in through every operation that takes personal text
 (content, session id, metadata, trigger keyword and text, attractor text,
-description and source, actor id); then every row of every projection table is
+description and source, actor id); then every row of every projection table
+(the retrieval index's image included: the client images every subject) is
 read with plain SQL and each text or bytes value is searched for them.
 """
 
@@ -13,11 +14,18 @@ import secrets
 import sqlalchemy as sa
 
 from oblivio import MemoryClient
+from oblivio.settings import Settings
 from projections import metadata as projection_metadata
 from projections.storage.vector_store import pack_vector
 from tests.memory._support import remember
 
-PERSONAL_TABLES = {"memory_nodes", "memory_vectors", "retrieval_triggers", "retrieval_attractors"}
+PERSONAL_TABLES = {
+    "memory_nodes",
+    "memory_vectors",
+    "retrieval_triggers",
+    "retrieval_attractors",
+    "retrieval_images",
+}
 
 
 def _mark(kind: str) -> str:
@@ -85,9 +93,12 @@ def _leaks(rows: list[sa.Row[object]], needles: list[bytes]) -> list[tuple[str, 
     return found
 
 
-def test_projection_tables_hold_no_plaintext(fresh_memory: MemoryClient) -> None:
-    strings, vectors = _write_personal_data(fresh_memory)
-    tables = _rows(fresh_memory)
+def test_projection_tables_hold_no_plaintext(fresh_settings: Settings) -> None:
+    imaging = fresh_settings.model_copy(update={"retrieval_image_nodes": 1})
+    with MemoryClient(settings=imaging) as memory:
+        strings, vectors = _write_personal_data(memory)
+        memory.context.retrieval.save_images()
+        tables = _rows(memory)
 
     assert set(tables) >= PERSONAL_TABLES
     for name in PERSONAL_TABLES:
