@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests._at_rest: the scanner of the single-node tests
 
 from eventstore import START, EventStore, create_backend  # noqa: E402
+from eventstore.backends.citus import _CLUSTER_HORIZON  # noqa: E402
 from oblivio import MemoryClient  # noqa: E402
 from oblivio.bootstrap import upgrade_schema  # noqa: E402
 from oblivio.settings import Settings  # noqa: E402
@@ -391,9 +392,17 @@ def _check(load: Load, client: MemoryClient) -> dict[str, Any]:
     follower = load.follower
     deadline = time.monotonic() + 60
     fresh = whole_log(store)
-    while len(follower.delivered) < len(fresh) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    held_back = 0.0
+    while len(follower.delivered) != len(fresh) and time.monotonic() < deadline:
+        if len(fresh) < len(follower.delivered):  # a fresh reader is held back: by what?
+            held_back = held_back or time.monotonic()
+            print(f"a fresh read_all shows {len(fresh)} of {len(follower.delivered)} events")
+            print(horizon_report(url))
+        time.sleep(0.5)
         fresh = whole_log(store)
+    if held_back:
+        waited = time.monotonic() - held_back
+        print(f"then {len(fresh)} of {len(follower.delivered)}, {waited:.0f} s later")
     follower.stop.set()
     follower.join(timeout=30)
     delivered = follower.delivered
@@ -427,6 +436,25 @@ def _check(load: Load, client: MemoryClient) -> dict[str, Any]:
         "certificates_total": sum(certificates.values()),
         "rebuild_jobs_retried": retried[0] if retried else 0,
     }
+
+
+def horizon_report(url: str) -> str:
+    """What holds a fresh reader's horizon back: the horizon against the log's oldest and
+    newest commit group, the snapshot, and the coordinator's sessions holding an xid."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        horizon = conn.execute(_CLUSTER_HORIZON.text).fetchone()
+        groups = conn.execute("SELECT min(commit_group), max(commit_group) FROM events").fetchone()
+        snapshot = conn.execute("SELECT pg_current_snapshot()::text").fetchone()
+        holders = conn.execute(
+            "SELECT pid, datname, backend_type, state, backend_xid::text, backend_xmin::text,"
+            " left(query, 50) FROM pg_stat_activity"
+            " WHERE backend_xid IS NOT NULL OR backend_xmin IS NOT NULL"
+        ).fetchall()
+        prepared = conn.execute("SELECT transaction::text, gid, database FROM pg_prepared_xacts")
+        return (
+            f"horizon {horizon}; commit groups {groups}; snapshot {snapshot};"
+            f" sessions with an xid {holders}; prepared {prepared.fetchall()}"
+        )
 
 
 def streams_per_worker(url: str) -> dict[int, int]:
