@@ -22,7 +22,8 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,9 +168,12 @@ class CitusCluster:
 
     def create_database(self, name: str) -> str:
         """A database on every node with the extension and the workers registered; its URL."""
-        for node in self.nodes:
+
+        def prepare(node: Node) -> None:
             self.execute(node, "postgres", f'CREATE DATABASE "{name}"')
             self.execute(node, name, "CREATE EXTENSION citus")
+
+        on_every_node(prepare, self.nodes)
         self.execute(
             self.coordinator,
             name,
@@ -187,6 +191,14 @@ class CitusCluster:
     def drop_database(self, name: str) -> None:
         for node in reversed(self.nodes):
             self.execute(node, "postgres", f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def on_every_node(step: Callable[[Node], None], nodes: Sequence[Node]) -> None:
+    """Run ``step`` for every node at once: each waits on its own server (initdb, start,
+    CREATE EXTENSION), so the nodes need not wait for each other."""
+    with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+        for done in [pool.submit(step, node) for node in nodes]:
+            done.result()  # re-raises the step's error
 
 
 def _give_to_node_user(path: Path) -> None:
@@ -216,15 +228,14 @@ def citus_cluster(
         shard_count=shard_count,
         durable=durable,
     )
-    started: list[Node] = []
     try:
         cluster.coordinator.data_dir.mkdir()
         _give_to_node_user(cluster.coordinator.data_dir)
-        cluster.init_node(cluster.coordinator)
-        cluster.start_node(cluster.coordinator)
-        started.append(cluster.coordinator)
-        for _ in range(workers):
-            started.append(cluster.add_worker())
+        cluster.workers = [
+            Node(f"worker{n}", free_port(), cluster._dir()) for n in range(1, workers + 1)
+        ]
+        on_every_node(cluster.init_node, cluster.nodes)
+        on_every_node(cluster.start_node, cluster.nodes)
         yield cluster
     except subprocess.CalledProcessError as e:
         raise RuntimeError(f"{' '.join(map(str, e.cmd))} failed: {e.stderr or e.stdout}") from e

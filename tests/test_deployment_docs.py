@@ -107,6 +107,44 @@ def test_compose_runs_postgres_migrate_api_and_worker() -> None:
     assert command_words(services["worker"]) == ["oblivio", "worker"]
 
 
+def test_compose_citus_profile_runs_oblivio_on_a_coordinator_and_two_workers() -> None:
+    services = compose()["services"]
+    in_profile = {n for n, s in services.items() if "citus" in s.get("profiles", ())}
+    nodes = ["citus-coordinator", "citus-worker-1", "citus-worker-2"]
+    assert in_profile == {*nodes, "citus-register", "migrate-citus", "api-citus", "worker-citus"}
+    assert not any(services[n].get("profiles") for n in ("postgres", "migrate", "api", "worker"))
+
+    for name in nodes:
+        node = services[name]
+        assert str(node["image"]).startswith("citusdata/citus:13."), name
+        assert node["healthcheck"]["test"], name
+        settings = " ".join(command_words(node))
+        assert "max_prepared_transactions=" in settings, name  # two-phase commits
+        assert "wal_level=logical" in settings, name  # shard moves
+        assert environment(node)["POSTGRES_DB"] == "oblivio", name
+    assert len({str(services[n]["volumes"]) for n in nodes}) == 3, "a data volume per node"
+
+    register = services["citus-register"]
+    assert depends_on(register) == dict.fromkeys(nodes, "service_healthy")
+    assert register.get("restart", "no") == "no", "registration is a one-shot service"
+    script = " ".join(command_words(register))
+    assert "citus_set_coordinator_host('citus-coordinator', 5432)" in script
+    for worker in nodes[1:]:
+        assert f"citus_add_node('{worker}', 5432)" in script
+
+    migrate = services["migrate-citus"]
+    assert command_words(migrate)[-2:] == ["db", "upgrade"]
+    assert depends_on(migrate) == {"citus-register": "service_completed_successfully"}
+    for name in ("migrate-citus", "api-citus", "worker-citus"):
+        url = environment(services[name])["OBLIVIO_DATABASE_URL"]
+        assert "@citus-coordinator:5432/oblivio" in url, f"{name} must reach the coordinator only"
+        plain = environment(services[name.removesuffix("-citus")])
+        assert set(environment(services[name])) == set(plain), name  # the same settings
+    for name in ("api-citus", "worker-citus"):
+        assert depends_on(services[name]) == {"migrate-citus": "service_completed_successfully"}
+        assert command_words(services[name]) == command_words(services[name.removesuffix("-citus")])
+
+
 def test_compose_builds_the_repository_image() -> None:
     services = compose()["services"]
     for name in ("migrate", "api", "worker"):
