@@ -272,6 +272,9 @@ def report(
     print(f"\n{appends} appends per shape, {args.streams} streams, one event per transaction")
     for name, values in ms.items():
         line = f"{name:<9} median {statistics.median(values):.3f} ms/append"
+        if name == "one-shard":
+            over = statistics.median(v / ms["two-phase"][i] for i, v in enumerate(values))
+            line += f", {over:.2f}x the two-phase append"
         if name != "single":
             ratio = statistics.median(v / single(i) for i, v in enumerate(values))
             line += (
