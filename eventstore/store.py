@@ -54,23 +54,22 @@ _NO_LIMIT = 2**62  # "no bound" as a number both databases take for a version an
 #: ``(index, count)``: the streams whose id modulo ``count`` equals ``index``.
 Partition = tuple[int, int]
 
-# Stream pages of the subject's latest generation (parameters ``namespace``,
-# ``subject_key``, ``version``, ``limit``): the generation is found inside the
-# page's statement, so a read is one round trip, by the one latest-generation query.
-_latest_stream_id = LATEST_STREAM.with_only_columns(streams.c.stream_id).scalar_subquery()
+# Stream pages of one generation (parameters ``stream_id``, ``version``, ``limit``),
+# found first by the one latest-generation query in a statement of its own.  Found
+# inside the page's statement (a subquery), it saved a round trip on one server, but
+# Citus can route a statement to the one shard of a stream only by a stream id it is
+# given: with the subquery, every page of one subject read every shard.
+_LATEST_STREAM_ID = LATEST_STREAM.with_only_columns(streams.c.stream_id)
+_stream_id = sa.bindparam("stream_id", type_=sa.BigInteger())
 _limit = sa.bindparam("limit", type_=sa.BigInteger())
 _version = sa.bindparam("version", type_=sa.BigInteger())
 _STREAM_FORWARDS = (
-    select_event_columns.where(
-        events.c.stream_id == _latest_stream_id, events.c.version >= _version
-    )
+    select_event_columns.where(events.c.stream_id == _stream_id, events.c.version >= _version)
     .order_by(events.c.version)
     .limit(_limit)
 )
 _STREAM_BACKWARDS = (
-    select_event_columns.where(
-        events.c.stream_id == _latest_stream_id, events.c.version <= _version
-    )
+    select_event_columns.where(events.c.stream_id == _stream_id, events.c.version <= _version)
     .order_by(events.c.version.desc())
     .limit(_limit)
 )
@@ -275,12 +274,22 @@ class EventStore:
     def _read_latest_stream(
         self, namespace: str, key: bytes, query: sa.Select[Any], version: int, limit: int | None
     ) -> list[RecordedEvent]:
-        """A page of the subject's latest stream generation (a stream query above)."""
-        params = latest_stream_params(namespace, key) | {
-            "version": version,
-            "limit": _NO_LIMIT if limit is None else limit,
-        }
+        """A page of the subject's latest stream generation (a stream query above).
+
+        A generation closed by a forget between the two statements reads back as
+        erased, as any read that meets a forget does: keys are read after events.
+        """
         with self.backend.statement_reads() as conn:
+            stream_id = conn.execute(
+                _LATEST_STREAM_ID, latest_stream_params(namespace, key)
+            ).scalar()
+            if stream_id is None:
+                return []
+            params = {
+                "stream_id": stream_id,
+                "version": version,
+                "limit": _NO_LIMIT if limit is None else limit,
+            }
             return self.reads.read(conn, query, params)
 
     def get_events(

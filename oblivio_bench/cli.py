@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import click
 
 from oblivio.cli_support import F, embedder_name, friendly_errors, settings_from
+from oblivio_bench.config import BACKENDS, CITUS, WITH_CITUS
 from oblivio_bench.erasure import ErasureBenchConfig, run_erasure_bench
 from oblivio_bench.eventstore import DEFAULT_SERVER_URL, BenchConfig, run_eventstore_bench
 from oblivio_bench.memory import SECTIONS as MEMORY_SECTIONS
@@ -26,12 +27,16 @@ _SERVER_BACKEND_HELP = (
     "SQLite in a temporary directory, or scratch databases on the PostgreSQL server of "
     f"--database-url / OBLIVIO_DATABASE_URL (default {DEFAULT_SERVER_URL})."
 )
+_CITUS_HELP = (
+    " citus: a coordinator and two workers started for the run from the installed Citus "
+    "extension, measured beside that server in the same run (ratios)."
+)
 
 
-def _backend_option(help_text: str) -> Callable[[F], F]:
+def _backend_option(help_text: str, backends: tuple[str, ...] = BACKENDS) -> Callable[[F], F]:
     return click.option(
         "--backend",
-        type=click.Choice(["sqlite", "postgres"]),
+        type=click.Choice(backends),
         default="sqlite",
         show_default=True,
         help=help_text,
@@ -81,11 +86,14 @@ def _emit(report: _Report, json_path: Path | None) -> None:
         click.echo(f"\nfigures written to {json_path}", err=True)
 
 
-def bench_options(*, rounds_help: str, scale_help: str) -> Callable[[Callable[..., None]], F]:
+def bench_options(
+    *, rounds_help: str, scale_help: str, backends: tuple[str, ...] = BACKENDS
+) -> Callable[[Callable[..., None]], F]:
     """The options every benchmark command shares (backend, JSON output, rounds, scale),
     handed to the command as one ``BenchRun`` before its own options."""
+    help_text = _SERVER_BACKEND_HELP + (_CITUS_HELP if CITUS in backends else "")
     options = [
-        _backend_option(_SERVER_BACKEND_HELP),
+        _backend_option(help_text, backends),
         _json_option,
         click.option(
             "--rounds", type=click.IntRange(min=1), default=5, show_default=True, help=rounds_help
@@ -136,6 +144,7 @@ def bench() -> None:
 @bench_options(
     rounds_help="Rounds per workload (heavy workloads run half as many).",
     scale_help="Multiply every event count (e.g. 0.05 for a smoke run).",
+    backends=WITH_CITUS,
 )
 @click.option(
     "--compare",
@@ -173,6 +182,7 @@ def bench_http(run: BenchRun) -> None:
 @bench_options(
     rounds_help="Rounds of the store(), catch-up and ingest figures.",
     scale_help="Multiply every count, retrieval sizes included (e.g. 0.01 for a smoke run).",
+    backends=WITH_CITUS,
 )
 @click.option(
     "--section",

@@ -3,21 +3,29 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from oblivio_bench.systems import BenchError
 
 DEFAULT_SERVER_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 BACKENDS = ("sqlite", "postgres")
+#: A Citus cluster the run starts (oblivio_bench.citus), measured beside the server of
+#: ``server_url`` in the same run: only benchmarks that compare the two take it.
+CITUS = "citus"
+WITH_CITUS = (*BACKENDS, CITUS)
 
 
-def check_backend(backend: str) -> None:
-    if backend not in BACKENDS:
-        raise BenchError(f"backend must be one of {', '.join(BACKENDS)}")
+def check_backend(backend: str, backends: tuple[str, ...] = BACKENDS) -> None:
+    if backend not in backends:
+        raise BenchError(f"backend must be one of {', '.join(backends)}")
 
 
 @dataclass(frozen=True)
 class RunConfig:
     """The settings every benchmark shares; each benchmark's config adds its own."""
+
+    #: The backends this benchmark runs on.
+    backends: ClassVar[tuple[str, ...]] = BACKENDS
 
     backend: str = "sqlite"
     rounds: int = 5
@@ -27,6 +35,6 @@ class RunConfig:
     server_url: str = DEFAULT_SERVER_URL
 
     def __post_init__(self) -> None:
-        check_backend(self.backend)
+        check_backend(self.backend, self.backends)
         if self.rounds < 1 or self.scale <= 0:
             raise BenchError("rounds must be at least 1 and scale above 0")

@@ -15,9 +15,9 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from oblivio_bench.config import BACKENDS, DEFAULT_SERVER_URL, RunConfig
+from oblivio_bench.config import BACKENDS, CITUS, DEFAULT_SERVER_URL, WITH_CITUS, RunConfig
 from oblivio_bench.report import BenchReport, WorkloadResult, load_average, machine_info
-from oblivio_bench.scratch import postgres_databases, postgres_version
+from oblivio_bench.scratch import citus_databases, postgres_databases, postgres_version
 from oblivio_bench.systems import BenchError, OblivioSystem, Session, System
 from oblivio_bench.workloads import (
     AppendWorkload,
@@ -52,6 +52,7 @@ __all__ = [
 class BenchConfig(RunConfig):
     """What to run: backend, the library to compare with, rounds and size."""
 
+    backends = WITH_CITUS
     compare: str | None = None
     #: Python's cyclic garbage collector runs during timed rounds (as it does
     #: in any process); ``False`` pauses it in this process while a round is
@@ -62,6 +63,8 @@ class BenchConfig(RunConfig):
         super().__post_init__()
         if self.compare is not None and self.compare not in COMPARABLE:
             raise BenchError(f"--compare supports {', '.join(COMPARABLE)}")
+        if self.compare is not None and self.backend == CITUS:
+            raise BenchError("--backend citus compares with one PostgreSQL server, not --compare")
 
 
 def standard_workloads(scale: float = 1.0) -> list[Workload]:
@@ -119,7 +122,7 @@ def run_eventstore_bench(config: BenchConfig, progress: Progress = lambda _: Non
     """Run every workload on scratch databases and return the figures."""
     workloads = standard_workloads(config.scale)
     with scratch_systems(config) as systems:
-        server = postgres_version(config.server_url) if config.backend == "postgres" else None
+        server = postgres_version(config.server_url) if config.backend != "sqlite" else None
         machine = machine_info(server)
         results = run_workloads(workloads, systems, config.rounds, progress, config.gc_in_rounds)
         machine["load_average_end"] = load_average()
@@ -130,17 +133,35 @@ def run_eventstore_bench(config: BenchConfig, progress: Progress = lambda _: Non
 
 @contextmanager
 def scratch_systems(config: BenchConfig) -> Iterator[list[System]]:
-    """oblivio, and the library to compare with, each on a fresh database of its own."""
+    """oblivio, and the library to compare with, each on a fresh database of its own.
+
+    On Citus: oblivio on a cluster started for the run, then oblivio on the
+    PostgreSQL server (the ratios' baseline), so both run the same workloads.
+    """
     labels = ["oblivio", *([config.compare] if config.compare else [])]
     with tempfile.TemporaryDirectory(prefix="oblivio-bench-") as tmp, ExitStack() as stack:
         directory = Path(tmp)
         urls: dict[str, str] = {}
+        if config.backend == CITUS:
+            yield _citus_and_server(config, directory, stack)
+            return
         if config.backend == "postgres":
             urls = stack.enter_context(postgres_databases(config.server_url, labels))
         systems: list[System] = [OblivioSystem.create(directory / "oblivio", urls.get("oblivio"))]
         if config.compare:
             systems.append(_eventsourcing_system(directory, urls.get("eventsourcing")))
         yield systems
+
+
+def _citus_and_server(config: BenchConfig, directory: Path, stack: ExitStack) -> list[System]:
+    cluster_url = stack.enter_context(citus_databases(["oblivio"]))["oblivio"]
+    server_url = stack.enter_context(postgres_databases(config.server_url, ["oblivio"]))["oblivio"]
+    return [
+        OblivioSystem.create(
+            directory / "citus", cluster_url, CITUS, "coordinator + 2 workers on this machine"
+        ),
+        OblivioSystem.create(directory / "postgres", server_url, "postgres", "one server"),
+    ]
 
 
 def _eventsourcing_system(directory: Path, database_url: str | None) -> System:

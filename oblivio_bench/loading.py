@@ -25,8 +25,8 @@ from oblivio.client import MemoryClient
 from oblivio.memory import inputs
 from oblivio.memory.context import MemoryContext
 from oblivio.settings import Settings
-from oblivio_bench.config import check_backend
-from oblivio_bench.scratch import postgres_databases
+from oblivio_bench.config import CITUS, WITH_CITUS, check_backend
+from oblivio_bench.scratch import citus_databases, postgres_databases
 from oblivio_bench.systems import BenchError
 from projections import events as ev
 from projections.embedders import Embedder
@@ -171,14 +171,17 @@ def scratch_settings(
 ) -> Iterator[dict[str, Settings]]:
     """Settings of one fresh, migrated store per label; everything removed at exit.
 
-    Keyrings and issuer keys live in a temporary directory on both backends;
-    on PostgreSQL each label also gets a scratch database of its own.
+    Keyrings and issuer keys live in a temporary directory on every backend;
+    on PostgreSQL each label also gets a scratch database of its own, on Citus one
+    on a cluster started for the run.
     """
-    check_backend(backend)
+    check_backend(backend, WITH_CITUS)
     with tempfile.TemporaryDirectory(prefix="oblivio-bench-") as tmp, ExitStack() as stack:
         urls: dict[str, str] = {}
         if backend == "postgres":
             urls = stack.enter_context(postgres_databases(server_url, labels))
+        elif backend == CITUS:
+            urls = stack.enter_context(citus_databases(labels))
         settings = {
             label: Settings(
                 data_dir=Path(tmp) / label,

@@ -32,13 +32,15 @@ import random
 import statistics
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from oblivio.client import MemoryClient
 from oblivio.memory.queries import wait_for_vectors
+from oblivio.settings import Settings
 from oblivio_bench.cold import COLD_SIZES, ColdResult, cold_section, measure_cold
-from oblivio_bench.config import RunConfig
+from oblivio_bench.config import CITUS, WITH_CITUS, RunConfig
 from oblivio_bench.figures import Figure, FigureReport, Section, at_least, at_most, percentile
 from oblivio_bench.ingest import INGEST_EVENTS, INGEST_SUBJECTS, ingest_section, measure_ingest
 from oblivio_bench.loading import (
@@ -91,12 +93,15 @@ SECTIONS = ("store", "catch-up", "retrieval", "ingest", "reembed", "time", "cold
 TARGET_STORE_RATIO = 0.5
 TARGET_CATCH_UP_EVENTS_PER_S = 5_000.0  # on PostgreSQL
 TARGET_P99_MS = {"10k": 20.0, "100k": 150.0}
+#: A single-subject operation on Citus costs at most this many times one server's.
+TARGET_CLUSTER_COST = 1.5
 
 
 @dataclass(frozen=True)
 class MemoryBenchConfig(RunConfig):
     """What to run: backend, rounds of the store and catch-up figures, size, sections."""
 
+    backends = WITH_CITUS
     sections: tuple[str, ...] = SECTIONS
 
     def __post_init__(self) -> None:
@@ -198,83 +203,135 @@ class TierResult:
 def run_memory_bench(
     config: MemoryBenchConfig, progress: Progress = lambda _: None
 ) -> FigureReport:
-    """Run the chosen measurements on scratch stores and return the figures."""
+    """Run the chosen measurements on scratch stores and return the figures.
+
+    On Citus each measurement runs on the cluster's store and then on a store of
+    the PostgreSQL server, section by section, and a last section gives the
+    cluster's cost over the server's.
+    """
     sizes = MemorySizes.scaled(config.scale)
-    wanted = set(config.sections)
-    stores: list[Measurement] = []
-    appends: list[Measurement] = []
-    catch_ups: list[Measurement] = []
-    tiers: list[TierResult] = []
-    ingested: tuple[list[Measurement], list[Measurement], list[Measurement]] = ([], [], [])
-    reembedded: list[ReembedRound] = []
-    timed_filters: list[TimeResult] = []
-    cold: list[ColdResult] = []
-    labels = ["store", "retrieval", *sorted(wanted & {"ingest", "reembed", "time", "cold"})]
-    with scratch_settings(config.backend, config.server_url, labels) as settings:
-        server = postgres_version(config.server_url) if config.backend == "postgres" else None
-        machine = machine_info(server)
-        if wanted & {"store", "catch-up"}:
-            with open_client(settings["store"]) as client:
-                if "store" in wanted:
-                    stores, appends = measure_store(client, sizes, config.rounds, progress)
-                if "catch-up" in wanted:
-                    catch_ups = measure_catch_up(client, sizes, config.rounds, progress)
-        if "retrieval" in wanted:
-            embedder = resolve_embedder(DEFAULT_EMBEDDER)
-            with open_client(settings["retrieval"], embedder) as client:
-                tiers = measure_retrieval(client, sizes, progress)
-        if "ingest" in wanted:
-            with open_client(settings["ingest"]) as client:
-                ingested = measure_ingest(
-                    client, sizes.ingest_events, sizes.ingest_subjects, config.rounds, progress
-                )
-        if "reembed" in wanted:
-            first = settings["reembed"].model_copy(update={"embedder": REEMBED_FROM})
-            with open_client(first) as client:
-                reembedded = measure_reembed(
-                    client, sizes.reembed_nodes, sizes.reembed_subjects, config.rounds, progress
-                )
-        if "time" in wanted:
-            embedder = resolve_embedder(DEFAULT_EMBEDDER)
-            with open_client(settings["time"], embedder) as client:
-                timed_filters = [
-                    measure_time(client, sizes.time_nodes, sizes.time_queries, TIME_NODES, progress)
-                ]
-        if "cold" in wanted:
-            with open_client(settings["cold"]) as client:
-                cold = measure_cold(
-                    client, settings["cold"], sizes.cold_sizes, config.rounds, progress
-                )
+    wanted = [name for name in SECTIONS if name in config.sections]
+    labels = ["store", "retrieval", *sorted(set(wanted) & {"ingest", "reembed", "time", "cold"})]
+    measured = Measured()
+    single = Measured()
+    with ExitStack() as stack:
+        settings = stack.enter_context(scratch_settings(config.backend, config.server_url, labels))
+        places = [(measured, settings, progress)]
+        if config.backend == CITUS:
+            server = stack.enter_context(scratch_settings("postgres", config.server_url, labels))
+            places.append((single, server, lambda line: progress(f"postgres: {line}")))
+        version = postgres_version(config.server_url) if config.backend != "sqlite" else None
+        machine = machine_info(version)
+        for section in _measured_together(wanted):
+            for into, where, told in places:
+                measure_section(into, where, section, sizes, config.rounds, told)
         machine["load_average_end"] = load_average()
-    sections = {
-        "store": lambda: store_section(stores, appends),
-        "catch-up": lambda: catch_up_section(catch_ups, config.backend),
-        "retrieval": lambda: retrieval_section(tiers),
-        "ingest": lambda: ingest_section(*ingested),
-        "reembed": lambda: reembed_section(reembedded),
-        "time": lambda: time_section(timed_filters),
-        "cold": lambda: cold_section(cold, config.backend),
-    }
+    sections = measured.sections(wanted, config.backend)
+    details = measured.details()
+    if config.backend == CITUS:
+        sections = [
+            *(_retitled(s, "Citus: ") for s in sections),
+            *(
+                _retitled(s, "one PostgreSQL server: ", "server_")
+                for s in single.sections(wanted, "postgres")
+            ),
+            cluster_section(measured, single),
+        ]
+        details = details | {"server": single.details()}
     return FigureReport.of_run(
         "oblivio bench memory",
         config,
         machine,
         parameters=_parameters(sizes),
-        sections=[sections[name]() for name in SECTIONS if name in wanted],
-        details={
-            "store": [m.to_json() for m in stores],
-            "append": [m.to_json() for m in appends],
-            "catch_up": [m.to_json() for m in catch_ups],
-            "retrieval": {t.tier.name: t.to_json() for t in tiers},
+        sections=sections,
+        details=details,
+    )
+
+
+@dataclass
+class Measured:
+    """What the sections measured on one store."""
+
+    stores: list[Measurement] = field(default_factory=list)
+    appends: list[Measurement] = field(default_factory=list)
+    catch_ups: list[Measurement] = field(default_factory=list)
+    tiers: list[TierResult] = field(default_factory=list)
+    ingested: tuple[list[Measurement], list[Measurement], list[Measurement]] = ([], [], [])
+    reembedded: list[ReembedRound] = field(default_factory=list)
+    timed_filters: list[TimeResult] = field(default_factory=list)
+    cold: list[ColdResult] = field(default_factory=list)
+
+    def sections(self, wanted: Sequence[str], backend: str) -> list[Section]:
+        built = {
+            "store": lambda: store_section(self.stores, self.appends),
+            "catch-up": lambda: catch_up_section(self.catch_ups, backend),
+            "retrieval": lambda: retrieval_section(self.tiers),
+            "ingest": lambda: ingest_section(*self.ingested),
+            "reembed": lambda: reembed_section(self.reembedded),
+            "time": lambda: time_section(self.timed_filters),
+            "cold": lambda: cold_section(self.cold, backend),
+        }
+        return [built[name]() for name in wanted]
+
+    def details(self) -> dict[str, Any]:
+        return {
+            "store": [m.to_json() for m in self.stores],
+            "append": [m.to_json() for m in self.appends],
+            "catch_up": [m.to_json() for m in self.catch_ups],
+            "retrieval": {t.tier.name: t.to_json() for t in self.tiers},
             "ingest": {
                 name: [m.to_json() for m in ms]
-                for name, ms in zip(("store", "ingest", "extraction"), ingested, strict=True)
+                for name, ms in zip(("store", "ingest", "extraction"), self.ingested, strict=True)
             },
-            "reembed": [r.to_json() for r in reembedded],
-            "time": [t.to_json() for t in timed_filters],
-            "cold": [c.to_json() for c in cold],
-        },
-    )
+            "reembed": [r.to_json() for r in self.reembedded],
+            "time": [t.to_json() for t in self.timed_filters],
+            "cold": [c.to_json() for c in self.cold],
+        }
+
+
+def _measured_together(wanted: Sequence[str]) -> list[tuple[str, ...]]:
+    """The sections in the order they run; store and catch-up share one client."""
+    shared = tuple(name for name in wanted if name in ("store", "catch-up"))
+    return ([shared] if shared else []) + [(name,) for name in wanted if name not in shared]
+
+
+def measure_section(
+    into: Measured,
+    settings: dict[str, Settings],
+    names: tuple[str, ...],
+    sizes: MemorySizes,
+    rounds: int,
+    progress: Progress,
+) -> None:
+    """Run the sections ``names`` on the scratch stores ``settings``, into ``into``."""
+    if "store" in names or "catch-up" in names:
+        with open_client(settings["store"]) as client:
+            if "store" in names:
+                into.stores, into.appends = measure_store(client, sizes, rounds, progress)
+            if "catch-up" in names:
+                into.catch_ups = measure_catch_up(client, sizes, rounds, progress)
+    elif names == ("retrieval",):
+        with open_client(settings["retrieval"], resolve_embedder(DEFAULT_EMBEDDER)) as client:
+            into.tiers = measure_retrieval(client, sizes, progress)
+    elif names == ("ingest",):
+        with open_client(settings["ingest"]) as client:
+            into.ingested = measure_ingest(
+                client, sizes.ingest_events, sizes.ingest_subjects, rounds, progress
+            )
+    elif names == ("reembed",):
+        first = settings["reembed"].model_copy(update={"embedder": REEMBED_FROM})
+        with open_client(first) as client:
+            into.reembedded = measure_reembed(
+                client, sizes.reembed_nodes, sizes.reembed_subjects, rounds, progress
+            )
+    elif names == ("time",):
+        with open_client(settings["time"], resolve_embedder(DEFAULT_EMBEDDER)) as client:
+            into.timed_filters = [
+                measure_time(client, sizes.time_nodes, sizes.time_queries, TIME_NODES, progress)
+            ]
+    elif names == ("cold",):
+        with open_client(settings["cold"]) as client:
+            into.cold = measure_cold(client, settings["cold"], sizes.cold_sizes, rounds, progress)
 
 
 def _parameters(sizes: MemorySizes) -> dict[str, Any]:
@@ -293,6 +350,71 @@ def _parameters(sizes: MemorySizes) -> dict[str, Any]:
         "time_nodes": sizes.time_nodes,
         "time_queries": sizes.time_queries,
     }
+
+
+# -- Citus beside one server --------------------------------------------------------------
+
+
+def _retitled(section: Section, prefix: str, key_prefix: str = "") -> Section:
+    figures = [replace(f, key=key_prefix + f.key) for f in section.figures]
+    return Section(prefix + section.title, figures, section.notes)
+
+
+def cluster_section(cluster: Measured, server: Measured) -> Section:
+    """The cluster's cost over the server's, per figure measured on both: time per
+    operation on the cluster divided by the same on the server (above 1: slower)."""
+
+    def cost(key: str, title: str, value: float, single_subject: bool = True) -> Figure:
+        bound = at_most(TARGET_CLUSTER_COST) if single_subject else None
+        return Figure(f"citus_cost_{key}", title, value, "×", bound)
+
+    figures = []
+    if cluster.stores:
+        figures += [
+            cost(
+                "store",
+                "store(), one subject a call",
+                _median(server.stores) / _median(cluster.stores),
+            ),
+            cost(
+                "append",
+                "EventStore.append, one subject a call",
+                _median(server.appends) / _median(cluster.appends),
+            ),
+        ]
+    if cluster.catch_ups:
+        figures.append(
+            cost(
+                "catch_up",
+                "vector catch-up, many subjects",
+                _median(server.catch_ups) / _median(cluster.catch_ups),
+                single_subject=False,
+            )
+        )
+    for ours, theirs in zip(cluster.tiers, server.tiers, strict=True):
+        name = ours.tier.name
+        figures += [
+            cost(
+                f"retrieve_{name}_p50",
+                f"retrieve p50, {ours.tier.nodes:,} nodes",
+                ours.latency_ms(50) / theirs.latency_ms(50),
+            ),
+            cost(
+                f"retrieve_{name}_after_store_p50",
+                "  p50 right after a store",
+                ours.latency_ms(50, after_store=True) / theirs.latency_ms(50, after_store=True),
+            ),
+        ]
+    return Section(
+        "Citus (coordinator + 2 workers) over one PostgreSQL server, same run",
+        figures,
+        [
+            "each figure: time per operation on the cluster over the same on the server "
+            "(ratios of medians; the two stores run each section one after the other)",
+            f"target (issue 31): a single-subject operation costs at most "
+            f"{TARGET_CLUSTER_COST}x the single server",
+        ],
+    )
 
 
 # -- 1. store() against a bare append -----------------------------------------------------

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 from sqlalchemy.engine import Connection
 
 from eventstore import create_backend
+from oblivio_bench.systems import BenchError
 
 _NAME = re.compile(r"oblivio_bench_[0-9a-f]{8}_[a-z]+")
 
@@ -65,3 +66,18 @@ def postgres_databases(server_url: str, labels: Sequence[str]) -> Iterator[dict[
 def postgres_version(server_url: str) -> str:
     with _admin(server_url) as conn:
         return str(conn.exec_driver_sql("SHOW server_version").scalar_one())
+
+
+@contextmanager
+def citus_databases(labels: Sequence[str]) -> Iterator[dict[str, str]]:
+    """One database per label on a Citus cluster started for the run (a coordinator and
+    two workers on loopback, fsync on, as a server's default), as ``{label: url}``; the
+    cluster and its files are removed at exit.  Their layout is made by migrating them."""
+    from oblivio_bench.citus import CitusUnavailableError, citus_cluster, pg_bindir
+
+    try:
+        pg_bindir()
+    except CitusUnavailableError as e:
+        raise BenchError(f"--backend citus: {e}") from e
+    with citus_cluster(workers=2) as cluster:
+        yield {label: cluster.create_database(f"oblivio_bench_{label}") for label in labels}

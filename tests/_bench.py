@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
 from eventstore.backends.postgres import normalise_postgres_url
 from oblivio.cli import main
+from oblivio_bench.citus import CitusUnavailableError, pg_bindir
 
 RunBench = Callable[..., dict[str, Any]]  # (json_path, backend, *global_options) -> report
 
@@ -78,4 +81,27 @@ def run_on_postgres(run_bench: RunBench, tmp_path: Path, server_url: str) -> dic
     with drops_its_databases(server_url):
         report = run_bench(tmp_path / "b.json", "postgres", "--database-url", server_url)
     assert_ran_on_postgres(report)
+    return report
+
+
+def require_citus() -> None:
+    """Skip the test when the Citus extension is not installed (a failure with
+    ``OBLIVIO_REQUIRE_CITUS=1``, as the tier's fixtures do): for a benchmark that starts
+    its own cluster."""
+    try:
+        pg_bindir()
+    except CitusUnavailableError as e:
+        if os.environ.get("OBLIVIO_REQUIRE_CITUS") == "1":
+            pytest.fail(f"{e} and OBLIVIO_REQUIRE_CITUS=1", pytrace=False)
+        pytest.skip(str(e))
+
+
+def run_on_citus(run_bench: RunBench, tmp_path: Path, server_url: str) -> dict[str, Any]:
+    """``run_bench(json_path, "citus", "--database-url", server_url)``: a cluster of its
+    own beside the server, whose scratch databases it must drop; its report."""
+    require_citus()
+    with drops_its_databases(server_url):
+        report = run_bench(tmp_path / "b.json", "citus", "--database-url", server_url)
+    assert report["backend"] == "citus"
+    assert report["machine"]["postgres"]
     return report

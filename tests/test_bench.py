@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
-from oblivio_bench.eventstore import garbage_collection
-from tests._bench import invoke_bench, run_on_postgres
+from oblivio_bench.erasure import ErasureBenchConfig
+from oblivio_bench.eventstore import BenchConfig, garbage_collection
+from oblivio_bench.systems import BenchError
+from tests._bench import invoke_bench, run_on_citus, run_on_postgres
 
 WORKLOADS = {"append_single", "append_batch", "append_4_writers", "read_stream", "read_log"}
 SYSTEMS = ("oblivio", "eventsourcing")
@@ -125,3 +127,37 @@ def test_bench_eventstore_on_postgres_drops_its_databases(
     tmp_path: Path, postgres_server_url: str
 ) -> None:
     assert_complete(run_on_postgres(run_bench, tmp_path, postgres_server_url))
+
+
+def run_citus_bench(json_path: Path, backend: str, *global_options: str) -> dict[str, Any]:
+    options = ["--backend", backend, "--rounds", "1", "--scale", "0.02"]
+    return invoke_bench("eventstore", json_path, options, global_options)
+
+
+@pytest.mark.citus
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_bench_eventstore_on_citus_measures_the_cluster_beside_one_server(
+    tmp_path: Path, postgres_server_url: str
+) -> None:
+    report = run_on_citus(run_citus_bench, tmp_path, postgres_server_url)
+
+    assert set(report["workloads"]) == WORKLOADS
+    assert set(report["systems"]) == {"citus", "postgres"}
+    assert "coordinator + 2 workers" in report["systems"]["citus"]["notes"]
+    for name, workload in report["workloads"].items():
+        for system in ("citus", "postgres"):
+            assert workload[system]["median_events_per_s"] > 0, (name, system)
+        assert workload["ratio"] > 0, name
+    assert report["ratio"].startswith("citus events/s divided by postgres events/s")
+    assert "at most 1.5x the single server" in report["stdout"]
+
+
+def test_bench_eventstore_takes_citus_alone_not_beside_another_library() -> None:
+    with pytest.raises(BenchError, match="not --compare"):
+        BenchConfig(backend="citus", compare="eventsourcing")
+
+
+def test_only_the_benchmarks_that_compare_with_one_server_take_citus() -> None:
+    with pytest.raises(BenchError, match=r"backend must be one of sqlite, postgres$"):
+        ErasureBenchConfig(backend="citus")

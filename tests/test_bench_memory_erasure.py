@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from oblivio_bench.figures import percentile
-from tests._bench import assert_ran_on_postgres, drops_its_databases, invoke_bench
+from tests._bench import assert_ran_on_postgres, drops_its_databases, invoke_bench, run_on_citus
 
 TIERS = ("1k", "10k", "100k")
 PHASES = ("10k", "500k")
@@ -187,6 +187,32 @@ def test_bench_on_postgres_reports_every_figure_and_drops_its_database(
 
     assert_ran_on_postgres(report)
     assert_figures(report, expected)
+
+
+@pytest.mark.citus
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_bench_memory_on_citus_reports_both_stores_and_the_clusters_cost(
+    tmp_path: Path, postgres_server_url: str
+) -> None:
+    sections = ("--section", "store", "--section", "retrieval")
+
+    def run_memory(json_path: Path, backend: str, *global_options: str) -> dict[str, Any]:
+        options = (*global_options, "--backend", backend, *sections, *MEMORY_SMOKE)
+        return run_bench("memory", json_path, *options)
+
+    report = run_on_citus(run_memory, tmp_path, postgres_server_url)
+
+    store = {"store_events_per_s", "append_events_per_s", "store_append_ratio"}
+    measured = store | RETRIEVAL_FIGURES
+    costs = {"citus_cost_store", "citus_cost_append"} | {
+        f"citus_cost_retrieve_{tier}{after}_p50" for tier in TIERS for after in ("", "_after_store")
+    }
+    assert_figures(report, measured | {f"server_{key}" for key in measured} | costs)
+    for key in costs:
+        assert report["figures"][key]["target"] == "≤ 1.500", key
+    assert report["details"]["server"]["retrieval"]["1k"]["nodes"] == 5  # 1,000 × 0.005
+    assert "Citus (coordinator + 2 workers) over one PostgreSQL server" in report["stdout"]
 
 
 def test_percentile_is_nearest_rank() -> None:

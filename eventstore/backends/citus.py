@@ -29,7 +29,7 @@ read on the workers:
   with an xid holds an exclusive lock on that xid until then.  So the horizon
   is also kept at or below every xid whose lock is still held on the
   coordinator (``pg_locks``; 32-bit xids widened against the snapshot's xmax,
-  which every such xid precedes by less than 2^31).
+  from which every such xid lies less than 2^31 away, before or after it).
 - Not covered: a COMMIT PREPARED that fails (the worker went down in that
   gap) is finished later by Citus's 2PC recovery, after the writer released
   its locks; rows committed then may land below a horizon already passed.
@@ -55,14 +55,29 @@ from eventstore.backends.postgres import HORIZON, PostgresBackend, normalise_pos
 from eventstore.errors import OperationalError
 from eventstore.schema import events
 
+
+def widened_xid(xid32: str, near: str) -> str:
+    """SQL of the 64-bit xid whose low 32 bits are ``xid32`` (an ``xid``), nearest to
+    the 64-bit xid ``near`` (a ``bigint``): the two lie within 2^31 of each other.
+
+    The difference is taken as a signed 32-bit number, so an xid given out after
+    ``near`` was read (above it) widens to above it, not 2^32 below.
+    """
+    return (
+        f"({near} + ({xid32}::text::bigint - {near} % 4294967296 + 6442450944)"
+        " % 4294967296 - 2147483648)"
+    )
+
+
 # The coordinator's horizon (see eventstore.backends.postgres) lowered to the
 # oldest xid whose lock is still held: a writer still committing its prepared
 # parts on the workers.  Locks of backends of other databases are left out as
-# the horizon leaves out their xids (a backend never changes database).
+# the horizon leaves out their xids (a backend never changes database).  The
+# locks are read after the snapshot, so a lock's xid may be one given out since,
+# above the snapshot's xmax: widened as such, it leaves the horizon at xmax.
 _CLUSTER_HORIZON = sa.text(f"""
 SELECT least({HORIZON}, (
-    SELECT min(xmax - ((xmax % 4294967296 - l.transactionid::text::bigint + 4294967296)
-                       % 4294967296))
+    SELECT min({widened_xid("l.transactionid", "snap.xmax")})
       FROM pg_locks AS l,
            (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax) AS snap
      WHERE l.locktype = 'transactionid' AND l.mode = 'ExclusiveLock' AND l.granted

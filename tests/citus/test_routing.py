@@ -1,0 +1,30 @@
+"""Reads of one subject go to one shard: Citus routes a statement by the stream id it is given."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+from eventstore.store import _STREAM_BACKWARDS, _STREAM_FORWARDS
+
+pytestmark = pytest.mark.citus
+
+
+def tasks(url: str, query: sa.Select[Any]) -> list[str]:
+    """The ``Task Count`` lines of the statement's plan on the cluster."""
+    values = {"stream_id": 7, "version": 1, "limit": 100}
+    sql = query.params(values).compile(
+        dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True}
+    )
+    with psycopg.connect(url, autocommit=True) as conn:
+        plan = [row[0] for row in conn.execute(f"EXPLAIN {sql}".encode())]
+    return [line.strip() for line in plan if "Task Count" in line]
+
+
+@pytest.mark.parametrize("query", [_STREAM_FORWARDS, _STREAM_BACKWARDS])
+def test_a_page_of_a_subjects_stream_reads_one_shard(citus_url: str, query: Any) -> None:
+    assert tasks(citus_url, query) == ["Task Count: 1"]
