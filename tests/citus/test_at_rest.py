@@ -22,7 +22,7 @@ from oblivio import MemoryClient
 from oblivio_bench.citus import CitusCluster, Node
 from tests._at_rest import files_below, scan_files, superuser, wal_kept
 from tests.erasure.conftest import make_settings
-from tests.erasure.test_at_rest_after_forget import forget_and_certify, write_subject
+from tests.erasure.test_at_rest_after_forget import forget_and_certify, imaging, write_subject
 
 pytestmark = pytest.mark.citus
 
@@ -57,7 +57,7 @@ def test_no_node_holds_plaintext_of_a_forgotten_subject(
     citus: CitusCluster, citus_url: str, tmp_path: Path
 ) -> None:
     with wal_kept_on_every_node(citus, citus_url):
-        client = MemoryClient(settings=make_settings(tmp_path, citus_url))
+        client = MemoryClient(settings=imaging(make_settings(tmp_path, citus_url)))
         try:
             user_id, needles = write_subject(client)
             forget_and_certify(client, user_id)
