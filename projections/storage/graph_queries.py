@@ -101,17 +101,21 @@ def live_memory_events(
 def one_event_per_subject(conn: Connection, namespace: str) -> list[uuid.UUID]:
     """One live memory event of each open stream in ``namespace`` (any of its events):
     what names each subject that still has memories, to be decrypted by the caller."""
-    one_event = (
-        sa.select(memory_events.c.event_id)
-        .where(memory_events.c.stream_id == streams.c.stream_id)
-        .limit(1)
-        .correlate(streams)
-        .scalar_subquery()
+    # A join grouped by stream, not a subquery per stream correlated with
+    # ``streams``: Citus plans neither a correlated subquery nor a direct join
+    # across its coordinator's ``streams`` and the workers' shards, but it plans
+    # this join by sending the namespace's open streams to the shards.  It reads
+    # every memory event of the namespace once; a listing of people is an
+    # administrator's call, not a request path.  uuid has no min() in
+    # PostgreSQL, so the smallest id is taken as text (hex on SQLite).
+    one_event = sa.func.min(sa.cast(memory_events.c.event_id, sa.String))
+    query = (
+        sa.select(one_event)
+        .select_from(memory_events.join(streams, memory_events.c.stream_id == streams.c.stream_id))
+        .where(streams.c.namespace == namespace, streams.c.closed_at.is_(None))
+        .group_by(memory_events.c.stream_id)
     )
-    query = sa.select(one_event).where(
-        streams.c.namespace == namespace, streams.c.closed_at.is_(None)
-    )
-    return [event_id for event_id in conn.execute(query).scalars() if event_id]
+    return [uuid.UUID(text) for text in conn.execute(query).scalars()]
 
 
 def memory_event(conn: Connection, stream_id: int, event_id: uuid.UUID) -> sa.Row[Any] | None:
