@@ -13,6 +13,7 @@ from where it read it, in one conditional statement (:func:`move`).
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -39,14 +40,46 @@ def ensure_checkpoints(tx: Transaction, name: str, partitions: int, now: datetim
     )
 
 
+def _param(name: str, column: sa.Column[Any]) -> sa.BindParameter[Any]:
+    return sa.bindparam(name, type_=column.type)
+
+
+# Built once: a follower runs these on every page, and building a statement (its
+# expressions, then its cache key) cost more of a page's CPU than compiling it.
+_ROW = sa.and_(
+    checkpoints.c.name == _param("of_name", checkpoints.c.name),
+    checkpoints.c.partition == _param("of_partition", checkpoints.c.partition),
+)
+_AT = sa.and_(
+    checkpoints.c.commit_group == _param("expected_group", checkpoints.c.commit_group),
+    checkpoints.c.position == _param("expected_position", checkpoints.c.position),
+)
+_READ = sa.select(checkpoints.c.commit_group, checkpoints.c.position).where(_ROW)
+_CLAIM = _READ.with_for_update(skip_locked=True)
+_HOLD = sa.select(checkpoints.c.name).where(_ROW).with_for_update()
+_ADVANCE = (
+    checkpoints.update()
+    .where(_ROW)
+    .values(
+        commit_group=_param("to_group", checkpoints.c.commit_group),
+        position=_param("to_position", checkpoints.c.position),
+        updated_at=_param("now", checkpoints.c.updated_at),
+    )
+)
+_MOVE = _ADVANCE.where(_AT)
+
+
+def _of(name: str, partition: int) -> dict[str, Any]:
+    return {"of_name": name, "of_partition": partition}
+
+
+def _to(cursor: LogCursor, now: datetime) -> dict[str, Any]:
+    return {"to_group": cursor.commit_group, "to_position": cursor.position, "now": now}
+
+
 def claim(conn: Connection, name: str, partition: int) -> LogCursor | None:
     """Lock a partition's checkpoint for this transaction; ``None`` if another has it."""
-    query = (
-        sa.select(checkpoints.c.commit_group, checkpoints.c.position)
-        .where(checkpoints.c.name == name, checkpoints.c.partition == partition)
-        .with_for_update(skip_locked=True)
-    )
-    row = conn.execute(query).first()
+    row = conn.execute(_CLAIM, _of(name, partition)).first()
     return None if row is None else LogCursor(row.commit_group, row.position)
 
 
@@ -54,19 +87,11 @@ def hold(conn: Connection, name: str, partition: int) -> None:
     """Wait for and lock a partition's checkpoint: erasure uses this so that no
     runner batch can re-insert rows it purges (the runner's batch either
     committed before, and is purged, or starts after and sees the erasure)."""
-    conn.execute(
-        sa.select(checkpoints.c.name)
-        .where(checkpoints.c.name == name, checkpoints.c.partition == partition)
-        .with_for_update()
-    )
+    conn.execute(_HOLD, _of(name, partition))
 
 
 def advance(conn: Connection, name: str, partition: int, cursor: LogCursor, now: datetime) -> None:
-    conn.execute(
-        checkpoints.update()
-        .where(checkpoints.c.name == name, checkpoints.c.partition == partition)
-        .values(commit_group=cursor.commit_group, position=cursor.position, updated_at=now)
-    )
+    conn.execute(_ADVANCE, _of(name, partition) | _to(cursor, now))
 
 
 def move(
@@ -86,24 +111,13 @@ def move(
     the row (one such follower's short transaction); PostgreSQL then evaluates the
     condition again on the row that one committed.
     """
-    moved = conn.execute(
-        checkpoints.update()
-        .where(
-            checkpoints.c.name == name,
-            checkpoints.c.partition == partition,
-            checkpoints.c.commit_group == expected.commit_group,
-            checkpoints.c.position == expected.position,
-        )
-        .values(commit_group=cursor.commit_group, position=cursor.position, updated_at=now)
-    )
+    at = {"expected_group": expected.commit_group, "expected_position": expected.position}
+    moved = conn.execute(_MOVE, _of(name, partition) | at | _to(cursor, now))
     return moved.rowcount == 1
 
 
 def read(conn: Connection, name: str, partition: int) -> LogCursor:
-    query = sa.select(checkpoints.c.commit_group, checkpoints.c.position).where(
-        checkpoints.c.name == name, checkpoints.c.partition == partition
-    )
-    row = conn.execute(query).first()
+    row = conn.execute(_READ, _of(name, partition)).first()
     return START if row is None else LogCursor(row.commit_group, row.position)
 
 
