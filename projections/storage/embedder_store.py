@@ -60,14 +60,18 @@ def forget_role(conn: Connection, role: str) -> None:
     conn.execute(vector_embedders.delete().where(vector_embedders.c.role == role))
 
 
-def serving_column() -> sa.ColumnElement[str]:
-    """SQL for the serving embedder of ``subject_embedders``' outer-joined stream."""
-    current = (
+def current_embedder() -> sa.ScalarSelect[str]:
+    """SQL for the store's current embedder (``None`` when it records none)."""
+    return (
         sa.select(vector_embedders.c.name)
         .where(vector_embedders.c.role == CURRENT)
         .scalar_subquery()
     )
-    return sa.func.coalesce(subject_embedders.c.embedder, current)
+
+
+def serving_column() -> sa.ColumnElement[str]:
+    """SQL for the serving embedder of ``subject_embedders``' outer-joined stream."""
+    return sa.func.coalesce(subject_embedders.c.embedder, current_embedder())
 
 
 def switched(conn: Connection, stream_ids: Collection[int]) -> dict[int, str]:

@@ -2,7 +2,8 @@
 
 The retrieval index (:mod:`projections.retrieval_index`) keeps one subject's
 decrypted nodes and vectors in process memory.  Before it serves a query it
-reads a small *state token* in one statement; any change to what retrieval
+reads a small *state token* in two statements (the second by stream id, so
+that on Citus it reads the stream's one shard); any change to what retrieval
 may return for the subject changes the token, so a stale or erased entry is
 never served.  Why each part is enough:
 
@@ -29,7 +30,7 @@ never served.  Why each part is enough:
   the log (``memory_graph_backfills``); the rebuild, which appends nothing,
   drops the mark in its transaction (oblivio.memory.backfills).
 
-Two more parts ride along, read in the same statement so that a ranked read
+Two more parts ride along, read in the first statement so that a ranked read
 asks them without a statement of its own, but are not compared (they do not
 change what the cached index holds): whether processing of the subject is
 restricted now (Art. 18, ``subject_restrictions``), and the checkpoint of
@@ -53,7 +54,7 @@ from sqlalchemy.engine import Connection
 
 from eventstore import LogCursor
 from eventstore.schema import erasure_requests, events, rebuild_jobs, streams, subject_restrictions
-from projections.storage.embedder_store import serving_column
+from projections.storage.embedder_store import current_embedder
 from projections.storage.tables import checkpoints, graph_backfills, subject_embedders
 
 
@@ -107,7 +108,8 @@ class StateToken:
 
 
 def _build_token_statement() -> sa.Select[tuple[object, ...]]:
-    """One statement for the whole token of a subject's latest stream generation.
+    """The token's first statement: the subject's latest stream generation and what
+    is kept beside it, not on its shard (requests, jobs, checkpoints, restrictions).
 
     Parameters: ``namespace``, ``subject_key``, ``projection`` (the vector
     state's checkpoint name) and ``partitions`` (how its checkpoints split
@@ -148,9 +150,6 @@ def _build_token_statement() -> sa.Select[tuple[object, ...]]:
         checkpoints.c.name == sa.bindparam("projection"),
         checkpoints.c.partition == stream.c.stream_id % sa.bindparam("partitions"),
     )
-    last_event = sa.and_(
-        events.c.stream_id == stream.c.stream_id, events.c.version == stream.c.version
-    )
     followed = checkpoints.alias("followed")
     follower_checkpoint = sa.and_(
         followed.c.name == sa.bindparam("follower"),
@@ -162,15 +161,11 @@ def _build_token_statement() -> sa.Select[tuple[object, ...]]:
     )
     return sa.select(
         stream,
-        # Joined, not a correlated EXISTS: Citus plans no correlated subquery here.
-        graph_backfills.c.stream_id.label("marked_stream"),
         erasures.scalar_subquery().label("erasures"),
         rebuilds.scalar_subquery().label("rebuilds"),
         checkpoints.c.commit_group.label("checkpoint_group"),
         checkpoints.c.position.label("checkpoint_position"),
-        events.c.commit_group.label("last_group"),
-        events.c.position.label("last_position"),
-        serving_column().label("embedder"),
+        current_embedder().label("current_embedder"),
         followed.c.commit_group.label("follower_group"),
         followed.c.position.label("follower_position"),
         subject_restrictions.c.restricted_at,
@@ -178,13 +173,32 @@ def _build_token_statement() -> sa.Select[tuple[object, ...]]:
         stream.outerjoin(checkpoints, checkpoint)
         .outerjoin(followed, follower_checkpoint)
         .outerjoin(subject_restrictions, restriction)
-        .outerjoin(events, last_event)
-        .outerjoin(subject_embedders, subject_embedders.c.stream_id == stream.c.stream_id)
-        .outerjoin(graph_backfills, graph_backfills.c.stream_id == stream.c.stream_id)
+    )
+
+
+def _build_stream_state() -> sa.Select[tuple[object, ...]]:
+    """The token's second statement: what lies with the stream's rows (its last
+    event, its own embedder, its backfill mark), each by the stream id it is given.
+
+    Parameters ``stream_id`` and ``version`` (the first statement's).  On Citus
+    this is routed to the stream's one shard; joined into the first statement it
+    had every shard's rows of these tables copied to the coordinator per read.
+    """
+    stream_id = sa.bindparam("stream_id", type_=sa.BigInteger())
+    last_event = events.c.stream_id == stream_id, events.c.version == sa.bindparam("version")
+    return sa.select(
+        sa.select(events.c.commit_group).where(*last_event).scalar_subquery().label("last_group"),
+        sa.select(events.c.position).where(*last_event).scalar_subquery().label("last_position"),
+        sa.select(subject_embedders.c.embedder)
+        .where(subject_embedders.c.stream_id == stream_id)
+        .scalar_subquery()
+        .label("embedder"),
+        sa.exists().where(graph_backfills.c.stream_id == stream_id).label("marked"),
     )
 
 
 token_statement = _build_token_statement()
+_stream_state = _build_stream_state()
 
 
 def state_token(
@@ -212,7 +226,10 @@ def state_token(
     ).first()
     if row is None:
         return None
-    last = _cursor(row.last_group, row.last_position)
+    # Read after the first statement: at least as new, which (as for the rows the
+    # token validates) can only cost a reload.
+    state = conn.execute(_stream_state, {"stream_id": row.stream_id, "version": row.version}).one()
+    last = _cursor(state.last_group, state.last_position)
     return StateToken(
         stream_id=row.stream_id,
         version=row.version,
@@ -221,8 +238,8 @@ def state_token(
         erasures=row.erasures,
         rebuilds=row.rebuilds,
         vector_mark=_vector_mark(row, last),
-        embedder=row.embedder,
-        graph_marked=row.marked_stream is not None,
+        embedder=row.current_embedder if state.embedder is None else state.embedder,
+        graph_marked=bool(state.marked),
         last_event=last,
         restricted=row.restricted_at is not None,
         follower_mark=_cursor(row.follower_group, row.follower_position),

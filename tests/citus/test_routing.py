@@ -1,4 +1,8 @@
-"""Reads of one subject go to one shard: Citus routes a statement by the stream id it is given."""
+"""Reads of one subject go to one shard: Citus routes a statement by the stream id it is given.
+
+A statement that finds the stream inside itself (a subquery of ``streams``, a join
+with it) reads every shard, or has every shard's rows copied to the coordinator.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from eventstore.store import _STREAM_BACKWARDS, _STREAM_FORWARDS
+from projections.storage.vector_reads import _stream_state
 
 pytestmark = pytest.mark.citus
 
@@ -28,3 +33,9 @@ def tasks(url: str, query: sa.Select[Any]) -> list[str]:
 @pytest.mark.parametrize("query", [_STREAM_FORWARDS, _STREAM_BACKWARDS])
 def test_a_page_of_a_subjects_stream_reads_one_shard(citus_url: str, query: Any) -> None:
     assert tasks(citus_url, query) == ["Task Count: 1"]
+
+
+def test_the_state_tokens_stream_part_reads_one_shard(citus_url: str) -> None:
+    # The last event, the subject's embedder and its backfill mark: before, joined
+    # into the token's one statement, every shard's rows of all three on every retrieve.
+    assert tasks(citus_url, _stream_state) == ["Task Count: 1"]

@@ -1,8 +1,10 @@
-"""What a retrieve asks the database: the retrieval service's state token statement
-carries what the likely-update wait and the Art. 18 check need, so a consistent
-retrieve with nothing pending (warm index, vector state and detector past the
-caller's last write) sends that one statement and nothing else; a restriction
-still takes effect for the very next call, cache or not.  Both backends and Citus."""
+"""What a retrieve asks the database: the retrieval service's state token (two
+statements: the stream row and what lies beside it, then what lies with the stream's
+rows, by stream id, which Citus routes to one shard) carries what the likely-update
+wait and the Art. 18 check need, so a consistent retrieve with nothing pending (warm
+index, vector state and detector past the caller's last write) sends those two
+statements and nothing else; a restriction still takes effect for the very next call,
+cache or not.  Both backends and Citus."""
 
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ FACTS = ("I keep basil on the kitchen windowsill.", "My favourite colour is gree
 TOKEN = re.compile(r"^\s*SELECT\b.*\bFROM \(SELECT streams\.", re.S)
 CONTROL = re.compile(r"^\s*(BEGIN|COMMIT|ROLLBACK)\b", re.I)
 TOKEN_PARTS = ("subject_restrictions", "projection_checkpoints AS followed", "erasure_requests")
+# The token's second statement: the last event, the subject's embedder, the backfill mark.
+STREAM_STATE_PARTS = ("FROM events", "FROM subject_embedders", "FROM memory_graph_backfills")
 
 
 def _warm(memory: MemoryClient) -> None:
@@ -34,7 +38,7 @@ def _warm(memory: MemoryClient) -> None:
     memory.retrieve("basil", user_id=USER)
 
 
-def test_a_consistent_retrieve_with_nothing_pending_sends_one_statement(
+def test_a_consistent_retrieve_with_nothing_pending_sends_the_token_alone(
     memory: MemoryClient,
 ) -> None:
     _warm(memory)
@@ -47,9 +51,10 @@ def test_a_consistent_retrieve_with_nothing_pending_sends_one_statement(
         answer = memory.retrieve("basil", user_id=USER)
     assert answer.results
     assert not answer.restricted
-    [query] = [s for s in seen if not CONTROL.match(s)]  # SQLite's reads say BEGIN
+    [query, state] = [s for s in seen if not CONTROL.match(s)]  # SQLite's reads say BEGIN
     assert TOKEN.search(query), query
     assert all(part in query for part in TOKEN_PARTS), query
+    assert all(part in state for part in STREAM_STATE_PARTS), state
     assert ctx.updates.checkpoint(partition) == judged_up_to  # no page was needed
 
 
