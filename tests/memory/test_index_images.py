@@ -22,6 +22,7 @@ from oblivio.settings import Settings
 from projections import retrieval_service
 from projections.retrieval_index import SubjectIndex, load_subject
 from projections.scoring import ScoringConfig
+from projections.storage import graph_store, vector_store
 from projections.storage.tables import retrieval_images
 from tests._clients import Opener, client_opener
 from tests.memory._support import remember
@@ -209,3 +210,23 @@ def test_a_restricted_subject_loads_no_image(imaging: Opener) -> None:
     assert answer.restricted
     assert answer.results == []
     assert second.context.retrieval_cache.entry(f"{second.context.namespace}/{USER}") is None
+
+
+def test_an_image_far_behind_is_brought_up_to_date_in_bounded_statements(
+    imaging: Opener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The events since an image are read a bounded number of ids per statement (the
+    backends' parameter limits): here two, so five new memories take three."""
+    first = imaging()
+    _write_history(first)
+    assert _ids(first)
+    first.close()
+    writer = imaging()
+    newest = [remember(writer, f"Trip {i}: a weekend by the lake")[1] for i in range(5)]
+    for module in (graph_store, vector_store):
+        monkeypatch.setattr(module, "IDS_PER_STATEMENT", 2)
+
+    reader = imaging()
+    found = _ids(reader, "weekend trip lake", limit=10)
+    assert {n.id for n in newest} <= set(found)
+    _assert_same_index(_cached(reader), _built_from_rows(reader))
