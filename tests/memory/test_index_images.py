@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from oblivio import MemoryClient
 from oblivio.settings import Settings
 from projections import retrieval_service
-from projections.retrieval_index import SubjectIndex, load_subject
+from projections.retrieval_index import SubjectIndex, load_subject, refresh
 from projections.scoring import ScoringConfig
 from projections.storage import graph_store, vector_store
 from projections.storage.tables import retrieval_images
@@ -230,3 +230,22 @@ def test_an_image_far_behind_is_brought_up_to_date_in_bounded_statements(
     found = _ids(reader, "weekend trip lake", limit=10)
     assert {n.id for n in newest} <= set(found)
     _assert_same_index(_cached(reader), _built_from_rows(reader))
+
+
+def test_refresh_adds_no_node_the_index_already_holds(imaging: Opener) -> None:
+    """A load reads its rows after its token: an event committed and embedded in between
+    is in the index already when the next refresh applies it (and, through an image, in
+    every process that loads it).  Refresh must not add its nodes a second time."""
+    client = imaging()
+    _write_history(client)
+    remember(client, "The last memory, read by the load before its token saw it")
+    assert _ids(client)
+    index = _cached(client)
+    index.version -= 1  # as if the load's token had been read one event earlier
+    store, namespace = client.context.store, client.context.namespace
+    [last] = store.read_stream(namespace, USER, from_version=index.version + 1)
+    with store.reading() as view:
+        cipher = view.cipher(index.stream_id)
+        assert cipher is not None
+        refresh(index, view.connection, cipher, [last])
+    _assert_same_index(index, _built_from_rows(client))
