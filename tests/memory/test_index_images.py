@@ -63,6 +63,17 @@ def _write_history(client: MemoryClient) -> None:
     client.add_negative_attractor("harbour noise", user_id=USER, description="not wanted")
 
 
+def _imaged_history(imaging: Opener) -> list[sa.Row[Any]]:
+    """The history written, queried and the client closed; the image its close left."""
+    first = imaging()
+    _write_history(first)
+    assert _ids(first)
+    first.close()
+    rows = _image_rows(first)
+    assert rows
+    return rows
+
+
 def _image_rows(client: MemoryClient) -> list[sa.Row[Any]]:
     head = client.context.store.head(client.context.namespace, USER)
     assert head is not None
@@ -128,11 +139,7 @@ def test_a_closed_client_leaves_an_image_the_next_one_loads(imaging: Opener) -> 
 
 
 def test_an_older_image_is_brought_up_to_date_by_later_events(imaging: Opener) -> None:
-    first = imaging()
-    _write_history(first)
-    assert _ids(first)
-    first.close()
-    [before] = _image_rows(first)
+    [before] = _imaged_history(imaging)
     writer = imaging()
     _, newest = remember(writer, "I moved again, to a city by a lake")
 
@@ -183,11 +190,7 @@ def test_forget_removes_the_image(imaging: Opener) -> None:
 
 
 def test_an_image_of_another_scoring_configuration_is_not_used(imaging: Opener) -> None:
-    first = imaging()
-    _write_history(first)
-    assert _ids(first)
-    first.close()
-    assert _image_rows(first)
+    _imaged_history(imaging)
 
     other = imaging(scoring=ScoringConfig(recency_weight=0.0))
     with pytest.MonkeyPatch.context() as patch:
@@ -198,11 +201,7 @@ def test_an_image_of_another_scoring_configuration_is_not_used(imaging: Opener) 
 
 
 def test_a_restricted_subject_loads_no_image(imaging: Opener) -> None:
-    first = imaging()
-    _write_history(first)
-    assert _ids(first)
-    first.close()
-    assert _image_rows(first)
+    _imaged_history(imaging)
 
     second = imaging()
     second.restrict(USER, ground="art18-1-a", reference="T-1")
@@ -217,10 +216,7 @@ def test_an_image_far_behind_is_brought_up_to_date_in_bounded_statements(
 ) -> None:
     """The events since an image are read a bounded number of ids per statement (the
     backends' parameter limits): here two, so five new memories take three."""
-    first = imaging()
-    _write_history(first)
-    assert _ids(first)
-    first.close()
+    _imaged_history(imaging)
     writer = imaging()
     newest = [remember(writer, f"Trip {i}: a weekend by the lake")[1] for i in range(5)]
     for module in (graph_store, vector_store):
