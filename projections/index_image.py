@@ -353,7 +353,7 @@ class IndexImages:
         caller applies later events); ``None`` without a usable image."""
         if token.restricted or not token.caught_up:
             return None
-        stored = image_store.read(conn, token.stream_id)
+        stored = image_store.read(conn, token.stream_id, self.store.backend.fetch)
         if stored is None or stored.stream_version > token.version:
             return None
         plain = unseal(cipher, binding(token, stored.stream_version, config), stored)

@@ -713,7 +713,14 @@ def refresh(
         if any(e.type in _UPDATE_EVENTS for e in events):
             index.set_likely_updates(likely_updates(conn, cipher.stream_id))
         order = {event_id: place for place, event_id in enumerate(stored)}
-        rows = store.event_node_vectors(cipher.stream_id, stored, embedder)
+        # Nodes the index holds already are not added twice: a load reads its rows after
+        # its token, so an event committed and embedded in between is in it already
+        # (and, through an image, in every process that loads that image).
+        rows = [
+            r
+            for r in store.event_node_vectors(cipher.stream_id, stored, embedder)
+            if index.row_of(r.node_id) is None
+        ]
         rows.sort(key=lambda r: (order[r.event_id], r.ordinal))
         nodes, vectors = _decrypted(cipher, rows)
         index.add(nodes, vectors)

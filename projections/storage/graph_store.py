@@ -112,6 +112,12 @@ def open_json(cipher: SubjectCipher, purpose: str, row_id: uuid.UUID, blob: byte
     return json.loads(cipher.open(purpose, row_id.bytes, blob))
 
 
+#: Ids bound in one statement: PostgreSQL takes at most 65,535 parameters and SQLite
+#: 32,766, and a cold process bringing an older index image up to date (or a cached
+#: index after a bulk import) may read the nodes of more events than that.
+IDS_PER_STATEMENT = 10_000
+
+
 class GraphStore:
     """Reads and writes the node-graph tables on one connection."""
 
@@ -182,8 +188,11 @@ class GraphStore:
     # -- nodes ---------------------------------------------------------------
 
     def node_rows(self, node_ids: Collection[uuid.UUID]) -> list[NodeRow]:
-        query = NODES_BY_ID.where(node_directory.c.node_id.in_(list(node_ids)))
-        return list(self.conn.execute(query))
+        ids, found = list(node_ids), list[NodeRow]()
+        for start in range(0, len(ids), IDS_PER_STATEMENT):  # a bound per statement
+            chunk = ids[start : start + IDS_PER_STATEMENT]
+            found += self.conn.execute(NODES_BY_ID.where(node_directory.c.node_id.in_(chunk)))
+        return found
 
     def present_nodes(self, stream_id: int, node_ids: Collection[uuid.UUID]) -> set[uuid.UUID]:
         """Which of ``node_ids`` are nodes of stream ``stream_id`` now."""

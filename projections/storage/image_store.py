@@ -4,8 +4,9 @@ projections.index_image says what they hold and when they may be used)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -41,17 +42,22 @@ _read = (
 )
 
 
-def read(conn: Connection, stream_id: int) -> StoredImage | None:
+#: How a hot read runs a built statement (``eventstore.Backend.fetch``: on PostgreSQL
+#: psycopg's binary protocol, so 150 MB of chunks are not sent and parsed as hex text).
+Fetch = Callable[[Connection, sa.Select[Any], dict[str, Any]], list[Sequence[Any]]]
+
+
+def read(conn: Connection, stream_id: int, fetch: Fetch) -> StoredImage | None:
     """The stream's image in one statement, or ``None`` without one."""
-    rows = conn.execute(_read, {"stream_id": stream_id}).all()
+    rows = fetch(conn, _read, {"stream_id": stream_id})
     if not rows:
         return None
-    first = rows[0]
+    _, version, chunks, image_id, _ = rows[0]
     return StoredImage(
-        stream_version=first.stream_version,
-        image_id=first.image_id,
-        chunks=[row.sealed for row in rows if row.image_id == first.image_id],
-        expected_chunks=first.chunks,
+        stream_version=version,
+        image_id=image_id,
+        chunks=[row[4] for row in rows if row[3] == image_id],
+        expected_chunks=chunks,
     )
 
 

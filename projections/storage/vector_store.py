@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection
 from eventstore import SubjectCipher
 from eventstore.backends import insert_replacing
 from eventstore.schema import events
-from projections.storage.graph_store import open_json, seal_json
+from projections.storage.graph_store import IDS_PER_STATEMENT, open_json, seal_json
 from projections.storage.tables import attractors, node_directory, nodes, triggers, vectors
 
 # After a delete_event: the vectors of the erased events' nodes that the graph
@@ -163,11 +163,12 @@ class VectorStore:
     ) -> list[sa.Row[Any]]:
         """Like :meth:`node_vectors`, for the nodes of some events of the stream only
         (a range of the subject-first key per event)."""
-        if not event_ids:
-            return []
-        params = {"stream_id": stream_id, "event_ids": list(event_ids)}
-        rows = self.conn.execute(_event_node_vectors(embedder), params)
-        return [row for row in rows if row.embedding is not None]  # not embedded yet
+        query, found = _event_node_vectors(embedder), []
+        for start in range(0, len(event_ids), IDS_PER_STATEMENT):
+            chunk = list(event_ids[start : start + IDS_PER_STATEMENT])
+            rows = self.conn.execute(query, {"stream_id": stream_id, "event_ids": chunk})
+            found += [row for row in rows if row.embedding is not None]  # not embedded yet
+        return found
 
     def stream_vectors(
         self,

@@ -20,8 +20,9 @@ import sqlalchemy as sa
 from oblivio import MemoryClient
 from oblivio.settings import Settings
 from projections import retrieval_service
-from projections.retrieval_index import SubjectIndex, load_subject
+from projections.retrieval_index import SubjectIndex, load_subject, refresh
 from projections.scoring import ScoringConfig
+from projections.storage import graph_store, vector_store
 from projections.storage.tables import retrieval_images
 from tests._clients import Opener, client_opener
 from tests.memory._support import remember
@@ -60,6 +61,17 @@ def _write_history(client: MemoryClient) -> None:
         remember(client, f"Note {i}: the garden needs water on day {i}", meta={"day": i})
     client.add_resonance_trigger(user_id=USER, keyword="garden", weight=2.0)
     client.add_negative_attractor("harbour noise", user_id=USER, description="not wanted")
+
+
+def _imaged_history(imaging: Opener) -> list[sa.Row[Any]]:
+    """The history written, queried and the client closed; the image its close left."""
+    first = imaging()
+    _write_history(first)
+    assert _ids(first)
+    first.close()
+    rows = _image_rows(first)
+    assert rows
+    return rows
 
 
 def _image_rows(client: MemoryClient) -> list[sa.Row[Any]]:
@@ -127,11 +139,7 @@ def test_a_closed_client_leaves_an_image_the_next_one_loads(imaging: Opener) -> 
 
 
 def test_an_older_image_is_brought_up_to_date_by_later_events(imaging: Opener) -> None:
-    first = imaging()
-    _write_history(first)
-    assert _ids(first)
-    first.close()
-    [before] = _image_rows(first)
+    [before] = _imaged_history(imaging)
     writer = imaging()
     _, newest = remember(writer, "I moved again, to a city by a lake")
 
@@ -182,11 +190,7 @@ def test_forget_removes_the_image(imaging: Opener) -> None:
 
 
 def test_an_image_of_another_scoring_configuration_is_not_used(imaging: Opener) -> None:
-    first = imaging()
-    _write_history(first)
-    assert _ids(first)
-    first.close()
-    assert _image_rows(first)
+    _imaged_history(imaging)
 
     other = imaging(scoring=ScoringConfig(recency_weight=0.0))
     with pytest.MonkeyPatch.context() as patch:
@@ -197,11 +201,7 @@ def test_an_image_of_another_scoring_configuration_is_not_used(imaging: Opener) 
 
 
 def test_a_restricted_subject_loads_no_image(imaging: Opener) -> None:
-    first = imaging()
-    _write_history(first)
-    assert _ids(first)
-    first.close()
-    assert _image_rows(first)
+    _imaged_history(imaging)
 
     second = imaging()
     second.restrict(USER, ground="art18-1-a", reference="T-1")
@@ -209,3 +209,39 @@ def test_a_restricted_subject_loads_no_image(imaging: Opener) -> None:
     assert answer.restricted
     assert answer.results == []
     assert second.context.retrieval_cache.entry(f"{second.context.namespace}/{USER}") is None
+
+
+def test_an_image_far_behind_is_brought_up_to_date_in_bounded_statements(
+    imaging: Opener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The events since an image are read a bounded number of ids per statement (the
+    backends' parameter limits): here two, so five new memories take three."""
+    _imaged_history(imaging)
+    writer = imaging()
+    newest = [remember(writer, f"Trip {i}: a weekend by the lake")[1] for i in range(5)]
+    for module in (graph_store, vector_store):
+        monkeypatch.setattr(module, "IDS_PER_STATEMENT", 2)
+
+    reader = imaging()
+    found = _ids(reader, "weekend trip lake", limit=10)
+    assert {n.id for n in newest} <= set(found)
+    _assert_same_index(_cached(reader), _built_from_rows(reader))
+
+
+def test_refresh_adds_no_node_the_index_already_holds(imaging: Opener) -> None:
+    """A load reads its rows after its token: an event committed and embedded in between
+    is in the index already when the next refresh applies it (and, through an image, in
+    every process that loads it).  Refresh must not add its nodes a second time."""
+    client = imaging()
+    _write_history(client)
+    remember(client, "The last memory, read by the load before its token saw it")
+    assert _ids(client)
+    index = _cached(client)
+    index.version -= 1  # as if the load's token had been read one event earlier
+    store, namespace = client.context.store, client.context.namespace
+    [last] = store.read_stream(namespace, USER, from_version=index.version + 1)
+    with store.reading() as view:
+        cipher = view.cipher(index.stream_id)
+        assert cipher is not None
+        refresh(index, view.connection, cipher, [last])
+    _assert_same_index(index, _built_from_rows(client))
