@@ -8,6 +8,9 @@ close only, 1: + ``CG_N`` stores, 2: + ``CG_N``/2 retrievals, 3: + ``CG_N``/2 in
 difference of two counts is one phase's cost.  ``CG_WITHOUT=1`` makes retrieval skip the
 likely-update wait, to see what the rest of the path costs (the Art. 18 check rides in the
 retrieval service's state token statement and costs no statement of its own).
+``CG_CAUGHT_UP=1`` adds one consistent retrieve to the stores' phase, so that the
+retrieval phase counts warm retrievals only (the first one's catch-up, the vector
+state's and the likely-update detector's work on the stores, then falls in phase 1).
 
 Run it with each tree's interpreter, from a directory outside both trees::
 
@@ -72,6 +75,8 @@ def main() -> None:
         os.environ["OBLIVIO_KEYRING_DIR"] = os.path.join(d, "keys")
         with MemoryClient(os.path.join(d, "data"), embedder="hashing") as m:
             event_ids = store(m) if upto >= 1 else []
+            if upto >= 1 and os.environ.get("CG_CAUGHT_UP"):
+                m.retrieve("where does she live town 1", user_id="u1", limit=5)
             if upto >= 2:
                 retrieve(m)
             if upto >= 3:
