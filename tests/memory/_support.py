@@ -15,6 +15,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 from psycopg import pq
+from sqlalchemy.pool import Pool
 
 from eventstore import RecordedEvent
 from eventstore.backends.postgres import PostgresBackend
@@ -138,7 +139,7 @@ def current(client: MemoryClient, node: Node, user_id: str = "alice") -> Node:
     return found
 
 
-def round_trips(client: MemoryClient, call: Callable[[], object]) -> int:
+def round_trips(call: Callable[[], object]) -> int:
     """How many times ``call`` waited for PostgreSQL: the bursts of messages the calling
     thread sent, as libpq's trace of each connection it checked out shows them.
 
@@ -146,8 +147,6 @@ def round_trips(client: MemoryClient, call: Callable[[], object]) -> int:
     connections other threads check out meanwhile (the access-count writer's) are
     not traced, and no connection stays traced after the call.
     """
-    backend = client.context.store.backend
-    pools = [backend.engine.pool, backend._autocommit.pool]  # type: ignore[attr-defined]
     caller = threading.get_ident()
     traces: dict[int, tuple[psycopg.Connection[Any], IO[str]]] = {}
     with ExitStack() as files:
@@ -160,13 +159,13 @@ def round_trips(client: MemoryClient, call: Callable[[], object]) -> int:
             driver.pgconn.trace(trace.fileno())
             driver.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
 
-        for pool in pools:
-            sa.event.listen(pool, "checkout", traced)
+        # Every pool's checkouts (the store's two engines, whatever they are named);
+        # the calling thread's alone are traced.
+        sa.event.listen(Pool, "checkout", traced)
         try:
             call()
         finally:
-            for pool in pools:
-                sa.event.remove(pool, "checkout", traced)
+            sa.event.remove(Pool, "checkout", traced)
             for driver, _ in traces.values():
                 driver.pgconn.untrace()
         return sum(_waits(trace) for _, trace in traces.values())

@@ -56,9 +56,9 @@ def test_a_consistent_retrieve_waits_as_often_as_pinned(pg_settings: Settings) -
             client.store(f"Alice drank tea number {n}", user_id="alice")
             # No access count is written meanwhile: an open writer holds the log back.
             client.context.access.flush()
-            after = round_trips(client, lambda: client.retrieve("tea", user_id="alice"))
+            after = round_trips(lambda: client.retrieve("tea", user_id="alice"))
             client.context.access.flush()
-            warm = round_trips(client, lambda: client.retrieve("river", user_id="alice"))
+            warm = round_trips(lambda: client.retrieve("river", user_id="alice"))
             counted.append((after, warm))
         found = client.retrieve("tea", user_id="alice")
     assert counted[WARM_UP:] == [(AFTER_A_STORE, WARM)] * 3

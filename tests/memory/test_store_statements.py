@@ -76,7 +76,7 @@ def test_a_store_waits_five_times_on_postgresql(pg_settings: Settings) -> None:
     (one pipeline), COMMIT; a batch waits as often as one memory."""
     with MemoryClient(settings=pg_settings) as client:
         client.store("Alice lives in Berlin", user_id="alice")  # the stream exists
-        stored = round_trips(client, lambda: client.store("Alice moved", user_id="alice"))
+        stored = round_trips(lambda: client.store("Alice moved", user_id="alice"))
         batch = [{"content": f"Alice fact {n}"} for n in range(50)]
-        many = round_trips(client, lambda: client.store_many(batch, user_id="alice"))
+        many = round_trips(lambda: client.store_many(batch, user_id="alice"))
     assert (stored, many) == (5, 5)
