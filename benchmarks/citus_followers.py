@@ -26,7 +26,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import psycopg
+from citus_load import streams_per_worker
 
 from eventstore import EventStore, KeyringFile, NewEvent, create_backend
 from eventstore.model import START
@@ -48,24 +48,6 @@ def write(
             out.write(f"{event.event_id}\n")
             out.flush()  # acknowledged: the append returned
     store.close()
-
-
-def workers_holding(url: str) -> dict[int, int]:
-    """Streams per worker port."""
-    with psycopg.connect(url) as conn:
-        shards = conn.execute(
-            "SELECT get_shard_id_for_distribution_column('events', stream_id), count(*)"
-            " FROM (SELECT DISTINCT stream_id FROM events) s GROUP BY 1"
-        ).fetchall()
-        ports = dict(
-            conn.execute(
-                "SELECT shardid, nodeport FROM citus_shards WHERE table_name = 'events'::regclass"
-            ).fetchall()
-        )
-    held: dict[int, int] = {}
-    for shard, streams in shards:
-        held[ports[shard]] = held.get(ports[shard], 0) + streams
-    return held
 
 
 def follow(url: str, args: argparse.Namespace, tmp: Path) -> dict[str, object]:
@@ -162,7 +144,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, citus_cluster(workers=2) as cluster:
         url = cluster.create_database("followers")
         cluster_figures = follow(url, args, Path(tmp))
-        held = workers_holding(url)
+        held = streams_per_worker(url)
     show("citus (coordinator + 2 workers)", cluster_figures)
     print(f"streams per worker port: {held}")
     if single is not None:
