@@ -257,7 +257,7 @@ def _memory_tools(ctx: MemoryContext, bind: _Binding) -> list[ToolFunction]:
         as_of: AwareDatetime | None = None,
         occurred_since: AwareDatetime | None = None,
         occurred_until: AwareDatetime | None = None,
-        meta: dict[str, str | int | float | bool | None] | None = None,
+        meta: dict[str, str | int | float | bool | dict[str, str] | None] | None = None,
         resolve_dates: StrictBool = False,
         event_ids: list[uuid.UUID] | None = None,
     ) -> list[Any]:
@@ -271,7 +271,8 @@ def _memory_tools(ctx: MemoryContext, bind: _Binding) -> list[ToolFunction]:
         as_of ranks what was true at that moment ("where did she live in 2023?");
         resolve_dates=true takes it from a year, month or day the query names.
         occurred_since/occurred_until keep memories that took effect in that window;
-        meta keeps memories whose metadata has those values; event_ids ranks only the
+        meta keeps memories whose metadata has those values (or, for {"$prefix": text},
+        a string value starting with text); event_ids ranks only the
         memories of those stored events.
         """
         found = queries.retrieve(

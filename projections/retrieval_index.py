@@ -86,6 +86,18 @@ def _micros(moment: datetime) -> int:
 
 #: A metadata value a filter can ask for: a JSON scalar.
 MetaValue = str | int | float | bool | None
+
+
+@dataclass(frozen=True)
+class MetaPrefix:
+    """A ``meta`` condition met by a string value that starts with ``text`` (what a
+    path-like value such as a LangGraph namespace is searched by)."""
+
+    text: str
+
+
+#: What a ``meta`` filter asks of one key: an equal JSON scalar, or a string prefix.
+MetaCondition = MetaValue | MetaPrefix
 _FOREVER = np.iinfo(np.int64).max
 
 
@@ -99,7 +111,8 @@ class NodeFilter:
     alike); with ``include_superseded`` also those retired by then.
     ``occurred_since``/``occurred_until`` bound the effective time (half-open);
     ``meta`` keeps nodes whose metadata has every given key with an equal value
-    (JSON equality: ``1`` equals ``1.0``, ``true`` equals neither); ``event_ids``
+    (JSON equality: ``1`` equals ``1.0``, ``true`` equals neither) or, for a
+    :class:`MetaPrefix`, a string value starting with its text; ``event_ids``
     keeps the nodes of those events (a caller's own selection, e.g. the items a
     LangGraph filter matched).
     """
@@ -114,7 +127,7 @@ class NodeFilter:
     as_of: datetime | None = None
     occurred_since: datetime | None = None
     occurred_until: datetime | None = None
-    meta: Mapping[str, MetaValue] | None = None
+    meta: Mapping[str, MetaCondition] | None = None
     event_ids: Collection[uuid.UUID] | None = None
 
 
@@ -181,18 +194,32 @@ class IndexParts:
 
 
 class _RowsBy:
-    """Rows by (metadata key, JSON scalar) and by source event: a ``meta`` filter is set
-    intersections, an ``event_ids`` filter a lookup."""
+    """Rows by metadata key and JSON scalar, and by source event: a ``meta`` filter is
+    set intersections (a prefix condition a union over the key's distinct values), an
+    ``event_ids`` filter a lookup."""
 
     def __init__(self) -> None:
-        self.meta: dict[tuple[str, object], list[int]] = {}
+        self.meta: dict[str, dict[object, list[int]]] = {}
         self.event: dict[uuid.UUID, list[int]] = {}
 
     def add(self, first: int, nodes: Sequence[Node]) -> None:
         for row, node in enumerate(nodes, start=first):
-            for entry in _meta_entries(node.meta):
-                self.meta.setdefault(entry, []).append(row)
+            for key, value in _meta_entries(node.meta):
+                self.meta.setdefault(key, {}).setdefault(value, []).append(row)
             self.event.setdefault(node.event_id, []).append(row)
+
+    def meeting(self, key: str, condition: MetaCondition) -> set[int]:
+        """The rows whose metadata meets ``condition`` at ``key``."""
+        values = self.meta.get(key, {})
+        if isinstance(condition, MetaPrefix):
+            return {
+                row
+                for value, rows in values.items()
+                if isinstance(value, str) and value.startswith(condition.text)
+                for row in rows
+            }
+        [(_, value)] = _meta_entries({key: condition})
+        return set(values.get(value, ()))
 
 
 class SubjectIndex:
@@ -493,12 +520,12 @@ class SubjectIndex:
             held &= moment_us < validity[:, 1]
         return held
 
-    def _meta_match(self, wanted: Mapping[str, MetaValue]) -> npt.NDArray[np.bool_]:
+    def _meta_match(self, wanted: Mapping[str, MetaCondition]) -> npt.NDArray[np.bool_]:
         mask = np.zeros(len(self), dtype=bool)
         rows: set[int] | None = None
-        for entry in _meta_entries(wanted):
-            found = self.rows_by.meta.get(entry, ())
-            rows = set(found) if rows is None else rows.intersection(found)
+        for key, condition in wanted.items():
+            found = self.rows_by.meeting(key, condition)
+            rows = found if rows is None else rows & found
             if not rows:
                 return mask
         if rows is None:  # no keys asked: every row
@@ -572,10 +599,18 @@ def _meta_entries(meta: Mapping[str, Any]) -> list[tuple[str, object]]:
     return entries
 
 
-def meta_matches(meta: Mapping[str, Any], wanted: Mapping[str, MetaValue]) -> bool:
-    """Whether ``meta`` has every key of ``wanted`` with an equal JSON scalar (the
-    ``meta`` filter of :class:`NodeFilter`, for one node)."""
-    return set(_meta_entries(wanted)) <= set(_meta_entries(meta))
+def meta_matches(meta: Mapping[str, Any], wanted: Mapping[str, MetaCondition]) -> bool:
+    """Whether ``meta`` meets every condition of ``wanted`` (the ``meta`` filter of
+    :class:`NodeFilter`, for one node)."""
+    held = set(_meta_entries(meta))
+    for key, condition in wanted.items():
+        if isinstance(condition, MetaPrefix):
+            value = meta.get(key)
+            if not (isinstance(value, str) and value.startswith(condition.text)):
+                return False
+        elif not set(_meta_entries({key: condition})) <= held:
+            return False
+    return True
 
 
 def _number(value: float) -> float:

@@ -161,7 +161,8 @@ def list_nodes(
     filter parameter to allow several values (``scopes=personal&scopes=work``).
     ``as_of`` lists the nodes in effect at that moment; ``occurred_since`` and
     ``occurred_until`` bound effective times; ``meta`` keeps nodes whose metadata
-    has each of its keys with an equal value.
+    has each of its keys with an equal value (or, for ``{"$prefix": text}``, a string
+    value starting with ``text``).
     """
     page = queries.list_nodes(
         ctx,

@@ -18,6 +18,7 @@ from pydantic import (
     StringConstraints,
 )
 from pydantic.config import JsonDict
+from typing_extensions import TypedDict
 
 from appdata.apikeys import KeyInfo
 from eventstore.errors import InvalidInputError
@@ -408,6 +409,14 @@ class ReinforceRequest(BaseModel):
     evidence_id: uuid.UUID | None = None
 
 
+#: A ``meta`` condition met by a string value starting with ``$prefix`` (a plain
+#: object, as the memory API takes it; "$prefix" is no Python name).
+MetaPrefixIn = TypedDict(
+    "MetaPrefixIn", {"$prefix": Annotated[str, StringConstraints(max_length=1000)]}
+)
+MetaPrefixIn.__pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[attr-defined]
+
+
 class RetrieveRequest(BaseModel):
     model_config = Strict
     query: str = Field(min_length=1, max_length=10_000, pattern=NOT_BLANK)
@@ -433,9 +442,12 @@ class RetrieveRequest(BaseModel):
     occurred_until: AwareInstant | None = Field(
         default=None, description="Only memories that took effect before this time."
     )
-    meta: dict[str, str | int | float | bool | None] | None = Field(
+    meta: dict[str, str | int | float | bool | MetaPrefixIn | None] | None = Field(
         default=None,
-        description="Only memories whose metadata has each key with this value (JSON scalars).",
+        description=(
+            "Only memories whose metadata has each key with this value (a JSON scalar), "
+            'or a string value starting with a text ({"$prefix": "text"}).'
+        ),
     )
     resolve_dates: StrictBool = Field(
         default=False,
@@ -449,16 +461,24 @@ class RetrieveRequest(BaseModel):
 
 
 #: One metadata condition of a listing's query string: ``key=value``, the value a JSON
-#: scalar (``topic="home"``, ``rank=2``, ``done=true``, ``owner=null``).
+#: scalar (``topic="home"``, ``rank=2``, ``done=true``, ``owner=null``) or a prefix
+#: condition (``namespace={"$prefix": "[\"memories\""}``).
+_JSON_STRING = r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
 _JSON_SCALAR = (
-    r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
-    r"|-?(?:0|[1-9][0-9]{0,14})(?:\.[0-9]{1,15})?(?:[eE][+-]?[0-9]{1,2})?"
-    r"|true|false|null"
+    _JSON_STRING
+    + r"|-?(?:0|[1-9][0-9]{0,14})(?:\.[0-9]{1,15})?(?:[eE][+-]?[0-9]{1,2})?"
+    + r"|true|false|null"
 )
+_META_VALUE = rf'{_JSON_SCALAR}|\{{\s*"\$prefix"\s*:\s*{_JSON_STRING}\s*\}}'
 MetaCondition = Annotated[
     str,
-    StringConstraints(pattern=rf"^[^=\x00-\x1f\x7f]+=(?:{_JSON_SCALAR})$", max_length=1000),
-    Field(description='key=JSON value, e.g. topic="home" or rank=2; repeat for several'),
+    StringConstraints(pattern=rf"^[^=\x00-\x1f\x7f]+=(?:{_META_VALUE})$", max_length=1000),
+    Field(
+        description=(
+            'key=JSON value, e.g. topic="home" or rank=2, or key={"$prefix": "text"}; '
+            "repeat for several"
+        )
+    ),
 ]
 
 

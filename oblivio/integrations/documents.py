@@ -218,7 +218,7 @@ def document_meta(
     """The metadata of one revision (encrypted with the subject's key, like all metadata)."""
     return {
         LOCATOR: locator(ref, namespace, key),
-        NAMESPACE: json.dumps(list(namespace), ensure_ascii=False),
+        NAMESPACE: _namespace_text(namespace),
         KEY: key,
         VALUE: json.dumps(value, ensure_ascii=False, sort_keys=True),
         INDEXED: indexed,
@@ -262,6 +262,30 @@ def _document(item: StoredItem) -> tuple[str, Document | None]:
         ttl=None if ttl is None else float(ttl),
         event_ids=item.revision_ids,
     )
+
+
+def _namespace_text(namespace: Sequence[str]) -> str:
+    return json.dumps(list(namespace), ensure_ascii=False)
+
+
+def namespace_condition(prefix: Sequence[str]) -> dict[str, Any] | None:
+    """The retrieval ``meta`` filter that keeps the nodes of documents under
+    ``prefix``'s leading fixed segments (a wildcard and what follows it are left to
+    :func:`namespace_matches`); None when ``prefix`` starts with a wildcard.
+
+    The namespace is kept as the text of a JSON list, so a namespace under
+    ``fixed`` is written as ``fixed``'s text without its closing bracket, then more:
+    the closing quote of the last segment keeps ``("a", "b")`` from matching
+    ``("a", "bc")``.
+    """
+    fixed: list[str] = []
+    for segment in prefix:
+        if segment == "*":
+            break
+        fixed.append(segment)
+    if not fixed:
+        return None
+    return {NAMESPACE: {"$prefix": _namespace_text(fixed)[:-1]}}
 
 
 def node_address(meta: Mapping[str, Any]) -> tuple[tuple[str, ...], str]:

@@ -141,6 +141,16 @@ class _Candidate:
     event_id: uuid.UUID
 
 
+@dataclass(frozen=True)
+class _Best:
+    """One person's part of a search page: the best-ranked live documents (up to the
+    page), and, when the ranking held fewer, every live document kept out of the
+    index (``index=False``), which a page lists after the ranked ones."""
+
+    scored: list[tuple[float, Document]]
+    unscored: list[Document]
+
+
 @dataclass
 class _Snapshot:
     """Listings read during one batch, per person; a write drops that person's."""
@@ -443,59 +453,77 @@ class OblivioStore(BaseStore):
         """
         wanted = op.offset + op.limit
         scored: list[tuple[float, Document]] = []
+        unscored: list[Document] = []
         for user in self._users(op.namespace_prefix):
             found = self._best_documents(user, op, wanted)
             if found is None:
                 return None
-            scored += found
+            scored += found.scored
+            unscored += found.unscored
         scored.sort(key=lambda pair: pair[0], reverse=True)  # stable: ties keep rank order
-        if len(scored) < wanted:
-            return None
-        return [(score, doc) for score, doc in scored[op.offset : wanted]]
+        # Fewer ranked than the page: every person's ranking was exhausted, so the
+        # unindexed documents are all here; they follow, newest first, as in a listing.
+        unscored.sort(key=lambda d: d.updated_at, reverse=True)
+        page: list[tuple[float | None, Document]] = [*scored, *((None, d) for d in unscored)]
+        return page[op.offset : wanted]
 
-    def _best_documents(
-        self, user: str, op: SearchOp, wanted: int
-    ) -> list[tuple[float, Document]] | None:
-        """Up to ``wanted`` of ``user``'s best-ranked live documents matching ``op``; None
-        when the ranking (bounded by RETRIEVE_LIMIT) ends before ``wanted`` are found and
-        more documents may exist."""
+    def _best_documents(self, user: str, op: SearchOp, wanted: int) -> _Best | None:
+        """``user``'s part of the page; None when the ranking (bounded by
+        RETRIEVE_LIMIT) ends before ``wanted`` are found and more documents may exist.
+
+        The retrieval itself keeps only the nodes under the namespace prefix (a
+        ``meta`` filter applied before ranking), so documents in a person's other
+        namespaces neither crowd the ranking nor send the search to a listing.
+        """
         # As deep as the page first (what a plain retrieve of the page costs): every
-        # node matches unless a filter or prefix narrows; deeper only when it did.
+        # node matches unless a filter narrows; deeper only when it did.
         depth = min(RETRIEVE_LIMIT, wanted)
+        under_prefix = docs.namespace_condition(op.namespace_prefix)
         while True:
             assert op.query is not None
-            results = self.client.retrieve(op.query, user_id=user, limit=depth).results
-            candidates = self._candidates(results, op)
-            found = self._live(user, candidates, wanted)
-            if len(found) >= wanted or len(results) < depth:
-                return found  # enough, or every node of the person was ranked
+            results = self.client.retrieve(
+                op.query, user_id=user, limit=depth, meta=under_prefix
+            ).results
+            indexed, unindexed = self._candidates(results, op)
+            found = self._live(user, indexed, wanted)
+            if len(found) >= wanted:
+                return _Best(found, [])
+            if len(results) < depth:  # every node under the prefix was ranked
+                rest = self._live(user, unindexed, len(unindexed), indexed=False)
+                return _Best(found, [doc for _, doc in rest])
             if depth == RETRIEVE_LIMIT:
                 return None
             depth = min(RETRIEVE_LIMIT, depth * 4)
 
-    def _candidates(self, results: Sequence[Any], op: SearchOp) -> list[_Candidate]:
-        """The ranked nodes of indexed documents that match ``op``, in rank order, read
-        from the nodes' metadata alone."""
-        candidates: list[_Candidate] = []
+    def _candidates(
+        self, results: Sequence[Any], op: SearchOp
+    ) -> tuple[list[_Candidate], list[_Candidate]]:
+        """The ranked nodes of documents that match ``op``, in rank order, read from the
+        nodes' metadata alone: those of indexed documents, and those of documents kept
+        out of the index (ranked only by their stored text, so given no score)."""
+        indexed: list[_Candidate] = []
+        unindexed: list[_Candidate] = []
         for result in results:
             meta = result.node.meta
             loc = meta.get(docs.LOCATOR)
-            if not isinstance(loc, str) or not meta.get(docs.INDEXED, True):
-                continue  # a memory stored by other means, or a document ranked last
+            if not isinstance(loc, str):
+                continue  # a memory stored by other means
             namespace, _ = docs.node_address(meta)
             if docs.namespace_matches(
                 namespace, op.namespace_prefix, suffix=False
             ) and docs.filter_matches(json.loads(meta[docs.VALUE]), op.filter):
-                candidates.append(_Candidate(result.score, loc, result.node.event_id))
-        return candidates
+                chosen = indexed if meta.get(docs.INDEXED, True) else unindexed
+                chosen.append(_Candidate(result.score, loc, result.node.event_id))
+        return indexed, unindexed
 
     def _live(
-        self, user: str, candidates: Sequence[_Candidate], wanted: int
+        self, user: str, candidates: Sequence[_Candidate], wanted: int, *, indexed: bool = True
     ) -> list[tuple[float, Document]]:
-        """The documents of the candidates, best node of each, that are live (their
-        current revision, not expired), read by key in batches, in rank order."""
+        """Up to ``wanted`` documents of the candidates, best node of each, that are live
+        (their current revision, not expired) and ``indexed`` or not as asked, read by
+        key in batches, in rank order."""
         now, found, seen = self.clock(), [], set()
-        for start in range(0, len(candidates), wanted):
+        for start in range(0, len(candidates), max(wanted, 1)):
             batch = candidates[start : start + wanted]
             documents = docs.read_documents(self.client, user, [c.locator for c in batch])
             for candidate in batch:
@@ -504,7 +532,7 @@ class OblivioStore(BaseStore):
                     candidate.locator in seen
                     or doc is None
                     or doc.event_id != candidate.event_id
-                    or not doc.indexed
+                    or doc.indexed != indexed
                     or doc.expired(now)
                 ):
                     continue

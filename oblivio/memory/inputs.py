@@ -14,6 +14,7 @@ from eventstore.errors import InvalidEncodingError, InvalidInputError, Malformed
 from eventstore.ids import check_subject, check_utf8, parse_uuid
 from oblivio.errors import EvidenceUnavailableError, NodeUnavailableError
 from projections.claims.publication import FIRST_PERSON_OWNER_KEY
+from projections.retrieval_index import MetaCondition, MetaPrefix
 
 MAX_CONTENT_CHARS = 100_000
 MAX_SESSION_ID_CHARS = 256
@@ -155,20 +156,46 @@ def optional_moment(value: object, what: str) -> datetime | None:
     return None if value is None else moment(value, what)
 
 
-def meta_filter(value: object) -> dict[str, Any] | None:
-    """A ``meta`` filter: top-level metadata keys and the JSON scalar each must equal."""
+#: The one operator a ``meta`` filter value may be instead of a JSON scalar.
+PREFIX_OPERATOR = "$prefix"
+
+
+def meta_filter(value: object) -> dict[str, MetaCondition] | None:
+    """A ``meta`` filter: top-level metadata keys, each with the JSON scalar it must
+    equal or ``{"$prefix": text}`` (a string value starting with ``text``)."""
     if value is None:
         return None
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
         raise InvalidInputError("the meta filter must be an object with string keys")
-    for key, item in value.items():
-        if not isinstance(item, str | int | float | bool) and item is not None:
+    return {key: _meta_condition(key, item) for key, item in value.items()}
+
+
+def _meta_condition(key: str, item: object) -> MetaCondition:
+    if isinstance(item, MetaPrefix):
+        return item
+    if isinstance(item, Mapping):
+        text = item.get(PREFIX_OPERATOR)
+        if len(item) != 1 or not isinstance(text, str):
             raise InvalidInputError(
-                f"the meta filter's {key!r} must be a string, number, boolean or null"
+                f'the meta filter\'s {key!r} must be a JSON scalar or {{"$prefix": "text"}}'
             )
-        if isinstance(item, float) and not math.isfinite(item):
-            raise InvalidInputError(f"the meta filter's {key!r} must be finite")
-    return dict(value)
+        return MetaPrefix(text)
+    if not isinstance(item, str | int | float | bool) and item is not None:
+        raise InvalidInputError(
+            f"the meta filter's {key!r} must be a string, number, boolean, null "
+            'or {"$prefix": "text"}'
+        )
+    if isinstance(item, float) and not math.isfinite(item):
+        raise InvalidInputError(f"the meta filter's {key!r} must be finite")
+    return item
+
+
+def meta_filter_json(wanted: Mapping[str, MetaCondition]) -> dict[str, Any]:
+    """A checked ``meta`` filter as JSON again (what travels over HTTP)."""
+    return {
+        key: {PREFIX_OPERATOR: c.text} if isinstance(c, MetaPrefix) else c
+        for key, c in wanted.items()
+    }
 
 
 @dataclass(frozen=True)

@@ -381,7 +381,11 @@ get_events = Call(queries.get_events, lambda a: _read("/v1/events", **a), _as(li
 def _list_nodes(args: Arguments) -> Request:
     # The meta filter travels as key=JSON value conditions (``meta=topic="home"``).
     meta = inputs.meta_filter(args["meta"])
-    conditions = None if meta is None else [f"{k}={json.dumps(v)}" for k, v in meta.items()]
+    conditions = (
+        None
+        if meta is None
+        else [f"{k}={json.dumps(v)}" for k, v in inputs.meta_filter_json(meta).items()]
+    )
     return _read("/v1/nodes", **{**args, "meta": conditions})
 
 

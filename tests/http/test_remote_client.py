@@ -438,8 +438,11 @@ def test_time_and_filters_equal_the_facades(live_server: LiveServer, remote: Rem
     assert asked.results[0].node.id == told["Boston"].id
     chosen = remote.retrieve("Where do I live?", user_id=BOB, event_ids=[told["Boston"].event_id])
     assert chosen.results == []  # retired now: event_ids narrows, it admits nothing more
-    listing = {"user_id": BOB, "as_of": then, "meta": {"topic": "home"}}
-    assert remote.list_nodes(**listing) == queries.list_nodes(ctx, **listing)  # type: ignore[arg-type]
+    for topic in ("home", {"$prefix": "ho"}):
+        listing = {"user_id": BOB, "as_of": then, "meta": {"topic": topic}}
+        expected = queries.list_nodes(ctx, **listing)  # type: ignore[arg-type]
+        assert remote.list_nodes(**listing) == expected  # type: ignore[arg-type]
+        assert [n.id for n in expected.nodes] == [told["Boston"].id]
     assert remote.get_assertion_state(told["Boston"].id, as_of=then) == (
         queries.get_assertion_state(ctx, told["Boston"].id, as_of=then)
     )

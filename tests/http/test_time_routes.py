@@ -121,6 +121,9 @@ def test_retrieve_filters_on_effective_time_and_metadata(world: World) -> None:
     tagged = retrieved(world, meta={"topic": "home"}, include_superseded=True)
     assert sorted(cities(tagged)) == ["I live in Boston", "I live in Chicago"]
     assert cities(retrieved(world, meta={"topic": "work"})) == []
+    prefixed = retrieved(world, meta={"topic": {"$prefix": "ho"}}, include_superseded=True)
+    assert sorted(cities(prefixed)) == ["I live in Boston", "I live in Chicago"]
+    assert cities(retrieved(world, meta={"topic": {"$prefix": "homes"}})) == []
 
 
 def test_listing_and_assertion_state_as_of(world: World) -> None:
@@ -130,6 +133,9 @@ def test_listing_and_assertion_state_as_of(world: World) -> None:
     page = world.client.get("/v1/nodes", params={"as_of": "2023-06-01T00:00:00Z"}, headers=headers)
     assert [n["content"] for n in page.json()["nodes"]] == ["I live in Boston"]
     page = world.client.get("/v1/nodes", params={"meta": 'topic="home"'}, headers=headers)
+    assert [n["content"] for n in page.json()["nodes"]] == ["I live in Chicago"]
+    prefixed = {"meta": 'topic={"$prefix": "h"}'}
+    page = world.client.get("/v1/nodes", params=prefixed, headers=headers)
     assert [n["content"] for n in page.json()["nodes"]] == ["I live in Chicago"]
     state = world.client.get(
         f"/v1/nodes/{ids['Boston']}/assertion-state",
@@ -153,6 +159,8 @@ def test_listing_and_assertion_state_as_of(world: World) -> None:
         {"occurred_since": "2024-01-01T00:00:00Z", "occurred_until": "2023-01-01T00:00:00Z"},
         {"meta": {"topic": ["home"]}},
         {"meta": {"topic": {"nested": 1}}},
+        {"meta": {"topic": {"$prefix": 1}}},
+        {"meta": {"topic": {"$prefix": "h", "$eq": "home"}}},
         {"filters": {"topic": "home"}},
         {"resolve_dates": "yes"},
     ],
@@ -169,6 +177,8 @@ def test_bad_retrieve_input_is_422(world: World, fields: dict[str, object]) -> N
         {"as_of": "2023-06-01T00:00:00"},
         {"meta": "topic=home"},
         {"meta": '{"topic": "home"}'},
+        {"meta": 'topic={"$prefix": 1}'},
+        {"meta": 'topic={"$suffix": "e"}'},
         {"occurred_since": "2024-01-01T00:00:00Z", "occurred_until": "2023-01-01T00:00:00Z"},
         {"occurred_after": "2023-01-01T00:00:00Z"},  # no such filter: never ignored
     ],

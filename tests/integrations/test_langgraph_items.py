@@ -332,7 +332,9 @@ def test_a_query_search_pages_through_the_ranking_as_the_listing_does(
         (("memories", "ada", "work"), None, 3, 4),
         (("memories", "ada"), {"n": {"$gte": 20}}, 0, 10),
         (("memories",), {"text": "fruit red number 3"}, 0, 3),
-        (("memories", "ada"), None, 28, 5),  # past the ranked documents: the listing
+        (("memories", "ada"), None, 28, 5),  # past the ranked documents: the unindexed
+        (("memories", "*", "home"), None, 0, 5),  # a wildcard: tested on the ranked nodes
+        (("memories", "ada", "wo"), None, 0, 5),  # a segment's prefix is no namespace
     ):
         args = {"query": "red fruit", "filter": query_filter, "offset": offset, "limit": limit}
         ranked = store.search(prefix, **args)
@@ -343,3 +345,31 @@ def test_a_query_search_pages_through_the_ranking_as_the_listing_does(
             None if i.score is None else pytest.approx(i.score, rel=1e-3) for i in expected
         ]
         assert "soon" not in {i.key for i in ranked}
+
+
+def test_a_query_search_in_a_small_namespace_lists_nothing(
+    client: MemoryClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The namespace prefix is a filter of the retrieval itself: the person's documents
+    in other namespaces neither crowd the ranking nor send the search to a listing of
+    every document; documents kept out of the index follow the ranked ones."""
+    store = OblivioStore(client, user_segment=1)
+    for i in range(40):
+        store.put(("memories", "ada"), f"m{i}", {"text": f"fruit basket {i}"})
+    store.put(("profiles", "ada"), "other", {"text": "fruit elsewhere"})
+    store.put(("profile", "ada"), "name", {"text": "fruit name Ada"})
+    store.put(("profile", "ada", "deeper"), "deep", {"text": "fruit deeper down"})
+    store.put(("profile", "ada"), "raw", {"text": "fruit raw"}, index=False)
+    listings: list[dict[str, object]] = []
+    read = client.list_items
+
+    def counted(**kwargs: Any) -> Any:
+        if kwargs.get("keys") is None:
+            listings.append(kwargs)
+        return read(**kwargs)
+
+    monkeypatch.setattr(client, "list_items", counted)
+    found = store.search(("profile", "ada"), query="fruit name", limit=10)
+    assert sorted(i.key for i in found[:2]) == ["deep", "name"]
+    assert [(i.key, i.score) for i in found[2:]] == [("raw", None)]
+    assert listings == []

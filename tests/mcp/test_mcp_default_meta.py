@@ -23,6 +23,11 @@ def test_stored_memories_carry_the_servers_default_meta(tmp_path: Path) -> None:
         stored = payload(await session.call_tool("memory_store", {"content": "I live in Oslo"}))
         message = {"message": "I use Vim.", "first_person_owner": True}
         ingested = payload(await session.call_tool("memory_ingest", message))
+        # The retrieval's meta filter sees it, by value or by a string's prefix.
+        for channel, found in (("mcp", True), ({"$prefix": "mc"}, True), ({"$prefix": "w"}, False)):
+            query = {"query": "Oslo", "meta": {"channel": channel}}
+            hits = payload(await session.call_tool("memory_retrieve", query))
+            assert ("I live in Oslo" in {h["content"] for h in hits}) is found, channel
         return str(stored["event_id"]), str(ingested["event_id"])
 
     stored_id, ingested_id = anyio.run(session_run, params, scenario)

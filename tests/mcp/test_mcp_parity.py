@@ -95,6 +95,10 @@ def test_memory_retrieve_takes_the_facades_filters(operator_server: Shared) -> N
             "memory_retrieve", {"query": "jazz", "scopes": ["galaxy"], **user}
         )
         assert "scopes" in error_text(refused)
+        refused = await session.call_tool(
+            "memory_retrieve", {"query": "jazz", "meta": {"venue": {"$suffix": "x"}}, **user}
+        )
+        assert "$prefix" in error_text(refused)
 
     operator_server.server.run(scenario)
 

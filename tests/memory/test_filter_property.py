@@ -20,6 +20,7 @@ START = datetime(2020, 1, 1, tzinfo=UTC)
 WORDS = ("tea", "garden", "train", "violin", "harbour", "letter")
 TOPICS = ("home", "work", None)
 SCOPES = ("personal", "project")
+PREFIXES = ({"$prefix": "ho"}, {"$prefix": "w"}, {"$prefix": ""}, {"$prefix": "homes"})
 #: Unique subjects per example: one store serves every example of a test.
 EXAMPLES = itertools.count()
 
@@ -68,8 +69,14 @@ class Query:
             (self.scopes is None or node.scope.value in self.scopes)
             and (self.since is None or effective >= self.since)
             and (self.until is None or effective < self.until)
-            and all(node.meta.get(k, object()) == v for k, v in (self.meta or {}).items())
+            and all(_meets(node.meta.get(k, object()), v) for k, v in (self.meta or {}).items())
         )
+
+
+def _meets(value: object, wanted: Any) -> bool:
+    if isinstance(wanted, dict):  # {"$prefix": text}
+        return isinstance(value, str) and value.startswith(wanted["$prefix"])
+    return value == wanted
 
 
 def _window(bounds: tuple[int | None, int | None]) -> bool:
@@ -87,7 +94,8 @@ queries = st.builds(
     meta=st.none()
     | st.fixed_dictionaries({"topic": st.sampled_from(TOPICS)})
     | st.fixed_dictionaries({"rank": st.integers(1, 3)})
-    | st.fixed_dictionaries({"rank": st.just(2.0), "topic": st.sampled_from(TOPICS)}),
+    | st.fixed_dictionaries({"rank": st.just(2.0), "topic": st.sampled_from(TOPICS)})
+    | st.fixed_dictionaries({"topic": st.sampled_from(PREFIXES)}),
     limit=st.integers(1, 6),
 )
 
