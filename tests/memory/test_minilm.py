@@ -25,6 +25,8 @@ import pytest
 from safetensors.numpy import save
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
 
+from oblivio import MemoryClient
+from oblivio.settings import Settings
 from projections import minilm
 from projections.embedders import EmbedderUnavailableError, cosine, resolve_embedder
 from projections.minilm import BertShape, MiniLMEmbedder, ModelIntegrityError, ModelPins
@@ -277,3 +279,21 @@ def test_loading_int8_does_not_touch_the_root_logger(
     small_embedder(small_model, quantized=True)
     assert (root.handlers, root.level, root.filters) == (handlers, level, [])
     assert [r for r in caplog.records if r.name == "root"] == []
+
+
+@pytest.mark.parametrize("quantized", [False, True])
+def test_a_store_on_it_replays_to_its_live_vectors(
+    small_model: tuple[Path, ModelPins], tmp_path: Path, quantized: bool
+) -> None:
+    """The vector worker embeds pages of memories, a replay embeds what remains after a
+    delete in other company: the vector state's digests must still agree."""
+    embedder = small_embedder(small_model, quantized=quantized)
+    with MemoryClient(settings=Settings(data_dir=tmp_path), embedder=embedder) as memory:
+        events = [memory.store(text, user_id="ana") for text in TEXTS if text]
+        memory.delete_event(events[1], user_id="ana")
+        found = memory.retrieve("my job", user_id="ana", limit=3)
+        assert found.nodes
+        assert all(n.content != TEXTS[1] for n in found.nodes)
+        comparison = memory.replay_comparison(user_id="ana")
+    assert comparison
+    assert all(live == replayed for live, replayed in comparison.values())
