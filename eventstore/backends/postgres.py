@@ -21,7 +21,6 @@ on the same server do not (the server-wide ``pg_snapshot_xmin`` once did).
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -37,6 +36,7 @@ from psycopg.types.datetime import TimestampLoader, TimestamptzBinaryLoader
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
+from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.sql.dml import Insert
 
 from eventstore.backends.port import Backend, head_params
@@ -214,33 +214,37 @@ _DURABLE_OPTION = "oblivio_durable"
 _BEGIN = (b"BEGIN",)
 _BEGIN_NOT_DURABLE = (b"BEGIN", b"SET LOCAL synchronous_commit = off")
 
-# Transactions begun whose BEGIN is not sent yet, by connection.  psycopg sends
-# its own BEGIN before a transaction's first statement and waits for it (a
-# pipeline waits for it too): one round trip of its own.  Instead BEGIN waits
-# here and goes out with the first statement, in the same simple query when
-# that statement is a hot read (``fetch``: a write transaction's first statement
-# is its stream's lock), or just before it otherwise.  psycopg reads the
-# transaction's status from libpq, so it then sends no BEGIN, and it ends the
-# transaction as any other.
-_unsent_begins: weakref.WeakKeyDictionary[Connection, tuple[bytes, ...]] = (
-    weakref.WeakKeyDictionary()
-)
+# A transaction begun whose BEGIN is not sent yet (in its connection's info).
+# psycopg sends its own BEGIN before a transaction's first statement and waits
+# for it (a pipeline waits for it too): one round trip of its own.  Instead
+# BEGIN waits here and goes out with the first statement, in the same simple
+# query when that statement is a hot read (``fetch``: a write transaction's
+# first statement is its stream's lock), or just before it otherwise.  psycopg
+# reads the transaction's status from libpq, so it then sends no BEGIN, and it
+# ends the transaction as any other.
+_UNSENT_BEGIN = "oblivio_unsent_begin"
 
 
 def _begin(conn: Connection) -> None:
     durable = conn.get_execution_options().get(_DURABLE_OPTION, True)
-    _unsent_begins[conn] = _BEGIN if durable else _BEGIN_NOT_DURABLE
+    conn.info[_UNSENT_BEGIN] = _BEGIN if durable else _BEGIN_NOT_DURABLE
 
 
 def _forget_begin(conn: Connection) -> None:
-    _unsent_begins.pop(conn, None)
+    if not conn.invalidated:  # an invalidated one has no info left to clean
+        conn.info.pop(_UNSENT_BEGIN, None)
+
+
+def _forget_begin_at_checkin(_driver: object, record: ConnectionPoolEntry) -> None:
+    # A transaction that ended without a statement leaves nothing owed behind.
+    record.info.pop(_UNSENT_BEGIN, None)
 
 
 def _begin_with(conn: Connection, driver: psycopg.Connection[Any]) -> bytes:
     """The statements still owed before the transaction's first one (``b""`` if none),
     each followed by ``;``.  BEGIN only if no transaction is open: a caller that
     went to the driver directly has already made psycopg open one."""
-    owed = _unsent_begins.pop(conn, ())
+    owed: tuple[bytes, ...] = conn.info.pop(_UNSENT_BEGIN, ())
     if driver.pgconn.transaction_status != pq.TransactionStatus.IDLE:
         owed = tuple(s for s in owed if s != b"BEGIN")
     return b"".join(s + b"; " for s in owed)
@@ -258,7 +262,7 @@ def _driver(conn: Connection) -> psycopg.Connection[Any]:
 
 def _send_owed_begin(conn: Connection, *_: Any) -> None:
     # Before each of SQLAlchemy's own statements (its cursors are psycopg's).
-    if conn in _unsent_begins:
+    if _UNSENT_BEGIN in conn.info:
         _driver(conn)
 
 
@@ -294,6 +298,7 @@ class PostgresBackend(Backend):
         sa.event.listen(self.engine, "before_cursor_execute", _send_owed_begin)
         sa.event.listen(self.engine, "commit", _forget_begin)
         sa.event.listen(self.engine, "rollback", _forget_begin)
+        sa.event.listen(self.engine, "checkin", _forget_begin_at_checkin)
         # A pool of its own whose connections stay in autocommit: a statement
         # read sends no BEGIN or ROLLBACK.  Lending the main pool's connections
         # in autocommit instead (execution_options) switched them on every
@@ -346,7 +351,7 @@ class PostgresBackend(Backend):
         if compiled is None:
             compiled = self._driver_sql[query] = _compile(query, self.engine.dialect)
         sql, constants = compiled
-        if conn in _unsent_begins:
+        if _UNSENT_BEGIN in conn.info:
             return _first_fetch(conn, sql, constants | params)
         with _binary_cursor(conn) as cursor:
             cursor.execute(sql, constants | params)
