@@ -226,6 +226,9 @@ _UNSENT_BEGIN = "oblivio_unsent_begin"
 
 
 def _begin(conn: Connection) -> None:
+    driver = conn.connection.driver_connection
+    if driver is None or driver.autocommit:  # SQLAlchemy begins; the server never does
+        return
     durable = conn.get_execution_options().get(_DURABLE_OPTION, True)
     conn.info[_UNSENT_BEGIN] = _BEGIN if durable else _BEGIN_NOT_DURABLE
 
