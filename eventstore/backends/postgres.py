@@ -21,7 +21,7 @@ on the same server do not (the server-wide ``pg_snapshot_xmin`` once did).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -445,6 +445,42 @@ def pipelined(conn: Connection) -> Iterator[None]:
         return
     with driver.pipeline():
         yield
+
+
+# A plain INSERT as the driver runs it: its SQL, and the bind processors of its
+# parameters that have one (UTC datetimes made naive, as UTCDateTime writes them).
+_Processors = tuple[tuple[str, Callable[[Any], Any]], ...]
+_insert_sql: dict[tuple[Insert, frozenset[str]], tuple[str, _Processors]] = {}
+
+
+def insert_rows(conn: Connection, insert: Insert, rows: Sequence[Mapping[str, Any]]) -> None:
+    """See :func:`eventstore.backends.insert_rows`; in the caller's pipeline, if any."""
+    if not rows:
+        return
+    key = (insert, frozenset(rows[0]))
+    compiled = _insert_sql.get(key)
+    if compiled is None:
+        compiled = _insert_sql[key] = _compile_insert(insert, list(rows[0]), conn.dialect)
+    sql, processors = compiled
+    values = [dict(row) for row in rows]
+    for row in values:
+        for name, process in processors:
+            row[name] = process(row[name])
+    driver = _driver(conn)
+    with _invalidated_if_broken(conn, driver), driver.cursor() as cursor:
+        cursor.executemany(sql, values)
+
+
+def _compile_insert(
+    insert: Insert, keys: list[str], dialect: sa.Dialect
+) -> tuple[str, _Processors]:
+    compiled = insert.compile(dialect=dialect, column_keys=keys)
+    processors = tuple(
+        (name, process)
+        for name, bind in compiled.binds.items()
+        if (process := bind.type.bind_processor(dialect)) is not None
+    )
+    return str(compiled), processors
 
 
 @contextmanager
