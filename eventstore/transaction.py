@@ -8,11 +8,13 @@ the audit entry).  Either all of it commits or none of it does.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, overload
+from typing import Any, Literal, TypeVar, overload
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -21,7 +23,7 @@ from sqlalchemy.sql.dml import Insert
 from eventstore import audit_index, crypto, subject_rights
 from eventstore.audit import AUDIT_NAMESPACE, AUDIT_SUBJECT, AuditEntry
 from eventstore.backends.port import Backend
-from eventstore.batch import encode_batch, recorded_events, seal_batch
+from eventstore.batch import Placement, encode_batch, recorded_events, seal_batch
 from eventstore.codec import EncodedEvent, EventCodec, SubjectCipher, WrappedKey, from_json_bytes
 from eventstore.errors import (
     DuplicateEventError,
@@ -55,6 +57,15 @@ from eventstore.schema import audit_index as audit_index_table
 from eventstore.schema import data_keys, events, streams, subject_restrictions
 
 Clock = Callable[[], datetime]
+T = TypeVar("T")
+
+# Where an appended event stands in the log before the database has placed it.
+_UNPLACED: Placement = (0, 0)
+
+
+def _derive_nothing(_appended: list[RecordedEvent]) -> None:
+    return None
+
 
 # Appends racing a forget may find their stream generation closed after they
 # waited for its lock; they then move to the next generation.  More than a
@@ -210,12 +221,21 @@ class Transaction:
         return self._append_encoded(stream, encoded, expected_version)
 
     def append_each(
-        self, stream: LockedStream, new_events: Sequence[NewEvent]
-    ) -> list[tuple[RecordedEvent, bool]]:
+        self,
+        stream: LockedStream,
+        new_events: Sequence[NewEvent],
+        derive: Callable[[list[RecordedEvent]], T],
+    ) -> tuple[list[tuple[RecordedEvent, bool]], T | None]:
         """Append to a locked stream, each event on its own idempotency: one whose
         caller-chosen id is in the log already must repeat it exactly
         (:class:`DuplicateEventError` otherwise) and comes back as stored, flagged
         True; the others are appended together, in order.  One lookup, one append.
+
+        ``derive`` writes what the appended events derive (the inline projection's
+        rows) and is sent with the append, in the same round trip where the backend
+        can (see :meth:`Backend.append`): it is given the events before their place
+        in the log is known (position and commit group 0), and must not read.  What
+        it returns comes back beside the events; ``None`` when nothing was appended.
 
         The whole batch is validated before anything is written.
         """
@@ -228,13 +248,17 @@ class Transaction:
             if event.event_id in earlier:
                 self._check_same(stream, event, earlier[event.event_id])
         fresh = [e for e in encoded if e.event_id not in earlier]
+        written: list[RecordedEvent] = []
+        derived = None
         if fresh:
             self._refuse_if_restricted(stream, fresh)
-        written = iter(self._write(stream, fresh) if fresh else ())
-        return [
-            (earlier[e.event_id], True) if e.event_id in earlier else (next(written), False)
+            written, derived = self._write(stream, fresh, derive)
+        placed = iter(written)
+        appended = [
+            (earlier[e.event_id], True) if e.event_id in earlier else (next(placed), False)
             for e in encoded
         ]
+        return appended, derived
 
     def append_encoded(
         self,
@@ -304,7 +328,7 @@ class Transaction:
         if expected_version is not ANY and expected_version != stream.version:
             raise WrongExpectedVersionError(int(expected_version), stream.version)
         self._refuse_if_restricted(stream, encoded)
-        return self._write(stream, encoded)
+        return self._write(stream, encoded, _derive_nothing)[0]
 
     def processing_restricted(self, stream: LockedStream) -> bool:
         """Whether processing of the stream's subject is restricted (GDPR Art. 18).
@@ -367,16 +391,29 @@ class Transaction:
         if not same:
             raise DuplicateEventError()
 
-    def _write(self, stream: LockedStream, encoded: Sequence[EncodedEvent]) -> list[RecordedEvent]:
+    def _write(
+        self,
+        stream: LockedStream,
+        encoded: Sequence[EncodedEvent],
+        derive: Callable[[list[RecordedEvent]], T],
+    ) -> tuple[list[RecordedEvent], T]:
         head = (stream.version, stream.chain_hash)
         batch = seal_batch(
             self.codec, self._data_key(stream), stream.ref, head, encoded, self.clock()
         )
-        placements = self.backend.append(self.connection, batch)
+        unplaced = recorded_events(batch, [_UNPLACED] * len(encoded))
+        placements, derived = self.backend.append(
+            self.connection, batch, functools.partial(derive, unplaced)
+        )
         if placements is None:  # the stream row lock makes this unreachable
+            # ``derive`` may have written: the exception rolls it back with the rest.
             raise OperationalError("stream head moved during the append; retry")
         stream.version, stream.chain_hash = batch.new_version, batch.chain_hash
-        return recorded_events(batch, placements)
+        placed = [
+            dataclasses.replace(event, position=position, commit_group=group)
+            for event, (position, group) in zip(unplaced, placements, strict=True)
+        ]
+        return placed, derived
 
     def _data_key(self, stream: LockedStream) -> bytes:
         if stream.wrapped_key is None:

@@ -9,15 +9,17 @@ at each method saying why its database needs what it does.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.dml import Insert
 
 from eventstore.batch import Placement, SealedBatch
+
+T = TypeVar("T")
 
 
 class Backend(abc.ABC):
@@ -65,13 +67,19 @@ class Backend(abc.ABC):
         """``INSERT`` into ``table`` that skips rows whose unique key exists already."""
 
     @abc.abstractmethod
-    def append(self, conn: Connection, batch: SealedBatch) -> Sequence[Placement] | None:
-        """Move the stream head and insert the batch's rows, or write nothing.
+    def append(
+        self, conn: Connection, batch: SealedBatch, alongside: Callable[[], T]
+    ) -> tuple[Sequence[Placement] | None, T]:
+        """Move the stream head and insert the batch's rows, or write nothing; then
+        run ``alongside`` (statements whose results it does not read, such as the
+        inline projection's INSERTs) and return what it returns.
 
         Writes only if the stream head is still at ``batch.old_version`` and
         the stream is open with its data key alive; returns the rows'
-        placements in version order, or ``None`` otherwise.  Runs inside the
-        caller's transaction.
+        placements in version order, or ``None`` otherwise (``alongside`` may
+        have written then: the caller must roll back).  Runs inside the
+        caller's transaction; a backend may send the append and ``alongside``'s
+        statements together, so nothing in ``alongside`` may wait for a result.
         """
 
     @abc.abstractmethod

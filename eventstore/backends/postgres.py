@@ -21,25 +21,30 @@ on the same server do not (the server-wide ``pg_snapshot_xmin`` once did).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 import psycopg
 import psycopg.errors
 import sqlalchemy as sa
 from psycopg import pq
-from psycopg.types.datetime import TimestamptzBinaryLoader
+from psycopg.abc import Buffer
+from psycopg.adapt import Transformer
+from psycopg.types.datetime import TimestampLoader, TimestamptzBinaryLoader
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
+from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.sql.dml import Insert
 
 from eventstore.backends.port import Backend, head_params
 from eventstore.batch import Placement, SealedBatch
 from eventstore.errors import ConflictError, DuplicateEventError, OperationalError
 from eventstore.schema import events
+
+T = TypeVar("T")
 
 # Driver errors that mean "try again": lost connections, serialisation
 # failures, deadlocks, lock timeouts.
@@ -202,26 +207,84 @@ def _load_timestamps_aware(driver: psycopg.Connection[Any], _record: object) -> 
 
 _DURABLE_OPTION = "oblivio_durable"
 
+# What a write transaction's first statement is sent with: BEGIN, and for a
+# commit that need not be durable the setting that lets it return before the
+# WAL flush (the server stays consistent after a crash: it may lose the last
+# such commits, never a part of one; the setting ends with the transaction).
+_BEGIN = (b"BEGIN",)
+_BEGIN_NOT_DURABLE = (b"BEGIN", b"SET LOCAL synchronous_commit = off")
 
-_BEGIN_NOT_DURABLE = b"BEGIN; SET LOCAL synchronous_commit = off"
+# A transaction begun whose BEGIN is not sent yet (in its connection's info).
+# psycopg sends its own BEGIN before a transaction's first statement and waits
+# for it (a pipeline waits for it too): one round trip of its own.  Instead
+# BEGIN waits here and goes out with the first statement, in the same simple
+# query when that statement is a hot read (``fetch``: a write transaction's
+# first statement is its stream's lock), or just before it otherwise.  psycopg
+# reads the transaction's status from libpq, so it then sends no BEGIN, and it
+# ends the transaction as any other.
+_UNSENT_BEGIN = "oblivio_unsent_begin"
 
 
 def _begin(conn: Connection) -> None:
-    # A commit that need not be durable does not wait for the WAL flush; the
-    # server stays consistent after a crash (it may lose the last such commits,
-    # never a part of one), and the setting ends with the transaction.
-    #
-    # BEGIN and the setting go as one simple query, one round trip: psycopg
-    # would send its BEGIN on its own before the first statement (a pipeline
-    # does not help, it waits for that BEGIN too).  psycopg reads the
-    # transaction's status from libpq, so it then sends no BEGIN, and it ends
-    # the transaction as any other.
-    if not conn.get_execution_options().get(_DURABLE_OPTION, True):
-        driver = conn.connection.driver_connection
-        assert driver is not None  # a live pooled connection
-        result = driver.pgconn.exec_(_BEGIN_NOT_DURABLE)
-        if result.status != pq.ExecStatus.COMMAND_OK:
-            raise psycopg.errors.error_from_result(result, driver.info.encoding)
+    driver = conn.connection.driver_connection
+    if driver is None or driver.autocommit:  # SQLAlchemy begins; the server never does
+        return
+    durable = conn.get_execution_options().get(_DURABLE_OPTION, True)
+    conn.info[_UNSENT_BEGIN] = _BEGIN if durable else _BEGIN_NOT_DURABLE
+
+
+def _forget_begin(conn: Connection) -> None:
+    if not conn.invalidated:  # an invalidated one has no info left to clean
+        conn.info.pop(_UNSENT_BEGIN, None)
+
+
+def _forget_begin_at_checkin(_driver: object, record: ConnectionPoolEntry) -> None:
+    # A transaction that ended without a statement leaves nothing owed behind.
+    record.info.pop(_UNSENT_BEGIN, None)
+
+
+def _begin_with(conn: Connection, driver: psycopg.Connection[Any]) -> bytes:
+    """The statements still owed before the transaction's first one (``b""`` if none),
+    each followed by ``;``.  BEGIN only if no transaction is open: a caller that
+    went to the driver directly has already made psycopg open one."""
+    owed: tuple[bytes, ...] = conn.info.pop(_UNSENT_BEGIN, ())
+    if driver.pgconn.transaction_status != pq.TransactionStatus.IDLE:
+        owed = tuple(s for s in owed if s != b"BEGIN")
+    return b"".join(s + b"; " for s in owed)
+
+
+def _driver(conn: Connection) -> psycopg.Connection[Any]:
+    """The driver's connection under ``conn``, with any BEGIN it owes sent."""
+    driver: psycopg.Connection[Any] | None = conn.connection.driver_connection
+    assert driver is not None  # a live pooled connection
+    owed = _begin_with(conn, driver)
+    if owed:
+        _exec_simple(driver, owed)
+    return driver
+
+
+def _send_owed_begin(conn: Connection, *_: Any) -> None:
+    # Before each of SQLAlchemy's own statements (its cursors are psycopg's).
+    if _UNSENT_BEGIN in conn.info:
+        _driver(conn)
+
+
+def _exec_simple(driver: psycopg.Connection[Any], sql: bytes) -> pq.abc.PGresult:
+    """``sql`` (one or more statements) as one simple query; the last one's result."""
+    result = driver.pgconn.exec_(sql)
+    if result.status in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK):
+        return result
+    if driver.pgconn.status == pq.ConnStatus.BAD:  # as psycopg reports a lost connection
+        raise psycopg.OperationalError(pq.error_message(driver.pgconn))
+    raise psycopg.errors.error_from_result(result, driver.info.encoding)
+
+
+class _UTCTimestampLoader(TimestampLoader):
+    """A ``timestamp`` column's text (naive UTC, see eventstore.schema.UTCDateTime)
+    as an aware datetime, as fetch's binary cursors load it."""
+
+    def load(self, data: Buffer) -> datetime:
+        return super().load(data).replace(tzinfo=UTC)
 
 
 class PostgresBackend(Backend):
@@ -235,6 +298,10 @@ class PostgresBackend(Backend):
     def __init__(self, url: str) -> None:
         super().__init__(_engine(url, session=self.session_options))
         sa.event.listen(self.engine, "begin", _begin)
+        sa.event.listen(self.engine, "before_cursor_execute", _send_owed_begin)
+        sa.event.listen(self.engine, "commit", _forget_begin)
+        sa.event.listen(self.engine, "rollback", _forget_begin)
+        sa.event.listen(self.engine, "checkin", _forget_begin_at_checkin)
         # A pool of its own whose connections stay in autocommit: a statement
         # read sends no BEGIN or ROLLBACK.  Lending the main pool's connections
         # in autocommit instead (execution_options) switched them on every
@@ -287,6 +354,8 @@ class PostgresBackend(Backend):
         if compiled is None:
             compiled = self._driver_sql[query] = _compile(query, self.engine.dialect)
         sql, constants = compiled
+        if _UNSENT_BEGIN in conn.info:
+            return _first_fetch(conn, sql, constants | params)
         with _binary_cursor(conn) as cursor:
             cursor.execute(sql, constants | params)
             rows: list[Sequence[Any]] = cursor.fetchall()
@@ -313,7 +382,9 @@ class PostgresBackend(Backend):
         # One array parameter: the SQL stays the same for any number of values.
         return column == sa.any_(sa.bindparam(name, type_=ARRAY(column.type)))
 
-    def append(self, conn: Connection, batch: SealedBatch) -> list[Placement] | None:
+    def append(
+        self, conn: Connection, batch: SealedBatch, alongside: Callable[[], T]
+    ) -> tuple[list[Placement] | None, T]:
         params = head_params(batch) | {
             # The column holds naive UTC, as SQLAlchemy's UTCDateTime writes it.
             "recorded_at": batch.recorded_at.astimezone(UTC).replace(tzinfo=None),
@@ -327,11 +398,17 @@ class PostgresBackend(Backend):
         }
         # psycopg's cursor in binary mode: the arrays of ids, ciphertexts and
         # hashes go over as they are, without text escaping on either side.
+        # The append and the statements alongside it (plain INSERTs) go in one
+        # pipeline, one wait for all; the append's rows are read after it.
         with _binary_cursor(conn) as cursor:
-            rows = cursor.execute(_APPEND, params).fetchall()
+            with pipelined(conn):
+                cursor.execute(_APPEND, params)
+                alongside_result = alongside()
+            rows = cursor.fetchall()
         if not rows:
-            return None
-        return [(position, group) for position, group, _ in sorted(rows, key=lambda r: r[2])]
+            return None, alongside_result
+        placements = [(position, group) for position, group, _ in sorted(rows, key=lambda r: r[2])]
+        return placements, alongside_result
 
     def dispose(self) -> None:
         self._autocommit.dispose()
@@ -360,10 +437,50 @@ def pipelined(conn: Connection) -> Iterator[None]:
     the caller's transaction and error translation, and the transaction rolls
     back as it would have.
     """
-    driver = conn.connection.driver_connection
-    assert driver is not None  # a live pooled connection
+    driver = _driver(conn)
+    if driver.pgconn.pipeline_status != pq.PipelineStatus.OFF:
+        # Inside another pipeline (the append's): its end waits for these too.
+        # psycopg's nested pipeline would wait for what was sent before it.
+        yield
+        return
     with driver.pipeline():
         yield
+
+
+# A plain INSERT as the driver runs it: its SQL, and the bind processors of its
+# parameters that have one (UTC datetimes made naive, as UTCDateTime writes them).
+_Processors = tuple[tuple[str, Callable[[Any], Any]], ...]
+_insert_sql: dict[tuple[Insert, frozenset[str]], tuple[str, _Processors]] = {}
+
+
+def insert_rows(conn: Connection, insert: Insert, rows: Sequence[Mapping[str, Any]]) -> None:
+    """See :func:`eventstore.backends.insert_rows`; in the caller's pipeline, if any."""
+    if not rows:
+        return
+    key = (insert, frozenset(rows[0]))
+    compiled = _insert_sql.get(key)
+    if compiled is None:
+        compiled = _insert_sql[key] = _compile_insert(insert, list(rows[0]), conn.dialect)
+    sql, processors = compiled
+    values = [dict(row) for row in rows]
+    for row in values:
+        for name, process in processors:
+            row[name] = process(row[name])
+    driver = _driver(conn)
+    with _invalidated_if_broken(conn, driver), driver.cursor() as cursor:
+        cursor.executemany(sql, values)
+
+
+def _compile_insert(
+    insert: Insert, keys: list[str], dialect: sa.Dialect
+) -> tuple[str, _Processors]:
+    compiled = insert.compile(dialect=dialect, column_keys=keys)
+    processors = tuple(
+        (name, process)
+        for name, bind in compiled.binds.items()
+        if (process := bind.type.bind_processor(dialect)) is not None
+    )
+    return str(compiled), processors
 
 
 @contextmanager
@@ -375,16 +492,37 @@ def _binary_cursor(conn: Connection) -> Iterator[psycopg.Cursor[Any]]:
     the connection is invalidated and the pool's other connections (likely
     dropped with it, as in a server restart) are replaced on their next checkout.
     """
-    driver = conn.connection.driver_connection
-    assert driver is not None  # a live pooled connection
+    driver = _driver(conn)
+    with _invalidated_if_broken(conn, driver), driver.cursor(binary=True) as cursor:
+        yield cursor
+
+
+@contextmanager
+def _invalidated_if_broken(conn: Connection, driver: psycopg.Connection[Any]) -> Iterator[None]:
     try:
-        with driver.cursor(binary=True) as cursor:
-            yield cursor
+        yield
     except psycopg.Error as e:
         if driver.broken:
             conn.invalidate(e)
             conn.engine.dispose(close=False)
         raise
+
+
+def _first_fetch(conn: Connection, sql: str, params: dict[str, Any]) -> list[Sequence[Any]]:
+    """A transaction's first statement, a read, sent in one simple query with the
+    BEGIN it owes: one round trip for both.  A simple query takes no parameters,
+    so psycopg binds them into the text (as its client-side cursors do) and its
+    rows come back as text, loaded as fetch's binary ones are."""
+    driver = conn.connection.driver_connection
+    assert driver is not None  # a live pooled connection
+    owed = _begin_with(conn, driver)
+    with _invalidated_if_broken(conn, driver), psycopg.ClientCursor(driver) as cursor:
+        query = owed + cursor.mogrify(sql, params).encode(driver.info.encoding)
+        result = _exec_simple(driver, query)
+        cursor.adapters.register_loader(_TIMESTAMP_OID, _UTCTimestampLoader)
+        rows = Transformer(cursor)
+        rows.set_pgresult(result)
+        return rows.load_rows(0, result.ntuples, tuple)
 
 
 def _compile(query: sa.Select[Any], dialect: sa.Dialect) -> tuple[str, dict[str, Any]]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -20,6 +20,8 @@ from eventstore.backends.port import Backend, head_params
 from eventstore.batch import Placement, SealedBatch, event_rows
 from eventstore.errors import ConflictError, OperationalError
 from eventstore.schema import events
+
+T = TypeVar("T")
 
 DATABASE_FILE = "oblivio.sqlite3"
 BUSY_TIMEOUT_MS = 30_000
@@ -136,7 +138,13 @@ class SQLiteBackend(Backend):
         # SQLAlchemy expands the list into one placeholder per value when it runs.
         return column.in_(sa.bindparam(name, expanding=True))
 
-    def append(self, conn: Connection, batch: SealedBatch) -> list[Placement] | None:
+    def append(
+        self, conn: Connection, batch: SealedBatch, alongside: Callable[[], T]
+    ) -> tuple[list[Placement] | None, T]:
+        # In the process: nothing to send together, the statements run in turn.
+        return self._append(conn, batch), alongside()
+
+    def _append(self, conn: Connection, batch: SealedBatch) -> list[Placement] | None:
         if conn.execute(_MOVE_HEAD, head_params(batch)).rowcount != 1:
             return None
         rows = event_rows(batch, commit_group=0)

@@ -193,12 +193,15 @@ def append_memories(
             )
             for data, request in memories
         ]
+        cipher = _cipher(tx, stream)
         try:
-            appended = tx.append_each(stream, events)
+            # The graph rows go with the append (one round trip on PostgreSQL).
+            appended, node_ids = tx.append_each(
+                stream, events, lambda fresh: ctx.graph.apply_stored(tx.connection, cipher, fresh)
+            )
         except DuplicateEventError as e:
             raise IdempotencyConflictError() from e
-        fresh = [recorded for recorded, replayed in appended if not replayed]
-        derived = iter(ctx.graph.apply_stored(tx.connection, _cipher(tx, stream), fresh))
+        derived = iter(node_ids or ())
         graph = GraphReads(tx)
         return [
             (

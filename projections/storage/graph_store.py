@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from eventstore import SubjectCipher
-from eventstore.backends import sent_together
+from eventstore.backends import insert_rows, sent_together
 from eventstore.schema import events
 from projections.model import LifecycleState, Node, NodeType, Scope, SourceType
 from projections.storage.tables import (
@@ -147,10 +147,9 @@ class GraphStore:
         ]
         # Three INSERTs that return nothing: one wait for the three on PostgreSQL.
         with sent_together(self.conn):
-            self.conn.execute(_insert_source, sources)
-            if rows:
-                self.conn.execute(_insert_node, rows)
-                self.conn.execute(_insert_directory, [_directory_entry(row) for row in rows])
+            insert_rows(self.conn, _insert_source, sources)
+            insert_rows(self.conn, _insert_node, rows)
+            insert_rows(self.conn, _insert_directory, [_directory_entry(row) for row in rows])
 
     def add_claim_nodes(
         self,

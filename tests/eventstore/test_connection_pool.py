@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
+from psycopg import pq
 
 from eventstore import create_backend
 from eventstore.backends.port import Backend
@@ -49,3 +50,16 @@ def test_concurrent_writers_reuse_the_connections_they_opened(backend: Backend) 
         t.join()
     assert not all_holding.broken
     assert len(opened) == CONCURRENT
+
+
+def test_an_autocommit_connection_of_the_main_pool_opens_no_transaction(
+    backend: Backend,
+) -> None:
+    """A write transaction owes its BEGIN until its first statement; a connection put in
+    autocommit (an operator's CREATE DATABASE) owes none."""
+    with backend.engine.connect() as conn:
+        conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+        conn.exec_driver_sql("SELECT 1")
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        assert driver.pgconn.transaction_status == pq.TransactionStatus.IDLE

@@ -71,12 +71,13 @@ def test_store_runs_the_extractor_once(tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
-def test_a_store_waits_five_times_on_postgresql(pg_settings: Settings) -> None:
-    """BEGIN, the stream's lock (with the restriction), the append, the graph rows
-    (one pipeline), COMMIT; a batch waits as often as one memory."""
+def test_a_store_waits_three_times_on_postgresql(pg_settings: Settings) -> None:
+    """BEGIN with the stream's lock (and the restriction) in one simple query, the
+    append with the graph rows in one pipeline, COMMIT; a batch waits as often as
+    one memory."""
     with MemoryClient(settings=pg_settings) as client:
         client.store("Alice lives in Berlin", user_id="alice")  # the stream exists
         stored = round_trips(lambda: client.store("Alice moved", user_id="alice"))
         batch = [{"content": f"Alice fact {n}"} for n in range(50)]
         many = round_trips(lambda: client.store_many(batch, user_id="alice"))
-    assert (stored, many) == (5, 5)
+    assert (stored, many) == (3, 3)
