@@ -41,6 +41,13 @@ from projections.storage.vector_store import VectorStore
 from projections.store_embedders import StoreEmbedders
 
 
+class FollowedUp(Protocol):
+    """What a follower's wait says (``workers.follower.CaughtUp``)."""
+
+    @property
+    def may_have_appended(self) -> bool: ...
+
+
 class CatchesUp(Protocol):
     """The asynchronous projection's runner, as a consistent read needs it
     (``workers.projector.ProjectionRunner``)."""
@@ -54,7 +61,7 @@ class CatchesUp(Protocol):
         timeout: float,
         *,
         checkpoint: LogCursor | None = None,
-    ) -> bool: ...
+    ) -> FollowedUp | None: ...
 
 
 class Follower(CatchesUp, Protocol):
@@ -203,12 +210,16 @@ class RetrievalService:
         if follower is not None and not token.followed:
             assert token.last_event is not None  # followed says so
             stream_id, mark = token.stream_id, token.follower_mark
-            if not follower.catch_up(token.last_event, stream_id, timeout, checkpoint=mark):
+            followed = follower.catch_up(token.last_event, stream_id, timeout, checkpoint=mark)
+            if followed is None:
                 raise NotCaughtUpError()
-            # Reread: the follower may have appended to the stream (a likely update).
-            token = self._token(namespace, user)
-            if token is None or not token.readable:
-                return token
+            if followed.may_have_appended:
+                # Reread: the follower may have appended to the stream (a likely update).
+                token = self._token(namespace, user)
+                if token is None or not token.readable:
+                    return token
+            else:
+                token = token.followed_now()
         if token.caught_up:
             return token
         assert token.last_event is not None  # caught_up says so
