@@ -341,9 +341,14 @@ class EventReads:
         return self.read(conn, self._of_stream, params)
 
 
+#: Built once: every read that decrypts a projection's rows asks for a data key, and
+#: building the statement (with its cache key) cost about as much CPU as running it.
+_DATA_KEY = sa.select(data_keys).where(data_keys.c.stream_id == sa.bindparam("stream_id"))
+
+
 def load_data_key(conn: Connection, codec: EventCodec, stream_id: int) -> bytes | None:
     """The unwrapped data key of a stream, or ``None`` once it was destroyed."""
-    row = conn.execute(sa.select(data_keys).where(data_keys.c.stream_id == stream_id)).first()
+    row = conn.execute(_DATA_KEY, {"stream_id": stream_id}).first()
     if row is None:
         return None
     return codec.unwrap(WrappedKey(row.dek_id, row.kek_version, row.wrapped_key))

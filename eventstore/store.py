@@ -78,13 +78,21 @@ _STREAM_BACKWARDS = (
 class ReadView:
     """A connection for reading projection tables, and the ciphers to decrypt them."""
 
-    def __init__(self, conn: sa.Connection, codec: EventCodec) -> None:
+    def __init__(self, conn: sa.Connection, codec: EventCodec, reads: EventReads) -> None:
         self.connection = conn
         self._codec = codec
+        self._reads = reads
 
     def cipher(self, stream_id: int) -> SubjectCipher | None:
         """The stream's cipher, or ``None`` once its data key is destroyed."""
         return subject_cipher(self.connection, self._codec, stream_id)
+
+    def stream_events(self, stream_id: int, after_version: int) -> list[RecordedEvent]:
+        """Every event of one stream generation past ``after_version``, by version, in
+        this view (a cached index reads what it has not applied in the view that reads
+        the rows of those events: by the stream's id, no lookup of the subject's latest
+        stream first)."""
+        return self._reads.of_stream(self.connection, stream_id, after_version)
 
 
 def utc_now() -> datetime:
@@ -202,7 +210,7 @@ class EventStore:
         """
         connection = self.backend.read_connection if snapshot else self.backend.statement_reads
         with connection() as conn:
-            yield ReadView(conn, self.codec)
+            yield ReadView(conn, self.codec, self.reads)
 
     def append_audit(self, entry: AuditEntry) -> RecordedEvent:
         with self.transaction() as tx:

@@ -47,7 +47,7 @@ from projections.claims.publication import claims_event
 from projections.graph import NodeGraphProjection
 from projections.reads import GraphReads
 from projections.storage import checkpoints
-from workers.follower import LogFollower
+from workers.follower import FollowedPage, LogFollower
 
 log = logging.getLogger(__name__)
 
@@ -86,15 +86,13 @@ class ExtractionWorker(LogFollower):
         self.batch_size = batch_size
         super().__init__(store, NAME, partitions=partitions, threads=threads, clock=clock)
 
-    def follow_page(
-        self, partition: int, after: LogCursor | None = None
-    ) -> tuple[int, LogCursor] | None:
+    def follow_page(self, partition: int, after: LogCursor | None = None) -> FollowedPage | None:
         """Extract one page of a partition: the events read and the checkpoint after
-        them; ``None`` when another worker moved it first."""
+        them (appended: it published claims); ``None`` when another worker moved it first."""
         cursor = self.checkpoint(partition) if after is None else after
         page = self.store.read_all(cursor, self.batch_size, partition=(partition, self.partitions))
         if not page.events:
-            return 0, cursor
+            return FollowedPage(0, cursor)
         ingested = [e for e in page.events if is_ingested(e)]
         restricted = self._restricted(
             {(e.stream.namespace, e.stream.subject_key) for e in ingested}
@@ -118,7 +116,7 @@ class ExtractionWorker(LogFollower):
             # check of which messages still stand), its messages in log order.
             for stream_id, messages in by_stream.items():
                 self._publish_stream(tx, stream_id, messages, plans)
-        return len(page.events), page.next_cursor
+        return FollowedPage(len(page.events), page.next_cursor, appended=bool(by_stream))
 
     def _restricted(self, subjects: set[tuple[str, bytes]]) -> set[tuple[str, bytes]]:
         """Which of the page's subjects are restricted (Art. 18): their messages never

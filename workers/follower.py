@@ -18,11 +18,30 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from typing import NamedTuple
 
 from eventstore import EventStore, LogCursor, LogPage
 from projections.storage import checkpoints
 
 IDLE_SLEEP_SECONDS = 0.01
+
+
+class FollowedPage(NamedTuple):
+    """One page a follower did: the events read, its partition's checkpoint after them,
+    and whether it may have appended to the log (a follower that records decisions as
+    events; false only when it certainly appended nothing)."""
+
+    events: int
+    cursor: LogCursor
+    appended: bool = False
+
+
+class CaughtUp(NamedTuple):
+    """A partition passed the cursor a caller waited for (:meth:`LogFollower.catch_up`)."""
+
+    #: False only if this call did every page up to the cursor and none of them
+    #: appended: then the log holds nothing the follower wrote since the caller looked.
+    may_have_appended: bool
 
 
 class LogFollower(ABC):
@@ -47,11 +66,9 @@ class LogFollower(ABC):
             checkpoints.ensure_checkpoints(tx, name, partitions, clock())
 
     @abstractmethod
-    def follow_page(
-        self, partition: int, after: LogCursor | None = None
-    ) -> tuple[int, LogCursor] | None:
+    def follow_page(self, partition: int, after: LogCursor | None = None) -> FollowedPage | None:
         """Do one page of ``partition`` and move its checkpoint past it, in one
-        transaction: the events read and the checkpoint after them, or ``None``
+        transaction: the page done (see :class:`FollowedPage`), or ``None``
         when another follower of the same name holds (or moved) the partition first.
 
         ``after`` is the partition's checkpoint if the caller has just read it (a
@@ -61,7 +78,7 @@ class LogFollower(ABC):
     def run_once(self, partition: int) -> int | None:
         """One page of ``partition``: the events read, or ``None`` when it is held."""
         page = self.follow_page(partition)
-        return None if page is None else page[0]
+        return None if page is None else page.events
 
     def read_page(self, partition: int, cursor: LogCursor, limit: int) -> LogPage:
         """The partition's next page after ``cursor``.
@@ -111,27 +128,30 @@ class LogFollower(ABC):
         timeout: float,
         *,
         checkpoint: LogCursor | None = None,
-    ) -> bool:
-        """Wait (helping along) until the stream's partition has passed ``cursor``.
+    ) -> CaughtUp | None:
+        """Wait (helping along) until the stream's partition has passed ``cursor``, and
+        say whether the follower may have appended meanwhile; ``None`` (false) on timeout.
 
         ``checkpoint`` is the partition's checkpoint if the caller just read it (a
         state token holds it).  A page this call does tells where it left the
         checkpoint, so a consistent read right after a write costs one page, not
-        a page and more looks at the checkpoint.
+        a page and more looks at the checkpoint.  A stretch another process did
+        counts as appended: what it wrote is not known here.
         """
         partition = self.partition_of(stream_id)
         deadline = time.monotonic() + timeout
         reached = self.checkpoint(partition) if checkpoint is None else checkpoint
+        appended = checkpoint is None
         while reached < cursor:
             if time.monotonic() > deadline:
-                return False
+                return None
             page = self.follow_page(partition, reached)
-            if page is not None and page[1] > reached:
-                reached = page[1]
+            if page is not None and page.cursor > reached:
+                reached, appended = page.cursor, appended or page.appended
                 continue
             time.sleep(IDLE_SLEEP_SECONDS)  # held elsewhere, or not visible yet
-            reached = self.checkpoint(partition)
-        return True
+            reached, appended = self.checkpoint(partition), True
+        return CaughtUp(may_have_appended=appended)
 
     def run_forever(self, stop: threading.Event, poll_interval: float = 0.2) -> None:
         """Keep going until ``stop`` is set (the loop of a worker thread or process)."""

@@ -20,7 +20,7 @@ from eventstore.store import utc_now
 from projections import events as ev
 from projections.base import Projection
 from projections.storage import checkpoints
-from workers.follower import LogFollower
+from workers.follower import FollowedPage, LogFollower
 
 DEFAULT_PARTITIONS = 8
 DEFAULT_BATCH_SIZE = 500
@@ -49,11 +49,10 @@ class ProjectionRunner(LogFollower):
             store, projection.name, partitions=partitions, threads=threads, clock=clock
         )
 
-    def follow_page(
-        self, partition: int, after: LogCursor | None = None
-    ) -> tuple[int, LogCursor] | None:
+    def follow_page(self, partition: int, after: LogCursor | None = None) -> FollowedPage | None:
         """Apply one batch of a partition: how many events, and the partition's
-        checkpoint after it (``None`` when another runner holds the partition).
+        checkpoint after it (``None`` when another runner holds the partition); a
+        projection writes its own rows, never to the log.
         ``after`` is not needed: the claim reads the checkpoint it locks."""
         # Not durable: the batch writes projection rows and their checkpoint only,
         # which the log replays if a power loss drops the commit.
@@ -63,13 +62,13 @@ class ProjectionRunner(LogFollower):
                 return None
             page = self.read_page(partition, cursor, self.batch_size)
             if page.next_cursor == cursor:
-                return 0, cursor
+                return FollowedPage(0, cursor)
             if page.events:
                 self._apply_page(tx, page.events)
             checkpoints.advance(
                 tx.connection, self.projection.name, partition, page.next_cursor, self.clock()
             )
-            return len(page.events), page.next_cursor
+            return FollowedPage(len(page.events), page.next_cursor)
 
     def hold(self, conn: Connection, stream_ids: Collection[int] | None = None) -> None:
         """Wait for and lock, for the caller's transaction, the checkpoints of the

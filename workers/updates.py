@@ -36,7 +36,7 @@ from projections.retrieval_service import RetrievalService
 from projections.scoring import ScoringConfig
 from projections.storage import checkpoints
 from projections.storage.graph_store import GraphStore
-from workers.follower import LogFollower
+from workers.follower import FollowedPage, LogFollower
 
 NAME = "likely_updates"
 DEFAULT_BATCH_SIZE = 200
@@ -88,9 +88,7 @@ class LikelyUpdateWorker(LogFollower):
             or ev.item_of(data) is not None
         )
 
-    def follow_page(
-        self, partition: int, after: LogCursor | None = None
-    ) -> tuple[int, LogCursor] | None:
+    def follow_page(self, partition: int, after: LogCursor | None = None) -> FollowedPage | None:
         cursor = self.checkpoint(partition) if after is None else after
         page = self.read_page(partition, cursor, self.batch_size)
         judged = self._judge_page(page.events)
@@ -104,7 +102,8 @@ class LikelyUpdateWorker(LogFollower):
                 return None
             for found in judged:
                 self._record(tx, found)
-        return len(page.events), page.next_cursor
+        # Nothing judged, nothing appended: a consistent read then need not look again.
+        return FollowedPage(len(page.events), page.next_cursor, appended=bool(judged))
 
     def _judge_page(self, events: list[RecordedEvent]) -> list[_Judged]:
         """The decisions about a page's new memories: those that hold evidence of a

@@ -6,6 +6,7 @@ embedded default works without the ``postgres`` extra installed.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
@@ -76,7 +77,13 @@ def insert_replacing(conn: Connection, table: sa.Table) -> Insert:
     from table statistics, and without them PostgreSQL scanned a subject's
     every vector row to delete a page's (see VectorStore.put_vectors).
     """
-    on_postgres = conn.dialect.name == "postgresql"
+    return _replacing(conn.dialect.name == "postgresql", table)
+
+
+@functools.cache
+def _replacing(on_postgres: bool, table: sa.Table) -> Insert:
+    """Built once per table and database kind (a statement is immutable): building it
+    cost about as much CPU as running it, and the vector state upserts after each store."""
     insert = postgres_insert(table) if on_postgres else sqlite_insert(table)
     return insert.on_conflict_do_update(
         index_elements=list(table.primary_key.columns),

@@ -36,9 +36,13 @@ class RecordedEmbedder:
     dimension: int
 
 
+#: Built once: the vector state reads it on every page.
+_RECORDED = sa.select(vector_embedders)
+
+
 def recorded(conn: Connection) -> dict[str, RecordedEmbedder]:
     """The store's embedders by role (``current``, ``target``); empty for a new store."""
-    rows = conn.execute(sa.select(vector_embedders))
+    rows = conn.execute(_RECORDED)
     return {row.role: RecordedEmbedder(row.name, row.spec, row.dimension) for row in rows}
 
 

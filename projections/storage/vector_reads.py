@@ -106,6 +106,12 @@ class StateToken:
         (as above) costs at most one reload, never a stale answer."""
         return dataclasses.replace(self, vector_mark=self.last_event)
 
+    def followed_now(self) -> StateToken:
+        """This token once its follower has passed its last event without appending
+        anything (the follower said so): what reading it again would give unless
+        something else changed meanwhile (as for :meth:`caught_up_now`)."""
+        return dataclasses.replace(self, follower_mark=self.last_event)
+
 
 def _build_token_statement() -> sa.Select[tuple[object, ...]]:
     """The token's first statement: the subject's latest stream generation and what

@@ -58,9 +58,10 @@ class NodeVector:
     vector: Sequence[float]
 
 
-def _event_node_vectors(embedder: str | None) -> sa.Select[Any]:
+def _event_node_vectors(of_embedder: bool) -> sa.Select[Any]:
     """The nodes of some events of a stream with their vectors (retrieval reads those
-    of a few new events after each write).
+    of a few new events after each write); of the ``embedder`` parameter's, if
+    ``of_embedder``.
 
     Each node's vector is looked up by the vector table's key, (stream, node,
     embedder), in a subquery per node: a join leaves the planner free to read the
@@ -72,13 +73,18 @@ def _event_node_vectors(embedder: str | None) -> sa.Select[Any]:
     vector = sa.select(vectors.c.embedding).where(
         vectors.c.stream_id == nodes.c.stream_id, vectors.c.node_id == nodes.c.node_id
     )
-    if embedder is not None:
-        vector = vector.where(vectors.c.embedder == embedder)
+    if of_embedder:
+        vector = vector.where(vectors.c.embedder == sa.bindparam("embedder"))
     embedding = vector.order_by(vectors.c.embedder).limit(1).scalar_subquery()
     return sa.select(nodes, embedding.label("embedding")).where(
         nodes.c.stream_id == sa.bindparam("stream_id"),
         nodes.c.event_id.in_(sa.bindparam("event_ids", expanding=True)),
     )
+
+
+# Built once, not per read: building a statement and its cache key costs about as much
+# CPU as executing it, and retrieval reads the new events' vectors after each write.
+_EVENT_NODE_VECTORS = {of: _event_node_vectors(of) for of in (False, True)}
 
 
 # Built once: a subject's nodes with their vectors, in store order, for the retrieval
@@ -163,10 +169,13 @@ class VectorStore:
     ) -> list[sa.Row[Any]]:
         """Like :meth:`node_vectors`, for the nodes of some events of the stream only
         (a range of the subject-first key per event)."""
-        query, found = _event_node_vectors(embedder), []
+        query, found = _EVENT_NODE_VECTORS[embedder is not None], []
+        params: dict[str, Any] = {"stream_id": stream_id}
+        if embedder is not None:
+            params["embedder"] = embedder
         for start in range(0, len(event_ids), IDS_PER_STATEMENT):
             chunk = list(event_ids[start : start + IDS_PER_STATEMENT])
-            rows = self.conn.execute(query, {"stream_id": stream_id, "event_ids": chunk})
+            rows = self.conn.execute(query, params | {"event_ids": chunk})
             found += [row for row in rows if row.embedding is not None]  # not embedded yet
         return found
 
