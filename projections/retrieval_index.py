@@ -194,23 +194,41 @@ class IndexParts:
 
 
 class _RowsBy:
-    """Rows by metadata key and JSON scalar, and by source event: a ``meta`` filter is
-    set intersections (a prefix condition a union over the key's distinct values), an
-    ``event_ids`` filter a lookup."""
+    """Rows by one metadata key's JSON scalars, and by source event: a ``meta`` filter
+    is set intersections (a prefix condition a union over the key's distinct values),
+    an ``event_ids`` filter a lookup.
 
-    def __init__(self) -> None:
-        self.meta: dict[str, dict[object, list[int]]] = {}
-        self.event: dict[uuid.UUID, list[int]] = {}
+    Each map is built from the rows so far when a filter first asks for it, then kept
+    up to date by :meth:`add`: the first query filtering on one key reads that key of
+    every node (about 1 ms at 10,000 nodes), not every key of every node (about 30 ms,
+    the first filtered query's wait when one map held them all).
+    """
+
+    def __init__(self, nodes: Sequence[Node]) -> None:
+        self._nodes = nodes
+        self._meta: dict[str, dict[object, list[int]]] = {}
+        self._event: dict[uuid.UUID, list[int]] | None = None
 
     def add(self, first: int, nodes: Sequence[Node]) -> None:
-        for row, node in enumerate(nodes, start=first):
-            for key, value in _meta_entries(node.meta):
-                self.meta.setdefault(key, {}).setdefault(value, []).append(row)
-            self.event.setdefault(node.event_id, []).append(row)
+        """Index rows ``first`` on (``nodes``) in the maps built so far."""
+        for key, values in self._meta.items():
+            _index_key(values, key, nodes, first)
+        if self._event is not None:
+            _index_events(self._event, nodes, first)
+
+    @property
+    def event(self) -> dict[uuid.UUID, list[int]]:
+        if self._event is None:
+            self._event = {}
+            _index_events(self._event, self._nodes, 0)
+        return self._event
 
     def meeting(self, key: str, condition: MetaCondition) -> set[int]:
         """The rows whose metadata meets ``condition`` at ``key``."""
-        values = self.meta.get(key, {})
+        values = self._meta.get(key)
+        if values is None:
+            values = self._meta[key] = {}
+            _index_key(values, key, self._nodes, 0)
         if isinstance(condition, MetaPrefix):
             return {
                 row
@@ -218,8 +236,20 @@ class _RowsBy:
                 if isinstance(value, str) and value.startswith(condition.text)
                 for row in rows
             }
-        [(_, value)] = _meta_entries({key: condition})
-        return set(values.get(value, ()))
+        return set(values.get(_scalar_key(condition), ()))
+
+
+def _index_key(
+    values: dict[object, list[int]], key: str, nodes: Sequence[Node], first: int
+) -> None:
+    for row, node in enumerate(nodes, start=first):
+        if key in node.meta and (found := _scalar_key(node.meta[key])) is not _NOT_SCALAR:
+            values.setdefault(found, []).append(row)
+
+
+def _index_events(event: dict[uuid.UUID, list[int]], nodes: Sequence[Node], first: int) -> None:
+    for row, node in enumerate(nodes, start=first):
+        event.setdefault(node.event_id, []).append(row)
 
 
 class SubjectIndex:
@@ -376,8 +406,7 @@ class SubjectIndex:
     def rows_by(self) -> _RowsBy:
         """Rows by metadata entry and by event (built on first use; call under ``lock``)."""
         if self._rows_by is None:
-            self._rows_by = _RowsBy()
-            self._rows_by.add(0, self.nodes)
+            self._rows_by = _RowsBy(self.nodes)
         return self._rows_by
 
     def _track_replacement(self, row: int, node: Node) -> None:
@@ -585,30 +614,33 @@ def _validity(node: Node) -> list[int]:
     return [_micros(node.occurred_at), end]
 
 
-def _meta_entries(meta: Mapping[str, Any]) -> list[tuple[str, object]]:
-    """(key, value) of each JSON scalar of ``meta``, keyed by JSON equality: numbers
-    by value (1 == 1.0), booleans and null apart from them (``True == 1`` in Python)."""
-    entries: list[tuple[str, object]] = []
-    for key, value in meta.items():
-        if isinstance(value, bool) or value is None:
-            entries.append((key, ("literal", value)))
-        elif isinstance(value, int | float):
-            entries.append((key, ("number", _number(value))))
-        elif isinstance(value, str):
-            entries.append((key, value))
-    return entries
+#: What :func:`_scalar_key` gives a value that is no JSON scalar (a list or an object).
+_NOT_SCALAR = object()
+
+
+def _scalar_key(value: object) -> object:
+    """A JSON scalar keyed by JSON equality: numbers by value (1 == 1.0), booleans and
+    null apart from them (``True == 1`` in Python); :data:`_NOT_SCALAR` for others."""
+    if isinstance(value, bool) or value is None:
+        return ("literal", value)
+    if isinstance(value, int | float):
+        return ("number", _number(value))
+    if isinstance(value, str):
+        return value
+    return _NOT_SCALAR
 
 
 def meta_matches(meta: Mapping[str, Any], wanted: Mapping[str, MetaCondition]) -> bool:
     """Whether ``meta`` meets every condition of ``wanted`` (the ``meta`` filter of
     :class:`NodeFilter`, for one node)."""
-    held = set(_meta_entries(meta))
     for key, condition in wanted.items():
+        if key not in meta:
+            return False
+        value = meta[key]
         if isinstance(condition, MetaPrefix):
-            value = meta.get(key)
             if not (isinstance(value, str) and value.startswith(condition.text)):
                 return False
-        elif not set(_meta_entries({key: condition})) <= held:
+        elif _scalar_key(value) is _NOT_SCALAR or _scalar_key(value) != _scalar_key(condition):
             return False
     return True
 
