@@ -481,15 +481,17 @@ class OblivioStore(BaseStore):
         under_prefix = docs.namespace_condition(op.namespace_prefix)
         while True:
             assert op.query is not None
+            # Archived nodes too: their documents are live, and a page that the
+            # ranked ones do not fill lists them after those, as a listing does.
             results = self.client.retrieve(
-                op.query, user_id=user, limit=depth, meta=under_prefix
+                op.query, user_id=user, limit=depth, meta=under_prefix, include_archived=True
             ).results
             indexed, unindexed = self._candidates(results, op)
             found = self._live(user, indexed, wanted)
             if len(found) >= wanted:
                 return _Best(found, [])
             if len(results) < depth:  # every node under the prefix was ranked
-                rest = self._live(user, unindexed, len(unindexed), indexed=False)
+                rest = self._live(user, unindexed, len(unindexed), indexed_only=False)
                 return _Best(found, [doc for _, doc in rest])
             if depth == RETRIEVE_LIMIT:
                 return None
@@ -500,7 +502,8 @@ class OblivioStore(BaseStore):
     ) -> tuple[list[_Candidate], list[_Candidate]]:
         """The ranked nodes of documents that match ``op``, in rank order, read from the
         nodes' metadata alone: those of indexed documents, and those of documents kept
-        out of the index (ranked only by their stored text, so given no score)."""
+        out of the index or archived out of the retrieval tier (which a page gives no
+        score, as the listing does)."""
         indexed: list[_Candidate] = []
         unindexed: list[_Candidate] = []
         for result in results:
@@ -512,16 +515,22 @@ class OblivioStore(BaseStore):
             if docs.namespace_matches(
                 namespace, op.namespace_prefix, suffix=False
             ) and docs.filter_matches(json.loads(meta[docs.VALUE]), op.filter):
-                chosen = indexed if meta.get(docs.INDEXED, True) else unindexed
+                scored = meta.get(docs.INDEXED, True) and result.node.archived_at is None
+                chosen = indexed if scored else unindexed
                 chosen.append(_Candidate(result.score, loc, result.node.event_id))
         return indexed, unindexed
 
     def _live(
-        self, user: str, candidates: Sequence[_Candidate], wanted: int, *, indexed: bool = True
+        self,
+        user: str,
+        candidates: Sequence[_Candidate],
+        wanted: int,
+        *,
+        indexed_only: bool = True,
     ) -> list[tuple[float, Document]]:
         """Up to ``wanted`` documents of the candidates, best node of each, that are live
-        (their current revision, not expired) and ``indexed`` or not as asked, read by
-        key in batches, in rank order."""
+        (their current revision, not expired) and, with ``indexed_only``, indexed; read
+        by key in batches, in rank order."""
         now, found, seen = self.clock(), [], set()
         for start in range(0, len(candidates), max(wanted, 1)):
             batch = candidates[start : start + wanted]
@@ -532,7 +541,7 @@ class OblivioStore(BaseStore):
                     candidate.locator in seen
                     or doc is None
                     or doc.event_id != candidate.event_id
-                    or doc.indexed != indexed
+                    or (indexed_only and not doc.indexed)
                     or doc.expired(now)
                 ):
                     continue

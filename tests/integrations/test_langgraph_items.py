@@ -373,3 +373,24 @@ def test_a_query_search_in_a_small_namespace_lists_nothing(
     assert sorted(i.key for i in found[:2]) == ["deep", "name"]
     assert [(i.key, i.score) for i in found[2:]] == [("raw", None)]
     assert listings == []
+
+
+def test_a_query_search_lists_archived_items_after_the_ranked_ones(client: MemoryClient) -> None:
+    """Archiving (past the retrieval tier's capacity) leaves an item live: a page the
+    ranked items do not fill lists it without a score, as the listing of every item does."""
+    from tests.erasure._support import stream_id_of
+    from workers.archiving import Archiver
+
+    store = OblivioStore(client, user_segment=1)
+    for i, text in enumerate(("fruit tea", "fruit dog", "fruit car", "fruit town")):
+        store.put(("notes", "archie"), f"k{i}", {"text": text})
+    ctx = client.context
+    archiver = Archiver(ctx.store, ctx.graph, ctx.scoring, 2, lambda: ctx.clock())
+    assert archiver.archive_stream(stream_id_of(client, "archie")) == (2, 0)
+    listed = OblivioStore(client, user_segment=1)
+    listed._ranked_page = lambda op: None  # type: ignore[method-assign]
+
+    found = store.search(("notes", "archie"), query="fruit", limit=10)
+    assert [i.score is None for i in found] == [False, False, True, True]
+    expected = listed.search(("notes", "archie"), query="fruit")
+    assert [i.key for i in found] == [i.key for i in expected]
