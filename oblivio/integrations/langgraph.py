@@ -144,8 +144,9 @@ class _Candidate:
 @dataclass(frozen=True)
 class _Best:
     """One person's part of a search page: the best-ranked live documents (up to the
-    page), and, when the ranking held fewer, every live document kept out of the
-    index (``index=False``), which a page lists after the ranked ones."""
+    page), and, when the ranking held fewer, every other live document (kept out of the
+    index with ``index=False``, or archived out of the retrieval tier), which a page
+    lists after the ranked ones."""
 
     scored: list[tuple[float, Document]]
     unscored: list[Document]
@@ -492,7 +493,10 @@ class OblivioStore(BaseStore):
                 return _Best(found, [])
             if len(results) < depth:  # every node under the prefix was ranked
                 rest = self._live(user, unindexed, len(unindexed), indexed_only=False)
-                return _Best(found, [doc for _, doc in rest])
+                # A document whose other node ranked (only one of its nodes archived)
+                # is on the page already.
+                ranked = {(doc.namespace, doc.key) for _, doc in found}
+                return _Best(found, [d for _, d in rest if (d.namespace, d.key) not in ranked])
             if depth == RETRIEVE_LIMIT:
                 return None
             depth = min(RETRIEVE_LIMIT, depth * 4)
