@@ -640,7 +640,7 @@ def meta_matches(meta: Mapping[str, Any], wanted: Mapping[str, MetaCondition]) -
         if isinstance(condition, MetaPrefix):
             if not (isinstance(value, str) and value.startswith(condition.text)):
                 return False
-        elif _scalar_key(value) is _NOT_SCALAR or _scalar_key(value) != _scalar_key(condition):
+        elif (held := _scalar_key(value)) is _NOT_SCALAR or held != _scalar_key(condition):
             return False
     return True
 
