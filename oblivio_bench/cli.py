@@ -232,6 +232,12 @@ def bench_memory(run: BenchRun, sections: tuple[str, ...]) -> None:
     help="ScoringConfig.lexical_normalisation to measure (default: the default ranking's).",
 )
 @click.option(
+    "--dense-margin-weight",
+    type=float,
+    default=None,
+    help="ScoringConfig.dense_margin_weight to measure (default: the default ranking's).",
+)
+@click.option(
     "--session-context-weight",
     type=float,
     default=None,
@@ -248,6 +254,7 @@ def bench_recall(
     embedder: str,
     lexical_weight: float | None,
     lexical_normalisation: str | None,
+    dense_margin_weight: float | None,
     session_context_weight: float | None,
     backend: str,
     json_path: Path | None,
@@ -261,6 +268,7 @@ def bench_recall(
         for name, value in (
             ("lexical_weight", lexical_weight),
             ("lexical_normalisation", lexical_normalisation),
+            ("dense_margin_weight", dense_margin_weight),
             ("session_context_weight", session_context_weight),
         )
         if value is not None

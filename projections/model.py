@@ -239,6 +239,9 @@ class ScoreComponents:
 
     similarity: float  # dense channel: cosine of query and node embeddings, at least 0
     lexical: float  # lexical channel: BM25 against what the query could attain, in [0, 1]
+    #: λ_q: the lexical channel's share of the match for this query (the same for every
+    #: node of one retrieval): ScoringConfig.lexical_weight, lowered by the dense margin.
+    lexical_weight: float
     context: float  # added by the node's best session neighbour (see projections.scoring)
     recency: float
     salience: float

@@ -836,15 +836,16 @@ def rank(
         dense = scoring.cosines(index.vectors, query_vector)
         bm25, attainable = _bm25(index, query)
         lexical = scoring.lexical_share(config, bm25, attainable, admitted)
+        weight = scoring.query_lexical_weight(config, dense, admitted)
         matched, context = scoring.match(
-            config, dense, lexical, index.neighbours, index.asks, admitted
+            config, weight, dense, lexical, index.neighbours, index.asks, admitted
         )
         # As of a moment, memories are as fresh as they were then.
         terms = index.terms(now if wanted.as_of is None else wanted.as_of, matched)
         own = scoring.totals(config, terms)
         totals = np.where(admitted, scoring.follow_successors(own, index.successions()), -np.inf)
         best = _best(index, np.flatnonzero(admitted), totals, limit)
-        channels = (dense, lexical, context)
+        channels = Channels(dense, lexical, weight, context)
         return [_scored(index, row, totals, own, terms, channels) for row in best]
 
 
@@ -877,19 +878,30 @@ def _best(index: SubjectIndex, admitted: Rows, totals: Floats, limit: int) -> li
     return ordered[:limit]
 
 
+@dataclass(frozen=True)
+class Channels:
+    """What the two channels gave every row for one query, and how they were fused."""
+
+    dense: Floats
+    lexical: Floats
+    #: λ_q: the lexical channel's weight for this query (scoring.query_lexical_weight).
+    lexical_weight: float
+    context: Floats
+
+
 def _scored(
     index: SubjectIndex,
     row: int,
     totals: Floats,
     own: Floats,
     terms: scoring.Terms,
-    channels: tuple[Floats, Floats, Floats],
+    channels: Channels,
 ) -> ScoredNode:
-    dense, lexical, context = channels
     components = ScoreComponents(
-        similarity=max(float(dense[row]), 0.0),
-        lexical=float(lexical[row]),
-        context=float(context[row]),
+        similarity=max(float(channels.dense[row]), 0.0),
+        lexical=float(channels.lexical[row]),
+        lexical_weight=channels.lexical_weight,
+        context=float(channels.context[row]),
         recency=float(terms.recency[row]),
         salience=float(terms.salience[row]),
         reinforcement=float(terms.reinforcement[row]),

@@ -6,10 +6,12 @@ gathers those inputs and calls them, and nothing else computes a score.
 
 score = relevance × (1 + trigger boost) × (1 − attractor penalty), where
 
-* match = (1 − λ) · dense + λ · lexical, plus the context its session lends
-  it (:func:`match`): in a conversation the answer to a question often sits
-  a turn or two away from the words the question repeats, above all in the
-  reply to a turn that asked something;
+* match = (1 − λ_q) · dense + λ_q · lexical, plus the context its session
+  lends it (:func:`match`): in a conversation the answer to a question often
+  sits a turn or two away from the words the question repeats, above all in
+  the reply to a turn that asked something;
+* λ_q is the query's lexical weight (:func:`query_lexical_weight`): λ, lowered
+  where the dense channel's first answer stands clear of its second;
 * dense is the cosine of the query and node embeddings (clamped at 0) and
   lexical the node's BM25 score against what the query could attain
   (:func:`lexical_share`), both in [0, 1];
@@ -55,6 +57,7 @@ _BOUNDS: dict[str, tuple[float, float | None]] = {
     "confidence_weight": (0.0, None),
     "lexical_weight": (0.0, 1.0),
     "lexical_scale": (1e-6, 1.0),
+    "dense_margin_weight": (0.0, 10.0),
     "session_context_weight": (0.0, 1.0),
     "reply_context_weight": (0.0, 1.0),
     "distant_context_weight": (0.0, 1.0),
@@ -86,6 +89,9 @@ class ScoringConfig:
     lexical_normalisation: str = "attainable"
     #: The share of the query's attainable BM25 score that counts as a full match.
     lexical_scale: float = 0.5
+    #: μ: how much the dense channel's margin lowers λ for a query (see
+    #: :func:`query_lexical_weight`); 0 weighs every query by λ itself.
+    dense_margin_weight: float = 0.5
     #: κ: how much of the best session neighbour's match a node adds to its own; 0 is off.
     session_context_weight: float = 0.4
     #: κ for the reply: the node right after a session turn that asked a question ("?").
@@ -269,8 +275,34 @@ def lexical_share(
     return share
 
 
+def query_lexical_weight(
+    config: ScoringConfig, dense: Floats, admitted: npt.NDArray[np.bool_]
+) -> float:
+    """λ_q, the lexical channel's weight for one query: λ / (1 + μ · margin).
+
+    The margin is how far the dense channel's best admitted node stands above
+    its second best, in standard deviations of the admitted nodes' cosines
+    (so it means the same whatever range an embedder's cosines span).  Where
+    the dense channel has one clear answer, a memory that shares a single
+    common word with the question ("a living" and "lives", "small children"
+    and "a small workshop") no longer outranks it; where its best candidates
+    lie close together, as over hundreds of conversation turns, the lexical
+    channel keeps nearly all of λ and decides.
+    """
+    cosines_admitted = dense[admitted]
+    if config.dense_margin_weight == 0 or len(cosines_admitted) < 2:
+        return config.lexical_weight
+    spread = float(cosines_admitted.std())
+    if spread <= 0:
+        return config.lexical_weight
+    top_two = np.partition(cosines_admitted, len(cosines_admitted) - 2)[-2:]
+    margin = float(top_two[1] - top_two[0]) / spread
+    return config.lexical_weight / (1 + config.dense_margin_weight * margin)
+
+
 def match(
     config: ScoringConfig,
+    weight: float,
     dense: Floats,
     lexical: Floats,
     neighbours: npt.NDArray[np.intp],
@@ -279,6 +311,7 @@ def match(
 ) -> tuple[Floats, Floats]:
     """(match, context) per node: the fused channels plus the context its session lends.
 
+    ``weight`` is the query's lexical weight (:func:`query_lexical_weight`).
     All arrays are over the same nodes; ``neighbours`` has two columns, the
     positions of the node's previous and next node in its session, -1 where
     there is none, and ``asks`` says which nodes ask a question.  The context
@@ -287,7 +320,7 @@ def match(
     reply) and κ_distant times that of the nodes two turns away.  A node the
     query does not admit lends nothing.
     """
-    fused = (1 - config.lexical_weight) * np.maximum(dense, 0.0) + config.lexical_weight * lexical
+    fused = (1 - weight) * np.maximum(dense, 0.0) + weight * lexical
     lent = np.append(np.where(admitted, fused, 0.0), 0.0)  # position -1 reads the final 0
     previous, following = neighbours[:, 0], neighbours[:, 1]
     asked = np.append(asks, False)[previous]

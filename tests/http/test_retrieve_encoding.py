@@ -67,7 +67,7 @@ def test_value_types_encode_as_the_model_does() -> None:
         meta={"a": 1e-7, "b": 1e20, "c": 0.30000000000000004, "d": "é"},
     )
     components = ScoreComponents(
-        *[np.float64(x) for x in (0.5, 0.75, 0, 1, 0.25, 0, 1e-7, 1, 1, 0)]
+        *[np.float64(x) for x in (0.5, 0.75, 0.7, 0, 1, 0.25, 0, 1e-7, 1, 1, 0)]
     )
     scored = [
         ScoredNode(node, np.float64(0.123456789), components),

@@ -54,7 +54,7 @@ def _match(config: ScoringConfig, fused_only: list[float], asks: list[bool]) -> 
     )
     dense = np.array(fused_only)
     _, context = scoring.match(
-        config, dense, np.zeros(n), neighbours, np.array(asks), np.ones(n, dtype=bool)
+        config, 0.0, dense, np.zeros(n), neighbours, np.array(asks), np.ones(n, dtype=bool)
     )
     return context
 

@@ -24,9 +24,7 @@ NEW = "Account balance: 1,247.38 EUR"
 def expected_score(c: ScoreComponents, config: ScoringConfig | None = None) -> float:
     """The documented formula (docs/retrieval.md), from the returned components."""
     config = config or ScoringConfig()
-    match = (
-        (1 - config.lexical_weight) * c.similarity + config.lexical_weight * c.lexical + c.context
-    )
+    match = (1 - c.lexical_weight) * c.similarity + c.lexical_weight * c.lexical + c.context
     relevance = (
         config.similarity_weight * match
         + config.recency_weight * c.recency

@@ -90,6 +90,18 @@ def _penalty(c: ScoringConfig, vector: list[float], attractors: list[AttractorPr
     return min(c.negative_attractor_penalty * max(near), 1.0) if near else 0.0
 
 
+def _query_lexical_weight(c: ScoringConfig, cosines: list[float]) -> float:
+    """λ / (1 + μ · (best − second best cosine) / their standard deviation)."""
+    if len(cosines) < 2:
+        return c.lexical_weight
+    mean = sum(cosines) / len(cosines)
+    spread = math.sqrt(sum((x - mean) ** 2 for x in cosines) / len(cosines))
+    if spread == 0:
+        return c.lexical_weight
+    second, first = sorted(cosines)[-2:]
+    return c.lexical_weight / (1 + c.dense_margin_weight * (first - second) / spread)
+
+
 def reference_ranking(
     client: MemoryClient,
     user: str,
@@ -121,9 +133,11 @@ def reference_ranking(
     # The lexical channel: BM25 against half of what the query could attain, at most 1.
     scale = c.lexical_scale * _attainable(documents, tokenize(query))
     lexical = [min(b / scale, 1.0) if scale > 0 else 0.0 for b in bm25]
+    cosines = [_cos(query_vector, v) for v in vectors]
+    weight = _query_lexical_weight(c, [x for x, a in zip(cosines, admitted, strict=True) if a])
     fused = [
-        (1 - c.lexical_weight) * max(_cos(query_vector, v), 0.0) + c.lexical_weight * x
-        for v, x in zip(vectors, lexical, strict=True)
+        (1 - weight) * max(cosine, 0.0) + weight * x
+        for cosine, x in zip(cosines, lexical, strict=True)
     ]
     scored = []
     for i, node in enumerate(nodes):
@@ -141,6 +155,7 @@ def reference_ranking(
         components = {
             "similarity": max(_cos(query_vector, vectors[i]), 0.0),
             "lexical": lexical[i],
+            "lexical_weight": weight,
             "context": context,
             "recency": 0.5 ** (age / (c.recency_half_life_days * stretch)),
             "salience": node.salience_base,
