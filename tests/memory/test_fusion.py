@@ -41,6 +41,63 @@ def test_bm25_is_measured_against_what_the_query_could_attain() -> None:
     assert not scoring.lexical_share(config, np.zeros(3), 0.0).any()
 
 
+def test_the_lexical_weight_yields_to_a_clear_dense_answer() -> None:
+    config = ScoringConfig()
+    everyone = np.ones(5, dtype=bool)
+    # The best cosine stands 0.4 above the second; the cosines' spread is 0.2.
+    clear = np.array([0.6, 0.2, 0.1, 0.1, 0.0])
+    margin = (0.6 - 0.2) / float(clear.std())
+    expected = config.lexical_weight / (1 + config.dense_margin_weight * margin)
+    assert scoring.query_lexical_weight(config, clear, everyone) == pytest.approx(expected)
+    assert expected < 0.6 * config.lexical_weight
+    # Best candidates close together: the dense channel is unsure, λ stays nearly whole.
+    unsure = np.array([0.6, 0.59, 0.1, 0.1, 0.0])
+    assert scoring.query_lexical_weight(config, unsure, everyone) > 0.95 * config.lexical_weight
+    # Only the nodes the query admits count: without the first, the margin is 0.
+    admitted = np.array([False, True, True, True, True])
+    assert scoring.query_lexical_weight(config, clear, admitted) < config.lexical_weight
+    tie = np.array([0.6, 0.2, 0.2, 0.1, 0.0])
+    assert scoring.query_lexical_weight(config, tie, admitted) == config.lexical_weight
+    # Nothing to compare (one node, equal cosines), or μ = 0: λ itself.
+    assert scoring.query_lexical_weight(config, clear[:1], everyone[:1]) == config.lexical_weight
+    assert scoring.query_lexical_weight(config, np.full(5, 0.3), everyone) == config.lexical_weight
+    off = ScoringConfig(dense_margin_weight=0)
+    assert scoring.query_lexical_weight(off, clear, everyone) == off.lexical_weight
+
+
+HOBBIES = [
+    "I work as a nurse on the children's ward.",
+    "I wake up at six on weekdays.",
+    "I cycle to the office after work on Fridays.",
+    "We keep bees at the bottom of the garden.",
+    "I play the fiddle in a folk band.",
+    "I am allergic to shellfish.",
+    "My car is a blue Volvo estate.",
+    "I read crime novels on the train.",
+]
+
+
+def test_one_shared_common_word_does_not_outrank_the_dense_channels_clear_answer(
+    reopen: Opener,
+) -> None:
+    question = "What insects do we look after?"  # "after" is its one word in a memory
+    bees, cycling = HOBBIES[3], HOBBIES[2]
+    memory: MemoryClient = reopen()
+    for text in HOBBIES:
+        memory.store(text, user_id="ida")
+    found = {r.node.content: r for r in memory.retrieve(question, user_id="ida").results}
+    assert next(iter(found)) == bees
+    answer, stray = found[bees].components, found[cycling].components
+    assert answer.lexical == 0 < stray.lexical
+    assert answer.similarity > stray.similarity
+    assert answer.lexical_weight == stray.lexical_weight < ScoringConfig().lexical_weight
+    # With λ for every query (μ = 0), the shared word wins, as it did before.
+    fixed = reopen(scoring=ScoringConfig(dense_margin_weight=0))
+    before = fixed.retrieve(question, user_id="ida", limit=1).results[0]
+    assert before.node.content == cycling
+    assert before.components.lexical_weight == ScoringConfig().lexical_weight
+
+
 def _match(config: ScoringConfig, fused_only: list[float], asks: list[bool]) -> np.ndarray:
     """The context each node of one session (in order) gets when only the dense
     channel speaks, with these dense values."""
