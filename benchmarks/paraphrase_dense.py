@@ -22,6 +22,13 @@ text per call (a retrieval's query) and 64 texts in one call (the vector worker'
 wall and CPU time of this thread (BLAS and onnxruntime on one thread, as a retrieval
 runs them).  Cosine alone is the dense channel's part of the ranking: ``oblivio bench
 recall`` measures the whole hybrid.
+
+Beside the top-1 count it prints the **fusion bound**: the questions whose answer no
+other fact beats in both channels at once (a cosine and a BM25 score, the product's
+:class:`~projections.lexical.LexicalIndex` over the facts, each at least the answer's,
+one of them higher).  Any fusion that rises with each channel ranks a dominated
+answer below the fact that dominates it, so no such fusion of these two channels
+finds more questions first than the bound, whatever its weights.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from projections.embedders import resolve_embedder
+from projections.lexical import LexicalIndex
 from projections.minilm import MINILM_PINS, read_verified, wheel_archive
 
 LAYERS, HEADS, WIDTH = 6, 12, 384
@@ -126,7 +134,10 @@ def measure(name: str, embed: Embed, path: Path) -> np.ndarray[Any, Any]:
     facts, questions = data["facts"], data["questions"]
     fact_rows, question_rows = embed(facts), embed([q["q"] for q in questions])
     cosines = question_rows @ fact_rows.T
-    first = 0
+    lexical = LexicalIndex()
+    for fact in facts:
+        lexical.add(fact)
+    first = bound = 0
     for row, question in zip(cosines, questions, strict=True):
         wanted = next(
             i
@@ -136,12 +147,20 @@ def measure(name: str, embed: Embed, path: Path) -> np.ndarray[Any, Any]:
         order = [int(i) for i in np.argsort(-row)]
         rank = order.index(wanted) + 1
         first += rank == 1
+        bound += not _dominated(row, lexical.scores(question["q"]), wanted)
         print(
             f"  {name:11} rank {rank:2}  cos {row[wanted]:.3f}  {question['q']!r}"
             + ("" if rank == 1 else f"  first: {facts[order[0]]!r} ({row[order[0]]:.3f})")
         )
-    print(f"{path.name}: {name} top-1 {first} / {len(questions)}\n")
+    print(f"{path.name}: {name} top-1 {first} / {len(questions)}, fusion bound {bound}\n")
     return np.concatenate([fact_rows, question_rows])
+
+
+def _dominated(cosines: np.ndarray[Any, Any], bm25: np.ndarray[Any, Any], answer: int) -> bool:
+    """Whether another fact scores at least the answer's in both channels, more in one."""
+    at_least = (cosines >= cosines[answer]) & (bm25 >= bm25[answer])
+    above = (cosines > cosines[answer]) | (bm25 > bm25[answer])
+    return bool((at_least & above).any())
 
 
 def timing(name: str, embed: Embed, texts: list[str]) -> None:
