@@ -12,6 +12,7 @@ from where it read it, in one conditional statement (:func:`move`).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -44,6 +45,9 @@ def _param(name: str, column: sa.Column[Any]) -> sa.BindParameter[Any]:
     return sa.bindparam(name, type_=column.type)
 
 
+#: How a hot statement runs (``eventstore.Backend.fetch``): its rows as tuples.
+Fetch = Callable[[Connection, Any, dict[str, Any]], list[Sequence[Any]]]
+
 # Built once: a follower runs these on every page, and building a statement (its
 # expressions, then its cache key) cost more of a page's CPU than compiling it.
 _ROW = sa.and_(
@@ -66,7 +70,7 @@ _ADVANCE = (
         updated_at=_param("now", checkpoints.c.updated_at),
     )
 )
-_MOVE = _ADVANCE.where(_AT)
+_MOVE = _ADVANCE.where(_AT).returning(checkpoints.c.position)
 
 
 def _of(name: str, partition: int) -> dict[str, Any]:
@@ -77,10 +81,15 @@ def _to(cursor: LogCursor, now: datetime) -> dict[str, Any]:
     return {"to_group": cursor.commit_group, "to_position": cursor.position, "now": now}
 
 
-def claim(conn: Connection, name: str, partition: int) -> LogCursor | None:
-    """Lock a partition's checkpoint for this transaction; ``None`` if another has it."""
-    row = conn.execute(_CLAIM, _of(name, partition)).first()
-    return None if row is None else LogCursor(row.commit_group, row.position)
+def claim(conn: Connection, name: str, partition: int, fetch: Fetch) -> LogCursor | None:
+    """Lock a partition's checkpoint for this transaction; ``None`` if another has it.
+
+    Read through ``fetch`` (``eventstore.Backend.fetch``): as a transaction's first
+    statement it then goes to PostgreSQL in one query with the BEGIN it owes, one
+    wait for both.
+    """
+    rows = fetch(conn, _CLAIM, _of(name, partition))
+    return None if not rows else LogCursor(*rows[0])
 
 
 def hold(conn: Connection, name: str, partition: int) -> None:
@@ -101,6 +110,7 @@ def move(
     expected: LogCursor,
     cursor: LogCursor,
     now: datetime,
+    fetch: Fetch,
 ) -> bool:
     """Move a partition's checkpoint from ``expected`` to ``cursor`` and keep it locked
     for this transaction; ``False`` (nothing written) if another moved it first.
@@ -109,11 +119,12 @@ def move(
     (the claims extraction worker, the likely-update detector): the claim and the
     advance at once.  Unlike :func:`claim` it waits while another transaction holds
     the row (one such follower's short transaction); PostgreSQL then evaluates the
-    condition again on the row that one committed.
+    condition again on the row that one committed.  Run through ``fetch`` as
+    :func:`claim` is, for the same reason: as the transaction's first statement it
+    goes out with its BEGIN (the row it returns says it moved).
     """
     at = {"expected_group": expected.commit_group, "expected_position": expected.position}
-    moved = conn.execute(_MOVE, _of(name, partition) | at | _to(cursor, now))
-    return moved.rowcount == 1
+    return bool(fetch(conn, _MOVE, _of(name, partition) | at | _to(cursor, now)))
 
 
 def read(conn: Connection, name: str, partition: int) -> LogCursor:
