@@ -187,6 +187,7 @@ class RetrievalService:
         with self.store.reading(snapshot=False) as view:
             return state_token(
                 view.connection,
+                self.store.backend.fetch,
                 namespace,
                 subject_key,
                 self.projection,

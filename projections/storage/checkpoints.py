@@ -12,7 +12,6 @@ from where it read it, in one conditional statement (:func:`move`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from eventstore import START, LogCursor, Transaction
+from projections.storage import Fetch
 from projections.storage.tables import checkpoints
 
 
@@ -44,9 +44,6 @@ def ensure_checkpoints(tx: Transaction, name: str, partitions: int, now: datetim
 def _param(name: str, column: sa.Column[Any]) -> sa.BindParameter[Any]:
     return sa.bindparam(name, type_=column.type)
 
-
-#: How a hot statement runs (``eventstore.Backend.fetch``): its rows as tuples.
-Fetch = Callable[[Connection, Any, dict[str, Any]], list[Sequence[Any]]]
 
 # Built once: a follower runs these on every page, and building a statement (its
 # expressions, then its cache key) cost more of a page's CPU than compiling it.

@@ -48,12 +48,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from eventstore import LogCursor
 from eventstore.schema import erasure_requests, events, rebuild_jobs, streams, subject_restrictions
+from projections.storage import Fetch
 from projections.storage.embedder_store import current_embedder
 from projections.storage.tables import checkpoints, graph_backfills, subject_embedders
 
@@ -207,8 +209,26 @@ token_statement = _build_token_statement()
 _stream_state = _build_stream_state()
 
 
+class _TokenRow(NamedTuple):
+    """The token's first statement's columns, in its order."""
+
+    stream_id: int
+    version: int
+    closed_at: datetime | None
+    key_destroyed_at: datetime | None
+    erasures: int
+    rebuilds: int
+    checkpoint_group: int | None
+    checkpoint_position: int | None
+    current_embedder: str | None
+    follower_group: int | None
+    follower_position: int | None
+    restricted_at: datetime | None
+
+
 def state_token(
     conn: Connection,
+    fetch: Fetch,
     namespace: str,
     subject_key: bytes,
     projection: str,
@@ -217,25 +237,32 @@ def state_token(
 ) -> StateToken | None:
     """The token of the subject's latest stream; ``None`` if it never wrote.
     ``follower`` (a checkpoint name and its partitions) names the other follower
-    whose checkpoint the token carries."""
+    whose checkpoint the token carries.
+
+    Both statements run through ``fetch`` (``eventstore.Backend.fetch``): built and
+    compiled once, they skip SQLAlchemy's execution (its cache key of these
+    statements alone cost more CPU than the server took to answer them), and
+    every retrieve reads them.
+    """
     follower_name, follower_partitions = (None, 1) if follower is None else follower
-    row = conn.execute(
-        token_statement,
-        {
-            "namespace": namespace,
-            "subject_key": subject_key,
-            "projection": projection,
-            "partitions": partitions,
-            "follower": follower_name,
-            "follower_partitions": follower_partitions,
-        },
-    ).first()
-    if row is None:
+    params = {
+        "namespace": namespace,
+        "subject_key": subject_key,
+        "projection": projection,
+        "partitions": partitions,
+        "follower": follower_name,
+        "follower_partitions": follower_partitions,
+    }
+    rows = fetch(conn, token_statement, params)
+    if not rows:
         return None
+    row = _TokenRow(*rows[0])
     # Read after the first statement: at least as new, which (as for the rows the
     # token validates) can only cost a reload.
-    state = conn.execute(_stream_state, {"stream_id": row.stream_id, "version": row.version}).one()
-    last = _cursor(state.last_group, state.last_position)
+    [(last_group, last_position, embedder, marked)] = fetch(
+        conn, _stream_state, {"stream_id": row.stream_id, "version": row.version}
+    )
+    last = _cursor(last_group, last_position)
     return StateToken(
         stream_id=row.stream_id,
         version=row.version,
@@ -244,8 +271,8 @@ def state_token(
         erasures=row.erasures,
         rebuilds=row.rebuilds,
         vector_mark=_vector_mark(row, last),
-        embedder=row.current_embedder if state.embedder is None else state.embedder,
-        graph_marked=bool(state.marked),
+        embedder=row.current_embedder if embedder is None else embedder,
+        graph_marked=bool(marked),
         last_event=last,
         restricted=row.restricted_at is not None,
         follower_mark=_cursor(row.follower_group, row.follower_position),
@@ -256,7 +283,7 @@ def _cursor(group: int | None, position: int | None) -> LogCursor | None:
     return None if group is None or position is None else LogCursor(group, position)
 
 
-def _vector_mark(row: sa.Row[object], last: LogCursor | None) -> LogCursor | None:
+def _vector_mark(row: _TokenRow, last: LogCursor | None) -> LogCursor | None:
     checkpoint = _cursor(row.checkpoint_group, row.checkpoint_position)
     if last is not None and checkpoint is not None and checkpoint >= last:
         return last  # caught up: later batches of other streams must not invalidate
