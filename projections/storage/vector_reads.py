@@ -48,7 +48,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -209,23 +208,6 @@ token_statement = _build_token_statement()
 _stream_state = _build_stream_state()
 
 
-class _TokenRow(NamedTuple):
-    """The token's first statement's columns, in its order."""
-
-    stream_id: int
-    version: int
-    closed_at: datetime | None
-    key_destroyed_at: datetime | None
-    erasures: int
-    rebuilds: int
-    checkpoint_group: int | None
-    checkpoint_position: int | None
-    current_embedder: str | None
-    follower_group: int | None
-    follower_position: int | None
-    restricted_at: datetime | None
-
-
 def state_token(
     conn: Connection,
     fetch: Fetch,
@@ -256,26 +238,40 @@ def state_token(
     rows = fetch(conn, token_statement, params)
     if not rows:
         return None
-    row = _TokenRow(*rows[0])
+    # The first statement's columns, in its order.
+    (
+        stream_id,
+        version,
+        closed_at,
+        key_destroyed_at,
+        erasures,
+        rebuilds,
+        checkpoint_group,
+        checkpoint_position,
+        current,
+        follower_group,
+        follower_position,
+        restricted_at,
+    ) = rows[0]
     # Read after the first statement: at least as new, which (as for the rows the
     # token validates) can only cost a reload.
     [(last_group, last_position, embedder, marked)] = fetch(
-        conn, _stream_state, {"stream_id": row.stream_id, "version": row.version}
+        conn, _stream_state, {"stream_id": stream_id, "version": version}
     )
     last = _cursor(last_group, last_position)
     return StateToken(
-        stream_id=row.stream_id,
-        version=row.version,
-        closed_at=row.closed_at,
-        key_destroyed_at=row.key_destroyed_at,
-        erasures=row.erasures,
-        rebuilds=row.rebuilds,
-        vector_mark=_vector_mark(row, last),
-        embedder=row.current_embedder if embedder is None else embedder,
+        stream_id=stream_id,
+        version=version,
+        closed_at=closed_at,
+        key_destroyed_at=key_destroyed_at,
+        erasures=erasures,
+        rebuilds=rebuilds,
+        vector_mark=_vector_mark(_cursor(checkpoint_group, checkpoint_position), last),
+        embedder=current if embedder is None else embedder,
         graph_marked=bool(marked),
         last_event=last,
-        restricted=row.restricted_at is not None,
-        follower_mark=_cursor(row.follower_group, row.follower_position),
+        restricted=restricted_at is not None,
+        follower_mark=_cursor(follower_group, follower_position),
     )
 
 
@@ -283,8 +279,7 @@ def _cursor(group: int | None, position: int | None) -> LogCursor | None:
     return None if group is None or position is None else LogCursor(group, position)
 
 
-def _vector_mark(row: _TokenRow, last: LogCursor | None) -> LogCursor | None:
-    checkpoint = _cursor(row.checkpoint_group, row.checkpoint_position)
+def _vector_mark(checkpoint: LogCursor | None, last: LogCursor | None) -> LogCursor | None:
     if last is not None and checkpoint is not None and checkpoint >= last:
         return last  # caught up: later batches of other streams must not invalidate
     return checkpoint
