@@ -14,7 +14,8 @@ state's and the likely-update detector's work on the stores, then falls in phase
 
 ``CG_AFTER_STORE=1`` makes each retrieval of phase 2 come right after a store of its own,
 so that every one catches the followers up (the path of the time section's retrieves
-right after a store); ``CG_DATABASE_URL=postgresql://…/SCRATCH`` runs the workload on
+right after a store; ``CG_AFTER_STORE=stores`` makes phase 2 those stores alone, what
+that phase's count is to be compared with); ``CG_DATABASE_URL=postgresql://…/SCRATCH`` runs the workload on
 that PostgreSQL database (migrated here, emptied beforehand by the caller) instead of a
 temporary SQLite store: the count is then the client's instructions, which neither
 the server nor the machine's load changes.
@@ -51,11 +52,12 @@ def store(m: MemoryClient) -> list[uuid.UUID]:
 
 
 def retrieve(m: MemoryClient) -> None:
-    after_store = bool(os.environ.get("CG_AFTER_STORE"))
+    after_store = os.environ.get("CG_AFTER_STORE", "")
     for i in range(N // 2):
         if after_store:
             m.store(f"she moved to town {i % 7} and drinks tea {i % 5}", user_id="u1")
-        m.retrieve(f"where does she live town {i % 7}", user_id="u1", limit=5)
+        if after_store != "stores":
+            m.retrieve(f"where does she live town {i % 7}", user_id="u1", limit=5)
 
 
 def ingest(m: MemoryClient) -> None:

@@ -67,7 +67,12 @@ class ProjectionRunner(LogFollower):
             if page.events:
                 self._apply_page(tx, page)
             checkpoints.advance(
-                tx.connection, self.projection.name, partition, page.next_cursor, self.clock()
+                tx.connection,
+                self.projection.name,
+                partition,
+                page.next_cursor,
+                self.clock(),
+                self.store.backend.write_at_commit,
             )
             return FollowedPage(len(page.events), page.next_cursor)
 

@@ -15,3 +15,7 @@ from sqlalchemy.engine import Connection
 #: with its BEGIN.  The statement is typed ``Any``: a ``SELECT`` or an ``UPDATE …
 #: RETURNING``.
 Fetch = Callable[[Connection, Any, dict[str, Any]], list[Sequence[Any]]]
+
+#: How a write whose result nobody reads joins its transaction
+#: (``eventstore.Backend.write_at_commit``): on PostgreSQL with the ``COMMIT``.
+WriteAtCommit = Callable[[Connection, Any, dict[str, Any]], None]

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from eventstore import START, LogCursor, Transaction
-from projections.storage import Fetch
+from projections.storage import Fetch, WriteAtCommit
 from projections.storage.tables import checkpoints
 
 
@@ -96,8 +96,18 @@ def hold(conn: Connection, name: str, partition: int) -> None:
     conn.execute(_HOLD, _of(name, partition))
 
 
-def advance(conn: Connection, name: str, partition: int, cursor: LogCursor, now: datetime) -> None:
-    conn.execute(_ADVANCE, _of(name, partition) | _to(cursor, now))
+def advance(
+    conn: Connection,
+    name: str,
+    partition: int,
+    cursor: LogCursor,
+    now: datetime,
+    write: WriteAtCommit,
+) -> None:
+    """Move a claimed partition's checkpoint to ``cursor`` when the transaction commits
+    (``write``: ``eventstore.Backend.write_at_commit``; nothing after it reads the
+    row, which the claim holds locked): on PostgreSQL with the COMMIT, one wait."""
+    write(conn, _ADVANCE, _of(name, partition) | _to(cursor, now))
 
 
 def move(
