@@ -14,10 +14,10 @@ state's and the likely-update detector's work on the stores, then falls in phase
 
 ``CG_AFTER_STORE=1`` makes each retrieval of phase 2 come right after a store of its own,
 so that every one catches the followers up (the path of the time section's retrieves
-right after a store; ``CG_AFTER_STORE=stores`` makes phase 2 those stores alone, what
-that phase's count is to be compared with); ``CG_DATABASE_URL=postgresql://…/SCRATCH`` runs the workload on
-that PostgreSQL database (migrated here, emptied beforehand by the caller) instead of a
-temporary SQLite store: the count is then the client's instructions, which neither
+right after a store); ``CG_AFTER_STORE=stores`` makes phase 2 those stores alone, the
+count to compare it with.  ``CG_DATABASE_URL=postgresql://…/SCRATCH`` runs the workload
+on that PostgreSQL database (migrated here, emptied beforehand by the caller) instead of
+a temporary SQLite store: the count is then the client's instructions, which neither
 the server nor the machine's load changes.
 
 Run it with each tree's interpreter, from a directory outside both trees::
