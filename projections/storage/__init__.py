@@ -16,6 +16,12 @@ from sqlalchemy.engine import Connection
 #: RETURNING``.
 Fetch = Callable[[Connection, Any, dict[str, Any]], list[Sequence[Any]]]
 
+
+def execute(conn: Connection, statement: Any, params: dict[str, Any]) -> list[Sequence[Any]]:
+    """A :data:`Fetch` through SQLAlchemy, for callers that hold no backend."""
+    return list(conn.execute(statement, params))
+
+
 #: How a write whose result nobody reads joins its transaction
 #: (``eventstore.Backend.write_at_commit``): on PostgreSQL with the ``COMMIT``.
 WriteAtCommit = Callable[[Connection, Any, dict[str, Any]], None]
