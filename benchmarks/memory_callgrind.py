@@ -12,6 +12,14 @@ retrieval service's state token statement and costs no statement of its own).
 retrieval phase counts warm retrievals only (the first one's catch-up, the vector
 state's and the likely-update detector's work on the stores, then falls in phase 1).
 
+``CG_AFTER_STORE=1`` makes each retrieval of phase 2 come right after a store of its own,
+so that every one catches the followers up (the path of the time section's retrieves
+right after a store); ``CG_AFTER_STORE=stores`` makes phase 2 those stores alone, the
+count to compare it with.  ``CG_DATABASE_URL=postgresql://…/SCRATCH`` runs the workload
+on that PostgreSQL database (migrated here, emptied beforehand by the caller) instead of
+a temporary SQLite store: the count is then the client's instructions, which neither
+the server nor the machine's load changes.
+
 Run it with each tree's interpreter, from a directory outside both trees::
 
     CG_N=30 CG_UPTO=2 valgrind --tool=callgrind --callgrind-out-file=a.cg \\
@@ -25,8 +33,11 @@ from __future__ import annotations
 import os
 import tempfile
 import uuid
+from pathlib import Path
 
 from oblivio import MemoryClient
+from oblivio.bootstrap import migrate
+from oblivio.settings import Settings
 
 N = int(os.environ.get("CG_N", "60"))
 
@@ -41,8 +52,12 @@ def store(m: MemoryClient) -> list[uuid.UUID]:
 
 
 def retrieve(m: MemoryClient) -> None:
+    after_store = os.environ.get("CG_AFTER_STORE", "")
     for i in range(N // 2):
-        m.retrieve(f"where does she live town {i % 7}", user_id="u1", limit=5)
+        if after_store:
+            m.store(f"she moved to town {i % 7} and drinks tea {i % 5}", user_id="u1")
+        if after_store != "stores":
+            m.retrieve(f"where does she live town {i % 7}", user_id="u1", limit=5)
 
 
 def ingest(m: MemoryClient) -> None:
@@ -67,13 +82,28 @@ def without_named_features() -> None:
     RetrievalService.retrieve = retrieve_unjudged  # type: ignore[method-assign,assignment]
 
 
+def opened(directory: str) -> MemoryClient:
+    """The store the workload runs on: SQLite in ``directory``, or ``CG_DATABASE_URL``."""
+    url = os.environ.get("CG_DATABASE_URL")
+    if url is None:
+        return MemoryClient(os.path.join(directory, "data"), embedder="hashing")
+    settings = Settings(
+        data_dir=Path(directory, "data"),
+        database_url=url,
+        keyring_path=Path(directory, "keys", "keyring.json"),
+        embedder="hashing",
+    )
+    migrate(settings)  # a server's schema is upgraded by the operator, not on open
+    return MemoryClient(settings=settings)
+
+
 def main() -> None:
     if os.environ.get("CG_WITHOUT"):
         without_named_features()
     upto = int(os.environ.get("CG_UPTO", "5"))
     with tempfile.TemporaryDirectory() as d:
         os.environ["OBLIVIO_KEYRING_DIR"] = os.path.join(d, "keys")
-        with MemoryClient(os.path.join(d, "data"), embedder="hashing") as m:
+        with opened(d) as m:
             event_ids = store(m) if upto >= 1 else []
             if upto >= 1 and os.environ.get("CG_CAUGHT_UP"):
                 m.retrieve("where does she live town 1", user_id="u1", limit=5)

@@ -15,7 +15,7 @@ import re
 import sys
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -83,6 +83,12 @@ class SubjectCipher:
 
     def open(self, purpose: str, row_id: bytes, blob: bytes) -> bytes:
         return self._key.decrypt(blob, self._aad(purpose, row_id))
+
+    @property
+    def decrypt_parts(self) -> Callable[[bytes, bytes, bytes], bytes]:
+        """The key's :attr:`crypto.AeadKey.decrypt_parts`: events are sealed under the
+        same data key, so a read decrypts its events with the cipher it then hands on."""
+        return self._key.decrypt_parts
 
     def mac(self, purpose: str, message: bytes) -> bytes:
         """A keyed hash under the subject's key: stable while the key lives, unguessable."""

@@ -7,7 +7,10 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from eventstore.codec import SubjectCipher
 
 
 class _AnyVersion(enum.Enum):
@@ -123,6 +126,12 @@ class LogPage:
 
     events: list[RecordedEvent]
     next_cursor: LogCursor
+    #: The ciphers of the page's streams, from the read that decrypted its events
+    #: (``None``: the stream's key is destroyed): a follower that writes projection
+    #: rows of the page seals them with these, and drops them with the page.
+    ciphers: Mapping[int, SubjectCipher | None] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
 
 @dataclass(frozen=True)

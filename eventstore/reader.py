@@ -134,6 +134,14 @@ def recorded_event(
     return event  # type: ignore[no-any-return]
 
 
+class Decoded(NamedTuple):
+    """Events read and decoded, and the ciphers of their streams (``None``: the
+    stream's key is destroyed or its KEK retired), from the one read."""
+
+    events: list[RecordedEvent]
+    ciphers: dict[int, SubjectCipher | None]
+
+
 class StreamState(NamedTuple):
     """What decoding needs of one stream: its reference and its decrypt, or why it has none."""
 
@@ -146,13 +154,16 @@ class EventDecoder:
     """Turns event rows (columns as in :data:`EVENT_READ_COLUMNS`) into :class:`RecordedEvent`.
 
     Unwrapped data keys are kept only for the lifetime of one decoder (one
-    read call), never in a process-wide cache: a key destroyed by another
+    read call) and of the ciphers it hands to that call's caller
+    (:attr:`ciphers`), never in a process-wide cache: a key destroyed by another
     process must stop decrypting at once.
     """
 
     def __init__(self, codec: EventCodec, stream_rows: Iterable[Sequence[Any]]) -> None:
         self.codec = codec
         self._streams: dict[int, StreamState] = {}
+        #: Each stream's cipher (``None``: its key is destroyed or its KEK retired).
+        self.ciphers: dict[int, SubjectCipher | None] = {}
         for (
             stream_id,
             namespace,
@@ -242,19 +253,21 @@ class EventDecoder:
         return decoded
 
     def _stream(self, ref: StreamRef, wrapped: WrappedKey | None) -> StreamState:
-        key = self._key(wrapped)
+        key = self._key(wrapped, ref.stream_id)
         if isinstance(key, Erasure):
             found = StreamState(ref, None, key)
+            self.ciphers[ref.stream_id] = None
         else:
             found = StreamState(ref, key.decrypt_parts, None)
+            self.ciphers[ref.stream_id] = key
         self._streams[ref.stream_id] = found
         return found
 
-    def _key(self, wrapped: WrappedKey | None) -> crypto.AeadKey | Erasure:
+    def _key(self, wrapped: WrappedKey | None, stream_id: int) -> SubjectCipher | Erasure:
         if wrapped is None:
             return Erasure.KEY_DESTROYED
         try:
-            return crypto.AeadKey(self.codec.unwrap(wrapped))
+            return SubjectCipher(self.codec.unwrap(wrapped), stream_id)
         except KekRetiredError:
             # Retiring a KEK that still wraps live data keys makes them as
             # unreadable as destroyed ones; readers of the whole log must go on.
@@ -309,17 +322,39 @@ class EventReads:
             events.c.stream_id == sa.bindparam("stream_id", type_=sa.BigInteger()),
             events.c.version > sa.bindparam("after_version", type_=sa.BigInteger()),
         ).order_by(events.c.version)
+        self._of_stream_up_to = select_event_columns.where(
+            events.c.stream_id == sa.bindparam("stream_id", type_=sa.BigInteger()),
+            events.c.version > sa.bindparam("after", type_=sa.BigInteger()),
+            events.c.version <= sa.bindparam("up_to", type_=sa.BigInteger()),
+        ).order_by(events.c.version)
 
     def read(
         self, conn: Connection, query: sa.Select[Any], params: dict[str, Any]
     ) -> list[RecordedEvent]:
         """The events of ``query`` (built on :data:`select_event_columns`), decoded."""
+        return self.read_keyed(conn, query, params).events
+
+    def read_keyed(
+        self, conn: Connection, query: sa.Select[Any], params: dict[str, Any]
+    ) -> Decoded:
+        """:meth:`read`, with the ciphers of the events' streams.
+
+        A caller that then reads the projection rows of those streams decrypts them
+        with these ciphers: no statement of its own for a data key the read had
+        already unwrapped.  They live as long as the caller keeps the result.
+        """
         rows = self.backend.fetch(conn, query, params)
         if not rows:
-            return []
-        stream_ids = list({row[_STREAM_ID] for row in rows})
-        stream_rows = self.backend.fetch(conn, self._streams_of, {"stream_ids": stream_ids})
-        return EventDecoder(self.codec, stream_rows).decode_all(rows)
+            return Decoded([], {})
+        return self._decoded(conn, rows, {row[_STREAM_ID] for row in rows})
+
+    def _decoded(
+        self, conn: Connection, rows: list[Sequence[Any]], stream_ids: Iterable[int]
+    ) -> Decoded:
+        """Event rows decoded with their streams, read now (after the rows)."""
+        stream_rows = self.backend.fetch(conn, self._streams_of, {"stream_ids": list(stream_ids)})
+        decoder = EventDecoder(self.codec, stream_rows)
+        return Decoded(decoder.decode_all(rows), decoder.ciphers)
 
     def by_ids(
         self, conn: Connection, event_ids: Sequence[uuid.UUID], namespace: str | None = None
@@ -339,6 +374,20 @@ class EventReads:
         """Every event of one stream generation past ``after_version``, by version."""
         params = {"stream_id": stream_id, "after_version": after_version}
         return self.read(conn, self._of_stream, params)
+
+    def stream_since(
+        self, conn: Connection, stream_id: int, after_version: int, up_to_version: int
+    ) -> Decoded:
+        """The events of one stream generation after ``after_version`` up to
+        ``up_to_version`` (no statement for them when there are none to ask), by
+        version, and the stream's cipher, read after them (``None`` once its key is
+        destroyed): what a reader of the stream's projection rows needs, in at most
+        two statements."""
+        rows = []
+        if after_version < up_to_version:
+            params = {"stream_id": stream_id, "after": after_version, "up_to": up_to_version}
+            rows = self.backend.fetch(conn, self._of_stream_up_to, params)
+        return self._decoded(conn, rows, (stream_id,))
 
 
 #: Built once: every read that decrypts a projection's rows asks for a data key, and

@@ -38,6 +38,7 @@ from eventstore.model import (
 )
 from eventstore.reader import (
     LATEST_STREAM,
+    Decoded,
     EventReads,
     latest_stream_params,
     select_event_columns,
@@ -87,12 +88,14 @@ class ReadView:
         """The stream's cipher, or ``None`` once its data key is destroyed."""
         return subject_cipher(self.connection, self._codec, stream_id)
 
-    def stream_events(self, stream_id: int, after_version: int) -> list[RecordedEvent]:
-        """Every event of one stream generation past ``after_version``, by version, in
-        this view (a cached index reads what it has not applied in the view that reads
-        the rows of those events: by the stream's id, no lookup of the subject's latest
-        stream first)."""
-        return self._reads.of_stream(self.connection, stream_id, after_version)
+    def stream_since(self, stream_id: int, after_version: int, up_to_version: int) -> Decoded:
+        """The events of one stream generation after ``after_version`` up to
+        ``up_to_version``, by version, and the stream's cipher (``None`` once its data
+        key is destroyed), read in this view after them: a cached index reads what it
+        has not applied, and the key to read those events' rows, in two statements
+        (by the stream's id, no lookup of the subject's latest stream first), and a
+        subject's first load its key alone."""
+        return self._reads.stream_since(self.connection, stream_id, after_version, up_to_version)
 
 
 def utc_now() -> datetime:
@@ -326,10 +329,12 @@ class EventStore:
             params["index"], params["count"] = partition
         query = self._log_pages[partition is not None]
         with self.backend.statement_reads() as conn:
-            page = self.reads.read(conn, query, params | self.backend.log_params(conn))
+            page, ciphers = self.reads.read_keyed(
+                conn, query, params | self.backend.log_params(conn)
+            )
         if page:
             self._settle(page[-1].cursor)
-        return LogPage(page, page[-1].cursor if page else after)
+        return LogPage(page, page[-1].cursor if page else after, ciphers)
 
     def log_head(self, after: LogCursor = START) -> LogCursor:
         """The cursor of the last event a reader may deliver now, or ``after`` when

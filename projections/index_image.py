@@ -429,6 +429,7 @@ class IndexImages:
                 return None
             now = state_token(
                 tx.connection,
+                self.store.backend.fetch,
                 stream.ref.namespace,
                 stream.ref.subject_key,
                 self.projection,

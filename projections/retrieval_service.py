@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from eventstore import EventStore, LogCursor, ReadView, RecordedEvent
+from eventstore import EventStore, LogCursor, RecordedEvent
 from projections.access import AccessLog
 from projections.embedders import Embedder
 from projections.errors import NotCaughtUpError, ProcessingRestrictedError
@@ -187,6 +187,7 @@ class RetrievalService:
         with self.store.reading(snapshot=False) as view:
             return state_token(
                 view.connection,
+                self.store.backend.fetch,
                 namespace,
                 subject_key,
                 self.projection,
@@ -260,11 +261,14 @@ class RetrievalService:
             entry = self._imaged(token, scoring)
         follows = entry is not None and _only_new_events(entry[0], token)
         with self.store.reading() as view:
-            cipher = view.cipher(token.stream_id)
+            # The events to apply (none for a load) and the key, in the view's first
+            # two statements: on PostgreSQL the first goes out with the view's BEGIN.
+            applied = entry[0].version if follows and entry is not None else token.version
+            events, ciphers = view.stream_since(token.stream_id, applied, token.version)
+            cipher = ciphers.get(token.stream_id)
             if cipher is None:
                 self.cache.drop(cached)
                 return None
-            events = _new_events(view, entry[0], token) if follows and entry is not None else []
             if follows and entry is not None and _contiguous(events, entry[0], token):
                 index = entry[1]
                 try:
@@ -352,16 +356,6 @@ def _only_new_events(cached: StateToken, token: StateToken) -> bool:
         and cached.caught_up
         and token.caught_up
     )
-
-
-def _new_events(view: ReadView, cached: StateToken, token: StateToken) -> list[RecordedEvent]:
-    """The events between the two tokens, read by the stream's id in the view that then
-    reads their rows (one statement fewer than a lookup of the subject's stream first);
-    any committed after ``token`` are left for the next query's token."""
-    if cached.version >= token.version:
-        return []
-    events = view.stream_events(token.stream_id, cached.version)
-    return [event for event in events if event.version <= token.version]
 
 
 def _contiguous(events: list[RecordedEvent], cached: StateToken, token: StateToken) -> bool:

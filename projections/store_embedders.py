@@ -26,7 +26,7 @@ from projections.embedders import (
     EmbedderUnavailableError,
     resolve_embedder,
 )
-from projections.storage import embedder_store
+from projections.storage import Fetch, embedder_store, execute
 from projections.storage.embedder_store import CURRENT, TARGET, RecordedEmbedder
 
 REEMBED_COMMAND = "oblivio rebuild vectors --all --embedder"
@@ -49,10 +49,16 @@ class StoreEmbedders:
     """
 
     def __init__(
-        self, first: Embedder, spec: str | None, options: EmbedderOptions | None = None
+        self,
+        first: Embedder,
+        spec: str | None,
+        options: EmbedderOptions | None = None,
+        fetch: Fetch = execute,
     ) -> None:
         self.first = first
         self.options = options or EmbedderOptions()
+        #: How the store's embedders are read on every page (``eventstore.Backend.fetch``).
+        self.fetch = fetch
         self._specs: dict[str, str | None] = {first.name: spec}
         self._built: dict[str, Embedder] = {first.name: first}
         self._lock = threading.Lock()
@@ -96,7 +102,7 @@ class StoreEmbedders:
     def writers(self, conn: Connection, stream_ids: Collection[int]) -> dict[int, list[Embedder]]:
         """Which embedders write new vectors of each stream: its serving one, and the
         target of a running re-embedding job (so a switched subject is complete)."""
-        roles = embedder_store.recorded(conn)
+        roles = embedder_store.recorded(conn, self.fetch)
         current, target = roles.get(CURRENT), roles.get(TARGET)
         if current is None:
             return {stream_id: [self.first] for stream_id in stream_ids}
@@ -145,9 +151,9 @@ def open_store_embedders(
         chosen_spec = None if embedder is not None else (spec or DEFAULT_EMBEDDER)
         stored = _record_first(store, describe(chosen, chosen_spec), now)
         if stored.name == chosen.name:
-            return StoreEmbedders(chosen, stored.spec, options)
+            return StoreEmbedders(chosen, stored.spec, options, store.backend.fetch)
     if configured is None:
-        return _inherit(stored, options)
+        return _inherit(stored, options, store.backend.fetch)
     if configured.name != stored.name:
         raise EmbedderMismatchError(
             f"this store embeds with {stored.name!r} but this process is configured with "
@@ -155,7 +161,7 @@ def open_store_embedders(
             f"store's embedder, or move the store with `{REEMBED_COMMAND} "
             f"{spec or 'NAME'}`"
         )
-    return StoreEmbedders(configured, stored.spec, options)
+    return StoreEmbedders(configured, stored.spec, options, store.backend.fetch)
 
 
 def current_embedder(store: EventStore) -> RecordedEmbedder:
@@ -164,7 +170,7 @@ def current_embedder(store: EventStore) -> RecordedEmbedder:
         return embedder_store.recorded(view.connection)[CURRENT]
 
 
-def _inherit(stored: RecordedEmbedder, options: EmbedderOptions) -> StoreEmbedders:
+def _inherit(stored: RecordedEmbedder, options: EmbedderOptions, fetch: Fetch) -> StoreEmbedders:
     """The store's own embedder, for a process configured with none."""
     if stored.spec is None:
         raise EmbedderUnavailableError(
@@ -177,7 +183,7 @@ def _inherit(stored: RecordedEmbedder, options: EmbedderOptions) -> StoreEmbedde
             f"{stored.spec!r} now builds {embedder.name!r}, but the store's vectors are "
             f"{stored.name!r}; re-embed with `{REEMBED_COMMAND} {stored.spec}`"
         )
-    return StoreEmbedders(embedder, stored.spec, options)
+    return StoreEmbedders(embedder, stored.spec, options, fetch)
 
 
 def _record_first(store: EventStore, first: RecordedEmbedder, now: datetime) -> RecordedEmbedder:

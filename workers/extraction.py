@@ -46,7 +46,6 @@ from projections.claims.plan import ClaimExtractor, IngestionPlan, Message, vali
 from projections.claims.publication import claims_event
 from projections.graph import NodeGraphProjection
 from projections.reads import GraphReads
-from projections.storage import checkpoints
 from workers.follower import FollowedPage, LogFollower
 
 log = logging.getLogger(__name__)
@@ -108,9 +107,7 @@ class ExtractionWorker(LogFollower):
                 by_stream.setdefault(event.stream.stream_id, []).append(event)
         with self.store.transaction() as tx:
             # Moved first, so that the plans commit with it or not at all.
-            if not checkpoints.move(
-                tx.connection, NAME, partition, cursor, page.next_cursor, self.clock()
-            ):
+            if not self.move_checkpoint(tx, partition, cursor, page.next_cursor):
                 return None
             # Streams are independent, so each is handled at once (one lock, one
             # check of which messages still stand), its messages in log order.

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import NamedTuple
 
-from eventstore import EventStore, LogCursor, LogPage
+from eventstore import EventStore, LogCursor, LogPage, Transaction
 from projections.storage import checkpoints
 
 IDLE_SLEEP_SECONDS = 0.01
@@ -99,6 +99,18 @@ class LogFollower(ABC):
         # so a look that still finds nothing proves the partition has nothing there.
         again = self.store.read_all(cursor, limit, partition=where)
         return again if again.events else LogPage([], head)
+
+    def move_checkpoint(
+        self, tx: Transaction, partition: int, expected: LogCursor, cursor: LogCursor
+    ) -> bool:
+        """Move the partition's checkpoint from ``expected`` to ``cursor`` as the
+        transaction's first statement (``checkpoints.move``, which goes out with the
+        BEGIN): the step of a follower that read and judged its page before its
+        transaction; ``False`` if another moved it first."""
+        fetch = self.store.backend.fetch
+        return checkpoints.move(
+            tx.connection, self.checkpoint_name, partition, expected, cursor, self.clock(), fetch
+        )
 
     def partition_of(self, stream_id: int) -> int:
         return stream_id % self.partitions

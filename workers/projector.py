@@ -14,7 +14,7 @@ from datetime import datetime
 
 from sqlalchemy.engine import Connection
 
-from eventstore import EventStore, LogCursor, RecordedEvent, SubjectCipher, Transaction
+from eventstore import EventStore, LogCursor, LogPage, RecordedEvent, SubjectCipher, Transaction
 from eventstore.ids import SYSTEM_NAMESPACE
 from eventstore.store import utc_now
 from projections import events as ev
@@ -57,16 +57,22 @@ class ProjectionRunner(LogFollower):
         # Not durable: the batch writes projection rows and their checkpoint only,
         # which the log replays if a power loss drops the commit.
         with self.store.transaction(durable=False) as tx:
-            cursor = checkpoints.claim(tx.connection, self.projection.name, partition)
+            fetch = self.store.backend.fetch
+            cursor = checkpoints.claim(tx.connection, self.projection.name, partition, fetch)
             if cursor is None:
                 return None
             page = self.read_page(partition, cursor, self.batch_size)
             if page.next_cursor == cursor:
                 return FollowedPage(0, cursor)
             if page.events:
-                self._apply_page(tx, page.events)
+                self._apply_page(tx, page)
             checkpoints.advance(
-                tx.connection, self.projection.name, partition, page.next_cursor, self.clock()
+                tx.connection,
+                self.projection.name,
+                partition,
+                page.next_cursor,
+                self.clock(),
+                self.store.backend.write_at_commit,
             )
             return FollowedPage(len(page.events), page.next_cursor)
 
@@ -86,19 +92,22 @@ class ProjectionRunner(LogFollower):
         for partition in sorted(held):
             checkpoints.hold(conn, self.projection.name, partition)
 
-    def _apply_page(self, tx: Transaction, page: list[RecordedEvent]) -> None:
-        ciphers: dict[int, SubjectCipher | None] = {}
+    def _apply_page(self, tx: Transaction, page: LogPage) -> None:
+        """Apply the page's memory events of subjects whose key lives.
+
+        Their rows are sealed with the ciphers the page's read unwrapped (read
+        after the claim, as a data key read of its own in this transaction was):
+        a destroyed key means the subject was forgotten, and its events read back
+        erased anyway.
+        """
         applicable: list[tuple[SubjectCipher, RecordedEvent]] = []
-        for event in page:
+        for event in page.events:
             if (
                 event.stream.namespace == SYSTEM_NAMESPACE
                 or event.type not in ev.MEMORY_EVENT_TYPES
             ):
                 continue
-            stream_id = event.stream.stream_id
-            if stream_id not in ciphers:
-                ciphers[stream_id] = tx.cipher(stream_id)
-            cipher = ciphers[stream_id]
-            if cipher is not None:  # a destroyed key means the subject was forgotten
+            cipher = page.ciphers.get(event.stream.stream_id)
+            if cipher is not None:
                 applicable.append((cipher, event))
         self.projection.apply_page(tx.connection, applicable)

@@ -34,7 +34,6 @@ from projections.graph import NodeGraphProjection
 from projections.model import LifecycleState, NodeType, ScoredNode
 from projections.retrieval_service import RetrievalService
 from projections.scoring import ScoringConfig
-from projections.storage import checkpoints
 from projections.storage.graph_store import GraphStore
 from workers.follower import FollowedPage, LogFollower
 
@@ -96,9 +95,7 @@ class LikelyUpdateWorker(LogFollower):
         # log replays, so its commit need not wait for the disk (docs/architecture.md).
         with self.store.transaction(durable=bool(judged)) as tx:
             # Moved first, so that the decisions commit with it or not at all.
-            if not checkpoints.move(
-                tx.connection, NAME, partition, cursor, page.next_cursor, self.clock()
-            ):
+            if not self.move_checkpoint(tx, partition, cursor, page.next_cursor):
                 return None
             for found in judged:
                 self._record(tx, found)

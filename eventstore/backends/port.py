@@ -62,6 +62,15 @@ class Backend(abc.ABC):
         """
         return list(conn.execute(query, params))
 
+    def write_at_commit(self, conn: Connection, statement: Any, params: dict[str, Any]) -> None:
+        """Run ``statement`` (a write built once, whose result nobody reads) in the
+        transaction of ``conn``, at the latest when it commits.
+
+        Everything the transaction does afterwards must not depend on it: on a server
+        database it goes out with the ``COMMIT``, one wait for both.
+        """
+        conn.execute(statement, params)
+
     @abc.abstractmethod
     def insert_unless_present(self, table: sa.Table) -> Insert:
         """``INSERT`` into ``table`` that skips rows whose unique key exists already."""

@@ -36,7 +36,7 @@ from psycopg.types.datetime import TimestampLoader, TimestamptzBinaryLoader
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
-from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 from sqlalchemy.sql.dml import Insert
 
 from eventstore.backends.port import Backend, head_params
@@ -225,6 +225,11 @@ _BEGIN_NOT_DURABLE = (b"BEGIN", b"SET LOCAL synchronous_commit = off")
 _UNSENT_BEGIN = "oblivio_unsent_begin"
 
 
+# Writes owed to a transaction's COMMIT (``PostgresBackend.write_at_commit``): their
+# SQL with its values bound in, sent in one simple query with the COMMIT.
+_OWED_AT_COMMIT = "oblivio_owed_at_commit"
+
+
 def _begin(conn: Connection) -> None:
     driver = conn.connection.driver_connection
     if driver is None or driver.autocommit:  # SQLAlchemy begins; the server never does
@@ -233,17 +238,43 @@ def _begin(conn: Connection) -> None:
     conn.info[_UNSENT_BEGIN] = _BEGIN if durable else _BEGIN_NOT_DURABLE
 
 
-def _forget_begin(conn: Connection) -> None:
+def _forget_owed(conn: Connection) -> None:
     if not conn.invalidated:  # an invalidated one has no info left to clean
         conn.info.pop(_UNSENT_BEGIN, None)
+        conn.info.pop(_OWED_AT_COMMIT, None)
 
 
-def _forget_begin_at_checkin(_driver: object, record: ConnectionPoolEntry) -> None:
+def _forget_owed_at_checkin(_driver: object, record: ConnectionPoolEntry) -> None:
     # A transaction that ended without a statement leaves nothing owed behind.
     record.info.pop(_UNSENT_BEGIN, None)
+    record.info.pop(_OWED_AT_COMMIT, None)
 
 
-def _begin_with(conn: Connection, driver: psycopg.Connection[Any]) -> bytes:
+def _committing_owed(plain: Callable[[Any], None]) -> Callable[[Any], None]:
+    """The dialect's ``do_commit``, sending the writes owed to the COMMIT
+    (``PostgresBackend.write_at_commit``) and the COMMIT in one simple query.
+
+    psycopg then finds the transaction ended (it reads the status from libpq)
+    and sends nothing.  A failing write stops the query before the COMMIT, and
+    its error ends the commit as a failing COMMIT would (the pool rolls back).
+    In ``do_commit``, not in a ``commit`` event: SQLAlchemy's listeners of that
+    event run before it with the transaction still open, whatever their order.
+    """
+
+    def do_commit(connection: PoolProxiedConnection) -> None:
+        owed: list[bytes] = connection.info.pop(_OWED_AT_COMMIT, [])
+        driver = connection.driver_connection
+        if driver is not None:
+            # A BEGIN still owed (no statement ran) is sent only for owed writes.
+            begin = _begin_with(connection, driver)
+            if owed:
+                _exec_simple(driver, begin + b"".join(owed) + b"COMMIT")
+        plain(connection)
+
+    return do_commit
+
+
+def _begin_with(conn: Connection | PoolProxiedConnection, driver: psycopg.Connection[Any]) -> bytes:
     """The statements still owed before the transaction's first one (``b""`` if none),
     each followed by ``;``.  BEGIN only if no transaction is open: a caller that
     went to the driver directly has already made psycopg open one."""
@@ -299,9 +330,10 @@ class PostgresBackend(Backend):
         super().__init__(_engine(url, session=self.session_options))
         sa.event.listen(self.engine, "begin", _begin)
         sa.event.listen(self.engine, "before_cursor_execute", _send_owed_begin)
-        sa.event.listen(self.engine, "commit", _forget_begin)
-        sa.event.listen(self.engine, "rollback", _forget_begin)
-        sa.event.listen(self.engine, "checkin", _forget_begin_at_checkin)
+        dialect = self.engine.dialect
+        dialect.do_commit = _committing_owed(dialect.do_commit)  # type: ignore[method-assign,assignment]
+        sa.event.listen(self.engine, "rollback", _forget_owed)
+        sa.event.listen(self.engine, "checkin", _forget_owed_at_checkin)
         # A pool of its own whose connections stay in autocommit: a statement
         # read sends no BEGIN or ROLLBACK.  Lending the main pool's connections
         # in autocommit instead (execution_options) switched them on every
@@ -319,7 +351,7 @@ class PostgresBackend(Backend):
         self._autocommit = _engine(
             url, session="-c TimeZone=UTC -c enable_sort=off", isolation_level="AUTOCOMMIT"
         )
-        self._driver_sql: dict[sa.Select[Any], tuple[str, dict[str, Any]]] = {}
+        self._driver_sql: dict[sa.ClauseElement, tuple[str, dict[str, Any]]] = {}
 
     @contextmanager
     def write_connection(self, *, durable: bool = True) -> Iterator[Connection]:
@@ -330,14 +362,16 @@ class PostgresBackend(Backend):
 
     @contextmanager
     def read_connection(self) -> Iterator[Connection]:
-        with self.translate_errors(), self.engine.connect() as conn:
+        # Begun here, not by the view's first statement: its BEGIN is then owed
+        # (``_begin``) and goes out with that statement when it is a hot read
+        # (``fetch``), one wait for both; psycopg's own BEGIN waited on its own.
+        with self.translate_errors(), self.engine.connect() as conn, conn.begin():
             yield conn
             # Ended by COMMIT, not by the pool's ROLLBACK (the same for a transaction
             # that wrote nothing, and one round trip either way): psycopg forgets
             # every statement it prepared on the connection at a ROLLBACK and
             # deallocates them on the server, one more round trip, so a read view
             # cost the statements of the next five uses their preparation again.
-            conn.commit()
 
     @contextmanager
     def statement_reads(self) -> Iterator[Connection]:
@@ -350,16 +384,26 @@ class PostgresBackend(Backend):
         # psycopg's own cursor in binary mode: SQLAlchemy's per-row result
         # processing (Row objects, a type processor per datetime) cost more
         # than decrypting the events, and the SQL is compiled once per query.
-        compiled = self._driver_sql.get(query)
-        if compiled is None:
-            compiled = self._driver_sql[query] = _compile(query, self.engine.dialect)
-        sql, constants = compiled
+        sql, constants = self._driver_sql.get(query) or self._compiled(query)
         if _UNSENT_BEGIN in conn.info:
             return _first_fetch(conn, sql, constants | params)
         with _binary_cursor(conn) as cursor:
             cursor.execute(sql, constants | params)
             rows: list[Sequence[Any]] = cursor.fetchall()
             return rows
+
+    def write_at_commit(self, conn: Connection, statement: Any, params: dict[str, Any]) -> None:
+        # Bound into the SQL text, as for a transaction's first read (``_first_fetch``):
+        # a simple query takes no parameters.
+        sql, constants = self._driver_sql.get(statement) or self._compiled(statement)
+        driver = _driver(conn)
+        with psycopg.ClientCursor(driver) as cursor:
+            bound = cursor.mogrify(sql, constants | params).encode(driver.info.encoding)
+        conn.info.setdefault(_OWED_AT_COMMIT, []).append(bound + b"; ")
+
+    def _compiled(self, statement: sa.ClauseElement) -> tuple[str, dict[str, Any]]:
+        compiled = self._driver_sql[statement] = _compile(statement, self.engine.dialect)
+        return compiled
 
     def insert_unless_present(self, table: sa.Table) -> Insert:
         return pg_insert(table).on_conflict_do_nothing()
@@ -525,7 +569,7 @@ def _first_fetch(conn: Connection, sql: str, params: dict[str, Any]) -> list[Seq
         return rows.load_rows(0, result.ntuples, tuple)
 
 
-def _compile(query: sa.Select[Any], dialect: sa.Dialect) -> tuple[str, dict[str, Any]]:
+def _compile(query: sa.ClauseElement, dialect: sa.Dialect) -> tuple[str, dict[str, Any]]:
     """The driver's SQL of ``query`` and the values of its constant parameters (a LIMIT 1)."""
     compiled = query.compile(dialect=dialect)
     return str(compiled), {k: v for k, v in compiled.params.items() if v is not None}

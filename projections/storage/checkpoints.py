@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from eventstore import START, LogCursor, Transaction
+from projections.storage import Fetch, WriteAtCommit
 from projections.storage.tables import checkpoints
 
 
@@ -66,7 +67,7 @@ _ADVANCE = (
         updated_at=_param("now", checkpoints.c.updated_at),
     )
 )
-_MOVE = _ADVANCE.where(_AT)
+_MOVE = _ADVANCE.where(_AT).returning(checkpoints.c.position)
 
 
 def _of(name: str, partition: int) -> dict[str, Any]:
@@ -77,10 +78,15 @@ def _to(cursor: LogCursor, now: datetime) -> dict[str, Any]:
     return {"to_group": cursor.commit_group, "to_position": cursor.position, "now": now}
 
 
-def claim(conn: Connection, name: str, partition: int) -> LogCursor | None:
-    """Lock a partition's checkpoint for this transaction; ``None`` if another has it."""
-    row = conn.execute(_CLAIM, _of(name, partition)).first()
-    return None if row is None else LogCursor(row.commit_group, row.position)
+def claim(conn: Connection, name: str, partition: int, fetch: Fetch) -> LogCursor | None:
+    """Lock a partition's checkpoint for this transaction; ``None`` if another has it.
+
+    Read through ``fetch`` (``eventstore.Backend.fetch``): as a transaction's first
+    statement it then goes to PostgreSQL in one query with the BEGIN it owes, one
+    wait for both.
+    """
+    rows = fetch(conn, _CLAIM, _of(name, partition))
+    return None if not rows else LogCursor(*rows[0])
 
 
 def hold(conn: Connection, name: str, partition: int) -> None:
@@ -90,8 +96,18 @@ def hold(conn: Connection, name: str, partition: int) -> None:
     conn.execute(_HOLD, _of(name, partition))
 
 
-def advance(conn: Connection, name: str, partition: int, cursor: LogCursor, now: datetime) -> None:
-    conn.execute(_ADVANCE, _of(name, partition) | _to(cursor, now))
+def advance(
+    conn: Connection,
+    name: str,
+    partition: int,
+    cursor: LogCursor,
+    now: datetime,
+    write: WriteAtCommit,
+) -> None:
+    """Move a claimed partition's checkpoint to ``cursor`` when the transaction commits
+    (``write``: ``eventstore.Backend.write_at_commit``; nothing after it reads the
+    row, which the claim holds locked): on PostgreSQL with the COMMIT, one wait."""
+    write(conn, _ADVANCE, _of(name, partition) | _to(cursor, now))
 
 
 def move(
@@ -101,6 +117,7 @@ def move(
     expected: LogCursor,
     cursor: LogCursor,
     now: datetime,
+    fetch: Fetch,
 ) -> bool:
     """Move a partition's checkpoint from ``expected`` to ``cursor`` and keep it locked
     for this transaction; ``False`` (nothing written) if another moved it first.
@@ -109,11 +126,12 @@ def move(
     (the claims extraction worker, the likely-update detector): the claim and the
     advance at once.  Unlike :func:`claim` it waits while another transaction holds
     the row (one such follower's short transaction); PostgreSQL then evaluates the
-    condition again on the row that one committed.
+    condition again on the row that one committed.  Run through ``fetch`` as
+    :func:`claim` is, for the same reason: as the transaction's first statement it
+    goes out with its BEGIN (the row it returns says it moved).
     """
     at = {"expected_group": expected.commit_group, "expected_position": expected.position}
-    moved = conn.execute(_MOVE, _of(name, partition) | at | _to(cursor, now))
-    return moved.rowcount == 1
+    return bool(fetch(conn, _MOVE, _of(name, partition) | at | _to(cursor, now)))
 
 
 def read(conn: Connection, name: str, partition: int) -> LogCursor:

@@ -15,6 +15,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from projections.storage import Fetch, execute
 from projections.storage.tables import (
     attractors,
     subject_embedders,
@@ -37,13 +38,20 @@ class RecordedEmbedder:
 
 
 #: Built once: the vector state reads it on every page.
-_RECORDED = sa.select(vector_embedders)
+_RECORDED = sa.select(
+    vector_embedders.c.role,
+    vector_embedders.c.name,
+    vector_embedders.c.spec,
+    vector_embedders.c.dimension,
+)
 
 
-def recorded(conn: Connection) -> dict[str, RecordedEmbedder]:
-    """The store's embedders by role (``current``, ``target``); empty for a new store."""
-    rows = conn.execute(_RECORDED)
-    return {row.role: RecordedEmbedder(row.name, row.spec, row.dimension) for row in rows}
+def recorded(conn: Connection, fetch: Fetch = execute) -> dict[str, RecordedEmbedder]:
+    """The store's embedders by role (``current``, ``target``); empty for a new store.
+    ``fetch`` runs the statement (the vector state passes the backend's, as it reads
+    them on every page)."""
+    rows = fetch(conn, _RECORDED, {})
+    return {role: RecordedEmbedder(name, spec, dimension) for role, name, spec, dimension in rows}
 
 
 def record(conn: Connection, role: str, embedder: RecordedEmbedder, now: datetime) -> None:

@@ -4,13 +4,13 @@ projections.index_image says what they hold and when they may be used)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from projections.storage import Fetch
 from projections.storage.tables import retrieval_images
 
 
@@ -42,13 +42,10 @@ _read = (
 )
 
 
-#: How a hot read runs a built statement (``eventstore.Backend.fetch``: on PostgreSQL
-#: psycopg's binary protocol, so 150 MB of chunks are not sent and parsed as hex text).
-Fetch = Callable[[Connection, sa.Select[Any], dict[str, Any]], list[Sequence[Any]]]
-
-
 def read(conn: Connection, stream_id: int, fetch: Fetch) -> StoredImage | None:
-    """The stream's image in one statement, or ``None`` without one."""
+    """The stream's image in one statement, or ``None`` without one (through ``fetch``:
+    on PostgreSQL psycopg's binary protocol, so 150 MB of chunks are not sent and parsed
+    as hex text)."""
     rows = fetch(conn, _read, {"stream_id": stream_id})
     if not rows:
         return None

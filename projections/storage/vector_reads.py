@@ -54,6 +54,7 @@ from sqlalchemy.engine import Connection
 
 from eventstore import LogCursor
 from eventstore.schema import erasure_requests, events, rebuild_jobs, streams, subject_restrictions
+from projections.storage import Fetch
 from projections.storage.embedder_store import current_embedder
 from projections.storage.tables import checkpoints, graph_backfills, subject_embedders
 
@@ -209,6 +210,7 @@ _stream_state = _build_stream_state()
 
 def state_token(
     conn: Connection,
+    fetch: Fetch,
     namespace: str,
     subject_key: bytes,
     projection: str,
@@ -217,38 +219,59 @@ def state_token(
 ) -> StateToken | None:
     """The token of the subject's latest stream; ``None`` if it never wrote.
     ``follower`` (a checkpoint name and its partitions) names the other follower
-    whose checkpoint the token carries."""
+    whose checkpoint the token carries.
+
+    Both statements run through ``fetch`` (``eventstore.Backend.fetch``): built and
+    compiled once, they skip SQLAlchemy's execution (its cache key of these
+    statements alone cost more CPU than the server took to answer them), and
+    every retrieve reads them.
+    """
     follower_name, follower_partitions = (None, 1) if follower is None else follower
-    row = conn.execute(
-        token_statement,
-        {
-            "namespace": namespace,
-            "subject_key": subject_key,
-            "projection": projection,
-            "partitions": partitions,
-            "follower": follower_name,
-            "follower_partitions": follower_partitions,
-        },
-    ).first()
-    if row is None:
+    params = {
+        "namespace": namespace,
+        "subject_key": subject_key,
+        "projection": projection,
+        "partitions": partitions,
+        "follower": follower_name,
+        "follower_partitions": follower_partitions,
+    }
+    rows = fetch(conn, token_statement, params)
+    if not rows:
         return None
+    # The first statement's columns, in its order.
+    (
+        stream_id,
+        version,
+        closed_at,
+        key_destroyed_at,
+        erasures,
+        rebuilds,
+        checkpoint_group,
+        checkpoint_position,
+        current,
+        follower_group,
+        follower_position,
+        restricted_at,
+    ) = rows[0]
     # Read after the first statement: at least as new, which (as for the rows the
     # token validates) can only cost a reload.
-    state = conn.execute(_stream_state, {"stream_id": row.stream_id, "version": row.version}).one()
-    last = _cursor(state.last_group, state.last_position)
+    [(last_group, last_position, embedder, marked)] = fetch(
+        conn, _stream_state, {"stream_id": stream_id, "version": version}
+    )
+    last = _cursor(last_group, last_position)
     return StateToken(
-        stream_id=row.stream_id,
-        version=row.version,
-        closed_at=row.closed_at,
-        key_destroyed_at=row.key_destroyed_at,
-        erasures=row.erasures,
-        rebuilds=row.rebuilds,
-        vector_mark=_vector_mark(row, last),
-        embedder=row.current_embedder if state.embedder is None else state.embedder,
-        graph_marked=bool(state.marked),
+        stream_id=stream_id,
+        version=version,
+        closed_at=closed_at,
+        key_destroyed_at=key_destroyed_at,
+        erasures=erasures,
+        rebuilds=rebuilds,
+        vector_mark=_vector_mark(_cursor(checkpoint_group, checkpoint_position), last),
+        embedder=current if embedder is None else embedder,
+        graph_marked=bool(marked),
         last_event=last,
-        restricted=row.restricted_at is not None,
-        follower_mark=_cursor(row.follower_group, row.follower_position),
+        restricted=restricted_at is not None,
+        follower_mark=_cursor(follower_group, follower_position),
     )
 
 
@@ -256,8 +279,7 @@ def _cursor(group: int | None, position: int | None) -> LogCursor | None:
     return None if group is None or position is None else LogCursor(group, position)
 
 
-def _vector_mark(row: sa.Row[object], last: LogCursor | None) -> LogCursor | None:
-    checkpoint = _cursor(row.checkpoint_group, row.checkpoint_position)
+def _vector_mark(checkpoint: LogCursor | None, last: LogCursor | None) -> LogCursor | None:
     if last is not None and checkpoint is not None and checkpoint >= last:
         return last  # caught up: later batches of other streams must not invalidate
     return checkpoint

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from eventstore import SubjectCipher
-from eventstore.backends import insert_replacing
+from eventstore.backends import insert_replacing, insert_rows
 from eventstore.schema import events
 from projections.storage.graph_store import IDS_PER_STATEMENT, open_json, seal_json
 from projections.storage.tables import attractors, node_directory, nodes, triggers, vectors
@@ -151,7 +151,9 @@ class VectorStore:
             }
             for item in items
         ]
-        self.conn.execute(insert_replacing(self.conn, vectors), rows)
+        # Through the driver on PostgreSQL (compiled once, no SQLAlchemy execution):
+        # a catch-up right after a store writes one page of a few rows.
+        insert_rows(self.conn, insert_replacing(self.conn, vectors), rows)
 
     def node_vectors(self, stream_id: int, embedder: str | None = None) -> list[sa.Row[Any]]:
         """Node rows joined with their vectors of ``embedder`` (never two embedders' vectors:
