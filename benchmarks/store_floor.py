@@ -28,10 +28,9 @@ both trees, each with its own ``.venv``):
   a caller-chosen request id (none here), the returned ``RecordedEvent`` and
   node ids, SQLAlchemy's execution of any statement, the transaction object.
 
-The restriction is checked as ``NOT EXISTS`` over ``subject_restrictions``
-inside the head's UPDATE: the same client CPU as a column of the stream row,
-which a conditional write under READ COMMITTED needs to be correct (see
-docs/benchmarks.md); the index probe costs the server, not this process.
+The restriction is checked where the head moves, on the stream row's
+``restricted`` flag, as the product's append does (see eventstore.schema.streams:
+a conditional write under READ COMMITTED sees a restriction only there).
 
 It prints the per-round ratio floor / old (above 1: the floor stores faster),
 the medians of each side's rate and CPU per store (this process's time: the
@@ -56,6 +55,7 @@ from typing import Any
 from sqlalchemy.dialects import sqlite
 
 from eventstore import NewEvent, Subject
+from eventstore.backends import sqlite as sqlite_backend
 from eventstore.backends.port import head_params
 from eventstore.batch import encode_batch, event_rows, seal_batch
 from eventstore.codec import SubjectCipher
@@ -218,6 +218,7 @@ class FloorStore:
             "old_version": batch.old_version,
             "new_version": batch.new_version,
             "chain_hash": batch.chain_hash,
+            "past_restriction": batch.past_restriction,
             "recorded_at": batch.recorded_at.astimezone(UTC).replace(tzinfo=None),
             "event_id": event.event_id,
             "type": event.type,
@@ -300,15 +301,8 @@ class _Event:
     recorded_at: datetime
 
 
-_RESTRICTED = (
-    "EXISTS (SELECT 1 FROM subject_restrictions r"
-    " WHERE r.namespace = streams.namespace AND r.subject_key = streams.subject_key)"
-)
-_SQLITE_MOVE_HEAD = f"""
-UPDATE streams SET version = :new_version, chain_hash = :chain_hash
-WHERE stream_id = :stream_id AND version = :old_version
-  AND closed_at IS NULL AND key_destroyed_at IS NULL AND NOT {_RESTRICTED}
-"""
+# The product's conditional head move on SQLite, as sqlite3 takes it.
+_SQLITE_MOVE_HEAD = str(sqlite_backend._MOVE_HEAD)
 
 
 def _prefixed(prefix: str, table: Any, row: Mapping[str, Any], dialect: Any) -> dict[str, Any]:
@@ -334,10 +328,11 @@ def _postgres_statement(source: tuple[str, ...], node_rows: tuple[tuple[str, ...
             f" SELECT {values} FROM head{tail})"
         )
 
-    sql = f"""WITH head AS (
+    sql = """WITH head AS (
     UPDATE streams SET version = %(new_version)s, chain_hash = %(chain_hash)s
     WHERE stream_id = %(stream_id)s AND version = %(old_version)s
-      AND closed_at IS NULL AND key_destroyed_at IS NULL AND NOT {_RESTRICTED}
+      AND closed_at IS NULL AND key_destroyed_at IS NULL
+      AND (NOT restricted OR %(past_restriction)s)
     RETURNING stream_id
 )"""
     sql += cte("src", memory_events, "s_", source)

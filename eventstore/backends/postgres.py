@@ -57,17 +57,21 @@ _RETRYABLE = (
 
 # The append, in one statement (one round trip).  The head moves only if it
 # is still where the writer saw it, and only for an open generation whose
-# data key lives; the rows are inserted only FROM the moved head, in version
-# order, so their positions rise with versions.  The writer holds the stream
-# row's lock, so the condition holds; it is the same rule as SQLite's, and a
-# second guard against a close or key destruction (which stamps
-# ``key_destroyed_at`` on the stream row).  The events have no foreign key on
-# PostgreSQL (see eventstore.schema): they only ever come FROM the stream row.
+# data key lives and whose subject's processing is not restricted (unless the
+# batch may pass a restriction, ``past_restriction``); the rows are inserted
+# only FROM the moved head, in version order, so their positions rise with
+# versions.  The writer holds the stream row's lock, so the condition holds;
+# it is the same rule as SQLite's, and a second guard against a close, a key
+# destruction (which stamps ``key_destroyed_at`` on the stream row) or a
+# restriction (``restricted``, set with the register row).  The events have no
+# foreign key on PostgreSQL (see eventstore.schema): they only ever come FROM
+# the stream row.
 _APPEND = """
 WITH head AS (
     UPDATE streams SET version = %(new_version)s, chain_hash = %(chain_hash)s
     WHERE stream_id = %(stream_id)s AND version = %(old_version)s
       AND closed_at IS NULL AND key_destroyed_at IS NULL
+      AND (NOT restricted OR %(past_restriction)s)
     RETURNING stream_id
 )
 INSERT INTO events (commit_group, event_id, stream_id, version, type, schema_version,
