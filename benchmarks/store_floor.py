@@ -440,6 +440,47 @@ def parts(where: str, users: int, count: int) -> dict[str, float]:
     return costs
 
 
+# The parts of the product's store() that --profile reports, by (file, function):
+# each one's cumulative thread CPU time as a share of the whole store.
+_PRODUCT_PARTS = {
+    "the transaction's begin, commit and pool": ("eventstore/store.py", "transaction"),
+    "BEGIN with the stream's lock": ("eventstore/transaction.py", "lock_stream"),
+    "the append and what goes with it (Backend.append)": ("eventstore/backends/", "append"),
+    "  of which the graph rows (apply_stored)": ("projections/graph.py", "apply_stored"),
+    "  of which their INSERTs (insert_rows)": ("eventstore/backends/__init__.py", "insert_rows"),
+    "input checks (stored_data)": ("oblivio/memory/commands.py", "stored_data"),
+    "canonical JSON (encode_batch)": ("eventstore/batch.py", "encode_batch"),
+    "crypto and chain (seal_batch)": ("eventstore/batch.py", "seal_batch"),
+    "the returned events (recorded_events)": ("eventstore/batch.py", "recorded_events"),
+}
+
+
+def profile_product(where: str, users: int, count: int) -> dict[str, float]:
+    """This tree's ``store()`` under cProfile (thread CPU time): each part's share of a
+    store, in percent (``--profile``)."""
+    import cProfile
+    import pstats
+
+    client = MemoryClient(where) if "://" not in where else MemoryClient(database_url=where)
+    for n in range(users * 10):
+        client.store(text(n), user_id=f"user-{n % users}")
+    profile = cProfile.Profile(time.thread_time)
+    profile.enable()
+    for n in range(count):
+        client.store(text(n), user_id=f"user-{n % users}")
+    profile.disable()
+    client.close()
+    stats: dict[Any, Any] = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+
+    def cumulative(path: str, function: str) -> float:
+        return sum(
+            row[3] for (file, _, name), row in stats.items() if path in file and name == function
+        )
+
+    whole = cumulative("oblivio/memory/commands.py", "store_memory")
+    return {part: 100 * cumulative(*at) / whole for part, at in _PRODUCT_PARTS.items()}
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     sys.path.insert(0, str(HERE))
     import store_ab
@@ -457,8 +498,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         metavar="N",
         help="instead: N floor stores in this process, each part's CPU per store (OLD unused)",
     )
+    parser.add_argument(
+        "--profile",
+        type=int,
+        metavar="N",
+        help="instead: N stores of this tree's store() under cProfile, each part's share",
+    )
     args = parser.parse_args(argv)
-    if args.parts:
+    if args.parts or args.profile:
         return _measure_parts(args, store_ab)
     trees = {"old": (args.old.resolve(), store_ab._CHILD), "floor": (TREE, _FLOOR_CHILD)}
     rates, cpu, ratios = store_ab.alternate(
@@ -477,11 +524,15 @@ def _measure_parts(args: argparse.Namespace, store_ab: Any) -> dict[str, Any]:
         else:
             where = str(Path(scratch) / "memory")
         try:
-            costs = parts(where, args.users, args.parts)
+            if args.profile:
+                costs = profile_product(where, args.users, args.profile)
+            else:
+                costs = parts(where, args.users, args.parts)
         finally:
             if name is not None:
                 store_ab._drop_database(args.database_url, name)
-    result = {"backend": args.backend, "us_per_store": costs, "load": os.getloadavg()[0]}
+    unit = "percent_of_store" if args.profile else "us_per_store"
+    result = {"backend": args.backend, unit: costs, "load": os.getloadavg()[0]}
     print(json.dumps(result, indent=2))
     return result
 
