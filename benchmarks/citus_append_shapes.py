@@ -192,6 +192,7 @@ def _params(stream_id: int, old: int) -> dict[str, Any]:
     return {
         "stream_id": stream_id,
         "old_version": old,
+        "past_restriction": False,
         "new_version": old + 1,
         "chain_hash": os.urandom(32),
         "recorded_at": datetime.now(UTC).replace(tzinfo=None),

@@ -118,6 +118,7 @@ def _append_params(stream_id: int, version: int) -> dict[str, object]:
     return {
         "stream_id": stream_id,
         "old_version": version,
+        "past_restriction": False,
         "new_version": version + 1,
         "chain_hash": os.urandom(32),
         "recorded_at": datetime.now(UTC).replace(tzinfo=None),

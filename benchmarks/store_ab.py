@@ -75,9 +75,19 @@ client.close()
 class Tree:
     """One tree's process: its client on its own scratch store."""
 
-    def __init__(self, tree: Path, where: str, users: int, many: bool, env: dict[str, str]):
+    def __init__(
+        self,
+        tree: Path,
+        where: str,
+        users: int,
+        many: bool,
+        env: dict[str, str],
+        child: str = _CHILD,
+    ):
+        """``child``: the program the tree's interpreter runs (``benchmarks/store_floor.py``
+        gives its own, which answers the same lines)."""
         python = tree / ".venv" / "bin" / "python"
-        args = [str(python), "-c", _CHILD, where, str(users), "many" if many else "one"]
+        args = [str(python), "-c", child, where, str(users), "many" if many else "one"]
         self.process = subprocess.Popen(
             args,
             stdin=subprocess.PIPE,
@@ -135,6 +145,78 @@ def _drop_database(server: str, name: str) -> None:
     admin.dispose()
 
 
+def alternate(
+    trees: dict[str, tuple[Path, str]],
+    backend: str,
+    database_url: str,
+    rounds: int,
+    batch: int,
+    users: int,
+    many: frozenset[str] = frozenset(),
+) -> tuple[dict[str, list[float]], dict[str, list[float]], list[float]]:
+    """Two labelled processes (``{label: (tree, child program)}``, old first), each on a
+    scratch store of its own, storing ``batch`` memories in turn for ``rounds`` rounds:
+    each label's rates (per s) and CPU (ms a store), and the ratios second / first."""
+    (first, _), (second, _) = trees.items()
+    rates: dict[str, list[float]] = {label: [] for label in trees}
+    cpu: dict[str, list[float]] = {label: [] for label in trees}
+    ratios: list[float] = []
+    databases: list[str] = []
+    processes: dict[str, Tree] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            for label, (tree, child) in trees.items():
+                keyring = Path(scratch) / f"{label}-keyring.json"
+                env = os.environ | {"OBLIVIO_KEYRING": str(keyring), "SCRATCH": scratch}
+                env.pop("PYTHONPATH", None)
+                if backend == "postgres":
+                    where, name = _scratch_database(database_url, tree, keyring)
+                    databases.append(name)
+                else:
+                    where = str(Path(scratch) / f"{label}-memory")
+                processes[label] = Tree(tree, where, users, label in many, env, child)
+            for n in range(rounds):
+                for label in [first, second] if n % 2 == 0 else [second, first]:
+                    wall, used = processes[label].run(batch)
+                    rates[label].append(batch / wall)
+                    cpu[label].append(used / batch * 1e3)
+                ratios.append(rates[second][-1] / rates[first][-1])
+                print(
+                    f"round {n + 1}: "
+                    + " ".join(
+                        f"{label} {rates[label][-1]:.0f}/s ({cpu[label][-1]:.2f} ms CPU)"
+                        for label in trees
+                    )
+                    + f" ratio {ratios[-1]:.2f}",
+                    flush=True,
+                )
+        finally:
+            for process in processes.values():
+                process.close()
+            for name in databases:
+                _drop_database(database_url, name)
+    return rates, cpu, ratios
+
+
+def summary(
+    backend: str,
+    rates: dict[str, list[float]],
+    cpu: dict[str, list[float]],
+    ratios: list[float],
+) -> dict[str, Any]:
+    """Medians of each label's rate and CPU a store, the ratios' median and range, the load."""
+    result: dict[str, Any] = {"backend": backend}
+    for label in rates:
+        result[f"{label}_per_s"] = statistics.median(rates[label])
+    for label in cpu:
+        result[f"{label}_cpu_ms"] = statistics.median(cpu[label])
+    result["ratio_median"] = statistics.median(ratios)
+    result["ratio_range"] = [min(ratios), max(ratios)]
+    result["load"] = os.getloadavg()[0]
+    print(json.dumps(result, indent=2))
+    return result
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("old", type=Path)
@@ -146,54 +228,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--database-url", default=DEFAULT_SERVER_URL)
     parser.add_argument("--many", action="store_true", help="NEW stores with store_many")
     args = parser.parse_args(argv)
-    trees = {"old": args.old.resolve(), "new": args.new.resolve()}
-    databases: list[str] = []
-    processes: dict[str, Tree] = {}
-    with tempfile.TemporaryDirectory() as scratch:
-        try:
-            for label, tree in trees.items():
-                keyring = Path(scratch) / f"{label}-keyring.json"
-                env = os.environ | {"OBLIVIO_KEYRING": str(keyring), "SCRATCH": scratch}
-                env.pop("PYTHONPATH", None)
-                if args.backend == "postgres":
-                    where, name = _scratch_database(args.database_url, tree, keyring)
-                    databases.append(name)
-                else:
-                    where = str(Path(scratch) / f"{label}-memory")
-                many = args.many and label == "new"
-                processes[label] = Tree(tree, where, args.users, many, env)
-            rates: dict[str, list[float]] = {"old": [], "new": []}
-            cpu: dict[str, list[float]] = {"old": [], "new": []}
-            ratios = []
-            for n in range(args.rounds):
-                order = ["old", "new"] if n % 2 == 0 else ["new", "old"]
-                for label in order:
-                    wall, used = processes[label].run(args.batch)
-                    rates[label].append(args.batch / wall)
-                    cpu[label].append(used / args.batch * 1e3)
-                ratios.append(rates["new"][-1] / rates["old"][-1])
-                print(
-                    f"round {n + 1}: old {rates['old'][-1]:.0f}/s new {rates['new'][-1]:.0f}/s "
-                    f"ratio {ratios[-1]:.2f}",
-                    flush=True,
-                )
-        finally:
-            for process in processes.values():
-                process.close()
-            for name in databases:
-                _drop_database(args.database_url, name)
-    result = {
-        "backend": args.backend,
-        "old_per_s": statistics.median(rates["old"]),
-        "new_per_s": statistics.median(rates["new"]),
-        "old_cpu_ms": statistics.median(cpu["old"]),
-        "new_cpu_ms": statistics.median(cpu["new"]),
-        "ratio_median": statistics.median(ratios),
-        "ratio_range": [min(ratios), max(ratios)],
-        "load": os.getloadavg()[0],
-    }
-    print(json.dumps(result, indent=2))
-    return result
+    trees = {"old": (args.old.resolve(), _CHILD), "new": (args.new.resolve(), _CHILD)}
+    many = frozenset({"new"} if args.many else ())
+    rates, cpu, ratios = alternate(
+        trees, args.backend, args.database_url, args.rounds, args.batch, args.users, many
+    )
+    return summary(args.backend, rates, cpu, ratios)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,9 @@ class SealedBatch(NamedTuple):
     ciphertexts: list[bytes]
     digests: list[bytes]
     chain_hashes: list[bytes]
+    #: Written even if processing of the subject is restricted (GDPR Art. 18): the
+    #: restriction's own events, or an operator acting on the restriction request.
+    past_restriction: bool = False
 
     @property
     def new_version(self) -> int:
@@ -71,8 +74,11 @@ def seal_batch(
     head: tuple[int, bytes],
     encoded: Sequence[EncodedEvent],
     now: datetime,
+    *,
+    past_restriction: bool = False,
 ) -> SealedBatch:
-    """Encrypt every event under ``dek`` and extend the chain from ``head`` (version, hash)."""
+    """Encrypt every event under ``dek`` and extend the chain from ``head`` (version, hash);
+    ``past_restriction``: see :attr:`SealedBatch.past_restriction`."""
     old_version, chain = head
     ciphertexts = codec.seal_all(crypto.AeadKey(dek), encoded, stream.stream_id, old_version + 1)
     micros = crypto.chain_micros(now)  # every event of the batch is recorded at ``now``
@@ -86,7 +92,9 @@ def seal_batch(
         )
         digests.append(digest)
         chains.append(chain)
-    return SealedBatch(stream, old_version, now, encoded, ciphertexts, digests, chains)
+    return SealedBatch(
+        stream, old_version, now, encoded, ciphertexts, digests, chains, past_restriction
+    )
 
 
 def event_rows(batch: SealedBatch, commit_group: int) -> list[dict[str, Any]]:

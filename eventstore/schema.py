@@ -71,6 +71,12 @@ streams = sa.Table(
     sa.Column("created_at", UTCDateTime(), nullable=False),
     sa.Column("closed_at", UTCDateTime(), nullable=True),
     sa.Column("key_destroyed_at", UTCDateTime(), nullable=True),
+    # Whether processing of the subject is restricted (GDPR Art. 18): the register
+    # row's state (``subject_restrictions``) on the row every append moves, so the
+    # append's own conditional UPDATE sees it.  Under READ COMMITTED an UPDATE that
+    # waited for a concurrent restriction re-checks only the row it updates, never
+    # another table: a restriction kept only there would let the append through.
+    sa.Column("restricted", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.UniqueConstraint("namespace", "subject_key", "generation"),
     sqlite_autoincrement=True,
 )

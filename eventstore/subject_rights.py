@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from eventstore.errors import InvalidInputError
-from eventstore.schema import subject_restrictions
+from eventstore.schema import streams, subject_restrictions
 
 Row = sa.Row[Any]
 
@@ -114,6 +114,8 @@ def restriction(conn: Connection, namespace: str, subject_key: bytes) -> Row | N
 def restrict(
     conn: Connection, namespace: str, subject_key: bytes, ground: str, reference: str, now: datetime
 ) -> None:
+    """Restrict processing of the subject: the register row, and the flag on its stream
+    rows.  The caller holds the stream's lock."""
     conn.execute(
         sa.insert(subject_restrictions).values(
             namespace=namespace,
@@ -123,13 +125,31 @@ def restrict(
             restricted_at=now,
         )
     )
+    _flag_streams(conn, namespace, subject_key, restricted=True)
 
 
 def lift_restriction(conn: Connection, namespace: str, subject_key: bytes) -> bool:
+    """End the subject's restriction (register row and stream flag); whether there was
+    one.  The caller holds the stream's lock."""
     table = subject_restrictions.c
     done = conn.execute(
         sa.delete(subject_restrictions).where(
             table.namespace == namespace, table.subject_key == subject_key
         )
     )
-    return bool(done.rowcount)
+    if not done.rowcount:
+        return False
+    _flag_streams(conn, namespace, subject_key, restricted=False)
+    return True
+
+
+def _flag_streams(
+    conn: Connection, namespace: str, subject_key: bytes, *, restricted: bool
+) -> None:
+    """The register row's state on every generation of the subject's stream: the row
+    the append's conditional UPDATE moves (see ``eventstore.schema.streams``)."""
+    conn.execute(
+        sa.update(streams)
+        .where(streams.c.namespace == namespace, streams.c.subject_key == subject_key)
+        .values(restricted=restricted)
+    )

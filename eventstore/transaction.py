@@ -54,7 +54,7 @@ from eventstore.reader import (
 )
 from eventstore.rewrap import rewrap_batch
 from eventstore.schema import audit_index as audit_index_table
-from eventstore.schema import data_keys, events, streams, subject_restrictions
+from eventstore.schema import data_keys, events, streams
 
 Clock = Callable[[], datetime]
 T = TypeVar("T")
@@ -91,32 +91,38 @@ class LockedStream:
     restricted: bool = False
 
 
+# Where a locking query's columns (the stream's, then its key's) sit in its rows.
+_AT = {column.name: n for n, column in enumerate(STREAM_WITH_KEY.selected_columns)}
+_CLOSED_AT, _RESTRICTED = _AT["closed_at"], _AT["restricted"]
+_DEK_ID, _KEK_VERSION, _WRAPPED_KEY = _AT["dek_id"], _AT["kek_version"], _AT["wrapped_key"]
+
+
 def _stream_from_row(row: Sequence[Any]) -> LockedStream:
-    """A row of a locking query below (the stream's columns, its key's, the restriction)."""
+    """A row of a locking query below.  The restriction comes with the lock, from the
+    locked row itself (the register's state, kept on the stream row: see
+    eventstore.schema.streams)."""
     stream_id, namespace, subject_key, generation, version, chain_hash = row[:6]
-    closed_at, dek_id, kek_version, wrapped_key = row[7], row[9], row[10], row[11]
     ref = StreamRef(stream_id, namespace, subject_key, generation)
-    key = None if wrapped_key is None else WrappedKey(dek_id, kek_version, wrapped_key)
-    return LockedStream(ref, version, chain_hash, closed_at, key, bool(row[12]))
+    wrapped_key = row[_WRAPPED_KEY]
+    key = None if wrapped_key is None else WrappedKey(row[_DEK_ID], row[_KEK_VERSION], wrapped_key)
+    return LockedStream(ref, version, chain_hash, row[_CLOSED_AT], key, bool(row[_RESTRICTED]))
 
 
-# The restriction comes with the lock, in the same statement: every write asks
-# it, and a query of its own was one more round trip per store.
-_RESTRICTED = (
-    sa.exists()
-    .where(
-        subject_restrictions.c.namespace == streams.c.namespace,
-        subject_restrictions.c.subject_key == streams.c.subject_key,
-    )
-    .label("restricted")
-)
 # Only the stream row is locked (the key row is on the nullable side of the join).
-_LATEST_LOCKED = LATEST_STREAM.add_columns(_RESTRICTED).with_for_update(of=streams)
-_BY_ID_LOCKED = (
-    STREAM_WITH_KEY.add_columns(_RESTRICTED)
-    .where(streams.c.stream_id == sa.bindparam("stream_id"))
-    .with_for_update(of=streams)
-)
+_LATEST_LOCKED = LATEST_STREAM.with_for_update(of=streams)
+_BY_ID_LOCKED = STREAM_WITH_KEY.where(
+    streams.c.stream_id == sa.bindparam("stream_id")
+).with_for_update(of=streams)
+
+
+def _passes_restriction(encoded: Sequence[EncodedEvent]) -> bool:
+    """Whether a batch is written even for a subject whose processing is restricted:
+    the restriction's own events, and what an operator writes acting on the
+    restriction request.  Every other write is refused, under the lock and again
+    by the append's own condition (``Backend.append``)."""
+    if all(e.type in subject_rights.RESTRICTION_EVENTS for e in encoded):
+        return True
+    return subject_rights.acting_reference() is not None
 
 
 class Transaction:
@@ -355,11 +361,8 @@ class Transaction:
         return lifted
 
     def _refuse_if_restricted(self, stream: LockedStream, encoded: Sequence[EncodedEvent]) -> None:
-        """New writes for a restricted subject are refused, except the restriction's own
-        events and what an operator writes acting on the restriction request."""
-        if all(e.type in subject_rights.RESTRICTION_EVENTS for e in encoded):
-            return
-        if subject_rights.acting_reference() is None and self.processing_restricted(stream):
+        """New writes for a restricted subject are refused (see :meth:`_passes_restriction`)."""
+        if not _passes_restriction(encoded) and self.processing_restricted(stream):
             raise SubjectRestrictedError()
 
     def _replayed(
@@ -399,7 +402,13 @@ class Transaction:
     ) -> tuple[list[RecordedEvent], T]:
         head = (stream.version, stream.chain_hash)
         batch = seal_batch(
-            self.codec, self._data_key(stream), stream.ref, head, encoded, self.clock()
+            self.codec,
+            self._data_key(stream),
+            stream.ref,
+            head,
+            encoded,
+            self.clock(),
+            past_restriction=_passes_restriction(encoded),
         )
         unplaced = recorded_events(batch, [_UNPLACED] * len(encoded))
         placements, derived = self.backend.append(

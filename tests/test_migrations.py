@@ -273,3 +273,60 @@ def test_re_embedding_units_move_to_the_one_table_of_leased_work(any_database_ur
             assert claimed.attempts == 2
     finally:
         backend.dispose()
+
+
+def test_a_restriction_in_place_before_es0013_is_copied_onto_its_streams(
+    any_database_url: str,
+) -> None:
+    """Every generation of a subject restricted before ``streams.restricted`` existed is
+    flagged by the upgrade; other subjects' streams are not."""
+    from datetime import datetime
+
+    from alembic import command
+
+    from eventstore.migrate import _config
+    from oblivio.bootstrap import upgrade_schema
+
+    restricted, free = b"r" * 32, b"f" * 32
+    stream = sa.table(
+        "streams",
+        *(sa.column(n) for n in ("namespace", "subject_key", "generation", "version")),
+        sa.column("chain_hash"),
+        sa.column("created_at", sa.DateTime()),
+    )
+    register = sa.table(
+        "subject_restrictions",
+        *(sa.column(n) for n in ("namespace", "subject_key", "ground", "reference")),
+        sa.column("restricted_at", sa.DateTime()),
+    )
+    at = datetime(2030, 1, 1)
+    backend = create_backend(any_database_url)
+    try:
+        with backend.engine.begin() as conn:
+            command.downgrade(_config(conn, BRANCHES, []), "es0012")
+            for key, generation in ((restricted, 1), (restricted, 2), (free, 1)):
+                row = {"namespace": "t", "subject_key": key, "generation": generation}
+                conn.execute(
+                    stream.insert(), row | {"version": 0, "chain_hash": b"0" * 32, "created_at": at}
+                )
+            conn.execute(
+                register.insert(),
+                {"namespace": "t", "subject_key": restricted, "ground": "art18-1-a"}
+                | {"reference": "T-1", "restricted_at": at},
+            )
+        upgrade_schema(backend.engine)
+        assert schema_differences(backend.engine, TABLES) == []
+        with backend.engine.connect() as conn:
+            flags = conn.execute(
+                sa.text(
+                    "SELECT subject_key, generation, restricted FROM streams WHERE namespace = 't'"
+                    " ORDER BY subject_key, generation"
+                )
+            ).all()
+    finally:
+        backend.dispose()
+    assert [(bytes(k), g, bool(r)) for k, g, r in flags] == [
+        (free, 1, False),
+        (restricted, 1, True),
+        (restricted, 2, True),
+    ]

@@ -83,8 +83,9 @@ class Backend(abc.ABC):
         run ``alongside`` (statements whose results it does not read, such as the
         inline projection's INSERTs) and return what it returns.
 
-        Writes only if the stream head is still at ``batch.old_version`` and
-        the stream is open with its data key alive; returns the rows'
+        Writes only if the stream head is still at ``batch.old_version``, the
+        stream is open with its data key alive, and processing of its subject
+        is not restricted unless ``batch.past_restriction``; returns the rows'
         placements in version order, or ``None`` otherwise (``alongside`` may
         have written then: the caller must roll back).  Runs inside the
         caller's transaction; a backend may send the append and ``alongside``'s
@@ -120,10 +121,12 @@ class Backend(abc.ABC):
 
 
 def head_params(batch: SealedBatch) -> dict[str, Any]:
-    """Parameters of the conditional head move: from ``old_version`` to the batch's end."""
+    """Parameters of the conditional head move: from ``old_version`` to the batch's end
+    (``past_restriction``: even if the subject's processing is restricted)."""
     return {
         "stream_id": batch.stream.stream_id,
         "old_version": batch.old_version,
         "new_version": batch.new_version,
         "chain_hash": batch.chain_hash,
+        "past_restriction": batch.past_restriction,
     }

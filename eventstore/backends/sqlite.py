@@ -172,12 +172,13 @@ class SQLiteBackend(Backend):
 
 
 # The head moves only if it is still where the writer saw it, for an open
-# generation whose data key lives (the same rule as on PostgreSQL).
+# generation whose data key lives, unless restricted (the same rule as on PostgreSQL).
 _MOVE_HEAD = sa.text(
     """
 UPDATE streams SET version = :new_version, chain_hash = :chain_hash
 WHERE stream_id = :stream_id AND version = :old_version
   AND closed_at IS NULL AND key_destroyed_at IS NULL
+  AND (NOT restricted OR :past_restriction)
 """
 )
 _LAST_POSITION = sa.text("SELECT last_insert_rowid()")

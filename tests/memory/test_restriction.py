@@ -8,10 +8,15 @@ import uuid
 from datetime import timedelta
 
 import pytest
+import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from eventstore import NewEvent, Subject
+from eventstore.batch import SealedBatch, encode_batch, seal_batch
 from eventstore.errors import SubjectRestrictedError
+from eventstore.model import ANY
+from eventstore.schema import streams
 from eventstore.subject_rights import RESTRICTION_EVENTS, acting_on_restriction
 from oblivio import MemoryClient
 from workers.archiving import Archiver
@@ -111,3 +116,66 @@ def test_restricting_twice_or_lifting_nothing_is_refused(memory: MemoryClient) -
         memory.restrict("alice", ground="art18-1-a", reference="not a reference")
     with pytest.raises(ValueError, match="ground"):
         memory.restrict("alice", ground="because", reference="T-4")
+
+
+def _sealed_at_head(memory: MemoryClient, user: str, *, past_restriction: bool) -> SealedBatch:
+    """A note for ``user`` sealed at their stream's head as it is now, as a writer that
+    read the head and has not written yet holds it."""
+    store = memory.context.store
+    with store.transaction() as tx:
+        stream = tx.lock_stream(Subject(memory.context.namespace, user))
+    assert stream is not None
+    assert stream.wrapped_key is not None
+    head = (stream.version, stream.chain_hash)
+    encoded = encode_batch(store.codec, [NewEvent("test.note", {"n": stream.version})], ANY)
+    dek = store.codec.unwrap(stream.wrapped_key)
+    now = memory.context.clock()
+    return seal_batch(
+        store.codec, dek, stream.ref, head, encoded, now, past_restriction=past_restriction
+    )
+
+
+def _written(memory: MemoryClient, batch: SealedBatch) -> bool:
+    """Whether the backend's one append writes ``batch``, sent without the stream's lock."""
+    backend = memory.context.store.backend
+    with backend.write_connection() as conn, conn.begin():
+        placements, _ = backend.append(conn, batch, lambda: None)
+    return placements is not None
+
+
+def test_the_append_itself_refuses_a_restriction_that_came_after_its_head_was_read(
+    memory: MemoryClient,
+) -> None:
+    # The restriction is on the stream row the append's conditional UPDATE moves
+    # (not only in the register): a writer that read the head before the restriction
+    # and writes after it, without the lock, writes nothing.
+    memory.store("I drink green tea.", user_id="alice")
+    sealed_before = _sealed_at_head(memory, "alice", past_restriction=False)
+    memory.restrict("alice", ground="art18-1-a", reference="T-5")
+    head = memory.context.store.head(memory.context.namespace, "alice")
+    assert head is not None
+    restricted_head = _sealed_at_head(memory, "alice", past_restriction=False)
+    assert not _written(memory, restricted_head)  # the head is current: only the restriction
+    assert not _written(memory, sealed_before)  # stale, and restricted
+    assert memory.context.store.head(memory.context.namespace, "alice") == head
+
+    # What may pass a restriction (its own events, an operator acting on it) is written.
+    assert _written(memory, _sealed_at_head(memory, "alice", past_restriction=True))
+    memory.lift_restriction("alice", reference="T-5")
+    assert _written(memory, _sealed_at_head(memory, "alice", past_restriction=False))
+    assert memory.context.store.verify(memory.context.namespace).ok
+
+
+def test_a_forget_ends_the_restriction_on_the_stream_rows_too(memory: MemoryClient) -> None:
+    memory.store("I drink green tea.", user_id="alice")
+    memory.restrict("alice", ground="art18-1-b", reference="T-6")
+    memory.forget("alice")
+    memory.store("I drink coffee now.", user_id="alice")  # a new generation, unrestricted
+    store = memory.context.store
+    with store.backend.statement_reads() as conn:
+        flags = conn.execute(
+            sa.select(streams.c.generation, streams.c.restricted)
+            .where(streams.c.subject_key == store.subject_key(memory.context.namespace, "alice"))
+            .order_by(streams.c.generation)
+        ).all()
+    assert [tuple(row) for row in flags] == [(1, False), (2, False)]
