@@ -30,6 +30,8 @@ from pathlib import Path
 
 import psycopg
 
+from eventstore.backends.citus import _CLUSTER_HORIZON
+
 #: The user that runs the nodes when this process is root.
 NODE_USER = "postgres"
 HOST = "127.0.0.1"
@@ -253,3 +255,9 @@ def _stop_quietly(cluster: CitusCluster, node: Node) -> None:
 
 def node_data_dirs(cluster: CitusCluster) -> Sequence[Path]:
     return [n.data_dir for n in cluster.nodes]
+
+
+def horizon_statement(floor: int = 0) -> bytes:
+    """The cluster horizon's statement (``eventstore.backends.citus``) for psycopg, with
+    its ``floor`` (the commit group below which a read needs no worker asked) filled in."""
+    return _CLUSTER_HORIZON.text.replace(":floor", str(int(floor))).encode()

@@ -48,6 +48,7 @@ worker directly would have a commit group from another xid counter.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -90,7 +91,7 @@ SELECT least({HORIZON}, (
 """  # noqa: S608 (constant SQL)
 
 # The gids of the prepared transactions a worker holds in this database, as one
-# line: run on every worker by ``run_command_on_workers`` (Citus's gids have no spaces).
+# line: run on the workers asked (Citus's gids have no spaces).
 _PREPARED_ON_WORKER = (
     "SELECT coalesce(string_agg(gid, ' '), '') FROM pg_prepared_xacts"
     " WHERE database = current_database()"
@@ -108,10 +109,12 @@ _PREPARED_ON_WORKER = (
 # are asked after the snapshot was taken, so each record the snapshot sees has
 # its worker part either still prepared then (held here) or committed before
 # the page is read.  Only records below the horizon so far can lower it, and
-# only those at or above ``floor`` matter to the read (below, see
-# ``CitusBackend.log_params``); when there is none, no worker is asked (CASE
-# evaluates lazily, a CTE runs only when read).  When a worker cannot be asked
-# the result is NULL (the page could not read that worker either).
+# only those at or above ``floor`` matter to the read (see
+# ``CitusBackend.log_params``); only the workers those records name are asked
+# (each ask is a new connection to each of them, ``master_run_on_worker``), and
+# when there is none, no worker is (CASE evaluates lazily, a CTE runs only when
+# read).  When a worker cannot be asked the result is NULL (the page could not
+# read that worker either).
 _CLUSTER_HORIZON = sa.text(f"""
 WITH base AS MATERIALIZED ({_LOCKED_HORIZON} AS horizon),
 recorded AS MATERIALIZED (
@@ -121,10 +124,15 @@ recorded AS MATERIALIZED (
                          (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint
                                  AS xmax) AS snap) AS r
      WHERE r.xid < base.horizon AND r.xid >= :floor),
+asked AS MATERIALIZED (
+    SELECT n.groupid, n.nodename, n.nodeport FROM pg_dist_node AS n
+     WHERE n.noderole = 'primary' AND n.groupid IN (SELECT groupid FROM recorded)),
 prepared AS MATERIALIZED (
-    SELECT n.groupid, w.success, string_to_array(w.result, ' ') AS gids
-      FROM run_command_on_workers($${_PREPARED_ON_WORKER}$$) AS w
-      JOIN pg_dist_node AS n ON n.nodename = w.nodename AND n.nodeport = w.nodeport)
+    SELECT a.groupid, w.success, string_to_array(w.result, ' ') AS gids
+      FROM (SELECT array_agg(nodename) AS names, array_agg(nodeport) AS ports,
+                   array_agg($${_PREPARED_ON_WORKER}$$::text) AS commands FROM asked) AS q,
+           master_run_on_worker(q.names, q.ports, q.commands, true) AS w
+      JOIN asked AS a ON a.nodename = w.node_name AND a.nodeport = w.node_port)
 SELECT CASE
     WHEN NOT EXISTS (SELECT FROM recorded) THEN base.horizon
     WHEN NOT (SELECT bool_and(success) FROM prepared) THEN NULL
@@ -177,15 +185,26 @@ class CitusBackend(PostgresBackend):
         )
         return sa.and_(after, events.c.commit_group < horizon)
 
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        # The highest horizon read so far: every 2PC record below it has had its
+        # worker parts committed (checked then, or by an earlier read below its
+        # own floor), which stays true, so no later read needs to ask about it.
+        self._confirmed = 0
+        self._confirmed_lock = threading.Lock()
+
     def log_params(self, conn: Connection, cursor: Mapping[str, Any]) -> dict[str, Any]:
-        # A commit group at or below the cursor's, or below ``settled``, was
-        # delivered whole or lies behind the read: a cursor names an event a read
-        # delivered, and a group is delivered only once nothing of it is still
-        # prepared on any worker.  Its records cannot hold this read back.
-        floor = max(cursor["group"] + 1, cursor["settled"])
+        # Records below the floor cannot hold this read back: a group at or below
+        # the cursor's was delivered (a cursor names an event a read delivered,
+        # and a group is delivered only once nothing of it is still prepared on
+        # any worker), ``settled`` is one past a group a read showed, and below
+        # ``_confirmed`` every record was found committed.
+        floor = max(cursor["group"] + 1, cursor["settled"], self._confirmed)
         horizon = conn.execute(_CLUSTER_HORIZON, {"floor": floor}).scalar_one()
         if horizon is None:
             raise OperationalError("a Citus worker did not answer for its prepared transactions")
+        with self._confirmed_lock:
+            self._confirmed = max(self._confirmed, horizon)
         return {"horizon": int(horizon)}
 
 
