@@ -23,8 +23,7 @@ import sys
 
 import psycopg
 
-from eventstore.backends.citus import _CLUSTER_HORIZON
-from oblivio_bench.citus import citus_cluster
+from oblivio_bench.citus import citus_cluster, horizon_statement
 
 
 def main() -> int:
@@ -37,7 +36,7 @@ def main() -> int:
             with psycopg.connect(url) as burner:  # one xid used up after the snapshot
                 burner.execute("SELECT pg_current_xact_id()")
             taken = writer.execute("SELECT pg_current_xact_id()::text").fetchone()
-            horizon = int(reader.execute(_CLUSTER_HORIZON.text).fetchone()[0])
+            horizon = int(reader.execute(horizon_statement()).fetchone()[0])
             reader.rollback()
             writer.rollback()
     print(f"snapshot xmin {xmin}; xid taken after the snapshot {taken[0]}; horizon {horizon}")

@@ -35,11 +35,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests._at_rest: the scanner of the single-node tests
 
 from eventstore import START, EventStore, create_backend  # noqa: E402
-from eventstore.backends.citus import _CLUSTER_HORIZON  # noqa: E402
 from oblivio import MemoryClient  # noqa: E402
 from oblivio.bootstrap import upgrade_schema  # noqa: E402
 from oblivio.settings import Settings  # noqa: E402
-from oblivio_bench.citus import CitusCluster, Node  # noqa: E402
+from oblivio_bench.citus import CitusCluster, Node, horizon_statement  # noqa: E402
 from tests._at_rest import files_below, scan_files  # noqa: E402
 
 #: Connection failures a caller retries after (the cluster is restarting).
@@ -442,7 +441,7 @@ def horizon_report(url: str) -> str:
     """What holds a fresh reader's horizon back: the horizon against the log's oldest and
     newest commit group, the snapshot, and the coordinator's sessions holding an xid."""
     with psycopg.connect(url, autocommit=True) as conn:
-        horizon = conn.execute(_CLUSTER_HORIZON.text).fetchone()
+        horizon = conn.execute(horizon_statement()).fetchone()
         groups = conn.execute("SELECT min(commit_group), max(commit_group) FROM events").fetchone()
         snapshot = conn.execute("SELECT pg_current_snapshot()::text").fetchone()
         holders = conn.execute(

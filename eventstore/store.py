@@ -330,7 +330,7 @@ class EventStore:
         query = self._log_pages[partition is not None]
         with self.backend.statement_reads() as conn:
             page, ciphers = self.reads.read_keyed(
-                conn, query, params | self.backend.log_params(conn)
+                conn, query, params | self.backend.log_params(conn, params)
             )
         if page:
             self._settle(page[-1].cursor)
@@ -348,7 +348,7 @@ class EventStore:
         query = self._log_query(sa.select(events.c.commit_group, events.c.position), None)
         query = query.order_by(*(c.desc() for c in self.backend.log_order)).limit(1)
         with self.backend.statement_reads() as conn:
-            row = conn.execute(query, params | self.backend.log_params(conn)).first()
+            row = conn.execute(query, params | self.backend.log_params(conn, params)).first()
         if row is None:
             return after
         head = LogCursor(row.commit_group, row.position)
@@ -360,7 +360,8 @@ class EventStore:
         query = self._log_query(sa.select(sa.func.count()).select_from(events), partition)
         params = self._cursor_params(after)
         with self.backend.statement_reads() as conn:
-            return int(conn.execute(query, params | self.backend.log_params(conn)).scalar_one())
+            count = conn.execute(query, params | self.backend.log_params(conn, params))
+            return int(count.scalar_one())
 
     def _cursor_params(self, after: LogCursor) -> dict[str, int]:
         """The parameters of :meth:`Backend.after_cursor`."""

@@ -30,10 +30,13 @@ read on the workers:
   is also kept at or below every xid whose lock is still held on the
   coordinator (``pg_locks``; 32-bit xids widened against the snapshot's xmax,
   from which every such xid lies less than 2^31 away, before or after it).
-- Not covered: a COMMIT PREPARED that fails (the worker went down in that
-  gap) is finished later by Citus's 2PC recovery, after the writer released
-  its locks; rows committed then may land below a horizon already passed.
-  docs/scaling.md lists it with the remaining work.
+- A COMMIT PREPARED that fails (the worker went down in that gap) is finished
+  later by Citus's 2PC recovery, after the writer released its locks.  So the
+  horizon is also kept at or below every coordinator xid whose worker part is
+  still prepared: Citus's own record of it (``pg_dist_transaction``, written
+  by that xid) intersected with the workers' ``pg_prepared_xacts``
+  (``_CLUSTER_HORIZON`` below).  Only such a gid holds readers back, until
+  recovery commits it (``citus.recover_2pc_interval``), never 2PC as such.
 
 Why a separate statement: a horizon written into the page's query as a
 subquery becomes Citus subplans whose placement is the planner's business;
@@ -45,6 +48,8 @@ worker directly would have a commit group from another xid counter.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Mapping
 from typing import Any
 
 import psycopg
@@ -75,7 +80,7 @@ def widened_xid(xid32: str, near: str) -> str:
 # the horizon leaves out their xids (a backend never changes database).  The
 # locks are read after the snapshot, so a lock's xid may be one given out since,
 # above the snapshot's xmax: widened as such, it leaves the horizon at xmax.
-_CLUSTER_HORIZON = sa.text(f"""
+_LOCKED_HORIZON = f"""
 SELECT least({HORIZON}, (
     SELECT min({widened_xid("l.transactionid", "snap.xmax")})
       FROM pg_locks AS l,
@@ -83,6 +88,62 @@ SELECT least({HORIZON}, (
      WHERE l.locktype = 'transactionid' AND l.mode = 'ExclusiveLock' AND l.granted
        AND NOT EXISTS (SELECT FROM pg_stat_activity AS a
                         WHERE a.pid = l.pid AND a.datname <> current_database())))
+"""  # noqa: S608 (constant SQL)
+
+# The gids of the prepared transactions a worker holds in this database, as one
+# line: run on the workers asked (Citus's gids have no spaces).
+_PREPARED_ON_WORKER = (
+    "SELECT coalesce(string_agg(gid, ' '), '') FROM pg_prepared_xacts"
+    " WHERE database = current_database()"
+)
+
+# ... lowered further to the oldest xid whose COMMIT PREPARED has not happened on
+# some worker yet (the failed COMMIT PREPARED of the module's docstring).  Citus
+# records each worker part it prepares in ``pg_dist_transaction`` (the worker's
+# group and the gid), inserted by the writing transaction itself before it
+# commits: a record is visible exactly when its coordinator xid has committed,
+# and the record's ``xmin`` IS that xid, the commit group of the rows.  Records
+# stay after a successful COMMIT PREPARED until 2PC recovery clears them (every
+# ``citus.recover_2pc_interval``), so a record alone proves nothing: its gid
+# must still be prepared on its worker for it to hold the horizon.  The workers
+# are asked after the snapshot was taken, so each record the snapshot sees has
+# its worker part either still prepared then (held here) or committed before
+# the page is read.  Only records below the horizon so far can lower it, and
+# only those at or above ``floor`` matter to the read (see
+# ``CitusBackend.log_params``); only the workers those records name are asked
+# (each ask is a new connection to each of them, ``master_run_on_worker``), and
+# when there is none, no worker is (CASE evaluates lazily, a CTE runs only when
+# read).  When a worker cannot be asked the result is NULL (the page could not
+# read that worker either).
+_CLUSTER_HORIZON = sa.text(f"""
+WITH base AS MATERIALIZED ({_LOCKED_HORIZON} AS horizon),
+recorded AS MATERIALIZED (
+    SELECT r.groupid, r.gid, r.xid
+      FROM base, (SELECT t.groupid, t.gid, {widened_xid("t.xmin", "snap.xmax")} AS xid
+                    FROM pg_dist_transaction AS t,
+                         (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint
+                                 AS xmax) AS snap) AS r
+     WHERE r.xid < base.horizon AND r.xid >= :floor
+       -- a group no longer in the cluster: no page reads it either
+       AND EXISTS (SELECT FROM pg_dist_node AS n
+                    WHERE n.groupid = r.groupid AND n.noderole = 'primary')),
+asked AS MATERIALIZED (
+    SELECT n.groupid, n.nodename, n.nodeport FROM pg_dist_node AS n
+     WHERE n.noderole = 'primary' AND n.groupid IN (SELECT groupid FROM recorded)),
+prepared AS MATERIALIZED (
+    SELECT a.groupid, w.success, string_to_array(w.result, ' ') AS gids
+      FROM (SELECT array_agg(nodename) AS names, array_agg(nodeport) AS ports,
+                   array_agg($${_PREPARED_ON_WORKER}$$::text) AS commands FROM asked) AS q,
+           master_run_on_worker(q.names, q.ports, q.commands, true) AS w
+      JOIN asked AS a ON a.nodename = w.node_name AND a.nodeport = w.node_port)
+SELECT CASE
+    WHEN NOT EXISTS (SELECT FROM recorded) THEN base.horizon
+    WHEN NOT (SELECT bool_and(success) FROM prepared) THEN NULL
+    ELSE least(base.horizon, (
+        SELECT min(r.xid) FROM recorded AS r
+          JOIN prepared AS p ON p.groupid = r.groupid AND r.gid = ANY (p.gids)))
+    END
+  FROM base
 """)  # noqa: S608 (constant SQL)
 
 _IS_CITUS = "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')"
@@ -127,8 +188,27 @@ class CitusBackend(PostgresBackend):
         )
         return sa.and_(after, events.c.commit_group < horizon)
 
-    def log_params(self, conn: Connection) -> dict[str, Any]:
-        return {"horizon": int(conn.execute(_CLUSTER_HORIZON).scalar_one())}
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        # The highest horizon read so far: every 2PC record below it has had its
+        # worker parts committed (checked then, or by an earlier read below its
+        # own floor), which stays true, so no later read needs to ask about it.
+        self._confirmed = 0
+        self._confirmed_lock = threading.Lock()
+
+    def log_params(self, conn: Connection, cursor: Mapping[str, Any]) -> dict[str, Any]:
+        # Records below the floor cannot hold this read back: a group at or below
+        # the cursor's was delivered (a cursor names an event a read delivered,
+        # and a group is delivered only once nothing of it is still prepared on
+        # any worker), ``settled`` is one past a group a read showed, and below
+        # ``_confirmed`` every record was found committed.
+        floor = max(cursor["group"] + 1, cursor["settled"], self._confirmed)
+        horizon = conn.execute(_CLUSTER_HORIZON, {"floor": floor}).scalar_one()
+        if horizon is None:
+            raise OperationalError("a Citus worker did not answer for its prepared transactions")
+        with self._confirmed_lock:
+            self._confirmed = max(self._confirmed, horizon)
+        return {"horizon": int(horizon)}
 
 
 # -- the distributed layout -----------------------------------------------------------

@@ -9,7 +9,7 @@ at each method saying why its database needs what it does.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
@@ -101,9 +101,10 @@ class Backend(abc.ABC):
         writer had ended (one past the highest one an earlier read showed).
         """
 
-    def log_params(self, conn: Connection) -> dict[str, Any]:
+    def log_params(self, conn: Connection, cursor: Mapping[str, Any]) -> dict[str, Any]:
         """Parameters of :meth:`after_cursor` that must be read on ``conn`` just before
-        each log read (none, unless the horizon cannot be part of the read itself)."""
+        each log read (none, unless the horizon cannot be part of the read itself);
+        ``cursor`` holds the read's own (``group``, ``position``, ``settled``)."""
         return {}
 
     @abc.abstractmethod

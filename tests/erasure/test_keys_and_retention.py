@@ -12,6 +12,7 @@ from eventstore import KeyringFile, KeyUnavailableError
 from eventstore.codec import WrappedKey
 from eventstore.schema import data_keys
 from oblivio import MemoryClient, Scope
+from tests.conftest import WITH_CITUS
 from tests.erasure._support import (
     completed,
     data_key_rows,
@@ -21,10 +22,13 @@ from tests.erasure._support import (
     seed_subject,
     stream_id_of,
 )
-from tests.erasure.conftest import Opener
+from tests.erasure.conftest import Opener, settings_of_backend
 from workers.keys import rotate_keks
 from workers.maintenance import RetentionPolicy, sweep_retention
 from workers.policy import RETENTION_LEGAL_GROUND, KeyPolicy
+
+# Rotation and retention hold on the Citus tier too: the ``client`` fixture takes this.
+store_settings = pytest.fixture(params=WITH_CITUS)(settings_of_backend)
 
 ALICE, BOB, CAROL = "alice@example.org", "bob@example.org", "carol@example.org"
 AT_ONCE = KeyPolicy(rotate_every=timedelta(0), retire_after=timedelta(0))

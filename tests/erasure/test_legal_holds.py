@@ -12,7 +12,12 @@ from oblivio import MemoryClient
 from oblivio.memory import oversight
 from oblivio.memory.oversight import AuditFilters
 from projections.model import Scope
+from tests.conftest import WITH_CITUS
+from tests.erasure.conftest import settings_of_backend
 from workers.maintenance import RetentionPolicy, sweep_retention
+
+# Legal holds hold on the Citus tier too: the ``client`` fixture takes this.
+store_settings = pytest.fixture(params=WITH_CITUS)(settings_of_backend)
 
 ALICE, BOB = "alice@example.org", "bob@example.org"
 

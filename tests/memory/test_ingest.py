@@ -21,7 +21,12 @@ from projections import events as ev
 from projections.claims.plan import IngestionPlan, Message
 from projections.claims.rules import RuleClaimExtractor
 from projections.model import ClaimState, LifecycleState, NodeType, SourceType
+from tests.conftest import WITH_CITUS
 from tests.memory._support import events_of_type, rejects
+
+# The tests below marked with this run on the Citus tier too (each Citus test costs
+# seconds, so the tier takes the ones that speak for the issue's promise).
+ALSO_ON_CITUS = pytest.mark.parametrize("memory_settings", WITH_CITUS, indirect=True)
 
 USER = "sam"
 
@@ -62,6 +67,7 @@ def replay_equal(memory: MemoryClient) -> None:
         assert live == fresh, name
 
 
+@ALSO_ON_CITUS
 def test_the_insulin_pump_example(memory: MemoryClient) -> None:
     first = said(memory, "I use an insulin pump.")
     second = said(memory, "I don't use an insulin pump anymore.")
@@ -277,6 +283,7 @@ def test_the_message_is_a_note_and_the_declaration_reserved_metadata(memory: Mem
     assert [n.node_type for n in nodes] == [NodeType.NOTE, NodeType.FACT, NodeType.ENTITY]
 
 
+@ALSO_ON_CITUS
 def test_a_request_id_makes_ingest_idempotent(memory: MemoryClient) -> None:
     request = uuid.uuid4()
     first = said(memory, "I use Vim.", request_id=request)
@@ -287,6 +294,7 @@ def test_a_request_id_makes_ingest_idempotent(memory: MemoryClient) -> None:
         said(memory, "I use Emacs.", request_id=request)
 
 
+@ALSO_ON_CITUS
 def test_a_batch_takes_per_message_declarations(memory: MemoryClient) -> None:
     results = memory.ingest_batch(
         [
@@ -370,6 +378,7 @@ class _NewerExtractor:
         return IngestionPlan(extractor=self.name, extractor_version=self.version, rules=("none",))
 
 
+@ALSO_ON_CITUS
 def test_rebuilds_use_the_saved_plan_not_a_newer_extractor(
     memory: MemoryClient, memory_settings: Settings
 ) -> None:
@@ -396,6 +405,7 @@ def test_rebuilds_use_the_saved_plan_not_a_newer_extractor(
         newer.close()
 
 
+@ALSO_ON_CITUS
 def test_each_message_is_its_own_append(memory: MemoryClient) -> None:
     """Messages the worker reads in one page still get one append each: every
     claims event is recorded on its own (an append records one time for all it holds)."""

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 
 from oblivio import MemoryClient
 from projections.model import LifecycleState
 from projections.storage.tables import claims, nodes
+from tests.conftest import WITH_CITUS
+from tests.memory.conftest import settings_of_backend
 from tests.memory.test_ingest import USER, lifecycle, replay_equal, said
+
+# Erasing what ingest derived holds on the Citus tier too: the ``memory`` fixture takes this.
+memory_settings = pytest.fixture(params=WITH_CITUS)(settings_of_backend)
 
 
 def claim_rows(memory: MemoryClient) -> int:

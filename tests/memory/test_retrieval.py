@@ -13,8 +13,13 @@ from eventstore import InvalidInputError
 from oblivio import MemoryClient, NodeType, Scope, ScoredNode, SourceType
 from projections.model import ScoreComponents
 from projections.scoring import ScoringConfig, retention_stretch
+from tests.conftest import WITH_CITUS
 from tests.memory._support import rejects, remember
 from tests.memory.conftest import Opener
+
+# The tests below marked with this run on the Citus tier too (each Citus test costs
+# seconds, so the tier takes the ones that speak for the promise).
+ALSO_ON_CITUS = pytest.mark.parametrize("memory_settings", WITH_CITUS, indirect=True)
 
 QUERY = "What is my account balance?"
 OLD = "Account balance: 850 EUR"
@@ -49,6 +54,7 @@ def balances(memory: MemoryClient) -> None:
 # -- basics -----------------------------------------------------------------------------
 
 
+@ALSO_ON_CITUS
 def test_retrieval_sees_the_callers_last_write(memory: MemoryClient) -> None:
     assert memory.retrieve("anything", user_id="alice").results == []
     for i in range(25):
@@ -93,6 +99,7 @@ def test_scores_follow_the_formula_and_the_order(memory: MemoryClient) -> None:
     assert len(memory.retrieve(QUERY, user_id="alice", limit=1).results) == 1
 
 
+@ALSO_ON_CITUS
 def test_filters(memory: MemoryClient) -> None:
     remember(memory, "balance fact")
     remember(memory, "balance note", node_type=NodeType.NOTE)
@@ -252,6 +259,7 @@ def test_removing_a_trigger_removes_its_boost(memory: MemoryClient) -> None:
     assert ranked(memory)[NEW].components.trigger_boost == 0.0
 
 
+@ALSO_ON_CITUS
 def test_triggers_are_per_owner(memory: MemoryClient) -> None:
     balances(memory)
     memory.store(NEW, user_id="bob")
@@ -325,6 +333,7 @@ def test_clearing_attractors(memory: MemoryClient) -> None:
 # -- persistence -------------------------------------------------------------------------
 
 
+@ALSO_ON_CITUS
 def test_triggers_and_attractors_survive_reopening(memory: MemoryClient, reopen: Opener) -> None:
     balances(memory)
     memory.add_resonance_trigger(user_id="alice", keyword="1,247.38", weight=5.0)
