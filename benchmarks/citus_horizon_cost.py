@@ -45,39 +45,19 @@ from eventstore import EventStore, KeyringFile, NewEvent, create_backend
 from eventstore.backends.citus import _LOCKED_HORIZON
 from eventstore.model import START
 from oblivio.bootstrap import upgrade_schema
-from oblivio_bench.citus import CitusCluster, citus_cluster, horizon_statement
-
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def servers_cpu(cluster: CitusCluster) -> float:
-    """Seconds of CPU the nodes' processes have used: each postmaster's reaped children
-    (the short-lived backends a worker ask starts) and every live backend."""
-    total = 0
-    for node in cluster.nodes:
-        postmaster = int((node.data_dir / "postmaster.pid").read_text().split()[0])
-        fields = Path(f"/proc/{postmaster}/stat").read_text().rsplit(")", 1)[1].split()
-        total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
-        children = Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text().split()
-        for child in children:
-            try:
-                stat = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
-            except FileNotFoundError:
-                continue  # ended since: counted in the postmaster's cutime next time
-            total += int(stat[11]) + int(stat[12])
-    return total / TICKS
+from oblivio_bench.citus import CitusCluster, citus_cluster, horizon_statement, node_cpu
 
 
 def measure(read: Callable[[], object], reads: int, cluster: CitusCluster) -> tuple[float, ...]:
     """Median wall ms of one read, this process's CPU ms and the servers' CPU ms per read."""
     walls = []
-    cpu0, servers0 = time.process_time(), servers_cpu(cluster)
+    cpu0, servers0 = time.process_time(), sum(node_cpu(n) for n in cluster.nodes)
     for _ in range(reads):
         t0 = time.perf_counter()
         read()
         walls.append(time.perf_counter() - t0)
     cpu = (time.process_time() - cpu0) / reads
-    servers = (servers_cpu(cluster) - servers0) / reads
+    servers = (sum(node_cpu(n) for n in cluster.nodes) - servers0) / reads
     return statistics.median(walls) * 1e3, cpu * 1e3, servers * 1e3
 
 

@@ -261,3 +261,18 @@ def horizon_statement(floor: int = 0) -> bytes:
     """The cluster horizon's statement (``eventstore.backends.citus``) for psycopg, with
     its ``floor`` (the commit group below which a read needs no worker asked) filled in."""
     return _CLUSTER_HORIZON.text.replace(":floor", str(int(floor))).encode()
+
+
+def node_cpu(node: Node) -> float:
+    """Seconds of CPU the node's processes have used: the postmaster's reaped children
+    (backends that ended, such as the short-lived ones ``master_run_on_worker`` starts)
+    and every live child (Linux ``/proc``; the figures of a benchmark, not of a test)."""
+    ticks = 0
+    postmaster = int((node.data_dir / "postmaster.pid").read_text().split()[0])
+    fields = Path(f"/proc/{postmaster}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+    for child in Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text().split():
+        with suppress(FileNotFoundError):  # ended since: in the postmaster's cutime next time
+            stat = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks += int(stat[11]) + int(stat[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
