@@ -123,7 +123,10 @@ recorded AS MATERIALIZED (
                     FROM pg_dist_transaction AS t,
                          (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint
                                  AS xmax) AS snap) AS r
-     WHERE r.xid < base.horizon AND r.xid >= :floor),
+     WHERE r.xid < base.horizon AND r.xid >= :floor
+       -- a group no longer in the cluster: no page reads it either
+       AND EXISTS (SELECT FROM pg_dist_node AS n
+                    WHERE n.groupid = r.groupid AND n.noderole = 'primary')),
 asked AS MATERIALIZED (
     SELECT n.groupid, n.nodename, n.nodeport FROM pg_dist_node AS n
      WHERE n.noderole = 'primary' AND n.groupid IN (SELECT groupid FROM recorded)),

@@ -112,6 +112,11 @@ def test_the_horizon_waits_for_a_worker_part_still_prepared(
     try:
         with recovery_paused(citus_url):
             before = append(store, "before")
+            # What the horizon rests on: Citus's record of an append's worker part is
+            # written by the append's own transaction, whose id is the rows' commit group.
+            with psycopg.connect(citus_url, autocommit=True) as conn:
+                writers = conn.execute("SELECT xmin::text::bigint FROM pg_dist_transaction")
+                assert before[0].commit_group % 2**32 in {xid for (xid,) in writers}
             late = append(store, "late", 3)
             commit_group = leave_prepared(citus, citus_url, late[0].stream.stream_id)
             after = append(store, "after", 2)  # committed everywhere, above the prepared group
