@@ -124,7 +124,7 @@ def margin(mu: float, weight: float = CONFIG.lexical_weight) -> Fusion:
     config = dataclasses.replace(CONFIG, lexical_weight=weight, dense_margin_weight=mu)
 
     def fuse(rec: Record) -> np.ndarray[Any, Any]:
-        λ = scoring.query_lexical_weight(config, rec["dense"], rec["admitted"])
+        λ = scoring.query_lexical_weight(config, rec["dense"])
         return _mix(λ, np.maximum(rec["dense"], 0), _share(rec))
 
     return fuse

@@ -836,7 +836,7 @@ def rank(
         dense = scoring.cosines(index.vectors, query_vector)
         bm25, attainable = _bm25(index, query)
         lexical = scoring.lexical_share(config, bm25, attainable, admitted)
-        weight = scoring.query_lexical_weight(config, dense, admitted)
+        weight = scoring.query_lexical_weight(config, dense)
         matched, context = scoring.match(
             config, weight, dense, lexical, index.neighbours, index.asks, admitted
         )

@@ -275,34 +275,31 @@ def lexical_share(
     return share
 
 
-def query_lexical_weight(
-    config: ScoringConfig, dense: Floats, admitted: npt.NDArray[np.bool_]
-) -> float:
+def query_lexical_weight(config: ScoringConfig, dense: Floats) -> float:
     """λ_q, the lexical channel's weight for one query: λ / (1 + μ · margin).
 
-    The margin is how far the dense channel's best admitted node stands above
-    its second best, in standard deviations of the admitted nodes' cosines
-    (so it means the same whatever range an embedder's cosines span).  Where
-    the dense channel has one clear answer, a memory that shares a single
-    common word with the question ("a living" and "lives", "small children"
-    and "a small workshop") no longer outranks it; where its best candidates
-    lie close together, as over hundreds of conversation turns, the lexical
-    channel keeps nearly all of λ and decides.
+    The margin is how far the dense channel's best node stands above its second
+    best, in standard deviations of all the nodes' cosines (so it means the same
+    whatever range an embedder's cosines span).  All the subject's indexed nodes
+    count, whatever the query's filters admit: a filter chooses among the ranking
+    and never changes a score.  Where the dense channel has one clear answer, a
+    memory that shares a single common word with the question ("a living" and
+    "lives", "small children" and "a small workshop") no longer outranks it;
+    where its best candidates lie close together, as over hundreds of
+    conversation turns, the lexical channel keeps nearly all of λ and decides.
     """
-    cosines_admitted = dense[admitted]  # a copy: its best is masked below
-    count = len(cosines_admitted)
+    count = len(dense)
     if config.dense_margin_weight == 0 or count < 2:
         return config.lexical_weight
     # One pass for the variance and two for the best two: np.std and np.partition
-    # cost 0.4 ms at 10,000 nodes, these 0.05.
-    mean = float(cosines_admitted.mean())
-    variance = float(np.dot(cosines_admitted, cosines_admitted)) / count - mean * mean
+    # cost 0.4 ms at 10,000 nodes, these 0.02.
+    mean = float(dense.mean())
+    variance = float(np.dot(dense, dense)) / count - mean * mean
     if variance <= 0:
         return config.lexical_weight
-    best = int(np.argmax(cosines_admitted))
-    first = float(cosines_admitted[best])
-    cosines_admitted[best] = -np.inf
-    margin = (first - float(cosines_admitted.max())) / math.sqrt(variance)
+    best = int(np.argmax(dense))
+    second = max(dense[:best].max(initial=-np.inf), dense[best + 1 :].max(initial=-np.inf))
+    margin = (float(dense[best]) - float(second)) / math.sqrt(variance)
     return config.lexical_weight / (1 + config.dense_margin_weight * margin)
 
 

@@ -43,26 +43,23 @@ def test_bm25_is_measured_against_what_the_query_could_attain() -> None:
 
 def test_the_lexical_weight_yields_to_a_clear_dense_answer() -> None:
     config = ScoringConfig()
-    everyone = np.ones(5, dtype=bool)
     # The best cosine stands 0.4 above the second; the cosines' spread is 0.2.
     clear = np.array([0.6, 0.2, 0.1, 0.1, 0.0])
     margin = (0.6 - 0.2) / float(clear.std())
     expected = config.lexical_weight / (1 + config.dense_margin_weight * margin)
-    assert scoring.query_lexical_weight(config, clear, everyone) == pytest.approx(expected)
+    assert scoring.query_lexical_weight(config, clear) == pytest.approx(expected)
     assert expected < 0.6 * config.lexical_weight
+    assert scoring.query_lexical_weight(config, clear[::-1]) == pytest.approx(expected)
     # Best candidates close together: the dense channel is unsure, λ stays nearly whole.
     unsure = np.array([0.6, 0.59, 0.1, 0.1, 0.0])
-    assert scoring.query_lexical_weight(config, unsure, everyone) > 0.95 * config.lexical_weight
-    # Only the nodes the query admits count: without the first, the margin is 0.
-    admitted = np.array([False, True, True, True, True])
-    assert scoring.query_lexical_weight(config, clear, admitted) < config.lexical_weight
-    tie = np.array([0.6, 0.2, 0.2, 0.1, 0.0])
-    assert scoring.query_lexical_weight(config, tie, admitted) == config.lexical_weight
+    assert scoring.query_lexical_weight(config, unsure) > 0.95 * config.lexical_weight
+    tie = np.array([0.6, 0.2, 0.6, 0.1, 0.0])
+    assert scoring.query_lexical_weight(config, tie) == config.lexical_weight
     # Nothing to compare (one node, equal cosines), or μ = 0: λ itself.
-    assert scoring.query_lexical_weight(config, clear[:1], everyone[:1]) == config.lexical_weight
-    assert scoring.query_lexical_weight(config, np.full(5, 0.3), everyone) == config.lexical_weight
+    assert scoring.query_lexical_weight(config, clear[:1]) == config.lexical_weight
+    assert scoring.query_lexical_weight(config, np.full(5, 0.3)) == config.lexical_weight
     off = ScoringConfig(dense_margin_weight=0)
-    assert scoring.query_lexical_weight(off, clear, everyone) == off.lexical_weight
+    assert scoring.query_lexical_weight(off, clear) == off.lexical_weight
 
 
 HOBBIES = [

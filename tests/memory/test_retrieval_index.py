@@ -134,7 +134,7 @@ def reference_ranking(
     scale = c.lexical_scale * _attainable(documents, tokenize(query))
     lexical = [min(b / scale, 1.0) if scale > 0 else 0.0 for b in bm25]
     cosines = [_cos(query_vector, v) for v in vectors]
-    weight = _query_lexical_weight(c, [x for x, a in zip(cosines, admitted, strict=True) if a])
+    weight = _query_lexical_weight(c, cosines)  # every node: filters do not change scores
     fused = [
         (1 - weight) * max(cosine, 0.0) + weight * x
         for cosine, x in zip(cosines, lexical, strict=True)
