@@ -389,9 +389,9 @@ class PostgresBackend(Backend):
         # (``fetch``), one wait for both; psycopg's own BEGIN waited on its own.
         with self.translate_errors(), self.engine.connect() as conn, conn.begin():
             yield conn
-            # Ended by COMMIT, not by the pool's ROLLBACK (the same for a transaction
-            # that wrote nothing, and one round trip either way): psycopg forgets
-            # every statement it prepared on the connection at a ROLLBACK and
+            # Ended by the block's COMMIT, not by the pool's ROLLBACK (the same for a
+            # transaction that wrote nothing, and one round trip either way): psycopg
+            # forgets every statement it prepared on the connection at a ROLLBACK and
             # deallocates them on the server, one more round trip, so a read view
             # cost the statements of the next five uses their preparation again.
 
