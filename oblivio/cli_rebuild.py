@@ -53,7 +53,11 @@ def rebuild_vectors(
         started = start_vector_rebuild(memory, embedder=target, user_id=user_id, actor_id="cli")
         click.echo(
             f"vector rebuild {started.rebuild_id}: {started.subjects_total} subjects, "
-            f"{started.nodes_total} nodes to embed with {started.embedder}"
+            f"{started.nodes_total} nodes to re-embed with {started.embedder}"
+            # The job counts only nodes that already have another embedder's vector:
+            # memories the vector projection has not embedded yet get the target's
+            # vector from it, and an operator seeing "0" must not think they were missed.
+            " (memories not embedded yet get its vector from the vector projection)"
         )
         if not detach:
             finished = _work_with_progress(memory, started)

@@ -282,3 +282,21 @@ def test_the_command_line_sets_the_collector_up_for_start_up_and_exit() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
     assert result.stdout == "(2000, 9, 8)True"
+
+
+def test_rebuild_vectors_says_what_its_count_is_of(tmp_path: Path) -> None:
+    # The job's count is of nodes holding another embedder's vector; the output must
+    # say that memories not embedded yet are embedded by the vector projection, or a
+    # "0" reads as "nothing will be embedded".
+    data = tmp_path / "data"
+    with MemoryClient(data, embedder="hashing:32") as client:
+        client.store("The cellist practises scales before breakfast", user_id="ines")
+    moved = CliRunner().invoke(
+        main, ["--data-dir", str(data), "rebuild", "vectors", "--all", "--embedder", "hashing:48"]
+    )
+    assert moved.exit_code == 0, moved.output
+    assert "0 nodes to re-embed with hashing-v1-48 (memories not embedded yet get" in moved.output
+    assert "1/1 subjects switched" in moved.output
+    with MemoryClient(data, embedder="hashing:48") as client:
+        [found] = client.retrieve("cellist scales", user_id="ines", limit=1).nodes
+        assert "cellist" in found.content

@@ -85,7 +85,10 @@ class RebuildOut(BaseModel):
     status: Literal["running", "done", "failed"]
     subjects_total: int
     subjects_done: int
-    nodes_total: int = Field(description="Nodes that lacked a vector when the job started.")
+    nodes_total: int = Field(
+        description="Nodes the job re-embeds: those holding another embedder's vector "
+        "when it started (not yet embedded ones get the target's from the vector projection)."
+    )
     nodes_embedded: int
     created_at: datetime
     finished_at: datetime | None
