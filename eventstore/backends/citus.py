@@ -59,7 +59,7 @@ import psycopg
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from eventstore.backends.citus_prepared import PreparedOnWorkers
+from eventstore.backends.citus_prepared import PreparedOnWorkers, Worker
 from eventstore.backends.postgres import HORIZON, PostgresBackend, normalise_postgres_url
 from eventstore.errors import OperationalError
 from eventstore.schema import events
@@ -112,7 +112,7 @@ SELECT least({HORIZON}, (
 # in the cluster has no primary node: no page reads it either.
 _CLUSTER_HORIZON = sa.text(f"""
 WITH base AS MATERIALIZED ({_LOCKED_HORIZON} AS horizon)
-SELECT base.horizon, r.xid, r.gid, n.nodename, n.nodeport
+SELECT base.horizon, r.xid, r.gid, n.nodename, n.nodeport, n.groupid
   FROM base
   LEFT JOIN ((SELECT t.groupid, t.gid, {widened_xid("t.xmin", "snap.xmax")} AS xid
                 FROM pg_dist_transaction AS t,
@@ -197,10 +197,11 @@ class CitusBackend(PostgresBackend):
         """
         rows = conn.execute(_CLUSTER_HORIZON, {"floor": floor}).all()
         horizon = int(rows[0].horizon)
-        records: dict[tuple[str, int], dict[str, int]] = {}
+        records: dict[Worker, dict[str, int]] = {}
         for row in rows:
             if row.gid is not None:
-                on_worker = records.setdefault((row.nodename, row.nodeport), {})
+                worker = Worker(row.nodename, row.nodeport, row.groupid)
+                on_worker = records.setdefault(worker, {})
                 # A gid Citus gave out again after a restart: its oldest xid holds.
                 on_worker[row.gid] = min(row.xid, on_worker.get(row.gid, row.xid))
         for worker, xids in records.items():

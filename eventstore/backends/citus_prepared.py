@@ -11,7 +11,11 @@ reused by every later ask: an ask is then one small query on a live backend.
 The workers are reached as the coordinator names them (``pg_dist_node``), with
 the coordinator URL's user, password, database and options: oblivio's
 processes must be able to connect to the workers directly, as Citus's
-coordinator does (docs/scaling.md).
+coordinator does (docs/scaling.md).  A name that reaches another server from
+here (``localhost`` in ``pg_dist_node`` seen from another host) would answer
+"not prepared" for gids it never held, so each new connection must first show
+that it reached a Citus node of the expected group (``pg_dist_local_group``),
+or the read fails.
 
 A kept connection is only a faster way to ask, never a source of an answer:
 
@@ -32,7 +36,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Collection
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 import sqlalchemy as sa
@@ -50,8 +54,16 @@ CONNECT_TIMEOUT = 10
 _STILL_PREPARED = (
     "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() AND gid = ANY (%s)"
 )
+# The group a Citus node knows itself as (the coordinator's is 0).
+_OWN_GROUP = "SELECT groupid FROM pg_dist_local_group"
 
-Worker = tuple[str, int]
+
+class Worker(NamedTuple):
+    """A worker as the coordinator's ``pg_dist_node`` names it."""
+
+    host: str
+    port: int
+    group: int
 
 
 class _Kept:
@@ -69,6 +81,9 @@ class PreparedOnWorkers:
     def __init__(self, coordinator_url: str) -> None:
         url = sa.engine.make_url(coordinator_url).set(drivername="postgresql")
         self._params = conninfo_to_dict(url.render_as_string(hide_password=False))
+        # The worker's name and port replace the coordinator's; these would not.
+        for overriding in ("hostaddr", "service"):
+            self._params.pop(overriding, None)
         self._params.setdefault("connect_timeout", CONNECT_TIMEOUT)
         self._params["application_name"] = APPLICATION_NAME
         self._workers: dict[Worker, _Kept] = {}
@@ -79,7 +94,7 @@ class PreparedOnWorkers:
         self._inherited: list[psycopg.Connection[Any]] = []
 
     def still_prepared(self, worker: Worker, gids: Collection[str]) -> set[str]:
-        """Those of ``gids`` that ``worker`` (host, port) holds prepared now."""
+        """Those of ``gids`` that ``worker`` holds prepared now."""
         kept = self._kept(worker)
         with kept.lock:
             if kept.conn is not None and kept.pid == os.getpid():
@@ -99,13 +114,21 @@ class PreparedOnWorkers:
                     kept.conn.close()
                     kept.conn = None
                 raise OperationalError(
-                    f"the Citus worker {worker[0]}:{worker[1]} did not answer"
+                    f"the Citus worker {worker.host}:{worker.port} did not answer"
                     f" for its prepared transactions: {e}"
                 ) from e
 
     def _connect(self, worker: Worker) -> psycopg.Connection[Any]:
-        conninfo = make_conninfo("", **{**self._params, "host": worker[0], "port": worker[1]})
-        return psycopg.connect(conninfo, autocommit=True)
+        """A connection to ``worker`` that showed it reached the node of its group."""
+        params = {**self._params, "host": worker.host, "port": worker.port}
+        conn = psycopg.connect(make_conninfo("", **params), autocommit=True)
+        row = conn.execute(_OWN_GROUP).fetchone()
+        if row is None or row[0] != worker.group:
+            conn.close()
+            raise psycopg.OperationalError(
+                f"it is not the node of group {worker.group} (it says {row and row[0]})"
+            )
+        return conn
 
     def close(self) -> None:
         """Close this process's kept connections."""
@@ -115,6 +138,8 @@ class PreparedOnWorkers:
             with kept.lock:
                 if kept.conn is not None and kept.pid == os.getpid():
                     kept.conn.close()
+                elif kept.conn is not None:
+                    self._inherited.append(kept.conn)
                 kept.conn = None
 
     def _kept(self, worker: Worker) -> _Kept:

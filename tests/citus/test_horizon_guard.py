@@ -20,9 +20,9 @@ import psycopg
 import pytest
 
 from eventstore import START, EventStore, KeyringFile, LogCursor, NewEvent, create_backend
-from eventstore.backends.citus_prepared import APPLICATION_NAME
+from eventstore.backends.citus_prepared import APPLICATION_NAME, PreparedOnWorkers, Worker
 from eventstore.errors import OperationalError
-from oblivio_bench.citus import CitusCluster, Node
+from oblivio_bench.citus import HOST, CitusCluster, Node
 from tests.citus.test_failed_commit_prepared import recovery_paused
 
 pytestmark = pytest.mark.citus
@@ -148,3 +148,21 @@ def test_a_worker_that_does_not_answer_fails_the_read(guarded: Guarded) -> None:
         finally:
             admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true'.encode())
     assert len(store.read_all(guarded.cursor, 100).events) == len(SUBJECTS)  # answered again
+
+
+def test_a_name_that_reaches_another_node_is_not_asked(citus: CitusCluster, citus_url: str) -> None:
+    """A name in ``pg_dist_node`` that reaches another server from oblivio's host would
+    answer "not prepared" for gids it never held: a connection must show that it
+    reached the node of the records' group before it is asked."""
+    with psycopg.connect(citus_url, autocommit=True) as conn:
+        group_of = dict(conn.execute("SELECT nodeport, groupid FROM pg_dist_node").fetchall())
+    first, second = citus.workers
+    asker = PreparedOnWorkers(citus_url)
+    try:
+        assert asker.still_prepared(Worker(HOST, first.port, group_of[first.port]), ["x"]) == set()
+        # The first worker's group, reached at the second worker's address.
+        misdirected = Worker(HOST, second.port, group_of[first.port])
+        with pytest.raises(OperationalError, match="not the node of group"):
+            asker.still_prepared(misdirected, ["x"])
+    finally:
+        asker.close()
