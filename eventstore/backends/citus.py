@@ -1,7 +1,8 @@
 """Citus: PostgreSQL sharded over worker nodes, reached through its coordinator.
 
 Everything but the global order is PostgreSQL's (``eventstore.backends.postgres``):
-oblivio connects to the coordinator only, which routes each statement.
+oblivio sends every statement to the coordinator, which routes it; only the
+horizon's guard below also asks the workers themselves (read-only).
 
 The global order on a cluster.  Each node has its own transaction ids and its
 own snapshots, so a worker's horizon says nothing about a writer running on
