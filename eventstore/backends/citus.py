@@ -108,19 +108,25 @@ SELECT least({HORIZON}, (
 # ``CitusBackend.cluster_horizon`` asks that worker after this statement.  Only
 # records below the horizon so far can lower it, and only those at or above
 # ``floor`` matter to the read (see ``CitusBackend.log_params``).  One row per
-# such record, with the worker that holds its part as the coordinator names it;
-# one row with NULLs beside the horizon when there is none.  A group no longer
-# in the cluster has no primary node: no page reads it either.
+# worker holding such records, as the coordinator names it, with their gids and
+# xids; one row with NULLs beside the horizon when there is none.  A group no
+# longer in the cluster has no primary node: no page reads it either.
 _CLUSTER_HORIZON = sa.text(f"""
-WITH base AS MATERIALIZED ({_LOCKED_HORIZON} AS horizon)
-SELECT base.horizon, r.xid, r.gid, n.nodename, n.nodeport, n.groupid
+WITH base AS MATERIALIZED ({_LOCKED_HORIZON} AS horizon),
+recorded AS (
+    SELECT n.nodename, n.nodeport, n.groupid, r.gid, r.xid
+      FROM base,
+           (SELECT t.groupid, t.gid, {widened_xid("t.xmin", "snap.xmax")} AS xid
+              FROM pg_dist_transaction AS t,
+                   (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint
+                           AS xmax) AS snap) AS r
+           JOIN pg_dist_node AS n ON n.groupid = r.groupid AND n.noderole = 'primary'
+     WHERE r.xid < base.horizon AND r.xid >= :floor)
+SELECT base.horizon, w.nodename, w.nodeport, w.groupid, w.gids, w.xids
   FROM base
-  LEFT JOIN ((SELECT t.groupid, t.gid, {widened_xid("t.xmin", "snap.xmax")} AS xid
-                FROM pg_dist_transaction AS t,
-                     (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint
-                             AS xmax) AS snap) AS r
-             JOIN pg_dist_node AS n ON n.groupid = r.groupid AND n.noderole = 'primary')
-    ON r.xid < base.horizon AND r.xid >= :floor
+  LEFT JOIN (SELECT nodename, nodeport, groupid,
+                    array_agg(gid) AS gids, array_agg(xid) AS xids
+               FROM recorded GROUP BY nodename, nodeport, groupid) AS w ON true
 """)  # noqa: S608 (constant SQL)
 
 _IS_CITUS = "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')"
@@ -198,16 +204,16 @@ class CitusBackend(PostgresBackend):
         """
         rows = conn.execute(_CLUSTER_HORIZON, {"floor": floor}).all()
         horizon = int(rows[0].horizon)
-        records: dict[Worker, dict[str, int]] = {}
         for row in rows:
-            if row.gid is not None:
-                worker = Worker(row.nodename, row.nodeport, row.groupid)
-                on_worker = records.setdefault(worker, {})
+            if row.gids is None:
+                continue  # no record to ask about
+            oldest: dict[str, int] = {}
+            for gid, xid in zip(row.gids, row.xids, strict=True):
                 # A gid Citus gave out again after a restart: its oldest xid holds.
-                on_worker[row.gid] = min(row.xid, on_worker.get(row.gid, row.xid))
-        for worker, xids in records.items():
-            for gid in self._prepared.still_prepared(worker, xids):
-                horizon = min(horizon, xids[gid])
+                oldest[gid] = min(xid, oldest.get(gid, xid))
+            worker = Worker(row.nodename, row.nodeport, row.groupid)
+            for gid in self._prepared.still_prepared(worker, oldest):
+                horizon = min(horizon, oldest[gid])
         return horizon
 
     def dispose(self) -> None:
