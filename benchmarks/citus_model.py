@@ -18,9 +18,10 @@ Operations measured on each cluster, through ``EventStore`` on the coordinator:
 - ``read_stream``: one subject's 10 events (one shard);
 - ``read_all page``: a page of 100 events of the whole log (every shard, after
   the horizon's statement on the coordinator), the workers not asked;
-- ``horizon ask``: the horizon's statement when 2PC records of every worker lie
-  above the reader (as under writes to subjects on every worker): it asks each
-  worker which are still prepared, over a new connection each.
+- ``horizon ask``: the reader's horizon when the 2PC records of the last append
+  to each of the 64 subjects lie above it (as under writes to subjects on every
+  worker): the coordinator's statement, then each worker asked which are still
+  prepared, over the connection the process keeps to it.
 
 For each it prints, per operation: the coordinator's CPU, the workers' CPU (all of
 them together), the coordinator's and the workers' WAL bytes.  The model: with K
@@ -45,8 +46,9 @@ from pathlib import Path
 import psycopg
 
 from eventstore import START, EventStore, KeyringFile, NewEvent, create_backend
+from eventstore.backends.citus import CitusBackend
 from oblivio.bootstrap import upgrade_schema
-from oblivio_bench.citus import CitusCluster, Node, citus_cluster, horizon_statement, node_cpu
+from oblivio_bench.citus import CitusCluster, Node, citus_cluster, node_cpu
 
 SUBJECTS = 64
 MODELLED = (8, 32)
@@ -88,6 +90,7 @@ def measure(workers: int, args: argparse.Namespace) -> dict[str, Cost]:
     ):
         url = cluster.create_database(database)
         backend = create_backend(url)
+        assert isinstance(backend, CitusBackend)
         upgrade_schema(backend.engine)
         with psycopg.connect(url, autocommit=True) as conn:  # the records stay, as under writes
             conn.execute("ALTER SYSTEM SET citus.recover_2pc_interval = -1")
@@ -102,18 +105,33 @@ def measure(workers: int, args: argparse.Namespace) -> dict[str, Cost]:
             n = next(counter)
             return store.append("model", f"person-{n % SUBJECTS}", [NewEvent("note", {"n": n})])
 
-        ask = horizon_statement(0)
-        with psycopg.connect(url, autocommit=True) as conn:
-            shapes: dict[str, tuple[Callable[[], object], int]] = {
-                "append": (append, args.appends),
-                "read_stream": (lambda: store.read_stream("model", "person-1"), args.pages),
-                "read_all page": (lambda: store.read_all(START, 100), args.pages),
-                "horizon ask": (lambda: conn.execute(ask).fetchone(), args.pages),
-            }
-            rounds: dict[str, list[Cost]] = {name: [] for name in shapes}
-            for _ in range(args.rounds):
-                for name, (operation, count) in shapes.items():
-                    rounds[name].append(cost_of(cluster, database, operation, count))
+        def horizon_ask() -> Callable[[], object]:
+            # Asks about the last append to each subject: the records a reader under
+            # continuous writes asks about, made anew each round (not counted).
+            with psycopg.connect(url, autocommit=True) as conn:
+                row = conn.execute(
+                    "SELECT xmin::text::bigint FROM pg_dist_transaction"
+                    " ORDER BY 1 DESC LIMIT 1 OFFSET %s",
+                    (SUBJECTS - 1,),
+                ).fetchone()
+            assert row is not None
+
+            def ask() -> object:
+                with backend.statement_reads() as reads:
+                    return backend.cluster_horizon(reads, row[0])
+
+            return ask
+
+        shapes: dict[str, tuple[Callable[[], Callable[[], object]], int]] = {
+            "append": (lambda: append, args.appends),
+            "read_stream": (lambda: lambda: store.read_stream("model", "person-1"), args.pages),
+            "read_all page": (lambda: lambda: store.read_all(START, 100), args.pages),
+            "horizon ask": (horizon_ask, args.pages),
+        }
+        rounds: dict[str, list[Cost]] = {name: [] for name in shapes}
+        for _ in range(args.rounds):
+            for name, (operation, count) in shapes.items():
+                rounds[name].append(cost_of(cluster, database, operation(), count))
         store.close()
     return {
         name: tuple(statistics.median(column) for column in zip(*costs, strict=True))

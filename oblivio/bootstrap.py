@@ -120,7 +120,7 @@ def open_memory(
     """
     from appdata.apikeys import VerifiedKeys
     from oblivio.memory import inputs
-    from oblivio.memory.context import MemoryContext
+    from oblivio.memory.context import DEFAULT_CONSISTENCY_TIMEOUT, MemoryContext
     from projections.access import AccessLog
     from projections.graph import NodeGraphProjection
     from projections.index_image import IndexImages
@@ -200,7 +200,13 @@ def open_memory(
             clock=clock,
         ),
         updates=LikelyUpdateWorker(
-            store, graph, retrieval, scoring, partitions=settings.partitions, clock=clock
+            store,
+            graph,
+            retrieval,
+            scoring,
+            partitions=settings.partitions,
+            catch_up_seconds=DEFAULT_CONSISTENCY_TIMEOUT,
+            clock=clock,
         ),
         access=access,
         archiver=Archiver(store, graph, scoring, settings.retrieval_capacity, clock),

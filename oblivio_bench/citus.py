@@ -258,8 +258,10 @@ def node_data_dirs(cluster: CitusCluster) -> Sequence[Path]:
 
 
 def horizon_statement(floor: int = 0) -> bytes:
-    """The cluster horizon's statement (``eventstore.backends.citus``) for psycopg, with
-    its ``floor`` (the commit group below which a read needs no worker asked) filled in."""
+    """The coordinator's part of the cluster horizon (``eventstore.backends.citus``) for
+    psycopg, with its ``floor`` (the commit group below which a read needs no worker
+    asked) filled in: the horizon before any worker is asked, and the 2PC records
+    the workers would be asked about, one row each."""
     return _CLUSTER_HORIZON.text.replace(":floor", str(int(floor))).encode()
 
 

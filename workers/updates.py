@@ -41,8 +41,6 @@ NAME = "likely_updates"
 DEFAULT_BATCH_SIZE = 200
 #: How many of the person's nearest memories are weighed.
 CANDIDATES = 20
-#: How long judging waits for the vector state to include the new memory.
-CATCH_UP_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -65,12 +63,17 @@ class LikelyUpdateWorker(LogFollower):
         scoring: ScoringConfig,
         *,
         partitions: int,
+        catch_up_seconds: float,
         batch_size: int = DEFAULT_BATCH_SIZE,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.graph = graph
         self.retrieval = retrieval
         self.scoring = scoring
+        #: How long judging waits for the vector state to include the new memory: the
+        #: memory context's consistency timeout (``MemoryContext.consistency_timeout``),
+        #: since a consistent read that waits for this detector waits for that too.
+        self.catch_up_seconds = catch_up_seconds
         self.batch_size = batch_size
         super().__init__(store, NAME, partitions=partitions, threads=1, clock=clock)
 
@@ -123,7 +126,7 @@ class LikelyUpdateWorker(LogFollower):
                 set().union(*map(updates.stems_of, texts)),
                 scoring=self.scoring,
                 clock=self.clock,
-                timeout=CATCH_UP_SECONDS,
+                timeout=self.catch_up_seconds,
             )
             for event, nearest in zip(theirs, ranked, strict=True):
                 if found := self._judge(event, nearest, idf):

@@ -1,7 +1,8 @@
 """Citus: PostgreSQL sharded over worker nodes, reached through its coordinator.
 
 Everything but the global order is PostgreSQL's (``eventstore.backends.postgres``):
-oblivio connects to the coordinator only, which routes each statement.
+oblivio sends every statement to the coordinator, which routes it; only the
+horizon's guard below also asks the workers themselves (read-only).
 
 The global order on a cluster.  Each node has its own transaction ids and its
 own snapshots, so a worker's horizon says nothing about a writer running on
@@ -34,14 +35,17 @@ read on the workers:
   later by Citus's 2PC recovery, after the writer released its locks.  So the
   horizon is also kept at or below every coordinator xid whose worker part is
   still prepared: Citus's own record of it (``pg_dist_transaction``, written
-  by that xid) intersected with the workers' ``pg_prepared_xacts``
-  (``_CLUSTER_HORIZON`` below).  Only such a gid holds readers back, until
-  recovery commits it (``citus.recover_2pc_interval``), never 2PC as such.
+  by that xid) intersected with the workers' ``pg_prepared_xacts``, read over
+  one connection per worker this process keeps
+  (``_CLUSTER_HORIZON`` and ``CitusBackend.cluster_horizon`` below,
+  ``eventstore.backends.citus_prepared``).  Only such a gid holds readers back,
+  until recovery commits it (``citus.recover_2pc_interval``), never 2PC as such.
 
 Why a separate statement: a horizon written into the page's query as a
 subquery becomes Citus subplans whose placement is the planner's business;
 read first, on the coordinator's own snapshot, its meaning is plain.  The
-price is a round trip per log page.  The rule that every writer goes through
+price is a round trip per log page, and under continuous writes one more to
+each worker whose records the read could pass.  The rule that every writer goes through
 the coordinator is the operator's (docs/scaling.md): a writer connected to a
 worker directly would have a commit group from another xid counter.
 """
@@ -56,6 +60,7 @@ import psycopg
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from eventstore.backends.citus_prepared import PreparedOnWorkers, Worker
 from eventstore.backends.postgres import HORIZON, PostgresBackend, normalise_postgres_url
 from eventstore.errors import OperationalError
 from eventstore.schema import events
@@ -90,60 +95,38 @@ SELECT least({HORIZON}, (
                         WHERE a.pid = l.pid AND a.datname <> current_database())))
 """  # noqa: S608 (constant SQL)
 
-# The gids of the prepared transactions a worker holds in this database, as one
-# line: run on the workers asked (Citus's gids have no spaces).
-_PREPARED_ON_WORKER = (
-    "SELECT coalesce(string_agg(gid, ' '), '') FROM pg_prepared_xacts"
-    " WHERE database = current_database()"
-)
-
-# ... lowered further to the oldest xid whose COMMIT PREPARED has not happened on
-# some worker yet (the failed COMMIT PREPARED of the module's docstring).  Citus
-# records each worker part it prepares in ``pg_dist_transaction`` (the worker's
-# group and the gid), inserted by the writing transaction itself before it
-# commits: a record is visible exactly when its coordinator xid has committed,
-# and the record's ``xmin`` IS that xid, the commit group of the rows.  Records
-# stay after a successful COMMIT PREPARED until 2PC recovery clears them (every
-# ``citus.recover_2pc_interval``), so a record alone proves nothing: its gid
-# must still be prepared on its worker for it to hold the horizon.  The workers
-# are asked after the snapshot was taken, so each record the snapshot sees has
-# its worker part either still prepared then (held here) or committed before
-# the page is read.  Only records below the horizon so far can lower it, and
-# only those at or above ``floor`` matter to the read (see
-# ``CitusBackend.log_params``); only the workers those records name are asked
-# (each ask is a new connection to each of them, ``master_run_on_worker``), and
-# when there is none, no worker is (CASE evaluates lazily, a CTE runs only when
-# read).  When a worker cannot be asked the result is NULL (the page could not
-# read that worker either).
+# ... and the 2PC records that could lower it further, to the oldest xid whose
+# COMMIT PREPARED has not happened on some worker yet (the failed COMMIT
+# PREPARED of the module's docstring).  Citus records each worker part it
+# prepares in ``pg_dist_transaction`` (the worker's group and the gid), inserted
+# by the writing transaction itself before it commits: a record is visible
+# exactly when its coordinator xid has committed, and the record's ``xmin`` IS
+# that xid, the commit group of the rows.  Records stay after a successful
+# COMMIT PREPARED until 2PC recovery clears them (every
+# ``citus.recover_2pc_interval``), so a record alone proves nothing: its gid must
+# still be prepared on its worker for it to hold the horizon, which
+# ``CitusBackend.cluster_horizon`` asks that worker after this statement.  Only
+# records below the horizon so far can lower it, and only those at or above
+# ``floor`` matter to the read (see ``CitusBackend.log_params``).  One row per
+# worker holding such records, as the coordinator names it, with their gids and
+# xids; one row with NULLs beside the horizon when there is none.  A group no
+# longer in the cluster has no primary node: no page reads it either.
 _CLUSTER_HORIZON = sa.text(f"""
 WITH base AS MATERIALIZED ({_LOCKED_HORIZON} AS horizon),
-recorded AS MATERIALIZED (
-    SELECT r.groupid, r.gid, r.xid
-      FROM base, (SELECT t.groupid, t.gid, {widened_xid("t.xmin", "snap.xmax")} AS xid
-                    FROM pg_dist_transaction AS t,
-                         (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint
-                                 AS xmax) AS snap) AS r
-     WHERE r.xid < base.horizon AND r.xid >= :floor
-       -- a group no longer in the cluster: no page reads it either
-       AND EXISTS (SELECT FROM pg_dist_node AS n
-                    WHERE n.groupid = r.groupid AND n.noderole = 'primary')),
-asked AS MATERIALIZED (
-    SELECT n.groupid, n.nodename, n.nodeport FROM pg_dist_node AS n
-     WHERE n.noderole = 'primary' AND n.groupid IN (SELECT groupid FROM recorded)),
-prepared AS MATERIALIZED (
-    SELECT a.groupid, w.success, string_to_array(w.result, ' ') AS gids
-      FROM (SELECT array_agg(nodename) AS names, array_agg(nodeport) AS ports,
-                   array_agg($${_PREPARED_ON_WORKER}$$::text) AS commands FROM asked) AS q,
-           master_run_on_worker(q.names, q.ports, q.commands, true) AS w
-      JOIN asked AS a ON a.nodename = w.node_name AND a.nodeport = w.node_port)
-SELECT CASE
-    WHEN NOT EXISTS (SELECT FROM recorded) THEN base.horizon
-    WHEN NOT (SELECT bool_and(success) FROM prepared) THEN NULL
-    ELSE least(base.horizon, (
-        SELECT min(r.xid) FROM recorded AS r
-          JOIN prepared AS p ON p.groupid = r.groupid AND r.gid = ANY (p.gids)))
-    END
+recorded AS (
+    SELECT n.nodename, n.nodeport, n.groupid, r.gid, r.xid
+      FROM base,
+           (SELECT t.groupid, t.gid, {widened_xid("t.xmin", "snap.xmax")} AS xid
+              FROM pg_dist_transaction AS t,
+                   (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint
+                           AS xmax) AS snap) AS r
+           JOIN pg_dist_node AS n ON n.groupid = r.groupid AND n.noderole = 'primary'
+     WHERE r.xid < base.horizon AND r.xid >= :floor)
+SELECT base.horizon, w.nodename, w.nodeport, w.groupid, w.gids, w.xids
   FROM base
+  LEFT JOIN (SELECT nodename, nodeport, groupid,
+                    array_agg(gid) AS gids, array_agg(xid) AS xids
+               FROM recorded GROUP BY nodename, nodeport, groupid) AS w ON true
 """)  # noqa: S608 (constant SQL)
 
 _IS_CITUS = "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')"
@@ -195,6 +178,7 @@ class CitusBackend(PostgresBackend):
         # own floor), which stays true, so no later read needs to ask about it.
         self._confirmed = 0
         self._confirmed_lock = threading.Lock()
+        self._prepared = PreparedOnWorkers(normalise_postgres_url(url))
 
     def log_params(self, conn: Connection, cursor: Mapping[str, Any]) -> dict[str, Any]:
         # Records below the floor cannot hold this read back: a group at or below
@@ -203,12 +187,38 @@ class CitusBackend(PostgresBackend):
         # any worker), ``settled`` is one past a group a read showed, and below
         # ``_confirmed`` every record was found committed.
         floor = max(cursor["group"] + 1, cursor["settled"], self._confirmed)
-        horizon = conn.execute(_CLUSTER_HORIZON, {"floor": floor}).scalar_one()
-        if horizon is None:
-            raise OperationalError("a Citus worker did not answer for its prepared transactions")
+        horizon = self.cluster_horizon(conn, floor)
         with self._confirmed_lock:
             self._confirmed = max(self._confirmed, horizon)
-        return {"horizon": int(horizon)}
+        return {"horizon": horizon}
+
+    def cluster_horizon(self, conn: Connection, floor: int) -> int:
+        """The horizon of a log read on ``conn`` (a statement read, on the coordinator)
+        that needs no 2PC record below ``floor`` checked.
+
+        The workers are asked after the coordinator's statement, so each record
+        its snapshot saw has its worker part either still prepared when asked
+        (it holds the horizon) or committed before the page, read after this,
+        reads that worker.  A worker that does not answer raises
+        :class:`OperationalError`.
+        """
+        rows = conn.execute(_CLUSTER_HORIZON, {"floor": floor}).all()
+        horizon = int(rows[0].horizon)
+        for row in rows:
+            if row.gids is None:
+                continue  # no record to ask about
+            oldest: dict[str, int] = {}
+            for gid, xid in zip(row.gids, row.xids, strict=True):
+                # A gid Citus gave out again after a restart: its oldest xid holds.
+                oldest[gid] = min(xid, oldest.get(gid, xid))
+            worker = Worker(row.nodename, row.nodeport, row.groupid)
+            for gid in self._prepared.still_prepared(worker, oldest):
+                horizon = min(horizon, oldest[gid])
+        return horizon
+
+    def dispose(self) -> None:
+        self._prepared.close()
+        super().dispose()
 
 
 # -- the distributed layout -----------------------------------------------------------

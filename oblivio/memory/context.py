@@ -61,7 +61,6 @@ class MemoryContext:
     archiver: Archiver
     #: The projections' read facade for retrieval and the vector state.
     retrieval: RetrievalService
-    consistency_timeout: float = DEFAULT_CONSISTENCY_TIMEOUT
     #: Verified API keys of the HTTP API; off unless the settings give a time.
     api_keys: VerifiedKeys = field(default_factory=lambda: VerifiedKeys(0))
     #: Metadata every ``store`` starts from, under the call's own ``meta``
@@ -90,6 +89,20 @@ class MemoryContext:
         if wanted == self.namespace and cluster_wide == self.cluster_wide:
             return self
         return replace(self, namespace=wanted, cluster_wide=cluster_wide)
+
+    @property
+    def consistency_timeout(self) -> float:
+        """Seconds a consistent read (and ``wait_for_extraction``) waits for the
+        followers to pass the caller's last write before ``NotCaughtUpError``.
+
+        Kept by the likely-update detector, which waits for the vector state as
+        long within a consistent read's wait (and in its own worker loop): one
+        setting for every context sharing it (tenants, per-user handles)."""
+        return self.updates.catch_up_seconds
+
+    @consistency_timeout.setter
+    def consistency_timeout(self, seconds: float) -> None:
+        self.updates.catch_up_seconds = seconds
 
     @property
     def retrieval_cache(self) -> RetrievalCache:

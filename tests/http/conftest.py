@@ -35,6 +35,7 @@ from oblivio.http.server import HttpImplementation, uvicorn_config
 from oblivio.memory import commands, compliance, queries
 from oblivio.memory.context import MemoryContext
 from oblivio.settings import Settings
+from tests.conftest import WITH_CITUS
 
 ALICE = "alice"
 BOB = "bob"
@@ -226,6 +227,12 @@ def open_world(settings: Settings) -> Iterator[World]:
     finally:
         ctx.access.close()
         ctx.store.close()
+
+
+#: Marks a test that takes ``world`` to run on the Citus tier as well (each such test
+#: costs seconds there, so the tier takes those whose storage the cluster changes:
+#: erasure, certificates, restriction, exports and namespaces over HTTP).
+ALSO_ON_CITUS = pytest.mark.parametrize("any_database_url", WITH_CITUS, indirect=True)
 
 
 @pytest.fixture

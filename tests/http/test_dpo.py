@@ -10,7 +10,7 @@ import pytest
 
 from oblivio.memory import compliance, oversight
 from oblivio.memory.oversight import AuditFilters
-from tests.http.conftest import ALICE, BOB, World, settled
+from tests.http.conftest import ALICE, ALSO_ON_CITUS, BOB, World, settled
 
 TICKET = "TICKET-2026/0042"
 
@@ -48,6 +48,7 @@ def test_a_lookup_counts_current_memories_and_lists_requests(world: World) -> No
     assert ALICE not in str(person)  # the raw id is never shown back
 
 
+@ALSO_ON_CITUS
 def test_an_access_request_is_served_recorded_and_audited(world: World) -> None:
     world.seed(ALICE, "Alice drinks green tea")
     response = _post(world, "people/export", user_id=ALICE, reference=TICKET)
@@ -65,6 +66,7 @@ def test_an_access_request_is_served_recorded_and_audited(world: World) -> None:
     assert audit.entries[0]["entry"]["object_refs"]["reference"] == TICKET
 
 
+@ALSO_ON_CITUS
 def test_a_restricted_person_is_kept_exportable_but_not_used(world: World) -> None:
     world.seed(ALICE, "Alice drinks green tea")
     settled(world, ALICE)
@@ -102,6 +104,7 @@ def test_a_restricted_person_is_kept_exportable_but_not_used(world: World) -> No
     assert actions[:3] == ["subject.lift_restriction", "subject.export", "subject.restrict"]
 
 
+@ALSO_ON_CITUS
 def test_a_held_person_is_not_erased_until_the_hold_is_lifted(world: World) -> None:
     world.seed(ALICE, "Alice drinks green tea")
     held = _post(world, "people/hold", user_id=ALICE, ground="art17-3-e", reference="CASE-7")
@@ -139,6 +142,7 @@ def test_a_held_person_is_not_erased_until_the_hold_is_lifted(world: World) -> N
     assert erasure["certificate_id"] == done.json()["certificate_id"]
 
 
+@ALSO_ON_CITUS
 def test_a_restricted_person_can_be_forgotten_and_the_certificate_says_so(world: World) -> None:
     world.seed(ALICE)
     assert (
@@ -211,6 +215,7 @@ def test_only_operators_act_and_auditors_read_the_register(world: World) -> None
     assert world.client.get("/v1/dpo/requests", headers=world.headers("user")).status_code == 403
 
 
+@ALSO_ON_CITUS
 def test_every_subject_export_is_an_access_request_in_the_register(world: World) -> None:
     # Self-service (the person's own key) and an operator's key outside the desk:
     # Art. 15/20 requests served at once are still recorded, with what asked.

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from oblivio.memory import compliance
-from tests.http.conftest import ALICE, BOB, Response, World, log_size
+from tests.http.conftest import ALICE, ALSO_ON_CITUS, BOB, Response, World, log_size
 from workers.policy import REASONS
 
 
@@ -33,6 +33,7 @@ def certificate_payload(world: World, response: Response) -> dict[str, Any]:
     return compliance.verify_certificate(world.ctx, body["certificate"])
 
 
+@ALSO_ON_CITUS
 def test_a_user_may_only_give_the_reason_user_request_for_one_event(world: World) -> None:
     seed = world.seed(ALICE)
     before = log_size(world.ctx)
@@ -73,6 +74,7 @@ def test_a_forget_over_http_is_recorded_as_user_request(
     assert claims["request"]["kind"] == "forget"
 
 
+@ALSO_ON_CITUS
 @pytest.mark.parametrize("principal", ["user", "operator"])
 def test_a_forget_stating_another_reason_is_refused(world: World, principal: str) -> None:
     """The reason is not silently replaced: stated, it is user_request or the forget is
@@ -106,6 +108,7 @@ def test_an_operators_reason_for_one_event_is_recorded_as_given(world: World) ->
     assert claims["request"]["reason"] == "correction"
 
 
+@ALSO_ON_CITUS
 @pytest.mark.parametrize("principal", ["user", "operator"])
 def test_both_erasures_record_the_requesting_key(world: World, principal: str) -> None:
     key_id = world.tokens[principal].split("_")[1]

@@ -52,7 +52,7 @@ from oblivio.memory import compliance, inputs
 from oblivio.memory.context import MemoryContext
 from projections.storage.tables import nodes
 from tests.console.conftest import sign_in
-from tests.http.conftest import ALICE, BOB, Response, World, create_key, log_size
+from tests.http.conftest import ALICE, ALSO_ON_CITUS, BOB, Response, World, create_key, log_size
 from tests.http.test_authorization import SPECS, UUID, Call, normalised, published_operations
 
 OTHER = "tenant-b"
@@ -306,6 +306,9 @@ def pair(world: World) -> tuple[Tenant, Tenant]:
     return home, other
 
 
+# Not on the Citus tier: 40 to 90 s there, where tests/citus/test_cross_owner.py runs
+# the reading routes' checks in a few seconds (namespace filters are the same SQL on
+# every backend; what the cluster changes is where a read is routed).
 @pytest.mark.parametrize("check", [check_routes, check_tools], ids=["routes", "mcp-tools"])
 def test_nothing_reads_or_writes_across_namespaces(
     pair: tuple[Tenant, Tenant], check: Callable[[Tenant, Tenant, Findings], None]
@@ -317,6 +320,7 @@ def test_nothing_reads_or_writes_across_namespaces(
     assert not findings.problems, "\n".join(findings.problems)
 
 
+@ALSO_ON_CITUS
 def test_keys_of_one_namespace_are_invisible_to_another(pair: tuple[Tenant, Tenant]) -> None:
     home, _ = pair
     listed = home.client.get("/v1/admin/keys", headers=home.headers("operator")).json()
@@ -329,6 +333,7 @@ def test_keys_of_one_namespace_are_invisible_to_another(pair: tuple[Tenant, Tena
         ]
 
 
+@ALSO_ON_CITUS
 def test_a_namespace_audit_export_holds_its_entries_each_in_the_signed_chain(
     pair: tuple[Tenant, Tenant], tmp_path: Path
 ) -> None:
@@ -375,6 +380,7 @@ def resigned(home: Tenant, body: list[str], manifest: dict[str, Any]) -> str:
     return "".join(body) + exports.dumps_line({"manifest": signed}) + "\n"
 
 
+@ALSO_ON_CITUS
 def test_a_namespace_audit_export_recomputes_the_chain_through_gap_records(
     pair: tuple[Tenant, Tenant],
 ) -> None:
@@ -471,6 +477,7 @@ def test_only_a_cluster_wide_key_creates_cluster_wide_keys(pair: tuple[Tenant, T
     assert mine.json()["key"]["namespace"] == home.ctx.namespace
 
 
+@ALSO_ON_CITUS
 def test_a_namespaced_key_cannot_name_another_namespace(pair: tuple[Tenant, Tenant]) -> None:
     home, other = pair
     node = other.shared_seed(ALICE).node_id
@@ -482,6 +489,7 @@ def test_a_namespaced_key_cannot_name_another_namespace(pair: tuple[Tenant, Tena
     assert home.client.get(f"/v1/nodes/{node}", headers=malformed).status_code == 422
 
 
+@ALSO_ON_CITUS
 def test_no_console_page_shows_another_namespace(pair: tuple[Tenant, Tenant]) -> None:
     """Every console page a signed-in key can open, from the app's own routes: the same
     rules as the API's (the console runs the same operations)."""

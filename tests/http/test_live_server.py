@@ -17,7 +17,7 @@ from oblivio.bootstrap import open_memory
 from oblivio.settings import Settings
 from tests.http._flow import FlowKeys, auth, expect, run_main_flow
 from tests.http._serve import oblivio_serve
-from tests.http.conftest import ALICE, BOB, HTTP_TIMEOUT, LiveServer, create_key
+from tests.http.conftest import ALICE, ALSO_ON_CITUS, BOB, HTTP_TIMEOUT, LiveServer, create_key
 
 
 def backend_of(settings: Settings) -> str:
@@ -25,11 +25,12 @@ def backend_of(settings: Settings) -> str:
     return "postgresql" if url.startswith("postgres") else "sqlite"
 
 
+@ALSO_ON_CITUS
 def test_main_flow_over_uvicorn(live_server: LiveServer) -> None:
     tokens = live_server.world.tokens
     keys = FlowKeys(tokens["user"], tokens["other_user"], tokens["operator"], tokens["auditor"])
     with live_server.client() as http:
-        run_main_flow(http, keys, backend_of(live_server.world.settings))
+        run_main_flow(http, keys, live_server.world.ctx.store.backend.name)
 
 
 def test_main_flow_through_oblivio_serve(any_database_url: str, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ erasing the newer memory.  Both backends, through the public facade.
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 import pytest
@@ -17,9 +18,12 @@ import pytest
 from oblivio import MemoryClient
 from oblivio.errors import NodeUnavailableError, NoLikelyUpdateError
 from projections import events as ev
+from projections.errors import NotCaughtUpError
 from projections.model import LifecycleState
 from tests.memory.test_ingest import USER, replay_equal
 
+#: How long the vector state is held: five times the consistency timeout the test sets.
+HELD_SECONDS = 5.0
 FILLER = ("I keep basil on the kitchen windowsill.", "My favourite colour is green.")
 
 
@@ -182,3 +186,43 @@ def test_erasing_the_newer_memory_reinstates_the_older(memory: MemoryClient) -> 
     assert first_two(memory, "Which gym is Ironworks?")[0] == old
     memory.context.rebuilder.run_pending()
     replay_equal(memory)
+
+
+@pytest.mark.parametrize(
+    "memory_settings", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+def test_the_detector_waits_for_the_vector_state_as_long_as_the_context_says(
+    memory: MemoryClient,
+) -> None:
+    """A consistent read that waits for the detector is bounded by the context's
+    consistency timeout, and so is the detector's own wait for the vector state inside
+    it: the vector state held for longer than the timeout fails the read, and the
+    detector judges once it is free.  (PostgreSQL: another transaction can hold the
+    vector state's checkpoints, as a busy runner of another process does.)"""
+    ctx = memory.context
+    ctx.consistency_timeout = 1.0
+    [old] = stored(memory, "My locker code is 1234.")
+    memory.store("My locker code changed to 5678.", user_id=USER)
+    held, release = threading.Event(), threading.Event()
+
+    def hold_the_vector_state() -> None:
+        with ctx.store.transaction() as tx:
+            ctx.runner.hold(tx.connection)
+            held.set()
+            release.wait(HELD_SECONDS)
+
+    holder = threading.Thread(target=hold_the_vector_state)
+    holder.start()
+    try:
+        assert held.wait(30)
+        # The vector state stays held for five times the timeout: a detector that
+        # waited longer than the read may (it once waited 10 s) would see it freed.
+        with pytest.raises(NotCaughtUpError):
+            memory.retrieve("locker code", user_id=USER)
+    finally:
+        release.set()
+        holder.join()
+    memory.retrieve("locker code", user_id=USER)
+    state = memory.get_assertion_state(old, user_id=USER)
+    assert state is not None
+    assert state.likely_updated_by is not None
