@@ -110,7 +110,7 @@ class DesignWork(OwnStatements):
             ref = StreamRef(stream_id, NAMESPACE, subject_key, generation)
             head = (row[at["version"]], row[at["chain_hash"]])
             batch = seal_batch(codec, codec.unwrap(key), ref, head, encoded, datetime.now(UTC))
-            if self.store.backend.append(conn, batch, lambda: None)[0] is None:
+            if self.store.backend.append(conn, batch, ()) is None:
                 raise RuntimeError("the head moved under the lock")
 
 

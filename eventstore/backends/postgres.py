@@ -21,10 +21,11 @@ on the same server do not (the server-wide ``pg_snapshot_xmin`` once did).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 import psycopg.errors
@@ -33,6 +34,7 @@ from psycopg import pq
 from psycopg.abc import Buffer
 from psycopg.adapt import Transformer
 from psycopg.types.datetime import TimestampLoader, TimestamptzBinaryLoader
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
@@ -40,11 +42,9 @@ from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 from sqlalchemy.sql.dml import Insert
 
 from eventstore.backends.port import Backend, head_params
-from eventstore.batch import Placement, SealedBatch
+from eventstore.batch import DerivedRows, Placement, SealedBatch
 from eventstore.errors import ConflictError, DuplicateEventError, OperationalError
 from eventstore.schema import events
-
-T = TypeVar("T")
 
 # Driver errors that mean "try again": lost connections, serialisation
 # failures, deadlocks, lock timeouts.
@@ -55,13 +55,15 @@ _RETRYABLE = (
     psycopg.errors.LockNotAvailable,
 )
 
-# The append, in one statement (one round trip).  The head moves only if it
-# is still where the writer saw it, and only for an open generation whose
-# data key lives and whose subject's processing is not restricted (unless the
-# batch may pass a restriction, ``past_restriction``); the rows are inserted
-# only FROM the moved head, in version order, so their positions rise with
-# versions.  The writer holds the stream row's lock, so the condition holds;
-# it is the same rule as SQLite's, and a second guard against a close, a key
+# The append, in one statement (one wait).  The head moves only if it is still
+# where the writer saw it, and only for an open generation whose data key lives
+# and whose subject's processing is not restricted (unless the batch may pass a
+# restriction, ``past_restriction``); the events and the rows derived from them
+# (the inline projection's) are inserted only FROM the moved head, each in a
+# data-modifying CTE of the same statement, so a head found elsewhere writes
+# nothing at all.  That condition is the append's only guard when it runs at a
+# head the process remembers (``append_connection``, autocommitted); under the
+# stream row's lock it holds, and guards again against a close, a key
 # destruction (which stamps ``key_destroyed_at`` on the stream row) or a
 # restriction (``restricted``, set with the register row).  The events have no
 # foreign key on PostgreSQL (see eventstore.schema): they only ever come FROM
@@ -73,36 +75,34 @@ WITH head AS (
       AND closed_at IS NULL AND key_destroyed_at IS NULL
       AND (NOT restricted OR %(past_restriction)s)
     RETURNING stream_id
-)
+),
+appended AS (
 INSERT INTO events (commit_group, event_id, stream_id, version, type, schema_version,
                     recorded_at, payload, digest, chain_hash)
 """
-_APPEND = (
-    _HEAD_MOVE
-    + """SELECT pg_current_xact_id()::text::bigint, e.event_id, head.stream_id, e.version, e.type,
-       e.schema_version, %(recorded_at)s, e.payload, e.digest, e.chain_hash
+_APPEND_MANY = """SELECT pg_current_xact_id()::text::bigint, e.event_id, head.stream_id, e.version,
+       e.type, e.schema_version, %(recorded_at)s, e.payload, e.digest, e.chain_hash
 FROM head, unnest(%(event_ids)b::uuid[], %(versions)b::bigint[], %(types)b::text[],
                   %(schema_versions)b::int[], %(payloads)b::bytea[], %(digests)b::bytea[],
                   %(chain_hashes)b::bytea[])
      AS e(event_id, version, type, schema_version, payload, digest, chain_hash)
 ORDER BY e.version
 RETURNING position, commit_group, version
-"""
-)
-# The same append for a batch of one event (every store): its values as scalars.
+)"""
+# The same for a batch of one event (every store): its values as scalars.
 # psycopg dumps each array parameter above in Python, about 30 µs of CPU for the
 # seven of one event against 2 µs for seven scalars (measured at a load of 12), the
 # largest part of the append's own CPU.  The event is the head's new version and
 # its chain hash the head's new hash, so it takes those parameters.  INSERT …
 # SELECT gives the untyped text parameter its column's type.
-_APPEND_ONE = (
-    _HEAD_MOVE
-    + """SELECT pg_current_xact_id()::text::bigint, %(event_id)b, head.stream_id, %(new_version)s,
-       %(type)s, %(schema_version)s, %(recorded_at)s, %(payload)b, %(digest)b, %(chain_hash)s
+_APPEND_ONE = """SELECT pg_current_xact_id()::text::bigint, %(event_id)b, head.stream_id,
+       %(new_version)s, %(type)s, %(schema_version)s, %(recorded_at)s, %(payload)b,
+       %(digest)b, %(chain_hash)s
 FROM head
 RETURNING position, commit_group, version
-"""
-)
+)"""
+_APPENDED = "\nSELECT position, commit_group, version FROM appended"
+
 
 # The delivery horizon, evaluated once per statement (an InitPlan).  Only a
 # backend connected to this database can insert into its events table (a
@@ -449,22 +449,28 @@ class PostgresBackend(Backend):
         return column == sa.any_(sa.bindparam(name, type_=ARRAY(column.type)))
 
     def append(
-        self, conn: Connection, batch: SealedBatch, alongside: Callable[[], T]
-    ) -> tuple[list[Placement] | None, T]:
-        sql, params = _append_statement(batch)
+        self, conn: Connection, batch: SealedBatch, derived: Sequence[DerivedRows]
+    ) -> list[Placement] | None:
+        sql, params = _append_statement(batch, derived, conn.dialect)
         # psycopg's cursor in binary mode: the arrays of ids, ciphertexts and
         # hashes go over as they are, without text escaping on either side.
-        # The append and the statements alongside it (plain INSERTs) go in one
-        # pipeline, one wait for all; the append's rows are read after it.
+        # Not prepared up front: preparing costs a wait of its own, once per
+        # connection and shape; psycopg prepares the shapes that recur (every
+        # store's) after a few uses, and a batch of a size seen once is never.
         with _binary_cursor(conn) as cursor:
-            with pipelined(conn):
-                cursor.execute(sql, params)
-                alongside_result = alongside()
+            cursor.execute(sql, params)
             rows = cursor.fetchall()
         if not rows:
-            return None, alongside_result
-        placements = [(position, group) for position, group, _ in sorted(rows, key=lambda r: r[2])]
-        return placements, alongside_result
+            return None
+        return [(position, group) for position, group, _ in sorted(rows, key=lambda r: r[2])]
+
+    @contextmanager
+    def append_connection(self) -> Iterator[Connection]:
+        # Autocommit: the append is one statement, its own transaction, committed
+        # durably (the autocommit pool keeps synchronous_commit on) when it returns:
+        # one wait for the whole store.
+        with self.translate_errors(), self._autocommit.connect() as conn:
+            yield conn
 
     def dispose(self) -> None:
         self._autocommit.dispose()
@@ -482,9 +488,10 @@ class PostgresBackend(Backend):
             raise
 
 
-def _append_statement(batch: SealedBatch) -> tuple[str, dict[str, Any]]:
-    """The append of ``batch`` and its parameters: :data:`_APPEND_ONE` for one event,
-    :data:`_APPEND` for more."""
+def _append_statement(
+    batch: SealedBatch, derived: Sequence[DerivedRows], dialect: sa.Dialect
+) -> tuple[str, dict[str, Any]]:
+    """The append of ``batch`` with its ``derived`` rows, and its parameters."""
     # The column holds naive UTC, as SQLAlchemy's UTCDateTime writes it.
     params = head_params(batch) | {
         "recorded_at": batch.recorded_at.astimezone(UTC).replace(tzinfo=None)
@@ -499,17 +506,71 @@ def _append_statement(batch: SealedBatch) -> tuple[str, dict[str, Any]]:
             "payload": batch.ciphertexts[0],
             "digest": batch.digests[0],
         }
-        return _APPEND_ONE, params
-    params |= {
-        "event_ids": [e.event_id for e in events],
-        "versions": list(batch.versions),
-        "types": [e.type for e in events],
-        "schema_versions": [e.schema_version for e in events],
-        "payloads": batch.ciphertexts,
-        "digests": batch.digests,
-        "chain_hashes": batch.chain_hashes,
+    else:
+        params |= {
+            "event_ids": [e.event_id for e in events],
+            "versions": list(batch.versions),
+            "types": [e.type for e in events],
+            "schema_versions": [e.schema_version for e in events],
+            "payloads": batch.ciphertexts,
+            "digests": batch.digests,
+            "chain_hashes": batch.chain_hashes,
+        }
+    shape: list[tuple[sa.Table, tuple[str, ...], int, bool]] = []
+    for part in derived:
+        if not part.rows:
+            continue
+        n = len(shape)
+        columns = tuple(part.rows[0])
+        shape.append((part.table, columns, len(part.rows), part.unless_present))
+        processors = _bind_processors(part.table, dialect)
+        for m, row in enumerate(part.rows):
+            for column in columns:
+                value = row[column]
+                process = processors.get(column)
+                if process is not None and value is not None:
+                    value = process(value)
+                params[f"r{n}_{m}_{column}"] = value
+    return _append_sql(len(events) == 1, tuple(shape)), params
+
+
+@functools.lru_cache(maxsize=256)
+def _append_sql(
+    one_event: bool, derived: tuple[tuple[sa.Table, tuple[str, ...], int, bool], ...]
+) -> str:
+    """The append's SQL for one shape of derived rows (each part: table, columns, row
+    count, whether present rows are skipped): each part a CTE inserting FROM the
+    moved head.  Each value is cast to its column's type, as a VALUES list needs."""
+    dialect = _DIALECT
+    sql = _HEAD_MOVE + (_APPEND_ONE if one_event else _APPEND_MANY)
+    for n, (table, columns, count, unless_present) in enumerate(derived):
+        types = {c: table.c[c].type.compile(dialect=dialect) for c in columns}
+        rows = ", ".join(
+            "(" + ", ".join(f"CAST(%(r{n}_{m}_{c})s AS {types[c]})" for c in columns) + ")"
+            for m in range(count)
+        )
+        names = ", ".join(columns)
+        # Names from the schema's tables, values only as parameters.
+        sql += (
+            f",\nr{n} AS (INSERT INTO {table.name} ({names})"  # noqa: S608
+            f" SELECT v.* FROM head, (VALUES {rows}) AS v({names})"
+            + (" ON CONFLICT DO NOTHING)" if unless_present else ")")
+        )
+    return sql + _APPENDED
+
+
+_DIALECT = postgresql.dialect()  # type: ignore[no-untyped-call]
+
+
+@functools.cache
+def _bind_processors(table: sa.Table, dialect: sa.Dialect) -> dict[str, Callable[[Any], Any]]:
+    """The bind processors of ``table``'s columns that have one (UTC datetimes made
+    naive, as UTCDateTime writes them)."""
+    return {
+        column.name: process
+        for column in table.c
+        if (process := column.type.bind_processor(dialect)) is not None
     }
-    return _APPEND, params
 
 
 @contextmanager

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -17,11 +18,9 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.dml import Insert
 
 from eventstore.backends.port import Backend, head_params
-from eventstore.batch import Placement, SealedBatch, event_rows
+from eventstore.batch import DerivedRows, Placement, SealedBatch, event_rows
 from eventstore.errors import ConflictError, OperationalError
 from eventstore.schema import events
-
-T = TypeVar("T")
 
 DATABASE_FILE = "oblivio.sqlite3"
 BUSY_TIMEOUT_MS = 30_000
@@ -139,10 +138,24 @@ class SQLiteBackend(Backend):
         return column.in_(sa.bindparam(name, expanding=True))
 
     def append(
-        self, conn: Connection, batch: SealedBatch, alongside: Callable[[], T]
-    ) -> tuple[list[Placement] | None, T]:
-        # In the process: nothing to send together, the statements run in turn.
-        return self._append(conn, batch), alongside()
+        self, conn: Connection, batch: SealedBatch, derived: Sequence[DerivedRows]
+    ) -> list[Placement] | None:
+        # In the process: nothing to send together, the statements run in turn, the
+        # derived rows only once the head has moved.
+        placements = self._append(conn, batch)
+        if placements is not None:
+            for part in derived:
+                if part.rows:
+                    conn.execute(_insert(part.table, part.unless_present), list(part.rows))
+        return placements
+
+    @contextmanager
+    def append_connection(self) -> Iterator[Connection]:
+        # One BEGIN IMMEDIATE transaction, durable (synchronous=FULL): SQLite's
+        # single writer makes the head the caller remembers either current or
+        # moved, and the append's condition tells which.
+        with self.write_connection() as conn, conn.begin():
+            yield conn
 
     def _append(self, conn: Connection, batch: SealedBatch) -> list[Placement] | None:
         if conn.execute(_MOVE_HEAD, head_params(batch)).rowcount != 1:
@@ -182,3 +195,9 @@ WHERE stream_id = :stream_id AND version = :old_version
 """
 )
 _LAST_POSITION = sa.text("SELECT last_insert_rowid()")
+
+
+@functools.cache
+def _insert(table: sa.Table, unless_present: bool) -> Insert:
+    """The INSERT of derived rows into ``table``, built once (a statement is immutable)."""
+    return sqlite_insert(table).on_conflict_do_nothing() if unless_present else table.insert()

@@ -71,13 +71,30 @@ def test_store_runs_the_extractor_once(tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
-def test_a_store_waits_three_times_on_postgresql(pg_settings: Settings) -> None:
-    """BEGIN with the stream's lock (and the restriction) in one simple query, the
-    append with the graph rows in one pipeline, COMMIT; a batch waits as often as
-    one memory."""
+def test_a_store_waits_once_on_postgresql_at_the_head_it_remembers(pg_settings: Settings) -> None:
+    """The append at the remembered head, its graph rows in the same autocommitted
+    statement: one wait, for one memory as for a batch.  Without a remembered head
+    (a process new to the subject): BEGIN with the stream's lock, the append, COMMIT."""
     with MemoryClient(settings=pg_settings) as client:
         client.store("Alice lives in Berlin", user_id="alice")  # the stream exists
         stored = round_trips(lambda: client.store("Alice moved", user_id="alice"))
         batch = [{"content": f"Alice fact {n}"} for n in range(50)]
         many = round_trips(lambda: client.store_many(batch, user_id="alice"))
-    assert (stored, many) == (3, 3)
+        with MemoryClient(settings=pg_settings) as other:
+            first = round_trips(lambda: other.store("Alice is back", user_id="alice"))
+            # The head moved under ``client``: its append misses, then goes the lock's way.
+            contested = round_trips(lambda: client.store("Alice left", user_id="alice"))
+    assert (stored, many, first, contested) == (1, 1, 3, 4)
+
+
+def test_a_store_is_one_transaction_on_sqlite_without_a_lock_read(tmp_path: Path) -> None:
+    """At the remembered head: BEGIN IMMEDIATE, the head's conditional move and the
+    rows, no read of the stream row first."""
+    with MemoryClient(tmp_path / "memory") as client:
+        client.store("Alice lives in Berlin", user_id="alice")
+        with statements(client) as seen:
+            client.store("Alice moved", user_id="alice")
+    begins = [s for s in seen if s.strip().upper().startswith("BEGIN")]
+    reads = [s for s in seen if re.search(r"^\s*SELECT\b.*\bFROM streams\b", s, re.S | re.I)]
+    moves = [s for s in seen if re.search(r"^\s*UPDATE streams\b", s, re.S | re.I)]
+    assert (len(begins), len(reads), len(moves)) == (1, 0, 1), seen
