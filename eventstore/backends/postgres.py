@@ -409,7 +409,7 @@ class PostgresBackend(Backend):
         sql, constants = self._driver_sql.get(query) or self._compiled(query)
         if _UNSENT_BEGIN in conn.info:
             return _first_fetch(conn, sql, constants | params)
-        with _binary_cursor(conn) as cursor:
+        with binary_cursor(conn) as cursor:
             cursor.execute(sql, constants | params)
             rows: list[Sequence[Any]] = cursor.fetchall()
             return rows
@@ -457,7 +457,7 @@ class PostgresBackend(Backend):
         # Not prepared up front: preparing costs a wait of its own, once per
         # connection and shape; psycopg prepares the shapes that recur (every
         # store's) after a few uses, and a batch of a size seen once is never.
-        with _binary_cursor(conn) as cursor:
+        with binary_cursor(conn) as cursor:
             cursor.execute(sql, params)
             rows = cursor.fetchall()
         if not rows:
@@ -631,7 +631,7 @@ def _compile_insert(
 
 
 @contextmanager
-def _binary_cursor(conn: Connection) -> Iterator[psycopg.Cursor[Any]]:
+def binary_cursor(conn: Connection) -> Iterator[psycopg.Cursor[Any]]:
     """psycopg's own cursor, in binary mode, on the connection ``conn`` holds.
 
     SQLAlchemy never sees this cursor's errors, so it would not learn that the

@@ -121,11 +121,21 @@ def test_only_projection_batches_commit_without_waiting_for_storage(
     assert counts
     assert set(counts) == {NOT_DURABLE[backend]}
     # A durable transaction after relaxed ones, on the same pooled connection, is
-    # durable again.
-    fresh_memory.store("one more", user_id="alice")
+    # durable again (a subject new to the process: its store takes the stream's lock
+    # in a transaction of this pool).
+    fresh_memory.store("one more", user_id="bob")
     last_tables, last_setting = commits.seen[-1]
     assert "events" in last_tables
     assert last_setting == DURABLE[backend]
+    if backend == "postgresql":
+        # A store at the head the process remembers commits on its own, in autocommit
+        # (``Backend.append_connection``): that pool never relaxes the setting.
+        store_backend = fresh_memory.context.store.backend
+        with store_backend.append_connection() as conn:
+            driver = conn.connection.driver_connection
+            assert driver is not None
+            [setting] = driver.execute(_SETTING[backend]).fetchone()
+        assert setting == DURABLE[backend]
 
 
 def test_a_kill_9_after_projection_commits_loses_nothing_the_log_cannot_replay(
