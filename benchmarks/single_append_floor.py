@@ -43,7 +43,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from eventstore.backends.postgres import _APPEND, _binary_cursor, _compile
+from eventstore.backends.postgres import _append_sql, _compile, binary_cursor
 from eventstore.batch import seal_batch
 from eventstore.codec import WrappedKey
 from eventstore.model import NewEvent, StreamRef
@@ -56,6 +56,8 @@ from oblivio_bench.systems import EVENT_TYPE, NAMESPACE, OblivioSession, Oblivio
 from oblivio_bench.workloads import payload_pool
 
 STREAMS = 50
+# The log's append statement for a batch of events (arrays), with no derived rows.
+_APPEND = _append_sql(False, ())
 
 
 class OwnStatements:
@@ -76,7 +78,7 @@ class OwnStatements:
         with (
             self.engine.connect() as conn,
             conn.begin(),
-            _binary_cursor(conn) as cursor,
+            binary_cursor(conn) as cursor,
         ):
             cursor.execute(self.lock_sql, self.lock_constants | params)
             row = cursor.fetchone()
