@@ -49,10 +49,13 @@ import psycopg
 import sqlalchemy as sa
 
 from eventstore.backends import citus as citus_layout
-from eventstore.backends.postgres import _APPEND, normalise_postgres_url
+from eventstore.backends.postgres import _append_sql, normalise_postgres_url
 from eventstore.schema import data_keys, events, metadata, streams
 from oblivio_bench.citus import citus_cluster
 from oblivio_bench.scratch import postgres_databases
+
+# The log's append statement for a batch of events (arrays), with no derived rows.
+_APPEND = _append_sql(False, ())
 
 _LOCK = (
     "SELECT s.stream_id, s.version, s.chain_hash, k.wrapped_key FROM streams s"
