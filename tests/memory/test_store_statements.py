@@ -8,11 +8,14 @@ a request id the earlier append must be found, so the lookup stays.
 from __future__ import annotations
 
 import re
+import sqlite3
 import threading
 import uuid
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
+from sqlalchemy.pool import Pool
 
 from oblivio import MemoryClient
 from oblivio.settings import Settings
@@ -89,12 +92,28 @@ def test_a_store_waits_once_on_postgresql_at_the_head_it_remembers(pg_settings: 
 
 def test_a_store_is_one_transaction_on_sqlite_without_a_lock_read(tmp_path: Path) -> None:
     """At the remembered head: BEGIN IMMEDIATE, the head's conditional move and the
-    rows, no read of the stream row first."""
+    rows, COMMIT; no read of the stream row first (SQLite's own trace of the
+    statements it runs, whichever way they were sent)."""
     with MemoryClient(tmp_path / "memory") as client:
         client.store("Alice lives in Berlin", user_id="alice")
-        with statements(client) as seen:
+        seen: list[str] = []
+        traced: list[sqlite3.Connection] = []
+
+        def trace(driver: sqlite3.Connection, *_: object) -> None:
+            if threading.get_ident() == caller:
+                driver.set_trace_callback(seen.append)
+                traced.append(driver)
+
+        caller = threading.get_ident()
+        sa.event.listen(Pool, "checkout", trace)
+        try:
             client.store("Alice moved", user_id="alice")
+        finally:
+            sa.event.remove(Pool, "checkout", trace)
+            for driver in traced:
+                driver.set_trace_callback(None)
     begins = [s for s in seen if s.strip().upper().startswith("BEGIN")]
     reads = [s for s in seen if re.search(r"^\s*SELECT\b.*\bFROM streams\b", s, re.S | re.I)]
     moves = [s for s in seen if re.search(r"^\s*UPDATE streams\b", s, re.S | re.I)]
-    assert (len(begins), len(reads), len(moves)) == (1, 0, 1), seen
+    commits = [s for s in seen if s.strip().upper() == "COMMIT"]
+    assert (len(begins), len(reads), len(moves), len(commits)) == (1, 0, 1, 1), seen
