@@ -52,6 +52,7 @@ from eventstore.backends import citus as citus_layout
 from eventstore.backends.postgres import _append_sql, normalise_postgres_url
 from eventstore.schema import data_keys, events, metadata, streams
 from oblivio_bench.citus import citus_cluster
+from oblivio_bench.eventstore import append_parameters
 from oblivio_bench.scratch import postgres_databases
 
 # The log's append statement for a batch of events (arrays), with no derived rows.
@@ -172,7 +173,7 @@ class Appender:
 
     def _append(self, cur: psycopg.Cursor[Any], params: dict[str, Any]) -> list[Any]:
         if not self.split:
-            return cur.execute(_APPEND, params).fetchall()
+            return cur.execute(_APPEND, append_parameters(params)).fetchall()
         one = {
             "event_id0": params["event_ids"][0],
             "version0": params["versions"][0],

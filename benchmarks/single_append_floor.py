@@ -49,7 +49,7 @@ from eventstore.codec import WrappedKey
 from eventstore.model import NewEvent, StreamRef
 from eventstore.transaction import _LATEST_LOCKED
 from oblivio_bench.eventsourcing_system import EventsourcingSession, EventsourcingSystem
-from oblivio_bench.eventstore import DEFAULT_SERVER_URL
+from oblivio_bench.eventstore import DEFAULT_SERVER_URL, append_parameters
 from oblivio_bench.report import load_average
 from oblivio_bench.scratch import postgres_databases
 from oblivio_bench.systems import EVENT_TYPE, NAMESPACE, OblivioSession, OblivioSystem
@@ -89,7 +89,7 @@ class OwnStatements:
     def append(self, i: int) -> None:
         with self.locked(self.subjects[i % len(self.subjects)]) as (_, cursor, row):
             stream_id, version = row[self.at["stream_id"]], row[self.at["version"]]
-            cursor.execute(_APPEND, _append_params(stream_id, version))
+            cursor.execute(_APPEND, append_parameters(_append_params(stream_id, version)))
             if not cursor.fetchall():
                 raise RuntimeError("the head moved under the lock")
 

@@ -6,7 +6,6 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -49,7 +48,14 @@ from eventstore.reader import (
 )
 from eventstore.schema import audit_index as audit_index_table
 from eventstore.schema import events, streams
-from eventstore.transaction import Clock, Derive, HeadMovedError, Transaction, append_at
+from eventstore.transaction import (
+    AppendHead,
+    Clock,
+    Derive,
+    HeadMovedError,
+    Transaction,
+    append_at,
+)
 
 T = TypeVar("T")
 
@@ -224,7 +230,7 @@ class EventStore:
                 self.heads.drop(head)
             else:
                 last = placed[-1]
-                self.heads.put(replace(head, version=last.version, chain_hash=last.chain_hash))
+                self.heads.put(AppendHead(head.ref, last.version, last.chain_hash, head.dek))
                 return [(event, False) for event in placed], derived
         with self.transaction() as tx:
             stream = tx.lock_stream(subject, create=True)
