@@ -46,6 +46,7 @@ from sqlalchemy.engine import Connection
 from eventstore.backends.postgres import _append_sql, _compile, binary_cursor
 from eventstore.batch import seal_batch
 from eventstore.codec import WrappedKey
+from eventstore.crypto import AeadKey
 from eventstore.model import NewEvent, StreamRef
 from eventstore.transaction import _LATEST_LOCKED
 from oblivio_bench.eventsourcing_system import EventsourcingSession, EventsourcingSystem
@@ -111,7 +112,9 @@ class DesignWork(OwnStatements):
             stream_id, generation = row[at["stream_id"]], row[at["generation"]]
             ref = StreamRef(stream_id, NAMESPACE, subject_key, generation)
             head = (row[at["version"]], row[at["chain_hash"]])
-            batch = seal_batch(codec, codec.unwrap(key), ref, head, encoded, datetime.now(UTC))
+            batch = seal_batch(
+                codec, AeadKey(codec.unwrap(key)), ref, head, encoded, datetime.now(UTC)
+            )
             if self.store.backend.append(conn, batch, ()) is None:
                 raise RuntimeError("the head moved under the lock")
 

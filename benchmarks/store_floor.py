@@ -169,7 +169,7 @@ class FloorStore:
     def sealed(self, head: _Head, encoded: Any, now: datetime) -> Any:
         """The event encrypted under the data key, digested and chained at ``head``."""
         at = (head.version, head.chain_hash)
-        return seal_batch(self.codec, head.dek, head.ref, at, [encoded], now)
+        return seal_batch(self.codec, head.cipher.aead, head.ref, at, [encoded], now)
 
     def _graph_rows(
         self, head: _Head, event_id: uuid.UUID, data: dict[str, Any], now: datetime

@@ -72,7 +72,7 @@ class SealedBatch(NamedTuple):
 
 def seal_batch(
     codec: EventCodec,
-    dek: bytes,
+    key: crypto.AeadKey,
     stream: StreamRef,
     head: tuple[int, bytes],
     encoded: Sequence[EncodedEvent],
@@ -80,10 +80,11 @@ def seal_batch(
     *,
     past_restriction: bool = False,
 ) -> SealedBatch:
-    """Encrypt every event under ``dek`` and extend the chain from ``head`` (version, hash);
+    """Encrypt every event under the data ``key`` and extend the chain from ``head``
+    (version, hash);
     ``past_restriction``: see :attr:`SealedBatch.past_restriction`."""
     old_version, chain = head
-    ciphertexts = codec.seal_all(crypto.AeadKey(dek), encoded, stream.stream_id, old_version + 1)
+    ciphertexts = codec.seal_all(key, encoded, stream.stream_id, old_version + 1)
     micros = crypto.chain_micros(now)  # every event of the batch is recorded at ``now``
     digests, chains = [], []
     for version, event, ciphertext in zip(

@@ -1,7 +1,7 @@
 """The stream heads this process remembers, so that an append needs no lock first.
 
 An append seals its batch at the head its process last saw for the subject
-(version, chain hash, unwrapped data key) and writes it with the head's
+(version, chain hash, the cipher of its unwrapped data key) and writes it with the head's
 conditional move (``Backend.append``): if another writer moved the head, or
 the generation was closed, its key destroyed or its processing restricted
 since, the condition writes nothing and the append reads the head again under

@@ -230,7 +230,7 @@ class EventStore:
                 self.heads.drop(head)
             else:
                 last = placed[-1]
-                self.heads.put(AppendHead(head.ref, last.version, last.chain_hash, head.dek))
+                self.heads.put(AppendHead(head.ref, last.version, last.chain_hash, head.cipher))
                 return [(event, False) for event in placed], derived
         with self.transaction() as tx:
             stream = tx.lock_stream(subject, create=True)

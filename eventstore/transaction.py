@@ -98,7 +98,7 @@ def append_at(
     Raises :class:`HeadMovedError` when the head was not there (nothing written)."""
     batch = seal_batch(
         codec,
-        at.dek,
+        at.cipher.aead,
         at.ref,
         (at.version, at.chain_hash),
         encoded,
@@ -106,7 +106,7 @@ def append_at(
         past_restriction=_passes_restriction(encoded),
     )
     unplaced = recorded_events(batch, [_UNPLACED] * len(encoded))
-    rows, derived = derive(SubjectCipher(at.dek, at.ref.stream_id), unplaced)
+    rows, derived = derive(at.cipher, unplaced)
     placements = backend.append(conn, batch, rows)
     if placements is None:
         raise HeadMovedError()
@@ -119,13 +119,13 @@ def append_at(
 
 @dataclass(frozen=True)
 class AppendHead:
-    """Where a stream generation's head stands, with its unwrapped data key: what an
-    append seals a batch at."""
+    """Where a stream generation's head stands, with the cipher of its unwrapped data
+    key: what an append seals a batch at (and derives its rows with)."""
 
     ref: StreamRef
     version: int
     chain_hash: bytes
-    dek: bytes
+    cipher: SubjectCipher
 
 
 # Appends racing a forget may find their stream generation closed after they
@@ -367,7 +367,7 @@ class Transaction:
         once the key is destroyed): what its next append may be sealed at."""
         if stream.wrapped_key is None or stream.closed_at is not None:
             return None
-        return AppendHead(stream.ref, stream.version, stream.chain_hash, self._data_key(stream))
+        return AppendHead(stream.ref, stream.version, stream.chain_hash, self.locked_cipher(stream))
 
     def insert_unless_present(self, table: sa.Table) -> Insert:
         """``INSERT`` into ``table`` skipping rows whose unique key exists (for tables
@@ -470,7 +470,7 @@ class Transaction:
     def _write(
         self, stream: LockedStream, encoded: Sequence[EncodedEvent], derive: Derive[T]
     ) -> tuple[list[RecordedEvent], T]:
-        at = AppendHead(stream.ref, stream.version, stream.chain_hash, self._data_key(stream))
+        at = AppendHead(stream.ref, stream.version, stream.chain_hash, self.locked_cipher(stream))
         try:
             placed, derived = append_at(
                 self.backend, self.connection, self.codec, at, encoded, self.clock(), derive

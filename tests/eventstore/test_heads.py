@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 
+from eventstore.codec import SubjectCipher
 from eventstore.heads import StreamHeads
 from eventstore.model import StreamRef
 from eventstore.transaction import AppendHead
 
 
 def head(stream_id: int, version: int, subject: bytes = b"s" * 32) -> AppendHead:
-    return AppendHead(StreamRef(stream_id, "default", subject, 1), version, b"h" * 32, b"k" * 32)
+    ref = StreamRef(stream_id, "default", subject, 1)
+    return AppendHead(ref, version, b"h" * 32, SubjectCipher(b"k" * 32, stream_id))
 
 
 def test_the_least_recently_used_head_leaves_first_beyond_the_bound() -> None:

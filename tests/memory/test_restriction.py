@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eventstore import NewEvent, Subject
+from eventstore import NewEvent, Subject, crypto
 from eventstore.batch import SealedBatch, encode_batch, seal_batch
 from eventstore.errors import SubjectRestrictedError
 from eventstore.model import ANY
@@ -132,7 +132,13 @@ def _sealed_at_head(memory: MemoryClient, user: str, *, past_restriction: bool) 
     dek = store.codec.unwrap(stream.wrapped_key)
     now = memory.context.clock()
     return seal_batch(
-        store.codec, dek, stream.ref, head, encoded, now, past_restriction=past_restriction
+        store.codec,
+        crypto.AeadKey(dek),
+        stream.ref,
+        head,
+        encoded,
+        now,
+        past_restriction=past_restriction,
     )
 
 
