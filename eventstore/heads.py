@@ -13,7 +13,8 @@ Data keys.  An entry holds an unwrapped data key for as long as it stays:
 until the subject's next append misses (a forget closes the generation and
 destroys its key, so the next append at it misses), until this process
 erases the stream (dropped at once, see ``Transaction.destroy_data_key``),
-or until it is evicted, least recently used first, beyond ``max_subjects``.
+or until it is evicted, least recently used first, beyond ``max_subjects``, or
+the store closes.
 No read path goes through it, so a destroyed key held here cannot make any
 read return content: its only use, sealing, is refused by the stream row.
 """
@@ -74,6 +75,11 @@ class StreamHeads:
             for key, head in list(self._heads.items()):
                 if head.ref.stream_id == stream_id:
                     del self._heads[key]
+
+    def clear(self) -> None:
+        """Forget every head (the store is closing: its keys leave with it)."""
+        with self._lock:
+            self._heads.clear()
 
     def __len__(self) -> int:
         return len(self._heads)

@@ -151,6 +151,7 @@ class EventStore:
         self._settled_lock = threading.Lock()
 
     def close(self) -> None:
+        self.heads.clear()
         self.backend.dispose()
 
     # -- what the layers above may know of the store ---------------------------------

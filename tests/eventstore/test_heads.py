@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from eventstore.codec import SubjectCipher
 from eventstore.heads import StreamHeads
 from eventstore.model import StreamRef
 from eventstore.transaction import AppendHead
+from oblivio import MemoryClient
 
 
 def head(stream_id: int, version: int, subject: bytes = b"s" * 32) -> AppendHead:
@@ -45,3 +47,11 @@ def test_a_miss_drops_only_the_head_it_missed_at() -> None:
     assert heads.get("default", b"s" * 32) is newer
     heads.drop(newer)
     assert heads.get("default", b"s" * 32) is None
+
+
+def test_closing_the_store_forgets_every_remembered_key(tmp_path: Path) -> None:
+    with MemoryClient(tmp_path / "memory") as client:
+        client.store("Alice likes tea", user_id="alice")
+        heads = client.context.store.heads
+        assert len(heads) == 1
+    assert len(heads) == 0
