@@ -49,10 +49,14 @@ import psycopg
 import sqlalchemy as sa
 
 from eventstore.backends import citus as citus_layout
-from eventstore.backends.postgres import _APPEND, normalise_postgres_url
+from eventstore.backends.postgres import _append_sql, normalise_postgres_url
 from eventstore.schema import data_keys, events, metadata, streams
 from oblivio_bench.citus import citus_cluster
+from oblivio_bench.eventstore import append_parameters
 from oblivio_bench.scratch import postgres_databases
+
+# The log's append statement for a batch of events (arrays), with no derived rows.
+_APPEND = _append_sql(False, ())
 
 _LOCK = (
     "SELECT s.stream_id, s.version, s.chain_hash, k.wrapped_key FROM streams s"
@@ -169,7 +173,7 @@ class Appender:
 
     def _append(self, cur: psycopg.Cursor[Any], params: dict[str, Any]) -> list[Any]:
         if not self.split:
-            return cur.execute(_APPEND, params).fetchall()
+            return cur.execute(_APPEND, append_parameters(params)).fetchall()
         one = {
             "event_id0": params["event_ids"][0],
             "version0": params["versions"][0],

@@ -43,19 +43,22 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from eventstore.backends.postgres import _APPEND, _binary_cursor, _compile
+from eventstore.backends.postgres import _append_sql, _compile, binary_cursor
 from eventstore.batch import seal_batch
 from eventstore.codec import WrappedKey
+from eventstore.crypto import AeadKey
 from eventstore.model import NewEvent, StreamRef
 from eventstore.transaction import _LATEST_LOCKED
 from oblivio_bench.eventsourcing_system import EventsourcingSession, EventsourcingSystem
-from oblivio_bench.eventstore import DEFAULT_SERVER_URL
+from oblivio_bench.eventstore import DEFAULT_SERVER_URL, append_parameters
 from oblivio_bench.report import load_average
 from oblivio_bench.scratch import postgres_databases
 from oblivio_bench.systems import EVENT_TYPE, NAMESPACE, OblivioSession, OblivioSystem
 from oblivio_bench.workloads import payload_pool
 
 STREAMS = 50
+# The log's append statement for a batch of events (arrays), with no derived rows.
+_APPEND = _append_sql(False, ())
 
 
 class OwnStatements:
@@ -76,7 +79,7 @@ class OwnStatements:
         with (
             self.engine.connect() as conn,
             conn.begin(),
-            _binary_cursor(conn) as cursor,
+            binary_cursor(conn) as cursor,
         ):
             cursor.execute(self.lock_sql, self.lock_constants | params)
             row = cursor.fetchone()
@@ -87,7 +90,7 @@ class OwnStatements:
     def append(self, i: int) -> None:
         with self.locked(self.subjects[i % len(self.subjects)]) as (_, cursor, row):
             stream_id, version = row[self.at["stream_id"]], row[self.at["version"]]
-            cursor.execute(_APPEND, _append_params(stream_id, version))
+            cursor.execute(_APPEND, append_parameters(_append_params(stream_id, version)))
             if not cursor.fetchall():
                 raise RuntimeError("the head moved under the lock")
 
@@ -109,8 +112,10 @@ class DesignWork(OwnStatements):
             stream_id, generation = row[at["stream_id"]], row[at["generation"]]
             ref = StreamRef(stream_id, NAMESPACE, subject_key, generation)
             head = (row[at["version"]], row[at["chain_hash"]])
-            batch = seal_batch(codec, codec.unwrap(key), ref, head, encoded, datetime.now(UTC))
-            if self.store.backend.append(conn, batch, lambda: None)[0] is None:
+            batch = seal_batch(
+                codec, AeadKey(codec.unwrap(key)), ref, head, encoded, datetime.now(UTC)
+            )
+            if self.store.backend.append(conn, batch, ()) is None:
                 raise RuntimeError("the head moved under the lock")
 
 

@@ -169,7 +169,7 @@ class FloorStore:
     def sealed(self, head: _Head, encoded: Any, now: datetime) -> Any:
         """The event encrypted under the data key, digested and chained at ``head``."""
         at = (head.version, head.chain_hash)
-        return seal_batch(self.codec, head.dek, head.ref, at, [encoded], now)
+        return seal_batch(self.codec, head.cipher.aead, head.ref, at, [encoded], now)
 
     def _graph_rows(
         self, head: _Head, event_id: uuid.UUID, data: dict[str, Any], now: datetime
@@ -443,11 +443,17 @@ def parts(where: str, users: int, count: int) -> dict[str, float]:
 # The parts of the product's store() that --profile reports, by (file, function):
 # each one's cumulative thread CPU time as a share of the whole store.
 _PRODUCT_PARTS = {
-    "the transaction's begin, commit and pool": ("eventstore/store.py", "transaction"),
-    "BEGIN with the stream's lock": ("eventstore/transaction.py", "lock_stream"),
-    "the append and what goes with it (Backend.append)": ("eventstore/backends/", "append"),
-    "  of which the graph rows (apply_stored)": ("projections/graph.py", "apply_stored"),
-    "  of which their INSERTs (insert_rows)": ("eventstore/backends/__init__.py", "insert_rows"),
+    "the append at the remembered head (EventStore.append_each)": (
+        "eventstore/store.py",
+        "append_each",
+    ),
+    "  of which the connection (append_connection)": (
+        "eventstore/backends/",
+        "append_connection",
+    ),
+    "  of which the statement (Backend.append)": ("eventstore/backends/", "append"),
+    "  of which the graph rows (stored_rows)": ("projections/graph.py", "stored_rows"),
+    "the stream's lock, on a miss (lock_stream)": ("eventstore/transaction.py", "lock_stream"),
     "input checks (stored_data)": ("oblivio/memory/commands.py", "stored_data"),
     "canonical JSON (encode_batch)": ("eventstore/batch.py", "encode_batch"),
     "crypto and chain (seal_batch)": ("eventstore/batch.py", "seal_batch"),

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from eventstore import crypto
 from eventstore.codec import EncodedEvent, EventCodec, parse_content
 from eventstore.errors import InvalidInputError
 from eventstore.model import ANY, ExpectedVersion, NewEvent, RecordedEvent, StreamRef
 from eventstore.reader import recorded_event
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 
 def encode_batch(
@@ -69,7 +72,7 @@ class SealedBatch(NamedTuple):
 
 def seal_batch(
     codec: EventCodec,
-    dek: bytes,
+    key: crypto.AeadKey,
     stream: StreamRef,
     head: tuple[int, bytes],
     encoded: Sequence[EncodedEvent],
@@ -77,10 +80,11 @@ def seal_batch(
     *,
     past_restriction: bool = False,
 ) -> SealedBatch:
-    """Encrypt every event under ``dek`` and extend the chain from ``head`` (version, hash);
+    """Encrypt every event under the data ``key`` and extend the chain from ``head``
+    (version, hash);
     ``past_restriction``: see :attr:`SealedBatch.past_restriction`."""
     old_version, chain = head
-    ciphertexts = codec.seal_all(crypto.AeadKey(dek), encoded, stream.stream_id, old_version + 1)
+    ciphertexts = codec.seal_all(key, encoded, stream.stream_id, old_version + 1)
     micros = crypto.chain_micros(now)  # every event of the batch is recorded at ``now``
     digests, chains = [], []
     for version, event, ciphertext in zip(
@@ -115,6 +119,20 @@ def event_rows(batch: SealedBatch, commit_group: int) -> list[dict[str, Any]]:
         }
         for i, (event, version) in enumerate(zip(batch.events, batch.versions, strict=True))
     ]
+
+
+class DerivedRows(NamedTuple):
+    """Rows an append derives (the inline projection's), written by the append itself
+    and only if its head moved: nothing of them is left behind by an append that
+    found the head elsewhere.
+
+    Every row has the same keys.  ``unless_present``: a row whose unique key exists
+    already is skipped (the node directory's rule), not an error.
+    """
+
+    table: sa.Table
+    rows: Sequence[dict[str, Any]]
+    unless_present: bool = False
 
 
 #: Where the backend put one row: ``(position, commit_group)``.

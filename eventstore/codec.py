@@ -85,6 +85,11 @@ class SubjectCipher:
         return self._key.decrypt(blob, self._aad(purpose, row_id))
 
     @property
+    def aead(self) -> crypto.AeadKey:
+        """The data key, set up for AES-256-GCM: what a batch of events is sealed with."""
+        return self._key
+
+    @property
     def decrypt_parts(self) -> Callable[[bytes, bytes, bytes], bytes]:
         """The key's :attr:`crypto.AeadKey.decrypt_parts`: events are sealed under the
         same data key, so a read decrypts its events with the cipher it then hands on."""

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
@@ -18,6 +18,8 @@ from eventstore.backends.port import Backend
 from eventstore.batch import encode_batch
 from eventstore.codec import DEFAULT_MAX_EVENT_BYTES, EventCodec, SubjectCipher
 from eventstore.crypto import GENESIS_HASH
+from eventstore.errors import ConflictError
+from eventstore.heads import StreamHeads
 from eventstore.ids import check_namespace, check_subject
 from eventstore.integrity import select_streams, verify_streams
 from eventstore.keys import KeyProvider
@@ -46,7 +48,16 @@ from eventstore.reader import (
 )
 from eventstore.schema import audit_index as audit_index_table
 from eventstore.schema import events, streams
-from eventstore.transaction import Clock, Transaction
+from eventstore.transaction import (
+    AppendHead,
+    Clock,
+    Derive,
+    HeadMovedError,
+    Transaction,
+    append_at,
+)
+
+T = TypeVar("T")
 
 DEFAULT_PAGE_SIZE = 500
 _AUDIT_INDEX_BATCH = 2000  # audit entries indexed per transaction when catching up
@@ -117,6 +128,8 @@ class EventStore:
         self.codec = EventCodec(keys, max_event_bytes)
         self.clock = clock
         self.reads = EventReads(backend, self.codec)
+        #: The stream heads appends start from (see :meth:`append_each`).
+        self.heads = StreamHeads()
         # The two log pages, built once with bound parameters (``group``,
         # ``position``, ``limit`` and for a partition ``index``, ``count``).
         page = select_event_columns.where(backend.after_cursor())
@@ -138,6 +151,7 @@ class EventStore:
         self._settled_lock = threading.Lock()
 
     def close(self) -> None:
+        self.heads.clear()
         self.backend.dispose()
 
     # -- what the layers above may know of the store ---------------------------------
@@ -183,7 +197,49 @@ class EventStore:
         append, an erasure or anything else the log does not hold.
         """
         with self.backend.write_connection(durable=durable) as conn, conn.begin():
-            yield Transaction(conn, self.backend, self.reads, self.codec, self.clock)
+            yield Transaction(conn, self.backend, self.reads, self.codec, self.clock, self.heads)
+
+    def append_each(
+        self,
+        subject: Subject,
+        events_of: Callable[[StreamRef], Sequence[NewEvent]],
+        derive: Derive[T],
+    ) -> tuple[list[tuple[RecordedEvent, bool]], T | None]:
+        """:meth:`Transaction.append_each` on the subject's open stream generation,
+        whose events ``events_of`` gives (their ids may depend on the generation).
+
+        The append is sealed at the head this process remembers for the subject
+        (:mod:`eventstore.heads`) and written in one step that commits on its own,
+        conditional on the head being still there: one wait on PostgreSQL, one
+        transaction on SQLite.  When it is not (no head remembered, another writer
+        moved it, a forget or restriction since, a caller-chosen event id stored
+        already), nothing was written, and the append is made again under the
+        stream's lock, which creates the generation, finds earlier appends of
+        caller-chosen ids and refuses a restricted subject as any locked append.
+        """
+        check_namespace(subject.namespace)
+        subject_key = self.codec.subject_key(subject.namespace, check_subject(subject.subject))
+        head = self.heads.get(subject.namespace, subject_key)
+        if head is not None:
+            encoded = encode_batch(self.codec, events_of(head.ref), ANY)
+            try:
+                with self.backend.append_connection() as conn:
+                    placed, derived = append_at(
+                        self.backend, conn, self.codec, head, encoded, self.clock(), derive
+                    )
+            except (HeadMovedError, ConflictError):
+                self.heads.drop(head)
+            else:
+                last = placed[-1]
+                self.heads.put(AppendHead(head.ref, last.version, last.chain_hash, head.cipher))
+                return [(event, False) for event in placed], derived
+        with self.transaction() as tx:
+            stream = tx.lock_stream(subject, create=True)
+            appended = tx.append_each(stream, events_of(stream.ref), derive)
+            at = tx.head_of(stream)
+        if at is not None:  # remembered once committed
+            self.heads.put(at)
+        return appended
 
     def append(
         self,

@@ -9,12 +9,11 @@ the audit entry).  Either all of it commits or none of it does.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -23,7 +22,7 @@ from sqlalchemy.sql.dml import Insert
 from eventstore import audit_index, crypto, subject_rights
 from eventstore.audit import AUDIT_NAMESPACE, AUDIT_SUBJECT, AuditEntry
 from eventstore.backends.port import Backend
-from eventstore.batch import Placement, encode_batch, recorded_events, seal_batch
+from eventstore.batch import DerivedRows, Placement, encode_batch, recorded_events, seal_batch
 from eventstore.codec import EncodedEvent, EventCodec, SubjectCipher, WrappedKey, from_json_bytes
 from eventstore.errors import (
     DuplicateEventError,
@@ -56,6 +55,9 @@ from eventstore.rewrap import rewrap_batch
 from eventstore.schema import audit_index as audit_index_table
 from eventstore.schema import data_keys, events, streams
 
+if TYPE_CHECKING:
+    from eventstore.heads import StreamHeads
+
 Clock = Callable[[], datetime]
 T = TypeVar("T")
 
@@ -63,8 +65,67 @@ T = TypeVar("T")
 _UNPLACED: Placement = (0, 0)
 
 
-def _derive_nothing(_appended: list[RecordedEvent]) -> None:
-    return None
+#: What an append derives from its events before their place in the log is known
+#: (position and commit group 0), given the stream's cipher: the rows written with
+#: the append (the inline projection's) and what the caller gets back beside the
+#: events.  It must not read: it may run before any lock, at a remembered head.
+Derive = Callable[[SubjectCipher, list[RecordedEvent]], tuple[Sequence[DerivedRows], T]]
+
+
+def _derive_nothing(
+    _cipher: SubjectCipher, _appended: list[RecordedEvent]
+) -> tuple[Sequence[DerivedRows], None]:
+    return (), None
+
+
+class HeadMovedError(Exception):
+    """The append's condition found the stream head elsewhere (another writer moved
+    it, or the generation was closed, its key destroyed, its processing restricted):
+    nothing was written."""
+
+
+def append_at(
+    backend: Backend,
+    conn: Connection,
+    codec: EventCodec,
+    at: AppendHead,
+    encoded: Sequence[EncodedEvent],
+    now: datetime,
+    derive: Derive[T],
+) -> tuple[list[RecordedEvent], T]:
+    """Seal ``encoded`` at the head ``at`` and append it with what ``derive`` gives,
+    in the backend's one append; the events placed and what ``derive`` returned.
+    Raises :class:`HeadMovedError` when the head was not there (nothing written)."""
+    batch = seal_batch(
+        codec,
+        at.cipher.aead,
+        at.ref,
+        (at.version, at.chain_hash),
+        encoded,
+        now,
+        past_restriction=_passes_restriction(encoded),
+    )
+    unplaced = recorded_events(batch, [_UNPLACED] * len(encoded))
+    rows, derived = derive(at.cipher, unplaced)
+    placements = backend.append(conn, batch, rows)
+    if placements is None:
+        raise HeadMovedError()
+    placed = [
+        dataclasses.replace(event, position=position, commit_group=group)
+        for event, (position, group) in zip(unplaced, placements, strict=True)
+    ]
+    return placed, derived
+
+
+@dataclass(frozen=True)
+class AppendHead:
+    """Where a stream generation's head stands, with the cipher of its unwrapped data
+    key: what an append seals a batch at (and derives its rows with)."""
+
+    ref: StreamRef
+    version: int
+    chain_hash: bytes
+    cipher: SubjectCipher
 
 
 # Appends racing a forget may find their stream generation closed after they
@@ -129,9 +190,16 @@ class Transaction:
     """A unit of work on the log; obtained from :meth:`EventStore.transaction`."""
 
     def __init__(
-        self, conn: Connection, backend: Backend, reads: EventReads, codec: EventCodec, clock: Clock
+        self,
+        conn: Connection,
+        backend: Backend,
+        reads: EventReads,
+        codec: EventCodec,
+        clock: Clock,
+        heads: StreamHeads,
     ):
         self.connection = conn
+        self.heads = heads
         self.backend = backend
         self.reads = reads
         self.codec = codec
@@ -230,18 +298,16 @@ class Transaction:
         self,
         stream: LockedStream,
         new_events: Sequence[NewEvent],
-        derive: Callable[[list[RecordedEvent]], T],
+        derive: Derive[T],
     ) -> tuple[list[tuple[RecordedEvent, bool]], T | None]:
         """Append to a locked stream, each event on its own idempotency: one whose
         caller-chosen id is in the log already must repeat it exactly
         (:class:`DuplicateEventError` otherwise) and comes back as stored, flagged
         True; the others are appended together, in order.  One lookup, one append.
 
-        ``derive`` writes what the appended events derive (the inline projection's
-        rows) and is sent with the append, in the same round trip where the backend
-        can (see :meth:`Backend.append`): it is given the events before their place
-        in the log is known (position and commit group 0), and must not read.  What
-        it returns comes back beside the events; ``None`` when nothing was appended.
+        ``derive`` gives the rows the appended events derive (the inline projection's),
+        written by the append itself (see :data:`Derive`).  What it returns comes
+        back beside the events; ``None`` when nothing was appended.
 
         The whole batch is validated before anything is written.
         """
@@ -295,6 +361,13 @@ class Transaction:
         (erasure locks the stream first).
         """
         return SubjectCipher(self._data_key(stream), stream.ref.stream_id)
+
+    def head_of(self, stream: LockedStream) -> AppendHead | None:
+        """Where a stream this transaction holds stands now, with its data key (``None``
+        once the key is destroyed): what its next append may be sealed at."""
+        if stream.wrapped_key is None or stream.closed_at is not None:
+            return None
+        return AppendHead(stream.ref, stream.version, stream.chain_hash, self.locked_cipher(stream))
 
     def insert_unless_present(self, table: sa.Table) -> Insert:
         """``INSERT`` into ``table`` skipping rows whose unique key exists (for tables
@@ -395,33 +468,16 @@ class Transaction:
             raise DuplicateEventError()
 
     def _write(
-        self,
-        stream: LockedStream,
-        encoded: Sequence[EncodedEvent],
-        derive: Callable[[list[RecordedEvent]], T],
+        self, stream: LockedStream, encoded: Sequence[EncodedEvent], derive: Derive[T]
     ) -> tuple[list[RecordedEvent], T]:
-        head = (stream.version, stream.chain_hash)
-        batch = seal_batch(
-            self.codec,
-            self._data_key(stream),
-            stream.ref,
-            head,
-            encoded,
-            self.clock(),
-            past_restriction=_passes_restriction(encoded),
-        )
-        unplaced = recorded_events(batch, [_UNPLACED] * len(encoded))
-        placements, derived = self.backend.append(
-            self.connection, batch, functools.partial(derive, unplaced)
-        )
-        if placements is None:  # the stream row lock makes this unreachable
-            # ``derive`` may have written: the exception rolls it back with the rest.
-            raise OperationalError("stream head moved during the append; retry")
-        stream.version, stream.chain_hash = batch.new_version, batch.chain_hash
-        placed = [
-            dataclasses.replace(event, position=position, commit_group=group)
-            for event, (position, group) in zip(unplaced, placements, strict=True)
-        ]
+        at = AppendHead(stream.ref, stream.version, stream.chain_hash, self.locked_cipher(stream))
+        try:
+            placed, derived = append_at(
+                self.backend, self.connection, self.codec, at, encoded, self.clock(), derive
+            )
+        except HeadMovedError as e:  # the stream row lock makes this unreachable
+            raise OperationalError("stream head moved during the append; retry") from e
+        stream.version, stream.chain_hash = placed[-1].version, placed[-1].chain_hash
         return placed, derived
 
     def _data_key(self, stream: LockedStream) -> bytes:
@@ -490,6 +546,9 @@ class Transaction:
         ).first()
         if row is None:
             raise KeyUnavailableError("the data key of this stream is already destroyed")
+        # Its unwrapped copy leaves this process's remembered heads now (the stream
+        # row refuses any append sealed with it anyway: see eventstore.heads).
+        self.heads.drop_stream(stream_id)
         now = self.clock()
         # Stamping the stream row makes every later append's head move
         # (conditional on ``key_destroyed_at IS NULL``) write nothing, on top

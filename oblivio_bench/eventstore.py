@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import gc
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from oblivio_bench.config import BACKENDS, CITUS, DEFAULT_SERVER_URL, WITH_CITUS, RunConfig
 from oblivio_bench.report import BenchReport, WorkloadResult, load_average, machine_info
@@ -247,3 +248,28 @@ def open_sessions(systems: Sequence[System]) -> Iterator[dict[str, Session]]:
     finally:
         for session in sessions.values():
             session.close()
+
+
+#: The parameters of the log's append for a batch of events with no derived rows
+#: (``eventstore.backends.postgres._append_sql(False, ())``), in placeholder order.
+APPEND_PARAMETERS = (
+    "new_version",
+    "chain_hash",
+    "stream_id",
+    "old_version",
+    "past_restriction",
+    "recorded_at",
+    "event_ids",
+    "versions",
+    "types",
+    "schema_versions",
+    "payloads",
+    "digests",
+    "chain_hashes",
+)
+
+
+def append_parameters(params: Mapping[str, Any]) -> list[Any]:
+    """The append's named ``params`` (see :data:`APPEND_PARAMETERS`) as the statement
+    takes them, by position."""
+    return [params[name] for name in APPEND_PARAMETERS]

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from eventstore import RecordedEvent, SubjectCipher
+from eventstore.batch import DerivedRows
 from projections import events as ev
 from projections.base import Anchored, Projection, StreamSource, StreamView, item_digest, replay
 from projections.claims.records import claim_node, claim_row, entity_node
@@ -43,9 +44,11 @@ from projections.storage.graph_store import (
     node_from_row,
     state_of,
 )
-from projections.storage.item_store import ItemStore
+from projections.storage.graph_store import stored_rows as stored_graph_rows
+from projections.storage.item_store import ItemStore, revision_row
 from projections.storage.snapshot_store import SnapshotStore
 from projections.storage.tables import edges, memory_events, operations
+from projections.storage.tables import items as items_table
 from projections.storage.tables import nodes as nodes_table
 
 
@@ -70,6 +73,21 @@ def state_from_json(raw: Mapping[str, Any]) -> dict[str, Any]:
 def item_hash(cipher: SubjectCipher, key: str) -> bytes:
     """The keyed hash a caller's item key is found by (see ``memory_items``)."""
     return cipher.mac("item", key.encode())
+
+
+def _item_revision(
+    cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any], key: str, expires_at: Any
+) -> dict[str, Any]:
+    """The ``memory_items`` row of a stored event that is a revision of an item."""
+    return revision_row(
+        cipher.stream_id,
+        item_hash(cipher, key),
+        event.version,
+        event.event_id,
+        event.recorded_at,
+        _optional_time(expires_at),
+        ev.effective_at(data, event.recorded_at),
+    )
 
 
 def _optional_time(text: str | None) -> datetime | None:
@@ -246,46 +264,42 @@ class NodeGraphProjection(Projection):
     def apply_stored(
         self, conn: Connection, cipher: SubjectCipher, stored: Sequence[RecordedEvent]
     ) -> list[list[uuid.UUID]]:
-        """:meth:`apply` for stored events of one stream, in order; each one's node ids.
+        """:meth:`apply` for stored events of one stream, in order; each one's node ids."""
+        derived, node_ids = self.stored_rows(cipher, stored)
+        GraphStore(conn).add_rows(derived)
+        return node_ids
 
-        The rows of all of them go in one statement per table, and the extractor
-        runs once per event: the nodes it drafts are both written and named.
+    def stored_rows(
+        self, cipher: SubjectCipher, stored: Sequence[RecordedEvent]
+    ) -> tuple[list[DerivedRows], list[list[uuid.UUID]]]:
+        """The rows stored events of one stream derive, in order, and each one's node
+        ids; reads nothing, so an append can write them itself (``EventStore.append_each``).
+
+        The rows of all of them are one part per table, and the extractor runs once
+        per event: the nodes it drafts are both written and named.
         """
         if any(event.type != ev.STORED for event in stored):
             raise ValueError("not a stored event")
         rows: list[StoredRows] = []
+        revisions = []
         for event in stored:
-            if event.data is not None:  # erased: nothing left to derive
-                scope, new_nodes = self._stored_nodes(event, event.data)
-                rows.append((event.event_id, scope, event.recorded_at, new_nodes))
-        GraphStore(conn).add_stored(cipher, rows)
-        items = ItemStore(conn)
-        for event in stored:
-            if event.data is not None:
-                self._item_revision(items, cipher, event, event.data)
+            if event.data is None:  # erased: nothing left to derive
+                continue
+            scope, new_nodes = self._stored_nodes(event, event.data)
+            rows.append((event.event_id, scope, event.recorded_at, new_nodes))
+            item = ev.item_of(event.data)
+            if item is not None:
+                revisions.append(_item_revision(cipher, event, event.data, *item))
+        derived = stored_graph_rows(cipher, rows) if rows else []
+        if revisions:
+            derived.append(DerivedRows(items_table, revisions))
         nodes_of = {event_id: [node.id for node in new_nodes] for event_id, *_, new_nodes in rows}
-        return [nodes_of.get(event.event_id, []) for event in stored]
+        return derived, [nodes_of.get(event.event_id, []) for event in stored]
 
     def _stored(
         self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
     ) -> None:
         self.apply_stored(store.conn, cipher, [event])
-
-    def _item_revision(
-        self, items: ItemStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]
-    ) -> None:
-        item = ev.item_of(data)
-        if item is not None:
-            key, expires_at = item
-            items.add_revision(
-                cipher.stream_id,
-                item_hash(cipher, key),
-                event.version,
-                event.event_id,
-                event.recorded_at,
-                _optional_time(expires_at),
-                ev.effective_at(data, event.recorded_at),
-            )
 
     def _item_expiry(
         self, store: GraphStore, cipher: SubjectCipher, event: RecordedEvent, data: dict[str, Any]

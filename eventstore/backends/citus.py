@@ -52,16 +52,30 @@ worker directly would have a commit group from another xid counter.
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC
 from typing import Any
 
 import psycopg
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.sql.dml import Insert
 
+from eventstore.backends import insert_rows
 from eventstore.backends.citus_prepared import PreparedOnWorkers, Worker
-from eventstore.backends.postgres import HORIZON, PostgresBackend, normalise_postgres_url
+from eventstore.backends.port import head_params
+from eventstore.backends.postgres import (
+    HORIZON,
+    PostgresBackend,
+    binary_cursor,
+    normalise_postgres_url,
+    pipelined,
+)
+from eventstore.batch import DerivedRows, Placement, SealedBatch
 from eventstore.errors import OperationalError
 from eventstore.schema import events
 
@@ -180,6 +194,32 @@ class CitusBackend(PostgresBackend):
         self._confirmed_lock = threading.Lock()
         self._prepared = PreparedOnWorkers(normalise_postgres_url(url))
 
+    def append(
+        self, conn: Connection, batch: SealedBatch, derived: Sequence[DerivedRows]
+    ) -> list[Placement] | None:
+        # Not PostgreSQL's one statement: Citus plans a data-modifying CTE over
+        # distributed tables by pulling its rows to the coordinator.  The head's
+        # UPDATE, the events' INSERT and each derived part's go as statements of
+        # their own, in one pipeline (one wait), all to the subject's one shard
+        # group; they are not conditional on each other, so a head found elsewhere
+        # leaves rows the caller's transaction then rolls back (``append_connection``).
+        with binary_cursor(conn) as head, binary_cursor(conn) as appended:
+            with pipelined(conn):
+                head.execute(_MOVE_HEAD, head_params(batch))
+                appended.execute(_INSERT_EVENTS, _event_params(batch))
+                for part in derived:
+                    insert_rows(conn, _derived_insert(part.table, part.unless_present), part.rows)
+            moved, rows = head.fetchall(), appended.fetchall()
+        if not moved:
+            return None
+        return [(position, group) for position, group, _ in sorted(rows, key=lambda r: r[2])]
+
+    @contextmanager
+    def append_connection(self) -> Iterator[Connection]:
+        # Several statements (see ``append``): a transaction of their own.
+        with self.write_connection() as conn, conn.begin():
+            yield conn
+
     def log_params(self, conn: Connection, cursor: Mapping[str, Any]) -> dict[str, Any]:
         # Records below the floor cannot hold this read back: a group at or below
         # the cursor's was delivered (a cursor names an event a read delivered,
@@ -219,6 +259,52 @@ class CitusBackend(PostgresBackend):
     def dispose(self) -> None:
         self._prepared.close()
         super().dispose()
+
+
+# The head's conditional move on its own (the same condition as PostgreSQL's).
+_MOVE_HEAD = """
+UPDATE streams SET version = %(new_version)s, chain_hash = %(chain_hash)s
+WHERE stream_id = %(stream_id)s AND version = %(old_version)s
+  AND closed_at IS NULL AND key_destroyed_at IS NULL
+  AND (NOT restricted OR %(past_restriction)s)
+RETURNING stream_id
+"""
+# The events, their commit group the coordinator's transaction id (Citus evaluates
+# the functions of a modification on the coordinator).
+_INSERT_EVENTS = """
+INSERT INTO events (commit_group, event_id, stream_id, version, type, schema_version,
+                    recorded_at, payload, digest, chain_hash)
+SELECT pg_current_xact_id()::text::bigint, e.event_id, %(stream_id)s, e.version, e.type,
+       e.schema_version, %(recorded_at)s, e.payload, e.digest, e.chain_hash
+FROM unnest(%(event_ids)b::uuid[], %(versions)b::bigint[], %(types)b::text[],
+            %(schema_versions)b::int[], %(payloads)b::bytea[], %(digests)b::bytea[],
+            %(chain_hashes)b::bytea[])
+     AS e(event_id, version, type, schema_version, payload, digest, chain_hash)
+ORDER BY e.version
+RETURNING position, commit_group, version
+"""
+
+
+@functools.cache
+def _derived_insert(table: sa.Table, unless_present: bool) -> Insert:
+    """The INSERT of a derived part into ``table``, built once (``insert_rows`` keeps
+    each statement's compiled SQL by the statement)."""
+    return pg_insert(table).on_conflict_do_nothing() if unless_present else table.insert()
+
+
+def _event_params(batch: SealedBatch) -> dict[str, Any]:
+    return {
+        "stream_id": batch.stream.stream_id,
+        # The column holds naive UTC, as SQLAlchemy's UTCDateTime writes it.
+        "recorded_at": batch.recorded_at.astimezone(UTC).replace(tzinfo=None),
+        "event_ids": [e.event_id for e in batch.events],
+        "versions": list(batch.versions),
+        "types": [e.type for e in batch.events],
+        "schema_versions": [e.schema_version for e in batch.events],
+        "payloads": batch.ciphertexts,
+        "digests": batch.digests,
+        "chain_hashes": batch.chain_hashes,
+    }
 
 
 # -- the distributed layout -----------------------------------------------------------

@@ -9,17 +9,15 @@ at each method saying why its database needs what it does.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.dml import Insert
 
-from eventstore.batch import Placement, SealedBatch
-
-T = TypeVar("T")
+from eventstore.batch import DerivedRows, Placement, SealedBatch
 
 
 class Backend(abc.ABC):
@@ -77,20 +75,27 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def append(
-        self, conn: Connection, batch: SealedBatch, alongside: Callable[[], T]
-    ) -> tuple[Sequence[Placement] | None, T]:
-        """Move the stream head and insert the batch's rows, or write nothing; then
-        run ``alongside`` (statements whose results it does not read, such as the
-        inline projection's INSERTs) and return what it returns.
+        self, conn: Connection, batch: SealedBatch, derived: Sequence[DerivedRows]
+    ) -> Sequence[Placement] | None:
+        """Move the stream head, insert the batch's rows and the ``derived`` rows (the
+        inline projection's), or write nothing at all.
 
         Writes only if the stream head is still at ``batch.old_version``, the
         stream is open with its data key alive, and processing of its subject
         is not restricted unless ``batch.past_restriction``; returns the rows'
-        placements in version order, or ``None`` otherwise (``alongside`` may
-        have written then: the caller must roll back).  Runs inside the
-        caller's transaction; a backend may send the append and ``alongside``'s
-        statements together, so nothing in ``alongside`` may wait for a result.
+        placements in version order, or ``None`` otherwise.  A backend that
+        cannot make the derived rows conditional in the statement itself writes
+        them anyway and returns ``None``: the caller then rolls back (see
+        :meth:`append_connection`).  A duplicate caller-chosen event id raises
+        :class:`~eventstore.errors.ConflictError`.
         """
+
+    @abc.abstractmethod
+    def append_connection(self) -> AbstractContextManager[Connection]:
+        """A connection for one :meth:`append` that commits on its own, durably, with
+        no lock taken first: an append at a head the caller remembers, whose
+        condition is its only guard.  The block commits when it ends and rolls back
+        when it raises (the caller raises when the append returned ``None``)."""
 
     @abc.abstractmethod
     def after_cursor(self) -> sa.ColumnElement[bool]:

@@ -21,10 +21,11 @@ on the same server do not (the server-wide ``pg_snapshot_xmin`` once did).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 import psycopg.errors
@@ -33,18 +34,17 @@ from psycopg import pq
 from psycopg.abc import Buffer
 from psycopg.adapt import Transformer
 from psycopg.types.datetime import TimestampLoader, TimestamptzBinaryLoader
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 from sqlalchemy.sql.dml import Insert
 
-from eventstore.backends.port import Backend, head_params
-from eventstore.batch import Placement, SealedBatch
+from eventstore.backends.port import Backend
+from eventstore.batch import DerivedRows, Placement, SealedBatch
 from eventstore.errors import ConflictError, DuplicateEventError, OperationalError
 from eventstore.schema import events
-
-T = TypeVar("T")
 
 # Driver errors that mean "try again": lost connections, serialisation
 # failures, deadlocks, lock timeouts.
@@ -55,54 +55,54 @@ _RETRYABLE = (
     psycopg.errors.LockNotAvailable,
 )
 
-# The append, in one statement (one round trip).  The head moves only if it
-# is still where the writer saw it, and only for an open generation whose
-# data key lives and whose subject's processing is not restricted (unless the
-# batch may pass a restriction, ``past_restriction``); the rows are inserted
-# only FROM the moved head, in version order, so their positions rise with
-# versions.  The writer holds the stream row's lock, so the condition holds;
-# it is the same rule as SQLite's, and a second guard against a close, a key
+# The append, in one statement (one wait).  The head moves only if it is still
+# where the writer saw it, and only for an open generation whose data key lives
+# and whose subject's processing is not restricted (unless the batch may pass a
+# restriction, ``past_restriction``); the events and the rows derived from them
+# (the inline projection's) are inserted only FROM the moved head, each in a
+# data-modifying CTE of the same statement, so a head found elsewhere writes
+# nothing at all.  That condition is the append's only guard when it runs at a
+# head the process remembers (``append_connection``, autocommitted); under the
+# stream row's lock it holds, and guards again against a close, a key
 # destruction (which stamps ``key_destroyed_at`` on the stream row) or a
 # restriction (``restricted``, set with the register row).  The events have no
 # foreign key on PostgreSQL (see eventstore.schema): they only ever come FROM
 # the stream row.
 _HEAD_MOVE = """
 WITH head AS (
-    UPDATE streams SET version = %(new_version)s, chain_hash = %(chain_hash)s
-    WHERE stream_id = %(stream_id)s AND version = %(old_version)s
+    UPDATE streams SET version = %s, chain_hash = %s
+    WHERE stream_id = %s AND version = %s
       AND closed_at IS NULL AND key_destroyed_at IS NULL
-      AND (NOT restricted OR %(past_restriction)s)
+      AND (NOT restricted OR %s)
     RETURNING stream_id
-)
+),
+appended AS (
 INSERT INTO events (commit_group, event_id, stream_id, version, type, schema_version,
                     recorded_at, payload, digest, chain_hash)
 """
-_APPEND = (
-    _HEAD_MOVE
-    + """SELECT pg_current_xact_id()::text::bigint, e.event_id, head.stream_id, e.version, e.type,
-       e.schema_version, %(recorded_at)s, e.payload, e.digest, e.chain_hash
-FROM head, unnest(%(event_ids)b::uuid[], %(versions)b::bigint[], %(types)b::text[],
-                  %(schema_versions)b::int[], %(payloads)b::bytea[], %(digests)b::bytea[],
-                  %(chain_hashes)b::bytea[])
+_APPEND_MANY = """SELECT pg_current_xact_id()::text::bigint, e.event_id, head.stream_id, e.version,
+       e.type, e.schema_version, %s, e.payload, e.digest, e.chain_hash
+FROM head, unnest(%b::uuid[], %b::bigint[], %b::text[], %b::int[], %b::bytea[], %b::bytea[],
+                  %b::bytea[])
      AS e(event_id, version, type, schema_version, payload, digest, chain_hash)
 ORDER BY e.version
 RETURNING position, commit_group, version
-"""
-)
-# The same append for a batch of one event (every store): its values as scalars.
+)"""
+# The same for a batch of one event (every store): its values as scalars.
 # psycopg dumps each array parameter above in Python, about 30 µs of CPU for the
 # seven of one event against 2 µs for seven scalars (measured at a load of 12), the
 # largest part of the append's own CPU.  The event is the head's new version and
 # its chain hash the head's new hash, so it takes those parameters.  INSERT …
-# SELECT gives the untyped text parameter its column's type.
-_APPEND_ONE = (
-    _HEAD_MOVE
-    + """SELECT pg_current_xact_id()::text::bigint, %(event_id)b, head.stream_id, %(new_version)s,
-       %(type)s, %(schema_version)s, %(recorded_at)s, %(payload)b, %(digest)b, %(chain_hash)s
+# SELECT gives the untyped text parameter its column's type.  Parameters are
+# positional (see ``_append_statement``): naming each of a store's forty cost more
+# CPU than the database's whole share of the statement's work on the client.
+_APPEND_ONE = """SELECT pg_current_xact_id()::text::bigint, %b, head.stream_id,
+       %s, %s, %s, %s, %b, %b, %s
 FROM head
 RETURNING position, commit_group, version
-"""
-)
+)"""
+_APPENDED = "\nSELECT position, commit_group, version FROM appended"
+
 
 # The delivery horizon, evaluated once per statement (an InitPlan).  Only a
 # backend connected to this database can insert into its events table (a
@@ -409,7 +409,7 @@ class PostgresBackend(Backend):
         sql, constants = self._driver_sql.get(query) or self._compiled(query)
         if _UNSENT_BEGIN in conn.info:
             return _first_fetch(conn, sql, constants | params)
-        with _binary_cursor(conn) as cursor:
+        with binary_cursor(conn) as cursor:
             cursor.execute(sql, constants | params)
             rows: list[Sequence[Any]] = cursor.fetchall()
             return rows
@@ -449,22 +449,28 @@ class PostgresBackend(Backend):
         return column == sa.any_(sa.bindparam(name, type_=ARRAY(column.type)))
 
     def append(
-        self, conn: Connection, batch: SealedBatch, alongside: Callable[[], T]
-    ) -> tuple[list[Placement] | None, T]:
-        sql, params = _append_statement(batch)
+        self, conn: Connection, batch: SealedBatch, derived: Sequence[DerivedRows]
+    ) -> list[Placement] | None:
+        sql, params = _append_statement(batch, derived, conn.dialect)
         # psycopg's cursor in binary mode: the arrays of ids, ciphertexts and
         # hashes go over as they are, without text escaping on either side.
-        # The append and the statements alongside it (plain INSERTs) go in one
-        # pipeline, one wait for all; the append's rows are read after it.
-        with _binary_cursor(conn) as cursor:
-            with pipelined(conn):
-                cursor.execute(sql, params)
-                alongside_result = alongside()
+        # Not prepared up front: preparing costs a wait of its own, once per
+        # connection and shape; psycopg prepares the shapes that recur (every
+        # store's) after a few uses, and a batch of a size seen once is never.
+        with binary_cursor(conn) as cursor:
+            cursor.execute(sql, params)
             rows = cursor.fetchall()
         if not rows:
-            return None, alongside_result
-        placements = [(position, group) for position, group, _ in sorted(rows, key=lambda r: r[2])]
-        return placements, alongside_result
+            return None
+        return [(position, group) for position, group, _ in sorted(rows, key=lambda r: r[2])]
+
+    @contextmanager
+    def append_connection(self) -> Iterator[Connection]:
+        # Autocommit: the append is one statement, its own transaction, committed
+        # durably (the autocommit pool keeps synchronous_commit on) when it returns:
+        # one wait for the whole store.
+        with self.translate_errors(), self._autocommit.connect() as conn:
+            yield conn
 
     def dispose(self) -> None:
         self._autocommit.dispose()
@@ -482,34 +488,90 @@ class PostgresBackend(Backend):
             raise
 
 
-def _append_statement(batch: SealedBatch) -> tuple[str, dict[str, Any]]:
-    """The append of ``batch`` and its parameters: :data:`_APPEND_ONE` for one event,
-    :data:`_APPEND` for more."""
+def _append_statement(
+    batch: SealedBatch, derived: Sequence[DerivedRows], dialect: sa.Dialect
+) -> tuple[str, list[Any]]:
+    """The append of ``batch`` with its ``derived`` rows, and its parameters in the
+    order of their placeholders: the head's, the events', then each derived row's."""
+    params: list[Any] = [
+        batch.new_version,
+        batch.chain_hash,
+        batch.stream.stream_id,
+        batch.old_version,
+        batch.past_restriction,
+    ]
     # The column holds naive UTC, as SQLAlchemy's UTCDateTime writes it.
-    params = head_params(batch) | {
-        "recorded_at": batch.recorded_at.astimezone(UTC).replace(tzinfo=None)
-    }
+    recorded_at = batch.recorded_at.astimezone(UTC).replace(tzinfo=None)
     events = batch.events
     if len(events) == 1:
         [event] = events
-        params |= {
-            "event_id": event.event_id,
-            "type": event.type,
-            "schema_version": event.schema_version,
-            "payload": batch.ciphertexts[0],
-            "digest": batch.digests[0],
-        }
-        return _APPEND_ONE, params
-    params |= {
-        "event_ids": [e.event_id for e in events],
-        "versions": list(batch.versions),
-        "types": [e.type for e in events],
-        "schema_versions": [e.schema_version for e in events],
-        "payloads": batch.ciphertexts,
-        "digests": batch.digests,
-        "chain_hashes": batch.chain_hashes,
-    }
-    return _APPEND, params
+        params += (
+            event.event_id,
+            batch.new_version,
+            event.type,
+            event.schema_version,
+            recorded_at,
+            batch.ciphertexts[0],
+            batch.digests[0],
+            batch.chain_hash,
+        )
+    else:
+        params += (
+            recorded_at,
+            [e.event_id for e in events],
+            list(batch.versions),
+            [e.type for e in events],
+            [e.schema_version for e in events],
+            batch.ciphertexts,
+            batch.digests,
+            batch.chain_hashes,
+        )
+    shape: list[tuple[sa.Table, tuple[str, ...], int, bool]] = []
+    for part in derived:
+        if not part.rows:
+            continue
+        columns = tuple(part.rows[0])
+        shape.append((part.table, columns, len(part.rows), part.unless_present))
+        processors = _bind_processors(part.table, columns, dialect)
+        for row in part.rows:
+            for column, process in processors:
+                value = row[column]
+                params.append(value if process is None or value is None else process(value))
+    return _append_sql(len(events) == 1, tuple(shape)), params
+
+
+@functools.lru_cache(maxsize=256)
+def _append_sql(
+    one_event: bool, derived: tuple[tuple[sa.Table, tuple[str, ...], int, bool], ...]
+) -> str:
+    """The append's SQL for one shape of derived rows (each part: table, columns, row
+    count, whether present rows are skipped): each part a CTE inserting FROM the
+    moved head.  Each value is cast to its column's type, as a VALUES list needs."""
+    dialect = _DIALECT
+    sql = _HEAD_MOVE + (_APPEND_ONE if one_event else _APPEND_MANY)
+    for n, (table, columns, count, unless_present) in enumerate(derived):
+        row = "(" + ", ".join(f"CAST(%s AS {table.c[c].type.compile(dialect)})" for c in columns)
+        rows = ", ".join([row + ")"] * count)
+        names = ", ".join(columns)
+        # Names from the schema's tables, values only as parameters.
+        sql += (
+            f",\nr{n} AS (INSERT INTO {table.name} ({names})"  # noqa: S608
+            f" SELECT v.* FROM head, (VALUES {rows}) AS v({names})"
+            + (" ON CONFLICT DO NOTHING)" if unless_present else ")")
+        )
+    return sql + _APPENDED
+
+
+_DIALECT = postgresql.dialect()  # type: ignore[no-untyped-call]
+
+
+@functools.lru_cache(maxsize=64)
+def _bind_processors(
+    table: sa.Table, columns: tuple[str, ...], dialect: sa.Dialect
+) -> tuple[tuple[str, Callable[[Any], Any] | None], ...]:
+    """Each of ``columns`` of ``table`` with its bind processor, if it has one (UTC
+    datetimes made naive, as UTCDateTime writes them)."""
+    return tuple((c, table.c[c].type.bind_processor(dialect)) for c in columns)
 
 
 @contextmanager
@@ -570,7 +632,7 @@ def _compile_insert(
 
 
 @contextmanager
-def _binary_cursor(conn: Connection) -> Iterator[psycopg.Cursor[Any]]:
+def binary_cursor(conn: Connection) -> Iterator[psycopg.Cursor[Any]]:
     """psycopg's own cursor, in binary mode, on the connection ``conn`` holds.
 
     SQLAlchemy never sees this cursor's errors, so it would not learn that the

@@ -2,26 +2,26 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.dml import Insert
 
 from eventstore.backends.port import Backend, head_params
-from eventstore.batch import Placement, SealedBatch, event_rows
+from eventstore.batch import DerivedRows, Placement, SealedBatch, event_rows
 from eventstore.errors import ConflictError, OperationalError
 from eventstore.schema import events
-
-T = TypeVar("T")
 
 DATABASE_FILE = "oblivio.sqlite3"
 BUSY_TIMEOUT_MS = 30_000
@@ -139,36 +139,66 @@ class SQLiteBackend(Backend):
         return column.in_(sa.bindparam(name, expanding=True))
 
     def append(
-        self, conn: Connection, batch: SealedBatch, alongside: Callable[[], T]
-    ) -> tuple[list[Placement] | None, T]:
-        # In the process: nothing to send together, the statements run in turn.
-        return self._append(conn, batch), alongside()
-
-    def _append(self, conn: Connection, batch: SealedBatch) -> list[Placement] | None:
-        if conn.execute(_MOVE_HEAD, head_params(batch)).rowcount != 1:
+        self, conn: Connection, batch: SealedBatch, derived: Sequence[DerivedRows]
+    ) -> list[Placement] | None:
+        # In the process: nothing to send together, the statements run in turn, the
+        # derived rows only once the head has moved.  Through the driver's own
+        # connection (in the caller's transaction), each statement's SQL built once
+        # and the columns' bind processors applied here: SQLAlchemy's execution of a
+        # statement cost more CPU than SQLite's, and a store runs five.
+        driver = conn.connection.driver_connection
+        assert driver is not None  # a live pooled connection
+        if driver.execute(_MOVE_HEAD_SQL, head_params(batch)).rowcount != 1:
             return None
         rows = event_rows(batch, commit_group=0)
         if len(rows) == 1:  # the common case: the new rowid is the position
-            inserted = conn.execute(events.insert(), rows[0]).inserted_primary_key
-            assert inserted is not None  # a successful INSERT sets it
-            return [(inserted[0], 0)]
-        # The caller holds the only write lock, and AUTOINCREMENT gives each
-        # new row one more than the largest rowid the table ever had, so the
-        # rows of one batch get consecutive positions up to the last one.
-        conn.execute(events.insert(), rows)
-        last = conn.execute(_LAST_POSITION).scalar_one()
-        return [(position, 0) for position in range(last - len(rows) + 1, last + 1)]
+            placements = [(_insert_rows(driver, events, rows, False), 0)]
+        else:
+            # The caller holds the only write lock, and AUTOINCREMENT gives each
+            # new row one more than the largest rowid the table ever had, so the
+            # rows of one batch get consecutive positions up to the last one.
+            last = _insert_rows(driver, events, rows, False)
+            placements = [(position, 0) for position in range(last - len(rows) + 1, last + 1)]
+        for part in derived:
+            if part.rows:
+                _insert_rows(driver, part.table, part.rows, part.unless_present)
+        return placements
+
+    @contextmanager
+    def append_connection(self) -> Iterator[Connection]:
+        # One BEGIN IMMEDIATE transaction, durable (synchronous=FULL): SQLite's
+        # single writer makes the head the caller remembers either current or
+        # moved, and the append's condition tells which.  Begun and ended on the
+        # driver's connection, as ``append`` writes (SQLAlchemy's transaction
+        # bookkeeping cost as much CPU as the append's statements).
+        with self._writer, self.translate_errors(), self.engine.connect() as conn:
+            driver = conn.connection.driver_connection
+            assert driver is not None  # a live pooled connection
+            driver.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                driver.execute("ROLLBACK")
+                raise
+            driver.execute("COMMIT")
 
     @contextmanager
     def translate_errors(self) -> Iterator[None]:
         try:
             yield
         except sa.exc.DBAPIError as e:
-            if isinstance(e.orig, sqlite3.IntegrityError):
-                raise ConflictError(f"conflicting write: {e.orig}") from e
-            if isinstance(e.orig, sqlite3.OperationalError):
-                raise OperationalError(f"SQLite could not complete the operation: {e.orig}") from e
+            _raise_translated(e.orig, e)
             raise
+        except sqlite3.Error as e:  # from append, which uses the driver's connection
+            _raise_translated(e, e)
+            raise
+
+
+def _raise_translated(orig: BaseException | None, e: Exception) -> None:
+    if isinstance(orig, sqlite3.IntegrityError):
+        raise ConflictError(f"conflicting write: {orig}") from e
+    if isinstance(orig, sqlite3.OperationalError):
+        raise OperationalError(f"SQLite could not complete the operation: {orig}") from e
 
 
 # The head moves only if it is still where the writer saw it, for an open
@@ -181,4 +211,47 @@ WHERE stream_id = :stream_id AND version = :old_version
   AND (NOT restricted OR :past_restriction)
 """
 )
-_LAST_POSITION = sa.text("SELECT last_insert_rowid()")
+_MOVE_HEAD_SQL = str(_MOVE_HEAD)
+
+
+def _insert_rows(
+    driver: sqlite3.Connection,
+    table: sa.Table,
+    rows: Sequence[Mapping[str, Any]],
+    unless_present: bool,
+) -> int:
+    """``rows`` (all with the same keys) into ``table`` through the driver; the last
+    row's rowid."""
+    sql, processors = _driver_insert(table, tuple(rows[0]), unless_present)
+    values = [dict(row) for row in rows]
+    for row in values:
+        for name, process in processors:
+            if row[name] is not None:
+                row[name] = process(row[name])
+    if len(values) == 1:
+        cursor = driver.execute(sql, values[0])
+        assert cursor.lastrowid is not None  # a successful INSERT sets it
+        return cursor.lastrowid
+    driver.executemany(sql, values)
+    return int(driver.execute("SELECT last_insert_rowid()").fetchone()[0])
+
+
+@functools.lru_cache(maxsize=64)
+def _driver_insert(
+    table: sa.Table, columns: tuple[str, ...], unless_present: bool
+) -> tuple[str, tuple[tuple[str, Callable[[Any], Any]], ...]]:
+    """The driver's SQL of an INSERT of ``columns`` into ``table`` and the bind processors
+    of those columns that have one (UTC datetimes, UUIDs as SQLAlchemy stores them)."""
+    verb = "INSERT OR IGNORE" if unless_present else "INSERT"
+    names = ", ".join(columns)
+    sql = f"{verb} INTO {table.name} ({names}) VALUES ({', '.join(':' + c for c in columns)})"
+    dialect = _DIALECT
+    processors = tuple(
+        (c, process)
+        for c in columns
+        if (process := table.c[c].type.bind_processor(dialect)) is not None
+    )
+    return sql, processors
+
+
+_DIALECT = sqlite_dialect.dialect()

@@ -15,7 +15,15 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, ParamSpec
 
-from eventstore import LockedStream, NewEvent, RecordedEvent, Subject, SubjectCipher, Transaction
+from eventstore import (
+    LockedStream,
+    NewEvent,
+    RecordedEvent,
+    StreamRef,
+    Subject,
+    SubjectCipher,
+    Transaction,
+)
 from eventstore.errors import (
     DuplicateEventError,
     InvalidInputError,
@@ -170,16 +178,17 @@ def append_memories(
     ctx: MemoryContext, user: str, memories: Sequence[tuple[dict[str, Any], uuid.UUID | None]]
 ) -> list[tuple[RecordedEvent, tuple[uuid.UUID, ...]]]:
     """The one write of stored memories (``store``, ``store_many``, ``ingest``): the
-    validated payloads of one owner, each with its request id, in one transaction
-    under one lock, one append and one write of their graph rows; each event with
-    its node ids.
+    validated payloads of one owner, each with its request id, in one append with
+    their graph rows (see ``EventStore.append_each``: one wait on PostgreSQL at the
+    head this process remembers, the stream's lock only when that head moved); each
+    event with its node ids.
 
     A request id makes its memory idempotent on its own: one that was stored
     already is not appended again and answers with its earlier nodes, as they are now.
     """
-    with ctx.store.transaction() as tx:
-        stream = tx.lock_stream(Subject(ctx.namespace, user), create=True)
-        events = [
+
+    def events_of(stream: StreamRef) -> list[NewEvent]:
+        return [
             NewEvent(
                 ev.STORED,
                 data,
@@ -189,30 +198,37 @@ def append_memories(
                 # subject starts afresh and may reuse its keys.
                 event_id=None
                 if request is None
-                else ev.operation_id("store", stream.ref.stream_id, request),
+                else ev.operation_id("store", stream.stream_id, request),
             )
             for data, request in memories
         ]
-        cipher = _cipher(tx, stream)
-        try:
-            # The graph rows go with the append (one round trip on PostgreSQL).
-            appended, node_ids = tx.append_each(
-                stream, events, lambda fresh: ctx.graph.apply_stored(tx.connection, cipher, fresh)
-            )
-        except DuplicateEventError as e:
-            raise IdempotencyConflictError() from e
-        derived = iter(node_ids or ())
-        graph = GraphReads(tx)
-        return [
-            (
-                recorded,
-                # A replay: the earlier nodes, as they are now.
-                tuple(row.node_id for row in graph.nodes_of_event(recorded.event_id))
-                if replayed
-                else tuple(next(derived)),
-            )
-            for recorded, replayed in appended
-        ]
+
+    try:
+        appended, node_ids = ctx.store.append_each(
+            Subject(ctx.namespace, user), events_of, ctx.graph.stored_rows
+        )
+    except DuplicateEventError as e:
+        raise IdempotencyConflictError() from e
+    derived = iter(node_ids or ())
+    replayed = [recorded.event_id for recorded, replay in appended if replay]
+    earlier = _nodes_of_events(ctx, replayed) if replayed else {}
+    return [
+        # A replay: the earlier nodes, as they are now.
+        (recorded, earlier.get(recorded.event_id, ()) if replay else tuple(next(derived)))
+        for recorded, replay in appended
+    ]
+
+
+def _nodes_of_events(
+    ctx: MemoryContext, event_ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, tuple[uuid.UUID, ...]]:
+    """The node ids each of ``event_ids`` has now."""
+    with ctx.store.reading(snapshot=False) as view:
+        graph = GraphReads(view)
+        return {
+            event_id: tuple(row.node_id for row in graph.nodes_of_event(event_id))
+            for event_id in event_ids
+        }
 
 
 #: The keys a memory of ``store_many`` may hold: ``content`` and ``store``'s options.

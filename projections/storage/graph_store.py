@@ -10,9 +10,11 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.dml import Insert
 
 from eventstore import SubjectCipher
 from eventstore.backends import insert_rows, sent_together
+from eventstore.batch import DerivedRows
 from eventstore.schema import events
 from projections.model import LifecycleState, Node, NodeType, Scope, SourceType
 from projections.storage.tables import (
@@ -53,6 +55,40 @@ _insert_directory = node_directory.insert().from_select(
 )
 
 _insert_claim = claims.insert()
+
+
+def _insert_of(part: DerivedRows) -> Insert:
+    """The statement that writes ``part`` on its own."""
+    if part.table is node_directory:
+        return _insert_directory
+    if part.unless_present:
+        raise ValueError(f"no insert-unless-present statement for {part.table.name}")
+    return part.table.insert()
+
+
+def stored_rows(cipher: SubjectCipher, stored: Sequence[StoredRows]) -> list[DerivedRows]:
+    """The rows of stored events: their source rows, their nodes (ordinals in list
+    order) and the nodes' directory entries, one part per table."""
+    sources = [
+        {
+            "stream_id": cipher.stream_id,
+            "event_id": event_id,
+            "scope": scope.value,
+            "recorded_at": recorded_at,
+        }
+        for event_id, scope, recorded_at, _ in stored
+    ]
+    rows = [
+        _node_values(cipher, node, ordinal)
+        for *_, new_nodes in stored
+        for ordinal, node in enumerate(new_nodes)
+    ]
+    return [
+        DerivedRows(memory_events, sources),
+        DerivedRows(nodes, rows),
+        DerivedRows(node_directory, [_directory_entry(row) for row in rows], unless_present=True),
+    ]
+
 
 # Nodes by id alone: the directory gives the source event, the log that
 # event's stream, and memory_nodes is then read by its subject-first key.  An
@@ -126,30 +162,13 @@ class GraphStore:
 
     # -- source events and their nodes ----------------------------------------
 
-    def add_stored(self, cipher: SubjectCipher, stored: Sequence[StoredRows]) -> None:
-        """Record stored events and insert their nodes (ordinals in list order): one
-        statement per table, whatever the number of events."""
-        if not stored:
-            return
-        sources = [
-            {
-                "stream_id": cipher.stream_id,
-                "event_id": event_id,
-                "scope": scope.value,
-                "recorded_at": recorded_at,
-            }
-            for event_id, scope, recorded_at, _ in stored
-        ]
-        rows = [
-            _node_values(cipher, node, ordinal)
-            for *_, new_nodes in stored
-            for ordinal, node in enumerate(new_nodes)
-        ]
-        # Three INSERTs that return nothing: one wait for the three on PostgreSQL.
+    def add_rows(self, derived: Sequence[DerivedRows]) -> None:
+        """Write rows derived from stored events (:func:`stored_rows`) on their own, as a
+        replay does (an append writes them itself): INSERTs that return nothing, one
+        wait for all of them on PostgreSQL."""
         with sent_together(self.conn):
-            insert_rows(self.conn, _insert_source, sources)
-            insert_rows(self.conn, _insert_node, rows)
-            insert_rows(self.conn, _insert_directory, [_directory_entry(row) for row in rows])
+            for part in derived:
+                insert_rows(self.conn, _insert_of(part), part.rows)
 
     def add_claim_nodes(
         self,

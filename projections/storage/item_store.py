@@ -59,28 +59,6 @@ class ItemStore:
         for _, rows in groupby(self.conn.execute(query), key=lambda r: r.item):
             yield list(rows)
 
-    def add_revision(
-        self,
-        stream_id: int,
-        item: bytes,
-        version: int,
-        event_id: uuid.UUID,
-        recorded_at: datetime,
-        expires_at: datetime | None,
-        occurred_at: datetime,
-    ) -> None:
-        self.conn.execute(
-            items.insert().values(
-                stream_id=stream_id,
-                item=item,
-                version=version,
-                event_id=event_id,
-                recorded_at=recorded_at,
-                expires_at=expires_at,
-                occurred_at=occurred_at,
-            )
-        )
-
     def move_expiry(self, stream_id: int, event_id: uuid.UUID, expires_at: datetime | None) -> None:
         """Set a revision's expiry; a revision erased meanwhile has no row to touch."""
         self.conn.execute(
@@ -111,3 +89,25 @@ class ItemStore:
         if event_ids is not None:
             query = query.where(items.c.event_id.in_(list(event_ids)))
         return [dict(row._mapping) for row in self.conn.execute(query)]
+
+
+def revision_row(
+    stream_id: int,
+    item: bytes,
+    version: int,
+    event_id: uuid.UUID,
+    recorded_at: datetime,
+    expires_at: datetime | None,
+    occurred_at: datetime,
+) -> dict[str, Any]:
+    """The ``memory_items`` row of one revision of an item (its keyed hash ``item``),
+    written with the stored event it is (see NodeGraphProjection.stored_rows)."""
+    return {
+        "stream_id": stream_id,
+        "item": item,
+        "version": version,
+        "event_id": event_id,
+        "recorded_at": recorded_at,
+        "expires_at": expires_at,
+        "occurred_at": occurred_at,
+    }

@@ -52,6 +52,11 @@ class Commits:
     def begin(self, conn: sa.Connection) -> None:
         if self.backend == "postgresql":
             self._counts_at_begin[id(conn)] = _write_counts(conn)
+            return
+        # SQLite's own trace: the append writes through the driver's connection.
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        driver.set_trace_callback(lambda sql: self.statement(conn, None, sql))
 
     def statement(self, conn: sa.Connection, _c: Any, sql: str, *_args: Any) -> None:
         # PostgreSQL's append is one statement: WITH head AS (UPDATE …) INSERT INTO events.
@@ -64,6 +69,8 @@ class Commits:
         assert driver is not None
         [setting] = driver.execute(_SETTING[self.backend]).fetchone()
         written = self._writes.pop(id(conn), set())
+        if self.backend == "sqlite":
+            driver.set_trace_callback(None)
         if self.backend == "postgresql":
             # The server's count of the transaction's writes, whichever way they
             # were sent (the append goes through the driver's own cursor).
@@ -121,11 +128,22 @@ def test_only_projection_batches_commit_without_waiting_for_storage(
     assert counts
     assert set(counts) == {NOT_DURABLE[backend]}
     # A durable transaction after relaxed ones, on the same pooled connection, is
-    # durable again.
-    fresh_memory.store("one more", user_id="alice")
+    # durable again (a subject new to the process: its store takes the stream's lock
+    # in a transaction of this pool).
+    fresh_memory.store("one more", user_id="bob")
     last_tables, last_setting = commits.seen[-1]
     assert "events" in last_tables
     assert last_setting == DURABLE[backend]
+    # A store at the head the process remembers commits on its own
+    # (``Backend.append_connection``: autocommit on PostgreSQL, whose pool never relaxes
+    # the setting; SQLite's own BEGIN IMMEDIATE on a pooled connection, which returns
+    # to the pool with the durable setting).
+    store_backend = fresh_memory.context.store.backend
+    with store_backend.append_connection() as conn:
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        [setting] = driver.execute(_SETTING[backend]).fetchone()
+    assert str(setting) == DURABLE[backend]
 
 
 def test_a_kill_9_after_projection_commits_loses_nothing_the_log_cannot_replay(

@@ -12,13 +12,14 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eventstore import NewEvent, Subject
+from eventstore import NewEvent, Subject, crypto
 from eventstore.batch import SealedBatch, encode_batch, seal_batch
 from eventstore.errors import SubjectRestrictedError
 from eventstore.model import ANY
 from eventstore.schema import streams
 from eventstore.subject_rights import RESTRICTION_EVENTS, acting_on_restriction
 from oblivio import MemoryClient
+from tests.memory.conftest import Opener
 from workers.archiving import Archiver
 
 TEXTS = [
@@ -131,15 +132,21 @@ def _sealed_at_head(memory: MemoryClient, user: str, *, past_restriction: bool) 
     dek = store.codec.unwrap(stream.wrapped_key)
     now = memory.context.clock()
     return seal_batch(
-        store.codec, dek, stream.ref, head, encoded, now, past_restriction=past_restriction
+        store.codec,
+        crypto.AeadKey(dek),
+        stream.ref,
+        head,
+        encoded,
+        now,
+        past_restriction=past_restriction,
     )
 
 
 def _written(memory: MemoryClient, batch: SealedBatch) -> bool:
     """Whether the backend's one append writes ``batch``, sent without the stream's lock."""
     backend = memory.context.store.backend
-    with backend.write_connection() as conn, conn.begin():
-        placements, _ = backend.append(conn, batch, lambda: None)
+    with backend.append_connection() as conn:
+        placements = backend.append(conn, batch, ())
     return placements is not None
 
 
@@ -179,3 +186,20 @@ def test_a_forget_ends_the_restriction_on_the_stream_rows_too(memory: MemoryClie
             .order_by(streams.c.generation)
         ).all()
     assert [tuple(row) for row in flags] == [(1, False), (2, False)]
+
+
+def test_a_store_at_a_head_remembered_before_another_client_restricted_is_refused(
+    reopen: Opener,
+) -> None:
+    """The head a process remembers carries no restriction: the append's own condition
+    (the stream row's flag) refuses it, and the store raises as under the lock."""
+    writer, officer = reopen(), reopen()
+    writer.store("Alice likes tea", user_id="alice")  # the writer remembers the head
+    officer.restrict("alice", ground="art18-1-a", reference="T-9")
+    with pytest.raises(SubjectRestrictedError):
+        writer.store("Alice likes coffee", user_id="alice")
+    with pytest.raises(SubjectRestrictedError):
+        writer.store_many([{"content": "Alice likes cake"}], user_id="alice")
+    exported = officer.export_subject(user_id="alice")
+    stored = [e["data"]["content"] for e in exported["events"] if e["type"] == "memory.stored"]
+    assert stored == ["Alice likes tea"]

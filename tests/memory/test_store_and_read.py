@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from eventstore import ConflictError, InvalidEncodingError, InvalidInputError, MalformedIdError
+from eventstore import (
+    ConflictError,
+    InvalidEncodingError,
+    InvalidInputError,
+    MalformedIdError,
+    Transaction,
+)
 from oblivio import LifecycleState, MemoryClient, Node, NodeType, Role, Scope, SourceType
 from oblivio.errors import EvidenceUnavailableError, NodeUnavailableError
 from projections import events as ev
@@ -289,3 +295,28 @@ def test_remove_resonance_trigger_rejects_malformed_ids(fresh_memory: MemoryClie
     memory.store("I like tea.", user_id="alice")
     rejects(memory, lambda: memory.remove_resonance_trigger("not-a-uuid", user_id="alice"))  # type: ignore[arg-type]
     assert memory.retrieve("tea", user_id="alice").nodes  # the vector state still advances
+
+
+def test_a_second_store_appends_at_the_remembered_head_without_the_lock(
+    memory: MemoryClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stream's lock is taken for the first store of a person in this process, and
+    again only when the remembered head was found elsewhere (on every backend, Citus's
+    pipelined append included)."""
+    locks: list[object] = []
+    lock_stream = Transaction.lock_stream
+
+    def counted(self: Transaction, *args: Any, **kwargs: Any) -> Any:
+        locks.append(args[0])
+        return lock_stream(self, *args, **kwargs)
+
+    monkeypatch.setattr(Transaction, "lock_stream", counted)
+    first = memory.store("Alice lives in Berlin", user_id="alice")
+    assert len(locks) == 1
+    second = memory.store("Alice moved to Paris", user_id="alice")
+    many = memory.store_many([{"content": "Alice likes tea"}], user_id="alice")
+    assert len(locks) == 1
+    events = memory.get_events(user_id="alice")
+    assert [e.id for e in events] == [first, second, many[0].event_id]
+    assert [e.version for e in events] == [1, 2, 3]
+    assert memory.context.store.verify(memory.context.namespace).ok

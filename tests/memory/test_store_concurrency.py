@@ -171,3 +171,19 @@ def test_stores_racing_a_forget_leave_nothing_in_the_erased_generation(
     [current] = {e.stream.stream_id for e in stream(memory, "alice")}
     assert current != first_stream
     assert_consistent(memory, "alice")
+
+
+def test_a_forget_in_this_process_drops_the_remembered_key_at_once(reopen: Opener) -> None:
+    memory = reopen()
+    memory.store("Alice likes tea", user_id="alice")
+    store = memory.context.store
+    key = store.codec.subject_key(memory.context.namespace, "alice")
+    remembered = store.heads.get(memory.context.namespace, key)
+    assert remembered is not None
+    memory.forget("alice", wait=True)
+    assert store.heads.get(memory.context.namespace, key) is None
+    memory.store("Alice likes coffee", user_id="alice")  # a new generation, its own key
+    fresh = store.heads.get(memory.context.namespace, key)
+    assert fresh is not None
+    assert fresh.ref.generation == remembered.ref.generation + 1
+    assert fresh.cipher.aead is not remembered.cipher.aead

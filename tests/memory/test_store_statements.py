@@ -8,11 +8,14 @@ a request id the earlier append must be found, so the lookup stays.
 from __future__ import annotations
 
 import re
+import sqlite3
 import threading
 import uuid
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
+from sqlalchemy.pool import Pool
 
 from oblivio import MemoryClient
 from oblivio.settings import Settings
@@ -71,13 +74,46 @@ def test_store_runs_the_extractor_once(tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
-def test_a_store_waits_three_times_on_postgresql(pg_settings: Settings) -> None:
-    """BEGIN with the stream's lock (and the restriction) in one simple query, the
-    append with the graph rows in one pipeline, COMMIT; a batch waits as often as
-    one memory."""
+def test_a_store_waits_once_on_postgresql_at_the_head_it_remembers(pg_settings: Settings) -> None:
+    """The append at the remembered head, its graph rows in the same autocommitted
+    statement: one wait, for one memory as for a batch.  Without a remembered head
+    (a process new to the subject): BEGIN with the stream's lock, the append, COMMIT."""
     with MemoryClient(settings=pg_settings) as client:
         client.store("Alice lives in Berlin", user_id="alice")  # the stream exists
         stored = round_trips(lambda: client.store("Alice moved", user_id="alice"))
         batch = [{"content": f"Alice fact {n}"} for n in range(50)]
         many = round_trips(lambda: client.store_many(batch, user_id="alice"))
-    assert (stored, many) == (3, 3)
+        with MemoryClient(settings=pg_settings) as other:
+            first = round_trips(lambda: other.store("Alice is back", user_id="alice"))
+            # The head moved under ``client``: its append misses, then goes the lock's way.
+            contested = round_trips(lambda: client.store("Alice left", user_id="alice"))
+    assert (stored, many, first, contested) == (1, 1, 3, 4)
+
+
+def test_a_store_is_one_transaction_on_sqlite_without_a_lock_read(tmp_path: Path) -> None:
+    """At the remembered head: BEGIN IMMEDIATE, the head's conditional move and the
+    rows, COMMIT; no read of the stream row first (SQLite's own trace of the
+    statements it runs, whichever way they were sent)."""
+    with MemoryClient(tmp_path / "memory") as client:
+        client.store("Alice lives in Berlin", user_id="alice")
+        seen: list[str] = []
+        traced: list[sqlite3.Connection] = []
+
+        def trace(driver: sqlite3.Connection, *_: object) -> None:
+            if threading.get_ident() == caller:
+                driver.set_trace_callback(seen.append)
+                traced.append(driver)
+
+        caller = threading.get_ident()
+        sa.event.listen(Pool, "checkout", trace)
+        try:
+            client.store("Alice moved", user_id="alice")
+        finally:
+            sa.event.remove(Pool, "checkout", trace)
+            for driver in traced:
+                driver.set_trace_callback(None)
+    begins = [s for s in seen if s.strip().upper().startswith("BEGIN")]
+    reads = [s for s in seen if re.search(r"^\s*SELECT\b.*\bFROM streams\b", s, re.S | re.I)]
+    moves = [s for s in seen if re.search(r"^\s*UPDATE streams\b", s, re.S | re.I)]
+    commits = [s for s in seen if s.strip().upper() == "COMMIT"]
+    assert (len(begins), len(reads), len(moves), len(commits)) == (1, 0, 1, 1), seen

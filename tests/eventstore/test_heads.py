@@ -1,0 +1,57 @@
+"""The stream heads a process remembers for its appends (eventstore.heads)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from eventstore.codec import SubjectCipher
+from eventstore.heads import StreamHeads
+from eventstore.model import StreamRef
+from eventstore.transaction import AppendHead
+from oblivio import MemoryClient
+
+
+def head(stream_id: int, version: int, subject: bytes = b"s" * 32) -> AppendHead:
+    ref = StreamRef(stream_id, "default", subject, 1)
+    return AppendHead(ref, version, b"h" * 32, SubjectCipher(b"k" * 32, stream_id))
+
+
+def test_the_least_recently_used_head_leaves_first_beyond_the_bound() -> None:
+    heads = StreamHeads(max_subjects=2)
+    a, b, c = (head(n, 1, os.urandom(32)) for n in (1, 2, 3))
+    heads.put(a)
+    heads.put(b)
+    assert heads.get("default", a.ref.subject_key) is a  # a is now the more recent
+    heads.put(c)
+    assert len(heads) == 2
+    assert heads.get("default", b.ref.subject_key) is None
+    assert heads.get("default", a.ref.subject_key) is a
+
+
+def test_a_later_head_of_the_generation_is_not_replaced_by_an_earlier_one() -> None:
+    heads = StreamHeads()
+    heads.put(head(1, 5))
+    heads.put(head(1, 4))  # another thread's append that finished last
+    assert heads.get("default", b"s" * 32).version == 5  # type: ignore[union-attr]
+    heads.put(head(2, 1))  # a new generation replaces it whatever its version
+    assert heads.get("default", b"s" * 32).ref.stream_id == 2  # type: ignore[union-attr]
+
+
+def test_a_miss_drops_only_the_head_it_missed_at() -> None:
+    heads = StreamHeads()
+    missed, newer = head(1, 5), head(1, 6)
+    heads.put(missed)
+    heads.put(newer)
+    heads.drop(missed)
+    assert heads.get("default", b"s" * 32) is newer
+    heads.drop(newer)
+    assert heads.get("default", b"s" * 32) is None
+
+
+def test_closing_the_store_forgets_every_remembered_key(tmp_path: Path) -> None:
+    with MemoryClient(tmp_path / "memory") as client:
+        client.store("Alice likes tea", user_id="alice")
+        heads = client.context.store.heads
+        assert len(heads) == 1
+    assert len(heads) == 0
