@@ -46,7 +46,8 @@ from eventstore.model import (
     Tombstone,
 )
 from eventstore.reader import (
-    LATEST_STREAM,
+    LATEST_STREAM_ID,
+    STREAM_BY_ID,
     STREAM_WITH_KEY,
     EventReads,
     latest_stream_params,
@@ -54,7 +55,7 @@ from eventstore.reader import (
 )
 from eventstore.rewrap import rewrap_batch
 from eventstore.schema import audit_index as audit_index_table
-from eventstore.schema import data_keys, events, streams
+from eventstore.schema import data_keys, events, stream_directory, streams
 
 Clock = Callable[[], datetime]
 T = TypeVar("T")
@@ -109,10 +110,7 @@ def _stream_from_row(row: Sequence[Any]) -> LockedStream:
 
 
 # Only the stream row is locked (the key row is on the nullable side of the join).
-_LATEST_LOCKED = LATEST_STREAM.with_for_update(of=streams)
-_BY_ID_LOCKED = STREAM_WITH_KEY.where(
-    streams.c.stream_id == sa.bindparam("stream_id")
-).with_for_update(of=streams)
+_BY_ID_LOCKED = STREAM_BY_ID.with_for_update(of=streams)
 
 
 def _passes_restriction(encoded: Sequence[EncodedEvent]) -> bool:
@@ -141,8 +139,10 @@ class Transaction:
         self._unwrapped: dict[WrappedKey, bytes] = {}
 
     # -- locking ---------------------------------------------------------------------
-    # A stream is locked by locking its row (FOR UPDATE; SQLite's single writer
-    # holds every row): found by subject (its latest generation) or by id.
+    # A stream is locked by locking its row by id (FOR UPDATE; SQLite's single
+    # writer holds every row).  A subject's latest generation is found first in the
+    # stream directory, unlocked (see ``_lock_latest``): the row locked is then
+    # addressed by its id alone, which a cluster routes to the one shard holding it.
 
     @overload
     def lock_stream(self, target: int | Subject) -> LockedStream | None: ...
@@ -167,15 +167,43 @@ class Transaction:
         subject_key = self.codec.subject_key(target.namespace, check_subject(target.subject))
         if create:
             return self._open(target.namespace, subject_key)
-        return self._lock(_LATEST_LOCKED, latest_stream_params(target.namespace, subject_key))
+        return self._lock_latest(target.namespace, subject_key)
 
     def _lock(self, query: sa.Select[Any], params: dict[str, Any]) -> LockedStream | None:
         rows = self.backend.fetch(self.connection, query, params)
         return _stream_from_row(rows[0]) if rows else None
 
+    def _lock_latest(self, namespace: str, subject_key: bytes) -> LockedStream | None:
+        """Lock the subject's latest generation, ``None`` if it has none.
+
+        The directory is read without a lock, so the generation found may have been
+        followed by another before its row was locked.  Only a closed generation can
+        be: the next one is created by a writer holding the closed one's lock (see
+        ``_open``), and a close happens under that lock too.  So a locked open
+        generation is the latest, and a closed one is checked against the directory
+        again.  A directory row whose stream row is not visible (on a cluster, the
+        moment between a creation's commit on the coordinator and on the shard) is
+        read again too.
+        """
+        params = latest_stream_params(namespace, subject_key)
+        for _ in range(_MAX_STREAM_ATTEMPTS):
+            stream_id = self._latest_stream_id(params)
+            if stream_id is None:
+                return None
+            stream = self._lock(_BY_ID_LOCKED, {"stream_id": stream_id})
+            if stream is None:
+                continue
+            if stream.closed_at is None or self._latest_stream_id(params) == stream_id:
+                return stream
+        raise OperationalError("the stream kept changing generation; retry")
+
+    def _latest_stream_id(self, params: dict[str, Any]) -> int | None:
+        rows = self.backend.fetch(self.connection, LATEST_STREAM_ID, params)
+        return rows[0][0] if rows else None
+
     def _open(self, namespace: str, subject_key: bytes) -> LockedStream:
         for _ in range(_MAX_STREAM_ATTEMPTS):
-            stream = self._lock(_LATEST_LOCKED, latest_stream_params(namespace, subject_key))
+            stream = self._lock_latest(namespace, subject_key)
             if stream is not None and stream.closed_at is None:
                 return stream
             generation = 1 if stream is None else stream.ref.generation + 1
@@ -183,12 +211,21 @@ class Transaction:
         raise OperationalError("the stream kept changing generation; retry the append")
 
     def _create_stream(self, namespace: str, subject_key: bytes, generation: int) -> None:
-        """The one way a stream generation is created: with its data key, unless a
-        concurrent writer created it first (whose stream the caller then locks)."""
+        """The one way a stream generation is created: its directory row, its stream row
+        and its data key, unless a concurrent writer created it first (whose stream the
+        caller then locks).  The directory's unique key decides who was first."""
         now = self.clock()
-        stmt = (
-            self.backend.insert_unless_present(streams)
-            .values(
+        claim = (
+            self.backend.insert_unless_present(stream_directory)
+            .values(namespace=namespace, subject_key=subject_key, generation=generation)
+            .returning(stream_directory.c.stream_id)
+        )
+        stream_id = self.connection.execute(claim).scalar()
+        if stream_id is None:
+            return
+        self.connection.execute(
+            streams.insert().values(
+                stream_id=stream_id,
                 namespace=namespace,
                 subject_key=subject_key,
                 generation=generation,
@@ -196,11 +233,7 @@ class Transaction:
                 chain_hash=crypto.stream_genesis(namespace, subject_key, generation),
                 created_at=now,
             )
-            .returning(streams.c.stream_id)
         )
-        stream_id = self.connection.execute(stmt).scalar()
-        if stream_id is None:
-            return
         _, key = self.codec.new_data_key()
         self.connection.execute(
             data_keys.insert().values(

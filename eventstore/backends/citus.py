@@ -48,17 +48,29 @@ worker directly would have a commit group from another xid counter.
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from datetime import UTC
+from typing import Any, TypeVar
 
 import psycopg
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from eventstore.backends.postgres import HORIZON, PostgresBackend, normalise_postgres_url
+from eventstore.backends.port import head_params
+from eventstore.backends.postgres import (
+    HORIZON,
+    PostgresBackend,
+    _binary_cursor,
+    normalise_postgres_url,
+    pipelined,
+)
+from eventstore.batch import Placement, SealedBatch
 from eventstore.errors import OperationalError
 from eventstore.schema import events
+
+T = TypeVar("T")
 
 
 def widened_xid(xid32: str, near: str) -> str:
@@ -146,6 +158,79 @@ SELECT CASE
   FROM base
 """)  # noqa: S608 (constant SQL)
 
+# The append on the cluster: the head's conditional UPDATE (the single server's
+# condition, see eventstore.backends.postgres) and the events' multi-row VALUES
+# INSERT, two statements sent together.  Each names the stream id, so Citus routes
+# each as one task to the stream's shard, over the connection that took the stream
+# row's lock: the transaction touches one worker over one connection and commits
+# with one-phase commit.  The single server's one statement (a data-modifying CTE
+# that inserts FROM the moved head, or an INSERT … SELECT FROM unnest(…)) is planned
+# by Citus as "pull to coordinator", its rows copied into the shard over a second
+# connection, and two connections to one worker commit with two-phase commit.  The
+# rows do not come FROM the moved head here: when the head did not move the rows
+# are written anyway and the caller rolls back (``Backend.append``), which under
+# the stream lock does not happen.  ``pg_current_xact_id()`` is evaluated on the
+# coordinator before the INSERT is routed: the commit group is the coordinator's
+# transaction id, as the global order needs (module docstring).
+_HEAD_MOVE = """UPDATE streams SET version = %(new_version)s, chain_hash = %(chain_hash)s
+ WHERE stream_id = %(stream_id)s AND version = %(old_version)s
+   AND closed_at IS NULL AND key_destroyed_at IS NULL
+   AND (NOT restricted OR %(past_restriction)s)"""
+
+_EVENT_ROW = (
+    "(pg_current_xact_id()::text::bigint, %(event_id{i})s, %(stream_id)s, %(version{i})s,"
+    " %(type{i})s, %(schema_version{i})s, %(recorded_at)s, %(payload{i})s, %(digest{i})s,"
+    " %(chain_hash{i})s)"
+)
+_INSERT_EVENTS = (
+    "INSERT INTO events (commit_group, event_id, stream_id, version, type, schema_version,"
+    " recorded_at, payload, digest, chain_hash) VALUES {values}"
+    " RETURNING position, commit_group, version"
+)
+# Rows per INSERT: a statement takes at most 65,535 parameters (ten per row).
+_ROWS_PER_INSERT = 1000
+
+
+@functools.cache
+def _insert_events(rows: int) -> str:
+    """The multi-row INSERT of ``rows`` events (built once per row count)."""
+    values = ", ".join(_EVENT_ROW.format(i=i) for i in range(rows))
+    return _INSERT_EVENTS.format(values=values)
+
+
+def _event_inserts(batch: SealedBatch) -> list[tuple[str, dict[str, Any]]]:
+    """The INSERTs of the batch's events, ``_ROWS_PER_INSERT`` rows each, with their values."""
+    shared = {
+        "stream_id": batch.stream.stream_id,
+        # The column holds naive UTC, as SQLAlchemy's UTCDateTime writes it.
+        "recorded_at": batch.recorded_at.astimezone(UTC).replace(tzinfo=None),
+    }
+    rows = list(
+        zip(
+            batch.events,
+            batch.versions,
+            batch.ciphertexts,
+            batch.digests,
+            batch.chain_hashes,
+            strict=True,
+        )
+    )
+    inserts = []
+    for start in range(0, len(rows), _ROWS_PER_INSERT):
+        chunk = rows[start : start + _ROWS_PER_INSERT]
+        params = dict(shared)
+        for i, (event, version, payload, digest, chain_hash) in enumerate(chunk):
+            params[f"event_id{i}"] = event.event_id
+            params[f"version{i}"] = version
+            params[f"type{i}"] = event.type
+            params[f"schema_version{i}"] = event.schema_version
+            params[f"payload{i}"] = payload
+            params[f"digest{i}"] = digest
+            params[f"chain_hash{i}"] = chain_hash
+        inserts.append((_insert_events(len(chunk)), params))
+    return inserts
+
+
 _IS_CITUS = "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')"
 
 
@@ -196,6 +281,28 @@ class CitusBackend(PostgresBackend):
         self._confirmed = 0
         self._confirmed_lock = threading.Lock()
 
+    def append(
+        self, conn: Connection, batch: SealedBatch, alongside: Callable[[], T]
+    ) -> tuple[list[Placement] | None, T]:
+        # The head's move and the events' inserts in one pipeline with the statements
+        # alongside (one wait for all); see ``_HEAD_MOVE`` for the shape.
+        with _binary_cursor(conn) as head, _binary_cursor(conn) as inserted:
+            with pipelined(conn):
+                head.execute(_HEAD_MOVE, head_params(batch))
+                for sql, params in _event_inserts(batch):
+                    inserted.execute(sql, params)
+                alongside_result = alongside()
+            moved = head.rowcount == 1
+            rows = []
+            while True:  # each INSERT's rows are a result set of their own
+                rows += inserted.fetchall()
+                if not inserted.nextset():
+                    break
+        if not moved:
+            return None, alongside_result
+        placements = [(position, group) for position, group, _ in sorted(rows, key=lambda r: r[2])]
+        return placements, alongside_result
+
     def log_params(self, conn: Connection, cursor: Mapping[str, Any]) -> dict[str, Any]:
         # Records below the floor cannot hold this read back: a group at or below
         # the cursor's was delivered (a cursor names an event a read delivered,
@@ -216,18 +323,22 @@ class CitusBackend(PostgresBackend):
 # Which table goes where, decided from the schema itself (so that tables other
 # packages add later follow the same rule at their next ``db upgrade``):
 #
-# - Distributed by ``stream_id``, co-located with ``events``: the log and every
-#   table whose primary key includes a NOT NULL ``stream_id`` (the projections'
-#   per-stream rows).  A stream is one generation of one subject, so one
-#   operation's rows (its events, its graph rows, its vectors) sit on one shard
-#   and every join between them on ``stream_id`` stays on that shard.
+# - Distributed by ``stream_id``, co-located with ``events``: the log, the stream
+#   rows (``streams``: each generation's head, which an append locks FOR UPDATE and
+#   moves) and their ``data_keys``, and every table whose primary key includes a
+#   NOT NULL ``stream_id`` (the projections' per-stream rows).  A stream is one
+#   generation of one subject, so one operation's rows (its head, its events, its
+#   graph rows, its vectors) sit on one shard, every join between them on
+#   ``stream_id`` stays on that shard, and an append touches one worker: Citus
+#   commits it with one-phase commit.
 # - On the coordinator, in Citus's metadata ("Citus local tables", so that a
 #   transaction writing one of them and a shard commits with two-phase commit):
-#   ``streams`` and ``data_keys`` (one row per subject generation: the row an
-#   append locks, FOR UPDATE, to order its stream, which Citus allows only on
-#   one node), and everything that is about the deployment rather than about a
-#   subject (API keys, erasure requests, certificates, jobs, checkpoints, the
-#   scheduler's tables): small, locked row by row, joined with everything.
+#   ``stream_directory`` (which stream is a subject's generation, looked up by
+#   subject; written once per generation, read by every append before it locks
+#   the stream row by id), and everything that is about the deployment rather
+#   than about a subject (API keys, erasure requests, certificates, jobs,
+#   checkpoints, the scheduler's tables): small, locked row by row, joined with
+#   everything.
 #
 # Citus enforces a primary key or unique constraint of a distributed table
 # only if it contains the distribution column, so each one that lacks
@@ -237,7 +348,10 @@ class CitusBackend(PostgresBackend):
 # (stream id, event id, version) stays what it was, nothing is re-encrypted.
 
 _ANCHOR = "events"
-_CENTRAL = frozenset({"streams", "data_keys"})
+# Keyed by stream id, yet looked up by subject: it stays on the coordinator.
+_CENTRAL = frozenset({"stream_directory"})
+# Keyed otherwise, but each row belongs to one stream: with it.
+_WITH_THEIR_STREAM = frozenset({"data_keys"})
 
 _TABLES = sa.text("""
 SELECT c.relname,
@@ -245,7 +359,7 @@ SELECT c.relname,
                  ON a.attrelid = k.conrelid AND a.attnum = ANY (k.conkey)
                 WHERE k.conrelid = c.oid AND k.contype = 'p'
                   AND a.attname = 'stream_id' AND a.attnotnull) AS keyed_by_stream,
-       EXISTS (SELECT FROM pg_dist_partition p WHERE p.logicalrelid = c.oid) AS in_citus
+       (SELECT p.partmethod FROM pg_dist_partition p WHERE p.logicalrelid = c.oid) AS method
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
  WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p')
    AND c.relname <> 'alembic_version'
@@ -264,6 +378,7 @@ SELECT i.indexrelid::regclass::text AS name, k.contype, pg_get_indexdef(i.indexr
 """)
 
 
+_UNDISTRIBUTE = sa.text("SELECT undistribute_table(:t, cascade_via_foreign_keys => true)")
 _DISTRIBUTE = sa.text("SELECT create_distributed_table(:t, 'stream_id', colocate_with => :c)")
 _ADD_LOCAL = sa.text(
     "SELECT citus_add_local_table_to_metadata(:t, cascade_via_foreign_keys => true)"
@@ -291,28 +406,41 @@ def distribute(conn: Connection) -> list[str]:
     # One transaction for the whole layout; Citus then needs one connection per
     # node for it, as it does when local tables with foreign keys are involved.
     conn.execute(sa.text("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'"))
-    tables = conn.execute(_TABLES).all()
+    rows = conn.execute(_TABLES).all()
+    tables = {t.relname: t.method for t in rows}
     distributed = sorted(
         t.relname
-        for t in tables
-        if t.relname == _ANCHOR or (t.keyed_by_stream and t.relname not in _CENTRAL)
+        for t in rows
+        if t.relname in (_ANCHOR, *_WITH_THEIR_STREAM)
+        or (t.keyed_by_stream and t.relname not in _CENTRAL)
     )
-    for name in [_ANCHOR, *(n for n in distributed if n != _ANCHOR)]:
-        if next(t for t in tables if t.relname == name).in_citus:
+    # A table placed on the coordinator by an older layout (``streams`` and
+    # ``data_keys`` were, before the stream directory) becomes a plain table again
+    # first, with the local tables its foreign keys join it to; those are added back
+    # below.  Its rows are copied onto the shards as any table's.
+    for name in distributed:
+        if tables[name] not in (None, "h") and _in_citus(conn, name):
+            conn.execute(_UNDISTRIBUTE, {"t": name})
+    for name in _referenced_first([_ANCHOR, *(n for n in distributed if n != _ANCHOR)]):
+        if tables[name] == "h":
             continue
         _key_by_stream(conn, name)
         colocation = "none" if name == _ANCHOR else _ANCHOR
         conn.execute(_DISTRIBUTE, {"t": name, "c": colocation})
         placed.append(name)
-    for t in tables:
-        if t.relname in distributed or t.in_citus:
+    for name in tables:
+        if name in distributed or _in_citus(conn, name):
+            # Already there, or came in with a table its foreign key joins it to.
             continue
-        # A table joined by a foreign key to one added already came in with it.
-        if _in_citus(conn, t.relname):
-            continue
-        conn.execute(_ADD_LOCAL, {"t": t.relname})
-        placed.append(t.relname)
+        conn.execute(_ADD_LOCAL, {"t": name})
+        placed.append(name)
     return placed
+
+
+def _referenced_first(names: list[str]) -> list[str]:
+    """``names`` with ``streams`` before ``data_keys``, whose foreign key references it
+    (a distributed table's foreign key may only reference a distributed table)."""
+    return sorted(names, key=lambda n: n in _WITH_THEIR_STREAM)
 
 
 def _in_citus(conn: Connection, table: str) -> bool:
