@@ -47,7 +47,7 @@ from eventstore.reader import (
 )
 from eventstore.schema import audit_index as audit_index_table
 from eventstore.schema import events, streams
-from eventstore.transaction import Clock, Transaction
+from eventstore.transaction import Clock, LatestStreams, Transaction
 
 DEFAULT_PAGE_SIZE = 500
 _AUDIT_INDEX_BATCH = 2000  # audit entries indexed per transaction when catching up
@@ -117,6 +117,7 @@ class EventStore:
         self.codec = EventCodec(keys, max_event_bytes)
         self.clock = clock
         self.reads = EventReads(backend, self.codec)
+        self._latest_streams = LatestStreams()
         # The two log pages, built once with bound parameters (``group``,
         # ``position``, ``limit`` and for a partition ``index``, ``count``).
         page = select_event_columns.where(backend.after_cursor())
@@ -183,7 +184,9 @@ class EventStore:
         append, an erasure or anything else the log does not hold.
         """
         with self.backend.write_connection(durable=durable) as conn, conn.begin():
-            yield Transaction(conn, self.backend, self.reads, self.codec, self.clock)
+            yield Transaction(
+                conn, self.backend, self.reads, self.codec, self.clock, self._latest_streams
+            )
 
     def append(
         self,

@@ -123,17 +123,48 @@ def _passes_restriction(encoded: Sequence[EncodedEvent]) -> bool:
     return subject_rights.acting_reference() is not None
 
 
+class LatestStreams:
+    """Each subject's latest stream id as this process last found it, by (namespace,
+    subject key): a hint that saves the directory's read, never trusted alone.
+
+    A hinted stream is locked and kept only when it is an open generation of that
+    subject, which makes it the latest (see ``Transaction._lock_latest``); anything
+    else (a generation closed by a forget, a creation rolled back) falls back to
+    the directory.  Ids and keyed hashes only, content-free; at most ``capacity``
+    subjects, forgotten all at once beyond that (a miss costs one read).
+    """
+
+    def __init__(self, capacity: int = 100_000) -> None:
+        self._ids: dict[tuple[str, bytes], int] = {}
+        self._capacity = capacity
+
+    def get(self, namespace: str, subject_key: bytes) -> int | None:
+        return self._ids.get((namespace, subject_key))
+
+    def put(self, namespace: str, subject_key: bytes, stream_id: int) -> None:
+        if len(self._ids) >= self._capacity:
+            self._ids.clear()
+        self._ids[namespace, subject_key] = stream_id
+
+
 class Transaction:
     """A unit of work on the log; obtained from :meth:`EventStore.transaction`."""
 
     def __init__(
-        self, conn: Connection, backend: Backend, reads: EventReads, codec: EventCodec, clock: Clock
+        self,
+        conn: Connection,
+        backend: Backend,
+        reads: EventReads,
+        codec: EventCodec,
+        clock: Clock,
+        latest: LatestStreams,
     ):
         self.connection = conn
         self.backend = backend
         self.reads = reads
         self.codec = codec
         self.clock = clock
+        self._latest = latest
         # Data keys unwrapped in this transaction, by wrapped key: an append and
         # the inline projection of a command both need the locked stream's key.
         self._unwrapped: dict[WrappedKey, bytes] = {}
@@ -185,6 +216,9 @@ class Transaction:
         moment between a creation's commit on the coordinator and on the shard) is
         read again too.
         """
+        hinted = self._lock_hinted(namespace, subject_key)
+        if hinted is not None:
+            return hinted
         params = latest_stream_params(namespace, subject_key)
         for _ in range(_MAX_STREAM_ATTEMPTS):
             stream_id = self._latest_stream_id(params)
@@ -194,8 +228,22 @@ class Transaction:
             if stream is None:
                 continue
             if stream.closed_at is None or self._latest_stream_id(params) == stream_id:
+                self._latest.put(namespace, subject_key, stream_id)
                 return stream
         raise OperationalError("the stream kept changing generation; retry")
+
+    def _lock_hinted(self, namespace: str, subject_key: bytes) -> LockedStream | None:
+        """The subject's stream this process found last, locked, if it is still an open
+        generation of the subject (then the latest, see ``_lock_latest``); else ``None``."""
+        stream_id = self._latest.get(namespace, subject_key)
+        if stream_id is None:
+            return None
+        stream = self._lock(_BY_ID_LOCKED, {"stream_id": stream_id})
+        if stream is None or stream.closed_at is not None:
+            return None
+        if (stream.ref.namespace, stream.ref.subject_key) != (namespace, subject_key):
+            return None
+        return stream
 
     def _latest_stream_id(self, params: dict[str, Any]) -> int | None:
         rows = self.backend.fetch(self.connection, LATEST_STREAM_ID, params)

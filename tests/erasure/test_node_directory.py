@@ -33,7 +33,7 @@ def directory(client: MemoryClient) -> set[tuple[uuid.UUID, uuid.UUID, int]]:
 
 
 def test_the_directory_holds_ids_only() -> None:
-    assert [c.name for c in node_directory.c] == ["node_id", "event_id", "ordinal"]
+    assert [c.name for c in node_directory.c] == ["stream_id", "node_id", "event_id", "ordinal"]
 
 
 def test_forget_leaves_only_what_the_tombstones_say(client: MemoryClient) -> None:
