@@ -103,3 +103,26 @@ def test_the_migration_gives_existing_nodes_their_entries(client: MemoryClient) 
 
     assert directory(client) == expected
     assert all(client.get_node(n, include_superseded=True) for n in alice.node_ids)
+
+
+def stream_of(client: MemoryClient, user_id: str) -> int:
+    head = client.context.store.head(client.context.namespace, user_id)
+    assert head is not None
+    return head.stream.stream_id
+
+
+def test_the_migration_keys_existing_entries_by_their_nodes_stream(client: MemoryClient) -> None:
+    # pj0015: the entries of a store keyed by node id alone get their node's stream.
+    alice, bob = seed_subject(client, ALICE), seed_subject(client, BOB)
+    streams = {n: stream_of(client, s.user_id) for s in (alice, bob) for n in s.node_ids}
+    with engine(client).begin() as conn:
+        config = _config(conn, migration_locations(), table_metadatas())
+        command.downgrade(config, "pj0014")  # the directory keyed by node id alone
+        columns = [c["name"] for c in sa.inspect(conn).get_columns(node_directory.name)]
+        assert "stream_id" not in columns
+        command.upgrade(config, "heads")
+
+    rows = raw_rows(client, sa.select(node_directory))
+    keyed = {r.node_id: r.stream_id for r in rows}
+    assert {n: keyed[n] for n in streams} == streams
+    assert all(client.get_node(n, include_superseded=True) for n in streams)
