@@ -22,7 +22,9 @@ from eventstore import EventStore, KeyringFile, NewEvent, Subject, create_backen
 from eventstore.backends import citus as citus_layout
 from eventstore.errors import OperationalError
 from eventstore.migrate import upgrade
+from oblivio import MemoryClient
 from oblivio.bootstrap import upgrade_schema
+from oblivio.settings import Settings
 from oblivio_bench.citus import CitusCluster
 from projections import MIGRATIONS, metadata
 from tests.citus.test_failed_commit_prepared import recovery_paused
@@ -61,6 +63,26 @@ def test_an_append_to_an_existing_stream_writes_no_two_phase_commit(
     for subject in subjects:
         assert [e.data["n"] for e in citus_store.read_stream("default", subject)] == [0, 1, 2, 3, 4]
     assert citus_store.verify().ok
+
+
+def test_a_store_to_an_existing_subject_writes_no_two_phase_commit(
+    citus_url: str, tmp_path: Path
+) -> None:
+    # store(): the append and the node graph's rows (source event, nodes, their
+    # directory entries), all keyed by stream and on the stream's shard.
+    settings = Settings(
+        data_dir=tmp_path, database_url=citus_url, keyring_path=tmp_path / "keyring.json"
+    )
+    with MemoryClient(settings=settings) as client, recovery_paused(citus_url):
+        for user in ("alice", "bob", "carol"):
+            client.store(f"{user} keeps basil on the windowsill", user_id=user)
+        before = two_phase_records(citus_url)
+        for user in ("alice", "bob", "carol"):
+            event_id = client.store(f"{user} moved to Lisbon", user_id=user)
+            client.store_many([{"content": f"{user} fact {n}"} for n in range(3)], user_id=user)
+        assert two_phase_records(citus_url) == before
+        [node] = client.get_event_nodes(event_id, user_id="carol")
+        assert client.get_node(node.id) is not None  # found by id alone, on its shard
 
 
 def append_at_a_stale_head(store: EventStore) -> None:
