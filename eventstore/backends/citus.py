@@ -14,14 +14,16 @@ coordinator's transaction id as commit group, and a reader's horizon is read
 on the coordinator, in a statement of its own that runs BEFORE the page's
 read on the workers:
 
-- A transaction whose only remote write is on one worker commits there in
-  PRE_COMMIT, before its coordinator xid leaves the coordinator's snapshots:
-  an xid below the coordinator horizon has ended, so its rows were committed
-  on their worker before the horizon was read, and the page, read on the
-  workers later, sees them.
-- A transaction that also wrote a table of the coordinator's (every append
-  moves the stream head in ``streams``) or several workers (an erasure writes
-  the subject's shard and the audit stream's) commits with two-phase commit:
+- A transaction whose only remote write is on one worker (an append to an
+  existing stream generation: its head, events and graph rows all sit on the
+  stream's shard) commits there in PRE_COMMIT, before its coordinator xid
+  leaves the coordinator's snapshots: an xid below the coordinator horizon has
+  ended, so its rows were committed on their worker before the horizon was
+  read, and the page, read on the workers later, sees them.
+- A transaction that also wrote a table of the coordinator's (creating a
+  stream generation writes ``stream_directory``) or several workers (an
+  erasure writes the subject's shard and the audit stream's) commits with
+  two-phase commit:
   its workers PREPARE in PRE_COMMIT, and COMMIT PREPARED is sent in the COMMIT
   callback, when the coordinator xid has already left the snapshots.  That
   gap would let a reader skip its rows.  But PostgreSQL releases a
