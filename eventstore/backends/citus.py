@@ -193,9 +193,10 @@ _INSERT_EVENTS = (
 _ROWS_PER_INSERT = 1000
 
 
-@functools.cache
+@functools.lru_cache(maxsize=64)
 def _insert_events(rows: int) -> str:
-    """The multi-row INSERT of ``rows`` events (built once per row count)."""
+    """The multi-row INSERT of ``rows`` events (kept for the row counts used lately: a
+    statement of the full ``_ROWS_PER_INSERT`` rows is about 150 kB of text)."""
     values = ", ".join(_EVENT_ROW.format(i=i) for i in range(rows))
     return _INSERT_EVENTS.format(values=values)
 
