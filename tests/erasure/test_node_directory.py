@@ -22,7 +22,14 @@ from oblivio.bootstrap import migration_locations, table_metadatas
 from oblivio.errors import NodeUnavailableError
 from projections import events as ev
 from projections.storage.tables import node_directory
-from tests.erasure._support import engine, raw_rows, run_jobs, seed_subject, whole_log
+from tests.erasure._support import (
+    engine,
+    raw_rows,
+    run_jobs,
+    seed_subject,
+    stream_id_of,
+    whole_log,
+)
 
 ALICE, BOB = "alice@example.org", "bob@example.org"
 
@@ -105,16 +112,10 @@ def test_the_migration_gives_existing_nodes_their_entries(client: MemoryClient) 
     assert all(client.get_node(n, include_superseded=True) for n in alice.node_ids)
 
 
-def stream_of(client: MemoryClient, user_id: str) -> int:
-    head = client.context.store.head(client.context.namespace, user_id)
-    assert head is not None
-    return head.stream.stream_id
-
-
 def test_the_migration_keys_existing_entries_by_their_nodes_stream(client: MemoryClient) -> None:
     # pj0015: the entries of a store keyed by node id alone get their node's stream.
     alice, bob = seed_subject(client, ALICE), seed_subject(client, BOB)
-    streams = {n: stream_of(client, s.user_id) for s in (alice, bob) for n in s.node_ids}
+    streams = {n: stream_id_of(client, s.user_id) for s in (alice, bob) for n in s.node_ids}
     with engine(client).begin() as conn:
         config = _config(conn, migration_locations(), table_metadatas())
         command.downgrade(config, "pj0014")  # the directory keyed by node id alone
