@@ -57,6 +57,7 @@ from datetime import UTC
 from typing import Any, TypeVar
 
 import psycopg
+import psycopg.errors
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
@@ -189,6 +190,8 @@ _INSERT_EVENTS = (
     " recorded_at, payload, digest, chain_hash) VALUES {values}"
     " RETURNING position, commit_group, version"
 )
+# The rows of an append whose head did not move, by their positions.
+_TAKE_BACK = "DELETE FROM events WHERE stream_id = %(stream_id)s AND position = ANY(%(at)s)"
 # Rows per INSERT: a statement takes at most 65,535 parameters (ten per row).
 _ROWS_PER_INSERT = 1000
 
@@ -289,22 +292,39 @@ class CitusBackend(PostgresBackend):
     ) -> tuple[list[Placement] | None, T]:
         # The head's move and the events' inserts in one pipeline with the statements
         # alongside (one wait for all); see ``_HEAD_MOVE`` for the shape.
+        sent: list[T] = []
         with _binary_cursor(conn) as head, _binary_cursor(conn) as inserted:
-            with pipelined(conn):
-                head.execute(_HEAD_MOVE, head_params(batch))
-                for sql, params in _event_inserts(batch):
-                    inserted.execute(sql, params)
-                alongside_result = alongside()
+            try:
+                with pipelined(conn):
+                    head.execute(_HEAD_MOVE, head_params(batch))
+                    for sql, params in _event_inserts(batch):
+                        inserted.execute(sql, params)
+                    sent.append(alongside())
+            except psycopg.errors.UniqueViolation:
+                # A head that moved past the writer's (an append without the lock at
+                # a stale head): its rows collide with the versions written since.
+                # The same "did not move" the single server's one statement reports,
+                # in a transaction now aborted, which the caller rolls back.  (Which
+                # key collided Citus does not say: any collision of rows that came
+                # with an unmoved head is that.)
+                if head.rowcount != 0 or not sent:
+                    raise
+                return None, sent[0]
             moved = head.rowcount == 1
             rows = []
             while True:  # each INSERT's rows are a result set of their own
                 rows += inserted.fetchall()
                 if not inserted.nextset():
                     break
-        if not moved:
-            return None, alongside_result
+            if not moved:
+                # The rows went in beside a head that stayed (a closed or restricted
+                # stream, a key destroyed): taken out again, so that the events are not
+                # written even if the caller commits.
+                positions = [position for position, _, _ in rows]
+                head.execute(_TAKE_BACK, {"stream_id": batch.stream.stream_id, "at": positions})
+                return None, sent[0]
         placements = [(position, group) for position, group, _ in sorted(rows, key=lambda r: r[2])]
-        return placements, alongside_result
+        return placements, sent[0]
 
     def log_params(self, conn: Connection, cursor: Mapping[str, Any]) -> dict[str, Any]:
         # Records below the floor cannot hold this read back: a group at or below

@@ -29,6 +29,8 @@ from oblivio_bench.citus import CitusCluster
 from projections import MIGRATIONS, metadata
 from tests.citus.test_failed_commit_prepared import recovery_paused
 from tests.citus.test_layout import placement
+from tests.memory.test_restriction import _sealed_at_head as sealed_at_head
+from tests.memory.test_restriction import _written as written
 
 pytestmark = pytest.mark.citus
 
@@ -83,6 +85,26 @@ def test_a_store_to_an_existing_subject_writes_no_two_phase_commit(
         assert two_phase_records(citus_url) == before
         [node] = client.get_event_nodes(event_id, user_id="carol")
         assert client.get_node(node.id) is not None  # found by id alone, on its shard
+
+
+def test_an_append_refused_by_its_heads_condition_writes_nothing_even_if_committed(
+    citus_url: str, tmp_path: Path
+) -> None:
+    # The INSERT does not come FROM the moved head: rows sent beside a head that stayed
+    # (here: a restricted subject's; then a stale head) must not survive a commit.
+    settings = Settings(
+        data_dir=tmp_path, database_url=citus_url, keyring_path=tmp_path / "keyring.json"
+    )
+    with MemoryClient(settings=settings) as client:
+        client.store("I drink green tea.", user_id="alice")
+        stale = sealed_at_head(client, "alice", past_restriction=False)
+        client.restrict("alice", ground="art18-1-a", reference="T-5")
+        head = client.context.store.head(client.context.namespace, "alice")
+        assert not written(client, sealed_at_head(client, "alice", past_restriction=False))
+        assert not written(client, stale)
+        assert client.context.store.head(client.context.namespace, "alice") == head
+        assert written(client, sealed_at_head(client, "alice", past_restriction=True))
+        assert client.context.store.verify(client.context.namespace).ok
 
 
 def append_at_a_stale_head(store: EventStore) -> None:
