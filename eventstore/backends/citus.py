@@ -50,6 +50,7 @@ worker directly would have a commit group from another xid counter.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from collections.abc import Callable, Mapping
@@ -163,22 +164,28 @@ SELECT CASE
 
 # The append on the cluster: the head's conditional UPDATE (the single server's
 # condition, see eventstore.backends.postgres) and the events' multi-row VALUES
-# INSERT, two statements sent together.  Each names the stream id, so Citus routes
-# each as one task to the stream's shard, over the connection that took the stream
-# row's lock: the transaction touches one worker over one connection and commits
-# with one-phase commit.  The single server's one statement (a data-modifying CTE
-# that inserts FROM the moved head, or an INSERT … SELECT FROM unnest(…)) is planned
-# by Citus as "pull to coordinator", its rows copied into the shard over a second
-# connection, and two connections to one worker commit with two-phase commit.  The
-# rows do not come FROM the moved head here: when the head did not move the rows
-# are written anyway and the caller rolls back (``Backend.append``), which under
-# the stream lock does not happen.  ``pg_current_xact_id()`` is evaluated on the
-# coordinator before the INSERT is routed: the commit group is the coordinator's
-# transaction id, as the global order needs (module docstring).
-_HEAD_MOVE = """UPDATE streams SET version = %(new_version)s, chain_hash = %(chain_hash)s
- WHERE stream_id = %(stream_id)s AND version = %(old_version)s
-   AND closed_at IS NULL AND key_destroyed_at IS NULL
-   AND (NOT restricted OR %(past_restriction)s)"""
+# INSERT, as two data-modifying CTEs of one statement that also returns whether the
+# head moved.  Both name the stream id, so Citus routes the statement as one task to
+# the stream's shard, over the connection that took the stream row's lock: the
+# transaction touches one worker over one connection and commits with one-phase
+# commit.  The single server's statement, whose INSERT takes its rows FROM the moved
+# head (or an INSERT … SELECT FROM unnest(…)), is planned by Citus as "pull to
+# coordinator", its rows copied into the shard over a second connection, and two
+# connections to one worker commit with two-phase commit.  Here the rows do not come
+# FROM the head: when the head did not move they are taken out again (``_TAKE_BACK``),
+# or they collide with the versions of a head that moved past the writer's, which
+# aborts the transaction; either way nothing is written, as on one server.  Under the
+# stream lock neither happens.  ``pg_current_xact_id()`` is evaluated on the
+# coordinator before the statement is routed: the commit group is the coordinator's
+# transaction id, as the global order needs (module docstring; the tier checks it).
+_APPEND = """WITH head AS (
+    UPDATE streams SET version = %(new_version)s, chain_hash = %(chain_hash)s
+     WHERE stream_id = %(stream_id)s AND version = %(old_version)s
+       AND closed_at IS NULL AND key_destroyed_at IS NULL
+       AND (NOT restricted OR %(past_restriction)s)
+    RETURNING stream_id
+), appended AS ({insert})
+SELECT position, commit_group, version, (SELECT count(*) FROM head) FROM appended"""
 
 _EVENT_ROW = (
     "(pg_current_xact_id()::text::bigint, %(event_id{i})s, %(stream_id)s, %(version{i})s,"
@@ -192,22 +199,26 @@ _INSERT_EVENTS = (
 )
 # The rows of an append whose head did not move, by their positions.
 _TAKE_BACK = "DELETE FROM events WHERE stream_id = %(stream_id)s AND position = ANY(%(at)s)"
+# The unique key of a stream's versions (eventstore.schema.events).
+_VERSIONS_KEY = "uq_events_stream_id_version"
 # Rows per INSERT: a statement takes at most 65,535 parameters (ten per row).
 _ROWS_PER_INSERT = 1000
 
 
 @functools.lru_cache(maxsize=64)
-def _insert_events(rows: int) -> str:
-    """The multi-row INSERT of ``rows`` events (kept for the row counts used lately: a
-    statement of the full ``_ROWS_PER_INSERT`` rows is about 150 kB of text)."""
+def _insert_events(rows: int, *, with_head: bool) -> str:
+    """The multi-row INSERT of ``rows`` events, within the append's statement that moves
+    the head or on its own (kept for the row counts used lately: a statement of the full
+    ``_ROWS_PER_INSERT`` rows is about 150 kB of text)."""
     values = ", ".join(_EVENT_ROW.format(i=i) for i in range(rows))
-    return _INSERT_EVENTS.format(values=values)
+    insert = _INSERT_EVENTS.format(values=values)
+    return _APPEND.format(insert=insert) if with_head else insert
 
 
-def _event_inserts(batch: SealedBatch) -> list[tuple[str, dict[str, Any]]]:
-    """The INSERTs of the batch's events, ``_ROWS_PER_INSERT`` rows each, with their values."""
-    shared = {
-        "stream_id": batch.stream.stream_id,
+def _append_statements(batch: SealedBatch) -> list[tuple[str, dict[str, Any]]]:
+    """The batch's append: the head's move with the first ``_ROWS_PER_INSERT`` events,
+    then an INSERT for each further ``_ROWS_PER_INSERT``, with their values."""
+    shared = head_params(batch) | {
         # The column holds naive UTC, as SQLAlchemy's UTCDateTime writes it.
         "recorded_at": batch.recorded_at.astimezone(UTC).replace(tzinfo=None),
     }
@@ -221,7 +232,7 @@ def _event_inserts(batch: SealedBatch) -> list[tuple[str, dict[str, Any]]]:
             strict=True,
         )
     )
-    inserts = []
+    inserts: list[tuple[str, dict[str, Any]]] = []
     for start in range(0, len(rows), _ROWS_PER_INSERT):
         chunk = rows[start : start + _ROWS_PER_INSERT]
         params = dict(shared)
@@ -233,7 +244,7 @@ def _event_inserts(batch: SealedBatch) -> list[tuple[str, dict[str, Any]]]:
             params[f"payload{i}"] = payload
             params[f"digest{i}"] = digest
             params[f"chain_hash{i}"] = chain_hash
-        inserts.append((_insert_events(len(chunk)), params))
+        inserts.append((_insert_events(len(chunk), with_head=not inserts), params))
     return inserts
 
 
@@ -290,38 +301,38 @@ class CitusBackend(PostgresBackend):
     def append(
         self, conn: Connection, batch: SealedBatch, alongside: Callable[[], T]
     ) -> tuple[list[Placement] | None, T]:
-        # The head's move and the events' inserts in one pipeline with the statements
-        # alongside (one wait for all); see ``_HEAD_MOVE`` for the shape.
+        # The append and the statements alongside in one pipeline (one wait for all).
+        statements = _append_statements(batch)
         sent: list[T] = []
-        with _binary_cursor(conn) as head, _binary_cursor(conn) as inserted:
+        with contextlib.ExitStack() as cursors:
+            appends = [cursors.enter_context(_binary_cursor(conn)) for _ in statements]
             try:
                 with pipelined(conn):
-                    head.execute(_HEAD_MOVE, head_params(batch))
-                    for sql, params in _event_inserts(batch):
-                        inserted.execute(sql, params)
+                    for cursor, (sql, params) in zip(appends, statements, strict=True):
+                        cursor.execute(sql, params)
                     sent.append(alongside())
-            except psycopg.errors.UniqueViolation:
-                # A head that moved past the writer's (an append without the lock at
-                # a stale head): its rows collide with the versions written since.
-                # The same "did not move" the single server's one statement reports,
-                # in a transaction now aborted, which the caller rolls back.  (Which
-                # key collided Citus does not say: any collision of rows that came
-                # with an unmoved head is that.)
-                if head.rowcount != 0 or not sent:
+            except psycopg.errors.UniqueViolation as e:
+                # Versions that exist already: the head had moved past the writer's
+                # (an append without the lock, at a stale head), the same "did not
+                # move" the single server's statement reports, in a transaction now
+                # aborted, which the caller rolls back.  Citus names the shard's
+                # constraint only in the message.
+                if _VERSIONS_KEY not in str(e) or not sent:
                     raise
                 return None, sent[0]
-            moved = head.rowcount == 1
-            rows = []
-            while True:  # each INSERT's rows are a result set of their own
-                rows += inserted.fetchall()
-                if not inserted.nextset():
-                    break
+            first = appends[0].fetchall()  # the append's rows, each saying if the head moved
+            moved = first[0][3] == 1
+            rows = [row[:3] for row in first]
+            for further in appends[1:]:
+                rows += further.fetchall()
             if not moved:
                 # The rows went in beside a head that stayed (a closed or restricted
-                # stream, a key destroyed): taken out again, so that the events are not
+                # stream, a key destroyed): taken out again, so that nothing is
                 # written even if the caller commits.
                 positions = [position for position, _, _ in rows]
-                head.execute(_TAKE_BACK, {"stream_id": batch.stream.stream_id, "at": positions})
+                appends[0].execute(
+                    _TAKE_BACK, {"stream_id": batch.stream.stream_id, "at": positions}
+                )
                 return None, sent[0]
         placements = [(position, group) for position, group, _ in sorted(rows, key=lambda r: r[2])]
         return placements, sent[0]

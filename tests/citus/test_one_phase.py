@@ -67,6 +67,24 @@ def test_an_append_to_an_existing_stream_writes_no_two_phase_commit(
     assert citus_store.verify().ok
 
 
+def test_a_batch_longer_than_one_insert_is_one_append_on_one_shard(
+    citus_url: str, citus_store: EventStore
+) -> None:
+    # 1,001 events: the head's move with the first 1,000 in one statement, one INSERT more.
+    citus_store.append("default", "person-1", [NewEvent("note", {"n": -1})])
+    with recovery_paused(citus_url):
+        before = two_phase_records(citus_url)
+        written = citus_store.append(
+            "default", "person-1", [NewEvent("note", {"n": n}) for n in range(1001)]
+        )
+        assert two_phase_records(citus_url) == before
+    assert [e.version for e in written] == list(range(2, 1003))
+    assert [e.position for e in written] == sorted(e.position for e in written)
+    stored = citus_store.read_stream("default", "person-1")
+    assert [e.data["n"] for e in stored] == list(range(-1, 1001))
+    assert citus_store.verify().ok
+
+
 def test_a_store_to_an_existing_subject_writes_no_two_phase_commit(
     citus_url: str, tmp_path: Path
 ) -> None:
