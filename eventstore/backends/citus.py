@@ -164,28 +164,25 @@ SELECT CASE
 
 # The append on the cluster: the head's conditional UPDATE (the single server's
 # condition, see eventstore.backends.postgres) and the events' multi-row VALUES
-# INSERT, as two data-modifying CTEs of one statement that also returns whether the
-# head moved.  Both name the stream id, so Citus routes the statement as one task to
-# the stream's shard, over the connection that took the stream row's lock: the
-# transaction touches one worker over one connection and commits with one-phase
-# commit.  The single server's statement, whose INSERT takes its rows FROM the moved
-# head (or an INSERT … SELECT FROM unnest(…)), is planned by Citus as "pull to
-# coordinator", its rows copied into the shard over a second connection, and two
-# connections to one worker commit with two-phase commit.  Here the rows do not come
-# FROM the head: when the head did not move they are taken out again (``_TAKE_BACK``),
-# or they collide with the versions of a head that moved past the writer's, which
-# aborts the transaction; either way nothing is written, as on one server.  Under the
-# stream lock neither happens.  ``pg_current_xact_id()`` is evaluated on the
-# coordinator before the statement is routed: the commit group is the coordinator's
-# transaction id, as the global order needs (module docstring; the tier checks it).
-_APPEND = """WITH head AS (
-    UPDATE streams SET version = %(new_version)s, chain_hash = %(chain_hash)s
-     WHERE stream_id = %(stream_id)s AND version = %(old_version)s
-       AND closed_at IS NULL AND key_destroyed_at IS NULL
-       AND (NOT restricted OR %(past_restriction)s)
-    RETURNING stream_id
-), appended AS ({insert})
-SELECT position, commit_group, version, (SELECT count(*) FROM head) FROM appended"""
+# INSERT, two statements sent together.  Each names the stream id, so Citus routes
+# each as one task to the stream's shard, over the connection that took the stream
+# row's lock: the transaction touches one worker over one connection and commits
+# with one-phase commit.  The single server's one statement (a data-modifying CTE
+# that inserts FROM the moved head, or an INSERT … SELECT FROM unnest(…)) is planned
+# by Citus as "pull to coordinator", its rows copied into the shard over a second
+# connection, and two connections to one worker commit with two-phase commit.  The
+# rows do not come FROM the moved head here: when the head did not move they are
+# taken out again (``_TAKE_BACK``), or they collide with the versions of a head that
+# moved past the writer's, which aborts the transaction; either way nothing is
+# written, as on one server.  Under the stream lock neither happens.  (One statement
+# holding both as data-modifying CTEs is routed one-phase too, but an append took
+# several times as long with it: docs/scaling.md.)  ``pg_current_xact_id()`` is
+# evaluated on the coordinator before the INSERT is routed: the commit group is the
+# coordinator's transaction id, as the global order needs (module docstring).
+_HEAD_MOVE = """UPDATE streams SET version = %(new_version)s, chain_hash = %(chain_hash)s
+ WHERE stream_id = %(stream_id)s AND version = %(old_version)s
+   AND closed_at IS NULL AND key_destroyed_at IS NULL
+   AND (NOT restricted OR %(past_restriction)s)"""
 
 _EVENT_ROW = (
     "(pg_current_xact_id()::text::bigint, %(event_id{i})s, %(stream_id)s, %(version{i})s,"
@@ -199,26 +196,23 @@ _INSERT_EVENTS = (
 )
 # The rows of an append whose head did not move, by their positions.
 _TAKE_BACK = "DELETE FROM events WHERE stream_id = %(stream_id)s AND position = ANY(%(at)s)"
-# The unique key of a stream's versions (eventstore.schema.events).
-_VERSIONS_KEY = "uq_events_stream_id_version"
 # Rows per INSERT: a statement takes at most 65,535 parameters (ten per row).
 _ROWS_PER_INSERT = 1000
 
 
 @functools.lru_cache(maxsize=64)
-def _insert_events(rows: int, *, with_head: bool) -> str:
-    """The multi-row INSERT of ``rows`` events, within the append's statement that moves
-    the head or on its own (kept for the row counts used lately: a statement of the full
-    ``_ROWS_PER_INSERT`` rows is about 150 kB of text)."""
+def _insert_events(rows: int) -> str:
+    """The multi-row INSERT of ``rows`` events (kept for the row counts used lately: a
+    statement of the full ``_ROWS_PER_INSERT`` rows is about 150 kB of text)."""
     values = ", ".join(_EVENT_ROW.format(i=i) for i in range(rows))
-    insert = _INSERT_EVENTS.format(values=values)
-    return _APPEND.format(insert=insert) if with_head else insert
+    return _INSERT_EVENTS.format(values=values)
 
 
 def _append_statements(batch: SealedBatch) -> list[tuple[str, dict[str, Any]]]:
-    """The batch's append: the head's move with the first ``_ROWS_PER_INSERT`` events,
-    then an INSERT for each further ``_ROWS_PER_INSERT``, with their values."""
-    shared = head_params(batch) | {
+    """The batch's append: the head's move, then an INSERT of each ``_ROWS_PER_INSERT``
+    events, with their values."""
+    shared = {
+        "stream_id": batch.stream.stream_id,
         # The column holds naive UTC, as SQLAlchemy's UTCDateTime writes it.
         "recorded_at": batch.recorded_at.astimezone(UTC).replace(tzinfo=None),
     }
@@ -244,8 +238,8 @@ def _append_statements(batch: SealedBatch) -> list[tuple[str, dict[str, Any]]]:
             params[f"payload{i}"] = payload
             params[f"digest{i}"] = digest
             params[f"chain_hash{i}"] = chain_hash
-        inserts.append((_insert_events(len(chunk), with_head=not inserts), params))
-    return inserts
+        inserts.append((_insert_events(len(chunk)), params))
+    return [(_HEAD_MOVE, head_params(batch)), *inserts]
 
 
 _IS_CITUS = "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')"
@@ -311,20 +305,16 @@ class CitusBackend(PostgresBackend):
                     for cursor, (sql, params) in zip(appends, statements, strict=True):
                         cursor.execute(sql, params)
                     sent.append(alongside())
-            except psycopg.errors.UniqueViolation as e:
+            except psycopg.errors.UniqueViolation:
                 # Versions that exist already: the head had moved past the writer's
                 # (an append without the lock, at a stale head), the same "did not
                 # move" the single server's statement reports, in a transaction now
-                # aborted, which the caller rolls back.  Citus names the shard's
-                # constraint only in the message.
-                if _VERSIONS_KEY not in str(e) or not sent:
+                # aborted, which the caller rolls back.
+                if appends[0].rowcount != 0 or not sent:
                     raise
                 return None, sent[0]
-            first = appends[0].fetchall()  # the append's rows, each saying if the head moved
-            moved = first[0][3] == 1
-            rows = [row[:3] for row in first]
-            for further in appends[1:]:
-                rows += further.fetchall()
+            moved = appends[0].rowcount == 1
+            rows = [row for inserted in appends[1:] for row in inserted.fetchall()]
             if not moved:
                 # The rows went in beside a head that stayed (a closed or restricted
                 # stream, a key destroyed): taken out again, so that nothing is
