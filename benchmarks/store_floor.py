@@ -73,6 +73,9 @@ HERE = Path(__file__).resolve().parent
 TREE = HERE.parent
 
 # The floor's process: this module's ``child`` under this tree's interpreter.
+# A node's directory entry: its columns, taken from the node's row.
+_ENTRY = ("stream_id", "node_id", "event_id", "ordinal")
+
 _FLOOR_CHILD = f"""
 import sys
 sys.path.insert(0, {str(HERE)!r})
@@ -221,7 +224,7 @@ class FloorStore:
         params |= _prefixed("s_", memory_events, source, dialect)
         for n, row in enumerate(node_rows):
             params |= _prefixed(f"n{n}_", nodes, row, dialect)
-            entry = {k: row[k] for k in ("node_id", "event_id", "ordinal")}
+            entry = {k: row[k] for k in _ENTRY}
             params |= _prefixed(f"d{n}_", node_directory, entry, dialect)
         shape = (tuple(source), tuple(tuple(row) for row in node_rows))
         sql = self._statements.get(shape)
@@ -274,7 +277,7 @@ class FloorStore:
                 self._sqlite_insert(events, [event_row])
                 self._sqlite_insert(memory_events, [source])
                 self._sqlite_insert(nodes, node_rows)
-                entries = [{k: r[k] for k in ("node_id", "event_id", "ordinal")} for r in node_rows]
+                entries = [{k: r[k] for k in _ENTRY} for r in node_rows]
                 self._sqlite_insert(node_directory, entries)
                 driver.execute("COMMIT")
                 return True
@@ -330,7 +333,7 @@ def _postgres_statement(source: tuple[str, ...], node_rows: tuple[tuple[str, ...
     sql += cte("src", memory_events, "s_", source)
     for n, columns in enumerate(node_rows):
         sql += cte(f"n{n}", nodes, f"n{n}_", columns)
-        entry = ("node_id", "event_id", "ordinal")
+        entry = _ENTRY
         sql += cte(f"d{n}", node_directory, f"d{n}_", entry, " ON CONFLICT DO NOTHING")
     sql += """
 INSERT INTO events (commit_group, event_id, stream_id, version, type, schema_version,

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 
 from eventstore import crypto
 from eventstore.model import ChainBreak, VerifyReport
-from eventstore.schema import events, streams
+from eventstore.schema import events, stream_directory, streams
 
 _chain_columns = sa.select(
     events.c.event_id,
@@ -36,11 +36,34 @@ def verify_streams(conn: Connection, stream_rows: Iterable[sa.Row[Any]]) -> Veri
     for stream in stream_rows:
         rows = conn.execute(_chain_columns.where(events.c.stream_id == stream.stream_id)).all()
         checked, problem = _verify_stream(stream, rows)
+        if problem is None:
+            problem = _directory_problem(conn, stream)
         streams_checked += 1
         events_checked += checked
         if problem is not None:
             return VerifyReport(streams_checked, events_checked, problem)
     return VerifyReport(streams_checked, events_checked, None)
+
+
+_directory_entry = sa.select(
+    stream_directory.c.namespace, stream_directory.c.subject_key, stream_directory.c.generation
+).where(stream_directory.c.stream_id == sa.bindparam("stream_id"))
+
+
+def _directory_problem(conn: Connection, stream: sa.Row[Any]) -> ChainBreak | None:
+    """A break if the directory, where the subject's stream is looked up, names another
+    subject or generation for this stream than the row its chain starts from: reads of
+    one subject would return another's events while every hash still matched."""
+    entry = conn.execute(_directory_entry, {"stream_id": stream.stream_id}).first()
+    if entry is not None and tuple(entry) == (
+        stream.namespace,
+        stream.subject_key,
+        stream.generation,
+    ):
+        return None
+    return ChainBreak(
+        stream.stream_id, stream.version, None, "stream directory does not match the stream"
+    )
 
 
 def select_streams(stream_id: int | None = None) -> sa.Select[Any]:

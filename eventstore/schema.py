@@ -62,6 +62,8 @@ BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 streams = sa.Table(
     "streams",
     metadata,
+    # Given by ``stream_directory``, whose row a generation's creation inserts first
+    # (the column's own sequence, from before the directory, is no longer drawn from).
     sa.Column("stream_id", BigId, primary_key=True, autoincrement=True),
     sa.Column("namespace", sa.String(64), nullable=False),
     sa.Column("subject_key", sa.LargeBinary(32), nullable=False),
@@ -77,6 +79,26 @@ streams = sa.Table(
     # waited for a concurrent restriction re-checks only the row it updates, never
     # another table: a restriction kept only there would let the append through.
     sa.Column("restricted", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.UniqueConstraint("namespace", "subject_key", "generation"),
+    sqlite_autoincrement=True,
+)
+
+# Which stream is a subject's generation: the one place a subject is looked up by
+# (namespace, subject_key), and the one that keeps two first writers from creating
+# the same generation twice (its unique key).  Written once, when a generation is
+# created; never updated (a generation's head, closed and key-destroyed stamps live
+# on its ``streams`` row).  Its ids are the streams' ids: a generation's directory
+# row is inserted first and names the ``streams`` row inserted with it.  It exists
+# so that ``streams`` can be found by stream id alone, which lets a cluster keep
+# each stream row on the shard of its events (eventstore.backends.citus) while this
+# small table stays on the coordinator.
+stream_directory = sa.Table(
+    "stream_directory",
+    metadata,
+    sa.Column("stream_id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("namespace", sa.String(64), nullable=False),
+    sa.Column("subject_key", sa.LargeBinary(32), nullable=False),
+    sa.Column("generation", sa.Integer, nullable=False),
     sa.UniqueConstraint("namespace", "subject_key", "generation"),
     sqlite_autoincrement=True,
 )

@@ -39,9 +39,10 @@ from eventstore.model import (
     VerifyReport,
 )
 from eventstore.reader import (
-    LATEST_STREAM,
+    LATEST_STREAM_ID,
     Decoded,
     EventReads,
+    latest_stream,
     latest_stream_params,
     select_event_columns,
     subject_cipher,
@@ -53,6 +54,7 @@ from eventstore.transaction import (
     Clock,
     Derive,
     HeadMovedError,
+    LatestStreams,
     Transaction,
     append_at,
 )
@@ -67,11 +69,10 @@ _NO_LIMIT = 2**62  # "no bound" as a number both databases take for a version an
 Partition = tuple[int, int]
 
 # Stream pages of one generation (parameters ``stream_id``, ``version``, ``limit``),
-# found first by the one latest-generation query in a statement of its own.  Found
-# inside the page's statement (a subquery), it saved a round trip on one server, but
-# Citus can route a statement to the one shard of a stream only by a stream id it is
-# given: with the subquery, every page of one subject read every shard.
-_LATEST_STREAM_ID = LATEST_STREAM.with_only_columns(streams.c.stream_id)
+# found first in the stream directory (``LATEST_STREAM_ID``) in a statement of its
+# own.  Found inside the page's statement (a subquery), it saved a round trip on one
+# server, but Citus can route a statement to the one shard of a stream only by a
+# stream id it is given: with the subquery, every page of one subject read every shard.
 _stream_id = sa.bindparam("stream_id", type_=sa.BigInteger())
 _limit = sa.bindparam("limit", type_=sa.BigInteger())
 _version = sa.bindparam("version", type_=sa.BigInteger())
@@ -130,6 +131,8 @@ class EventStore:
         self.reads = EventReads(backend, self.codec)
         #: The stream heads appends start from (see :meth:`append_each`).
         self.heads = StreamHeads()
+        # Each subject's latest stream id, so a lock need not look it up first.
+        self._latest_streams = LatestStreams()
         # The two log pages, built once with bound parameters (``group``,
         # ``position``, ``limit`` and for a partition ``index``, ``count``).
         page = select_event_columns.where(backend.after_cursor())
@@ -197,7 +200,15 @@ class EventStore:
         append, an erasure or anything else the log does not hold.
         """
         with self.backend.write_connection(durable=durable) as conn, conn.begin():
-            yield Transaction(conn, self.backend, self.reads, self.codec, self.clock, self.heads)
+            yield Transaction(
+                conn,
+                self.backend,
+                self.reads,
+                self.codec,
+                self.clock,
+                self.heads,
+                self._latest_streams,
+            )
 
     def append_each(
         self,
@@ -318,7 +329,7 @@ class EventStore:
         """The audit stream's head: its version (0: no entry yet) and chain hash."""
         key = self.codec.subject_key(AUDIT_NAMESPACE, AUDIT_SUBJECT)
         with self.backend.statement_reads() as conn:
-            row = conn.execute(LATEST_STREAM, latest_stream_params(AUDIT_NAMESPACE, key)).first()
+            row = latest_stream(conn, AUDIT_NAMESPACE, key)
         return (0, GENESIS_HASH) if row is None else (row.version, row.chain_hash)
 
     def _index_audit_entries(self) -> None:
@@ -348,7 +359,7 @@ class EventStore:
         """
         with self.backend.statement_reads() as conn:
             stream_id = conn.execute(
-                _LATEST_STREAM_ID, latest_stream_params(namespace, key)
+                LATEST_STREAM_ID, latest_stream_params(namespace, key)
             ).scalar()
             if stream_id is None:
                 return []
@@ -535,4 +546,4 @@ class EventStore:
 
     def _current_stream(self, conn: sa.Connection, namespace: str, subject: str) -> Any:
         key = self.codec.subject_key(check_namespace(namespace), check_subject(subject))
-        return conn.execute(LATEST_STREAM, latest_stream_params(namespace, key)).first()
+        return latest_stream(conn, namespace, key)

@@ -45,7 +45,8 @@ from eventstore.model import (
     Tombstone,
 )
 from eventstore.reader import (
-    LATEST_STREAM,
+    LATEST_STREAM_ID,
+    STREAM_BY_ID,
     STREAM_WITH_KEY,
     EventReads,
     latest_stream_params,
@@ -53,7 +54,7 @@ from eventstore.reader import (
 )
 from eventstore.rewrap import rewrap_batch
 from eventstore.schema import audit_index as audit_index_table
-from eventstore.schema import data_keys, events, streams
+from eventstore.schema import data_keys, events, stream_directory, streams
 
 if TYPE_CHECKING:
     from eventstore.heads import StreamHeads
@@ -170,10 +171,7 @@ def _stream_from_row(row: Sequence[Any]) -> LockedStream:
 
 
 # Only the stream row is locked (the key row is on the nullable side of the join).
-_LATEST_LOCKED = LATEST_STREAM.with_for_update(of=streams)
-_BY_ID_LOCKED = STREAM_WITH_KEY.where(
-    streams.c.stream_id == sa.bindparam("stream_id")
-).with_for_update(of=streams)
+_BY_ID_LOCKED = STREAM_BY_ID.with_for_update(of=streams)
 
 
 def _passes_restriction(encoded: Sequence[EncodedEvent]) -> bool:
@@ -184,6 +182,30 @@ def _passes_restriction(encoded: Sequence[EncodedEvent]) -> bool:
     if all(e.type in subject_rights.RESTRICTION_EVENTS for e in encoded):
         return True
     return subject_rights.acting_reference() is not None
+
+
+class LatestStreams:
+    """Each subject's latest stream id as this process last found it, by (namespace,
+    subject key): a hint that saves the directory's read, never trusted alone.
+
+    A hinted stream is locked and kept only when it is an open generation of that
+    subject, which makes it the latest (see ``Transaction._lock_latest``); anything
+    else (a generation closed by a forget, a creation rolled back) falls back to
+    the directory.  Ids and keyed hashes only, content-free; at most ``capacity``
+    subjects, forgotten all at once beyond that (a miss costs one read).
+    """
+
+    def __init__(self, capacity: int = 100_000) -> None:
+        self._ids: dict[tuple[str, bytes], int] = {}
+        self._capacity = capacity
+
+    def get(self, namespace: str, subject_key: bytes) -> int | None:
+        return self._ids.get((namespace, subject_key))
+
+    def put(self, namespace: str, subject_key: bytes, stream_id: int) -> None:
+        if len(self._ids) >= self._capacity:
+            self._ids.clear()
+        self._ids[namespace, subject_key] = stream_id
 
 
 class Transaction:
@@ -197,6 +219,7 @@ class Transaction:
         codec: EventCodec,
         clock: Clock,
         heads: StreamHeads,
+        latest: LatestStreams,
     ):
         self.connection = conn
         self.heads = heads
@@ -204,13 +227,16 @@ class Transaction:
         self.reads = reads
         self.codec = codec
         self.clock = clock
+        self._latest = latest
         # Data keys unwrapped in this transaction, by wrapped key: an append and
         # the inline projection of a command both need the locked stream's key.
         self._unwrapped: dict[WrappedKey, bytes] = {}
 
     # -- locking ---------------------------------------------------------------------
-    # A stream is locked by locking its row (FOR UPDATE; SQLite's single writer
-    # holds every row): found by subject (its latest generation) or by id.
+    # A stream is locked by locking its row by id (FOR UPDATE; SQLite's single
+    # writer holds every row).  A subject's latest generation is found first in the
+    # stream directory, unlocked (see ``_lock_latest``): the row locked is then
+    # addressed by its id alone, which a cluster routes to the one shard holding it.
 
     @overload
     def lock_stream(self, target: int | Subject) -> LockedStream | None: ...
@@ -235,15 +261,60 @@ class Transaction:
         subject_key = self.codec.subject_key(target.namespace, check_subject(target.subject))
         if create:
             return self._open(target.namespace, subject_key)
-        return self._lock(_LATEST_LOCKED, latest_stream_params(target.namespace, subject_key))
+        return self._lock_latest(target.namespace, subject_key)
 
     def _lock(self, query: sa.Select[Any], params: dict[str, Any]) -> LockedStream | None:
         rows = self.backend.fetch(self.connection, query, params)
         return _stream_from_row(rows[0]) if rows else None
 
+    def _lock_latest(self, namespace: str, subject_key: bytes) -> LockedStream | None:
+        """Lock the subject's latest generation, ``None`` if it has none.
+
+        The directory is read without a lock, so the generation found may have been
+        followed by another before its row was locked.  Only a closed generation can
+        be: the next one is created by a writer holding the closed one's lock (see
+        ``_open``), and a close happens under that lock too.  So a locked open
+        generation is the latest, and a closed one is checked against the directory
+        again.  A directory row whose stream row is not visible (on a cluster, the
+        moment between a creation's commit on the coordinator and on the shard) is
+        read again too.
+        """
+        hinted = self._lock_hinted(namespace, subject_key)
+        if hinted is not None:
+            return hinted
+        params = latest_stream_params(namespace, subject_key)
+        for _ in range(_MAX_STREAM_ATTEMPTS):
+            stream_id = self._latest_stream_id(params)
+            if stream_id is None:
+                return None
+            stream = self._lock(_BY_ID_LOCKED, {"stream_id": stream_id})
+            if stream is None:
+                continue
+            if stream.closed_at is None or self._latest_stream_id(params) == stream_id:
+                self._latest.put(namespace, subject_key, stream_id)
+                return stream
+        raise OperationalError("the stream kept changing generation; retry")
+
+    def _lock_hinted(self, namespace: str, subject_key: bytes) -> LockedStream | None:
+        """The subject's stream this process found last, locked, if it is still an open
+        generation of the subject (then the latest, see ``_lock_latest``); else ``None``."""
+        stream_id = self._latest.get(namespace, subject_key)
+        if stream_id is None:
+            return None
+        stream = self._lock(_BY_ID_LOCKED, {"stream_id": stream_id})
+        if stream is None or stream.closed_at is not None:
+            return None
+        if (stream.ref.namespace, stream.ref.subject_key) != (namespace, subject_key):
+            return None
+        return stream
+
+    def _latest_stream_id(self, params: dict[str, Any]) -> int | None:
+        rows = self.backend.fetch(self.connection, LATEST_STREAM_ID, params)
+        return rows[0][0] if rows else None
+
     def _open(self, namespace: str, subject_key: bytes) -> LockedStream:
         for _ in range(_MAX_STREAM_ATTEMPTS):
-            stream = self._lock(_LATEST_LOCKED, latest_stream_params(namespace, subject_key))
+            stream = self._lock_latest(namespace, subject_key)
             if stream is not None and stream.closed_at is None:
                 return stream
             generation = 1 if stream is None else stream.ref.generation + 1
@@ -251,12 +322,21 @@ class Transaction:
         raise OperationalError("the stream kept changing generation; retry the append")
 
     def _create_stream(self, namespace: str, subject_key: bytes, generation: int) -> None:
-        """The one way a stream generation is created: with its data key, unless a
-        concurrent writer created it first (whose stream the caller then locks)."""
+        """The one way a stream generation is created: its directory row, its stream row
+        and its data key, unless a concurrent writer created it first (whose stream the
+        caller then locks).  The directory's unique key decides who was first."""
         now = self.clock()
-        stmt = (
-            self.backend.insert_unless_present(streams)
-            .values(
+        claim = (
+            self.backend.insert_unless_present(stream_directory)
+            .values(namespace=namespace, subject_key=subject_key, generation=generation)
+            .returning(stream_directory.c.stream_id)
+        )
+        stream_id = self.connection.execute(claim).scalar()
+        if stream_id is None:
+            return
+        self.connection.execute(
+            streams.insert().values(
+                stream_id=stream_id,
                 namespace=namespace,
                 subject_key=subject_key,
                 generation=generation,
@@ -264,11 +344,7 @@ class Transaction:
                 chain_hash=crypto.stream_genesis(namespace, subject_key, generation),
                 created_at=now,
             )
-            .returning(streams.c.stream_id)
         )
-        stream_id = self.connection.execute(stmt).scalar()
-        if stream_id is None:
-            return
         _, key = self.codec.new_data_key()
         self.connection.execute(
             data_keys.insert().values(

@@ -330,3 +330,56 @@ def test_a_restriction_in_place_before_es0013_is_copied_onto_its_streams(
         (restricted, 1, True),
         (restricted, 2, True),
     ]
+
+
+def test_streams_before_es0014_get_their_directory_entries_and_ids_continue(
+    any_database_url: str, tmp_path: Path
+) -> None:
+    """The upgrade copies every stream generation into the stream directory with its id;
+    a subject's stream is then found there, and the next generation created takes an
+    id after the copied ones."""
+    from datetime import datetime
+
+    from alembic import command
+
+    from eventstore import EventStore, KeyringFile, NewEvent
+    from eventstore.migrate import _config
+    from eventstore.reader import LATEST_STREAM_ID, latest_stream_params
+    from oblivio.bootstrap import upgrade_schema
+
+    old, other = b"o" * 32, b"x" * 32
+    stream = sa.table(
+        "streams",
+        *(sa.column(n) for n in ("stream_id", "namespace", "subject_key", "generation")),
+        *(sa.column(n) for n in ("version", "chain_hash")),
+        sa.column("created_at", sa.DateTime()),
+    )
+    at = datetime(2030, 1, 1)
+    backend = create_backend(any_database_url)
+    try:
+        with backend.engine.begin() as conn:
+            command.downgrade(_config(conn, BRANCHES, []), "es0013")
+            for stream_id, key, generation in ((40, old, 1), (41, old, 2), (7, other, 1)):
+                conn.execute(
+                    stream.insert(),
+                    {"stream_id": stream_id, "namespace": "t", "subject_key": key}
+                    | {"generation": generation, "version": 0, "chain_hash": b"0" * 32}
+                    | {"created_at": at},
+                )
+        upgrade_schema(backend.engine)
+        assert schema_differences(backend.engine, TABLES) == []
+        with backend.engine.connect() as conn:
+            entries = conn.execute(
+                sa.text(
+                    "SELECT stream_id, subject_key, generation FROM stream_directory"
+                    " WHERE namespace = 't' ORDER BY stream_id"
+                )
+            ).all()
+            latest = conn.execute(LATEST_STREAM_ID, latest_stream_params("t", old)).scalar()
+        store = EventStore(backend, KeyringFile(tmp_path / "keyring.json"))
+        [event] = store.append("default", "someone", [NewEvent("note", {"n": 1})])
+    finally:
+        backend.dispose()
+    assert [(i, bytes(k), g) for i, k, g in entries] == [(7, other, 1), (40, old, 1), (41, old, 2)]
+    assert latest == 41
+    assert event.stream.stream_id > 41

@@ -15,14 +15,16 @@ coordinator's transaction id as commit group, and a reader's horizon is read
 on the coordinator, in a statement of its own that runs BEFORE the page's
 read on the workers:
 
-- A transaction whose only remote write is on one worker commits there in
-  PRE_COMMIT, before its coordinator xid leaves the coordinator's snapshots:
-  an xid below the coordinator horizon has ended, so its rows were committed
-  on their worker before the horizon was read, and the page, read on the
-  workers later, sees them.
-- A transaction that also wrote a table of the coordinator's (every append
-  moves the stream head in ``streams``) or several workers (an erasure writes
-  the subject's shard and the audit stream's) commits with two-phase commit:
+- A transaction whose only remote write is on one worker (an append to an
+  existing stream generation: its head, events and graph rows all sit on the
+  stream's shard) commits there in PRE_COMMIT, before its coordinator xid
+  leaves the coordinator's snapshots: an xid below the coordinator horizon has
+  ended, so its rows were committed on their worker before the horizon was
+  read, and the page, read on the workers later, sees them.
+- A transaction that also wrote a table of the coordinator's (creating a
+  stream generation writes ``stream_directory``) or several workers (an
+  erasure writes the subject's shard and the audit stream's) commits with
+  two-phase commit:
   its workers PREPARE in PRE_COMMIT, and COMMIT PREPARED is sent in the COMMIT
   callback, when the coordinator xid has already left the snapshots.  That
   gap would let a reader skip its rows.  But PostgreSQL releases a
@@ -52,6 +54,7 @@ worker directly would have a commit group from another xid counter.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -60,6 +63,7 @@ from datetime import UTC
 from typing import Any
 
 import psycopg
+import psycopg.errors
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine
@@ -143,6 +147,86 @@ SELECT base.horizon, w.nodename, w.nodeport, w.groupid, w.gids, w.xids
                FROM recorded GROUP BY nodename, nodeport, groupid) AS w ON true
 """)  # noqa: S608 (constant SQL)
 
+# The append on the cluster: the head's conditional UPDATE (the single server's
+# condition, see eventstore.backends.postgres) and the events' multi-row VALUES
+# INSERT, two statements sent together.  Each names the stream id, so Citus routes
+# each as one task to the stream's shard, over the connection that took the stream
+# row's lock: the transaction touches one worker over one connection and commits
+# with one-phase commit.  The single server's one statement (a data-modifying CTE
+# that inserts FROM the moved head, or an INSERT … SELECT FROM unnest(…)) is planned
+# by Citus as "pull to coordinator", its rows copied into the shard over a second
+# connection, and two connections to one worker commit with two-phase commit.  The
+# rows do not come FROM the moved head here: when the head did not move they are
+# taken out again (``_TAKE_BACK``), or they collide with the versions of a head that
+# moved past the writer's, which aborts the transaction; either way nothing is
+# written, as on one server.  Under the stream lock neither happens.  (One statement
+# holding both as data-modifying CTEs is routed one-phase too, but an append took
+# several times as long with it: docs/scaling.md.)  ``pg_current_xact_id()`` is
+# evaluated on the coordinator before the INSERT is routed: the commit group is the
+# coordinator's transaction id, as the global order needs (module docstring).
+_HEAD_MOVE = """UPDATE streams SET version = %(new_version)s, chain_hash = %(chain_hash)s
+ WHERE stream_id = %(stream_id)s AND version = %(old_version)s
+   AND closed_at IS NULL AND key_destroyed_at IS NULL
+   AND (NOT restricted OR %(past_restriction)s)"""
+
+_EVENT_ROW = (
+    "(pg_current_xact_id()::text::bigint, %(event_id{i})s, %(stream_id)s, %(version{i})s,"
+    " %(type{i})s, %(schema_version{i})s, %(recorded_at)s, %(payload{i})s, %(digest{i})s,"
+    " %(chain_hash{i})s)"
+)
+_INSERT_EVENTS = (
+    "INSERT INTO events (commit_group, event_id, stream_id, version, type, schema_version,"
+    " recorded_at, payload, digest, chain_hash) VALUES {values}"
+    " RETURNING position, commit_group, version"
+)
+# The rows of an append whose head did not move, by their positions.
+_TAKE_BACK = "DELETE FROM events WHERE stream_id = %(stream_id)s AND position = ANY(%(at)s)"
+# Rows per INSERT: a statement takes at most 65,535 parameters (ten per row).
+_ROWS_PER_INSERT = 1000
+
+
+@functools.lru_cache(maxsize=64)
+def _insert_events(rows: int) -> str:
+    """The multi-row INSERT of ``rows`` events (kept for the row counts used lately: a
+    statement of the full ``_ROWS_PER_INSERT`` rows is about 150 kB of text)."""
+    values = ", ".join(_EVENT_ROW.format(i=i) for i in range(rows))
+    return _INSERT_EVENTS.format(values=values)
+
+
+def _append_statements(batch: SealedBatch) -> list[tuple[str, dict[str, Any]]]:
+    """The batch's append: the head's move, then an INSERT of each ``_ROWS_PER_INSERT``
+    events, with their values."""
+    shared = {
+        "stream_id": batch.stream.stream_id,
+        # The column holds naive UTC, as SQLAlchemy's UTCDateTime writes it.
+        "recorded_at": batch.recorded_at.astimezone(UTC).replace(tzinfo=None),
+    }
+    rows = list(
+        zip(
+            batch.events,
+            batch.versions,
+            batch.ciphertexts,
+            batch.digests,
+            batch.chain_hashes,
+            strict=True,
+        )
+    )
+    inserts: list[tuple[str, dict[str, Any]]] = []
+    for start in range(0, len(rows), _ROWS_PER_INSERT):
+        chunk = rows[start : start + _ROWS_PER_INSERT]
+        params = dict(shared)
+        for i, (event, version, payload, digest, chain_hash) in enumerate(chunk):
+            params[f"event_id{i}"] = event.event_id
+            params[f"version{i}"] = version
+            params[f"type{i}"] = event.type
+            params[f"schema_version{i}"] = event.schema_version
+            params[f"payload{i}"] = payload
+            params[f"digest{i}"] = digest
+            params[f"chain_hash{i}"] = chain_hash
+        inserts.append((_insert_events(len(chunk)), params))
+    return [(_HEAD_MOVE, head_params(batch)), *inserts]
+
+
 _IS_CITUS = "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')"
 
 
@@ -194,31 +278,49 @@ class CitusBackend(PostgresBackend):
         self._confirmed_lock = threading.Lock()
         self._prepared = PreparedOnWorkers(normalise_postgres_url(url))
 
-    def append(
-        self, conn: Connection, batch: SealedBatch, derived: Sequence[DerivedRows]
-    ) -> list[Placement] | None:
-        # Not PostgreSQL's one statement: Citus plans a data-modifying CTE over
-        # distributed tables by pulling its rows to the coordinator.  The head's
-        # UPDATE, the events' INSERT and each derived part's go as statements of
-        # their own, in one pipeline (one wait), all to the subject's one shard
-        # group; they are not conditional on each other, so a head found elsewhere
-        # leaves rows the caller's transaction then rolls back (``append_connection``).
-        with binary_cursor(conn) as head, binary_cursor(conn) as appended:
-            with pipelined(conn):
-                head.execute(_MOVE_HEAD, head_params(batch))
-                appended.execute(_INSERT_EVENTS, _event_params(batch))
-                for part in derived:
-                    insert_rows(conn, _derived_insert(part.table, part.unless_present), part.rows)
-            moved, rows = head.fetchall(), appended.fetchall()
-        if not moved:
-            return None
-        return [(position, group) for position, group, _ in sorted(rows, key=lambda r: r[2])]
-
     @contextmanager
     def append_connection(self) -> Iterator[Connection]:
         # Several statements (see ``append``): a transaction of their own.
         with self.write_connection() as conn, conn.begin():
             yield conn
+
+    def append(
+        self, conn: Connection, batch: SealedBatch, derived: Sequence[DerivedRows]
+    ) -> list[Placement] | None:
+        # The head's UPDATE, the events' multi-row INSERT and each derived part's
+        # INSERTs in one pipeline (one wait for all), each routed to the stream's
+        # shard on the connection that holds it: one-phase commit (above).
+        statements = _append_statements(batch)
+        with contextlib.ExitStack() as cursors:
+            appends = [cursors.enter_context(binary_cursor(conn)) for _ in statements]
+            try:
+                with pipelined(conn):
+                    for cursor, (sql, params) in zip(appends, statements, strict=True):
+                        cursor.execute(sql, params)
+                    for part in derived:
+                        insert = _derived_insert(part.table, part.unless_present)
+                        insert_rows(conn, insert, part.rows)
+            except psycopg.errors.UniqueViolation:
+                # Versions that exist already: the head had moved past the writer's
+                # (an append at a stale remembered head), the same "did not move"
+                # the single server's statement reports, in a transaction now
+                # aborted, which the caller rolls back.
+                if appends[0].rowcount != 0:
+                    raise
+                return None
+            moved = appends[0].rowcount == 1
+            rows = [row for inserted in appends[1:] for row in inserted.fetchall()]
+            if not moved:
+                # The events went in beside a head that stayed (a closed or
+                # restricted stream, a key destroyed): taken out again, so that the
+                # log holds nothing of them even if the caller commits.  (Derived
+                # rows are the caller's to roll back, as the port says.)
+                positions = [position for position, _, _ in rows]
+                appends[0].execute(
+                    _TAKE_BACK, {"stream_id": batch.stream.stream_id, "at": positions}
+                )
+                return None
+        return [(position, group) for position, group, _ in sorted(rows, key=lambda r: r[2])]
 
     def log_params(self, conn: Connection, cursor: Mapping[str, Any]) -> dict[str, Any]:
         # Records below the floor cannot hold this read back: a group at or below
@@ -261,30 +363,6 @@ class CitusBackend(PostgresBackend):
         super().dispose()
 
 
-# The head's conditional move on its own (the same condition as PostgreSQL's).
-_MOVE_HEAD = """
-UPDATE streams SET version = %(new_version)s, chain_hash = %(chain_hash)s
-WHERE stream_id = %(stream_id)s AND version = %(old_version)s
-  AND closed_at IS NULL AND key_destroyed_at IS NULL
-  AND (NOT restricted OR %(past_restriction)s)
-RETURNING stream_id
-"""
-# The events, their commit group the coordinator's transaction id (Citus evaluates
-# the functions of a modification on the coordinator).
-_INSERT_EVENTS = """
-INSERT INTO events (commit_group, event_id, stream_id, version, type, schema_version,
-                    recorded_at, payload, digest, chain_hash)
-SELECT pg_current_xact_id()::text::bigint, e.event_id, %(stream_id)s, e.version, e.type,
-       e.schema_version, %(recorded_at)s, e.payload, e.digest, e.chain_hash
-FROM unnest(%(event_ids)b::uuid[], %(versions)b::bigint[], %(types)b::text[],
-            %(schema_versions)b::int[], %(payloads)b::bytea[], %(digests)b::bytea[],
-            %(chain_hashes)b::bytea[])
-     AS e(event_id, version, type, schema_version, payload, digest, chain_hash)
-ORDER BY e.version
-RETURNING position, commit_group, version
-"""
-
-
 @functools.cache
 def _derived_insert(table: sa.Table, unless_present: bool) -> Insert:
     """The INSERT of a derived part into ``table``, built once (``insert_rows`` keeps
@@ -292,38 +370,27 @@ def _derived_insert(table: sa.Table, unless_present: bool) -> Insert:
     return pg_insert(table).on_conflict_do_nothing() if unless_present else table.insert()
 
 
-def _event_params(batch: SealedBatch) -> dict[str, Any]:
-    return {
-        "stream_id": batch.stream.stream_id,
-        # The column holds naive UTC, as SQLAlchemy's UTCDateTime writes it.
-        "recorded_at": batch.recorded_at.astimezone(UTC).replace(tzinfo=None),
-        "event_ids": [e.event_id for e in batch.events],
-        "versions": list(batch.versions),
-        "types": [e.type for e in batch.events],
-        "schema_versions": [e.schema_version for e in batch.events],
-        "payloads": batch.ciphertexts,
-        "digests": batch.digests,
-        "chain_hashes": batch.chain_hashes,
-    }
-
-
 # -- the distributed layout -----------------------------------------------------------
 #
 # Which table goes where, decided from the schema itself (so that tables other
 # packages add later follow the same rule at their next ``db upgrade``):
 #
-# - Distributed by ``stream_id``, co-located with ``events``: the log and every
-#   table whose primary key includes a NOT NULL ``stream_id`` (the projections'
-#   per-stream rows).  A stream is one generation of one subject, so one
-#   operation's rows (its events, its graph rows, its vectors) sit on one shard
-#   and every join between them on ``stream_id`` stays on that shard.
+# - Distributed by ``stream_id``, co-located with ``events``: the log, the stream
+#   rows (``streams``: each generation's head, which an append locks FOR UPDATE and
+#   moves) and their ``data_keys``, and every table whose primary key includes a
+#   NOT NULL ``stream_id`` (the projections' per-stream rows).  A stream is one
+#   generation of one subject, so one operation's rows (its head, its events, its
+#   graph rows, its vectors) sit on one shard, every join between them on
+#   ``stream_id`` stays on that shard, and an append touches one worker: Citus
+#   commits it with one-phase commit.
 # - On the coordinator, in Citus's metadata ("Citus local tables", so that a
 #   transaction writing one of them and a shard commits with two-phase commit):
-#   ``streams`` and ``data_keys`` (one row per subject generation: the row an
-#   append locks, FOR UPDATE, to order its stream, which Citus allows only on
-#   one node), and everything that is about the deployment rather than about a
-#   subject (API keys, erasure requests, certificates, jobs, checkpoints, the
-#   scheduler's tables): small, locked row by row, joined with everything.
+#   ``stream_directory`` (which stream is a subject's generation, looked up by
+#   subject; written once per generation, read by every append before it locks
+#   the stream row by id), and everything that is about the deployment rather
+#   than about a subject (API keys, erasure requests, certificates, jobs,
+#   checkpoints, the scheduler's tables): small, locked row by row, joined with
+#   everything.
 #
 # Citus enforces a primary key or unique constraint of a distributed table
 # only if it contains the distribution column, so each one that lacks
@@ -333,7 +400,10 @@ def _event_params(batch: SealedBatch) -> dict[str, Any]:
 # (stream id, event id, version) stays what it was, nothing is re-encrypted.
 
 _ANCHOR = "events"
-_CENTRAL = frozenset({"streams", "data_keys"})
+# Keyed by stream id, yet looked up by subject: it stays on the coordinator.
+_CENTRAL = frozenset({"stream_directory"})
+# Keyed otherwise, but each row belongs to one stream: with it.
+_WITH_THEIR_STREAM = frozenset({"data_keys"})
 
 _TABLES = sa.text("""
 SELECT c.relname,
@@ -341,7 +411,7 @@ SELECT c.relname,
                  ON a.attrelid = k.conrelid AND a.attnum = ANY (k.conkey)
                 WHERE k.conrelid = c.oid AND k.contype = 'p'
                   AND a.attname = 'stream_id' AND a.attnotnull) AS keyed_by_stream,
-       EXISTS (SELECT FROM pg_dist_partition p WHERE p.logicalrelid = c.oid) AS in_citus
+       (SELECT p.partmethod FROM pg_dist_partition p WHERE p.logicalrelid = c.oid) AS method
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
  WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p')
    AND c.relname <> 'alembic_version'
@@ -360,6 +430,7 @@ SELECT i.indexrelid::regclass::text AS name, k.contype, pg_get_indexdef(i.indexr
 """)
 
 
+_UNDISTRIBUTE = sa.text("SELECT undistribute_table(:t, cascade_via_foreign_keys => true)")
 _DISTRIBUTE = sa.text("SELECT create_distributed_table(:t, 'stream_id', colocate_with => :c)")
 _ADD_LOCAL = sa.text(
     "SELECT citus_add_local_table_to_metadata(:t, cascade_via_foreign_keys => true)"
@@ -387,28 +458,41 @@ def distribute(conn: Connection) -> list[str]:
     # One transaction for the whole layout; Citus then needs one connection per
     # node for it, as it does when local tables with foreign keys are involved.
     conn.execute(sa.text("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'"))
-    tables = conn.execute(_TABLES).all()
+    rows = conn.execute(_TABLES).all()
+    tables = {t.relname: t.method for t in rows}
     distributed = sorted(
         t.relname
-        for t in tables
-        if t.relname == _ANCHOR or (t.keyed_by_stream and t.relname not in _CENTRAL)
+        for t in rows
+        if t.relname in (_ANCHOR, *_WITH_THEIR_STREAM)
+        or (t.keyed_by_stream and t.relname not in _CENTRAL)
     )
-    for name in [_ANCHOR, *(n for n in distributed if n != _ANCHOR)]:
-        if next(t for t in tables if t.relname == name).in_citus:
+    # A table placed on the coordinator by an older layout (``streams`` and
+    # ``data_keys`` were, before the stream directory) becomes a plain table again
+    # first, with the local tables its foreign keys join it to; those are added back
+    # below.  Its rows are copied onto the shards as any table's.
+    for name in distributed:
+        if tables[name] not in (None, "h") and _in_citus(conn, name):
+            conn.execute(_UNDISTRIBUTE, {"t": name})
+    for name in _referenced_first([_ANCHOR, *(n for n in distributed if n != _ANCHOR)]):
+        if tables[name] == "h":
             continue
         _key_by_stream(conn, name)
         colocation = "none" if name == _ANCHOR else _ANCHOR
         conn.execute(_DISTRIBUTE, {"t": name, "c": colocation})
         placed.append(name)
-    for t in tables:
-        if t.relname in distributed or t.in_citus:
+    for name in tables:
+        if name in distributed or _in_citus(conn, name):
+            # Already there, or came in with a table its foreign key joins it to.
             continue
-        # A table joined by a foreign key to one added already came in with it.
-        if _in_citus(conn, t.relname):
-            continue
-        conn.execute(_ADD_LOCAL, {"t": t.relname})
-        placed.append(t.relname)
+        conn.execute(_ADD_LOCAL, {"t": name})
+        placed.append(name)
     return placed
+
+
+def _referenced_first(names: list[str]) -> list[str]:
+    """``names`` with ``streams`` before ``data_keys``, whose foreign key references it
+    (a distributed table's foreign key may only reference a distributed table)."""
+    return sorted(names, key=lambda n: n in _WITH_THEIR_STREAM)
 
 
 def _in_citus(conn: Connection, table: str) -> bool:

@@ -24,7 +24,7 @@ from projections.storage.tables import edges, memory_events, node_directory, nod
 # statement, so another namespace's id costs what an unknown id costs and
 # answers the same (nothing).
 _node_in_namespace = (
-    NODES_BY_ID.join(streams, streams.c.stream_id == events.c.stream_id)
+    NODES_BY_ID.join(streams, streams.c.stream_id == node_directory.c.stream_id)
     .where(node_directory.c.node_id == sa.bindparam("node_id", type_=sa.Uuid()))
     .where(streams.c.namespace == sa.bindparam("namespace", type_=sa.String()))
 )

@@ -13,9 +13,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.dml import Insert
 
 from eventstore import SubjectCipher
-from eventstore.backends import insert_rows, sent_together
+from eventstore.backends import insert_replacing, insert_rows, sent_together
 from eventstore.batch import DerivedRows
-from eventstore.schema import events
 from projections.model import LifecycleState, Node, NodeType, Scope, SourceType
 from projections.storage.tables import (
     claims,
@@ -38,29 +37,22 @@ CURRENT_LIFECYCLES = (LifecycleState.ACTIVE, LifecycleState.CONTESTED)
 # The statements a stored event's rows are written with, built once, the same
 # on both backends.  Nodes and their source event are new rows (a plain INSERT:
 # a clash is a bug, and fails).  The node directory is the one exception, and
-# its rule is insert-unless-present: replaying a subject (a rebuild job,
-# delete_event) applies its stored events again after a purge that leaves
-# the directory alone, so the entry may exist; it then names the same event
-# and ordinal (node ids are a function of the two).
+# its entries replace any entry of the same node (``insert_replacing``):
+# replaying a subject (a rebuild job, delete_event) applies its stored events
+# again after a purge that leaves the directory alone, so the entry may exist
+# (it then names the same event and ordinal: node ids are a function of the
+# two), and an entity's entry moves to the event that names it now.
 _insert_source = memory_events.insert()
 _insert_node = nodes.insert()
-_entry_node_id = sa.bindparam("node_id", type_=sa.Uuid())
-_insert_directory = node_directory.insert().from_select(
-    ["node_id", "event_id", "ordinal"],
-    sa.select(
-        _entry_node_id,
-        sa.bindparam("event_id", type_=sa.Uuid()),
-        sa.bindparam("ordinal", type_=sa.Integer()),
-    ).where(~sa.exists().where(node_directory.c.node_id == _entry_node_id)),
-)
 
 _insert_claim = claims.insert()
 
 
-def _insert_of(part: DerivedRows) -> Insert:
-    """The statement that writes ``part`` on its own."""
+def _insert_of(conn: Connection, part: DerivedRows) -> Insert:
+    """The statement that writes ``part`` on its own (a replay: the directory's
+    entries replace their earlier selves, see above)."""
     if part.table is node_directory:
-        return _insert_directory
+        return insert_replacing(conn, node_directory)
     if part.unless_present:
         raise ValueError(f"no insert-unless-present statement for {part.table.name}")
     return part.table.insert()
@@ -90,18 +82,17 @@ def stored_rows(cipher: SubjectCipher, stored: Sequence[StoredRows]) -> list[Der
     ]
 
 
-# Nodes by id alone: the directory gives the source event, the log that
-# event's stream, and memory_nodes is then read by its subject-first key.  An
-# erased node's entry finds no node row (nor, when its stream is forgotten,
-# any row of the stream).
+# Nodes by id alone: the directory (by its index on node id) gives the stream,
+# source event and ordinal, and memory_nodes is then read by its key.  An erased
+# node's entry finds no node row (nor, when its stream is forgotten, any row of
+# the stream).
 NODES_BY_ID = (
     sa.select(nodes)
     .select_from(node_directory)
-    .join(events, events.c.event_id == node_directory.c.event_id)
     .join(
         nodes,
         sa.and_(
-            nodes.c.stream_id == events.c.stream_id,
+            nodes.c.stream_id == node_directory.c.stream_id,
             nodes.c.event_id == node_directory.c.event_id,
             nodes.c.ordinal == node_directory.c.ordinal,
         ),
@@ -116,12 +107,15 @@ _present_in_stream = (
     .join(
         nodes,
         sa.and_(
-            nodes.c.stream_id == sa.bindparam("stream_id"),
+            nodes.c.stream_id == node_directory.c.stream_id,
             nodes.c.event_id == node_directory.c.event_id,
             nodes.c.ordinal == node_directory.c.ordinal,
         ),
     )
-    .where(node_directory.c.node_id.in_(sa.bindparam("node_ids", expanding=True)))
+    .where(
+        node_directory.c.stream_id == sa.bindparam("stream_id"),
+        node_directory.c.node_id.in_(sa.bindparam("node_ids", expanding=True)),
+    )
 )
 
 # Columns a node's lifecycle changes may touch; content never changes.
@@ -168,7 +162,7 @@ class GraphStore:
         wait for all of them on PostgreSQL."""
         with sent_together(self.conn):
             for part in derived:
-                insert_rows(self.conn, _insert_of(part), part.rows)
+                insert_rows(self.conn, _insert_of(self.conn, part), part.rows)
 
     def add_claim_nodes(
         self,
@@ -183,7 +177,7 @@ class GraphStore:
         if not rows:
             return
         self.conn.execute(_insert_node, rows)
-        self.conn.execute(_insert_directory, [_directory_entry(r) for r in rows])
+        self._enter(rows)
         self.conn.execute(_insert_claim, list(claim_rows))
 
     def add_entity_nodes(
@@ -199,9 +193,12 @@ class GraphStore:
         if not rows:
             return
         self.conn.execute(_insert_node, rows)
-        ids = [row["node_id"] for row in rows]
-        self.conn.execute(node_directory.delete().where(node_directory.c.node_id.in_(ids)))
-        self.conn.execute(node_directory.insert(), [_directory_entry(r) for r in rows])
+        self._enter(rows)
+
+    def _enter(self, node_rows: Sequence[Mapping[str, Any]]) -> None:
+        """The nodes' directory entries, replacing any of the same nodes."""
+        entries = [_directory_entry(r) for r in node_rows]
+        self.conn.execute(insert_replacing(self.conn, node_directory), entries)
 
     # -- nodes ---------------------------------------------------------------
 
@@ -395,7 +392,9 @@ class GraphStore:
         """The events that derive or touched these nodes.  The deriving events come from
         the node directory (memory_nodes has no index by node id); its entries outlive
         erasure, so erased events may be among them: they apply as nothing."""
-        derived = sa.select(node_directory.c.event_id).where(node_directory.c.node_id.in_(node_ids))
+        derived = sa.select(node_directory.c.event_id).where(
+            node_directory.c.stream_id == stream_id, node_directory.c.node_id.in_(node_ids)
+        )
         touched = sa.select(node_refs.c.event_id).where(
             node_refs.c.stream_id == stream_id, node_refs.c.node_id.in_(node_ids)
         )
@@ -485,7 +484,7 @@ def _holds_at(moment: datetime) -> sa.ColumnElement[bool]:
 
 
 def _directory_entry(node_row: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: node_row[k] for k in ("node_id", "event_id", "ordinal")}
+    return {k: node_row[k] for k in ("stream_id", "node_id", "event_id", "ordinal")}
 
 
 def _node_values(cipher: SubjectCipher, node: Node, ordinal: int) -> dict[str, Any]:

@@ -82,9 +82,12 @@ nodes = sa.Table(
 # Which event, and which of its nodes, a node id stands for: the inverse of
 # projections.events.node_id (a one-way uuid5) for the events of this store.
 # It serves callers that name a node but not its subject (an operator's
-# get_node, ownership checks before a supersede or reinforce): the log's
-# unique event_id index (tombstones keep it) gives the stream, and
-# memory_nodes its subject-first key.  Erasure leaves these rows in place, so
+# get_node, ownership checks before a supersede or reinforce), through its index
+# by node id, and those that know the stream, through its key.  Keyed by stream
+# like the nodes themselves: on a cluster its rows sit on the stream's shard, so
+# a store writes one shard (a lookup by node id alone asks every shard).  A node
+# id belongs to one stream (it derives from an event, or for an entity from an
+# identity that names its stream).  Erasure leaves these rows in place, so
 # forget deletes no entry of an index by a random key; an index by node id on
 # memory_nodes cost about one page write per purged node once the store was
 # large.  The rows are content-free: the
@@ -95,9 +98,11 @@ nodes = sa.Table(
 node_directory = sa.Table(
     "memory_node_directory",
     metadata,
+    sa.Column("stream_id", StreamId, primary_key=True),
     sa.Column("node_id", sa.Uuid, primary_key=True),
     sa.Column("event_id", sa.Uuid, nullable=False),
     sa.Column("ordinal", sa.Integer, nullable=False),
+    sa.Index(None, "node_id"),
     sqlite_with_rowid=False,
 )
 

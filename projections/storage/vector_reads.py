@@ -53,6 +53,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from eventstore import LogCursor
+from eventstore.reader import LATEST_STREAM_ID
 from eventstore.schema import erasure_requests, events, rebuild_jobs, streams, subject_restrictions
 from projections.storage import Fetch
 from projections.storage.embedder_store import current_embedder
@@ -115,29 +116,16 @@ class StateToken:
 
 
 def _build_token_statement() -> sa.Select[tuple[object, ...]]:
-    """The token's first statement: the subject's latest stream generation and what
-    is kept beside it, not on its shard (requests, jobs, checkpoints, restrictions).
+    """The token's first statement: the subject's latest stream generation (from the
+    stream directory) and what is kept beside it, not on its shard (requests, jobs,
+    checkpoints, restrictions).
 
     Parameters: ``namespace``, ``subject_key``, ``projection`` (the vector
     state's checkpoint name) and ``partitions`` (how its checkpoints split
     streams), ``follower`` and ``follower_partitions`` (the same for the other
     follower whose checkpoint is read; a ``None`` name reads none).
     """
-    stream = (
-        sa.select(
-            streams.c.stream_id,
-            streams.c.version,
-            streams.c.closed_at,
-            streams.c.key_destroyed_at,
-        )
-        .where(
-            streams.c.namespace == sa.bindparam("namespace"),
-            streams.c.subject_key == sa.bindparam("subject_key"),
-        )
-        .order_by(streams.c.generation.desc())
-        .limit(1)
-        .subquery("stream")
-    )
+    stream = LATEST_STREAM_ID.subquery("stream")
     of_subject = sa.and_(
         erasure_requests.c.namespace == sa.bindparam("namespace"),
         erasure_requests.c.subject_key == sa.bindparam("subject_key"),
@@ -184,16 +172,19 @@ def _build_token_statement() -> sa.Select[tuple[object, ...]]:
 
 
 def _build_stream_state() -> sa.Select[tuple[object, ...]]:
-    """The token's second statement: what lies with the stream's rows (its last
-    event, its own embedder, its backfill mark), each by the stream id it is given.
+    """The token's second statement: what lies with the stream's rows (its head, its
+    last event, its own embedder, its backfill mark), each by the stream id it is given.
 
-    Parameters ``stream_id`` and ``version`` (the first statement's).  On Citus
-    this is routed to the stream's one shard; joined into the first statement it
-    had every shard's rows of these tables copied to the coordinator per read.
+    Parameter ``stream_id`` (the first statement's).  On Citus this is routed to the
+    stream's one shard; joined into the first statement it had every shard's rows of
+    these tables copied to the coordinator per read.
     """
     stream_id = sa.bindparam("stream_id", type_=sa.BigInteger())
-    last_event = events.c.stream_id == stream_id, events.c.version == sa.bindparam("version")
+    last_event = events.c.stream_id == stream_id, events.c.version == streams.c.version
     return sa.select(
+        streams.c.version,
+        streams.c.closed_at,
+        streams.c.key_destroyed_at,
         sa.select(events.c.commit_group).where(*last_event).scalar_subquery().label("last_group"),
         sa.select(events.c.position).where(*last_event).scalar_subquery().label("last_position"),
         sa.select(subject_embedders.c.embedder)
@@ -201,7 +192,7 @@ def _build_stream_state() -> sa.Select[tuple[object, ...]]:
         .scalar_subquery()
         .label("embedder"),
         sa.exists().where(graph_backfills.c.stream_id == stream_id).label("marked"),
-    )
+    ).where(streams.c.stream_id == stream_id)
 
 
 token_statement = _build_token_statement()
@@ -241,9 +232,6 @@ def state_token(
     # The first statement's columns, in its order.
     (
         stream_id,
-        version,
-        closed_at,
-        key_destroyed_at,
         erasures,
         rebuilds,
         checkpoint_group,
@@ -255,9 +243,10 @@ def state_token(
     ) = rows[0]
     # Read after the first statement: at least as new, which (as for the rows the
     # token validates) can only cost a reload.
-    [(last_group, last_position, embedder, marked)] = fetch(
-        conn, _stream_state, {"stream_id": stream_id, "version": version}
-    )
+    heads = fetch(conn, _stream_state, {"stream_id": stream_id})
+    if not heads:  # on a cluster: a generation committed on the coordinator, not yet on its shard
+        return None
+    [(version, closed_at, key_destroyed_at, last_group, last_position, embedder, marked)] = heads
     last = _cursor(last_group, last_position)
     return StateToken(
         stream_id=stream_id,

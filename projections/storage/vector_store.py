@@ -32,7 +32,10 @@ _graph_node = (
     sa.select(node_directory.c.event_id)
     .select_from(node_directory)
     .join(nodes, _vector_node)
-    .where(node_directory.c.node_id == vectors.c.node_id)
+    .where(
+        node_directory.c.stream_id == vectors.c.stream_id,
+        node_directory.c.node_id == vectors.c.node_id,
+    )
 )
 _erased_vectors = sa.and_(
     vectors.c.stream_id == sa.bindparam("erased_stream"),
@@ -99,7 +102,13 @@ _EVENT_NODE_VECTORS = {of: _event_node_vectors(of) for of in (False, True)}
 _stream_node_vectors = (
     sa.select(nodes, vectors.c.embedding, vectors.c.embedder)
     .select_from(vectors)
-    .join(node_directory, node_directory.c.node_id == vectors.c.node_id)
+    .join(
+        node_directory,
+        sa.and_(
+            node_directory.c.stream_id == vectors.c.stream_id,
+            node_directory.c.node_id == vectors.c.node_id,
+        ),
+    )
     .join(nodes, sa.and_(_vector_node, nodes.c.node_id == node_directory.c.node_id))
     .join(
         events,

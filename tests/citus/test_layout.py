@@ -55,6 +55,8 @@ def test_upgrade_distributes_the_log_and_projections_by_stream(citus_url: str) -
     kinds = placement(citus_url)
     assert kinds["events"] == "h"
     for table in (
+        "streams",
+        "data_keys",
         "memory_events",
         "memory_nodes",
         "memory_vectors",
@@ -62,8 +64,9 @@ def test_upgrade_distributes_the_log_and_projections_by_stream(citus_url: str) -
         "retrieval_images",
     ):
         assert kinds[table] == "h", table
-    # Central, on the coordinator: the rows an append locks, and the deployment's own.
-    for table in ("streams", "data_keys", "erasure_requests", "certificates", "api_keys"):
+    # Central, on the coordinator: where a subject's stream is looked up, and the
+    # deployment's own tables.
+    for table in ("stream_directory", "erasure_requests", "certificates", "api_keys"):
         assert kinds[table] == "n", table
     # Every table of the schema has a place.
     with psycopg.connect(citus_url) as conn:

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from eventstore.store import _STREAM_BACKWARDS, _STREAM_FORWARDS
+from eventstore.transaction import _BY_ID_LOCKED
 from projections.storage.vector_reads import _stream_state
 
 pytestmark = pytest.mark.citus
@@ -39,3 +40,9 @@ def test_the_state_tokens_stream_part_reads_one_shard(citus_url: str) -> None:
     # The last event, the subject's embedder and its backfill mark: before, joined
     # into the token's one statement, every shard's rows of all three on every retrieve.
     assert tasks(citus_url, _stream_state) == ["Task Count: 1"]
+
+
+def test_an_appends_lock_of_its_stream_row_reads_one_shard(citus_url: str) -> None:
+    # The stream row and its data key, locked by id: on the stream's shard, where the
+    # append then moves the head and inserts the events (tests/citus/test_one_phase.py).
+    assert tasks(citus_url, _BY_ID_LOCKED) == ["Task Count: 1"]

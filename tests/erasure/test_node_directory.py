@@ -22,7 +22,14 @@ from oblivio.bootstrap import migration_locations, table_metadatas
 from oblivio.errors import NodeUnavailableError
 from projections import events as ev
 from projections.storage.tables import node_directory
-from tests.erasure._support import engine, raw_rows, run_jobs, seed_subject, whole_log
+from tests.erasure._support import (
+    engine,
+    raw_rows,
+    run_jobs,
+    seed_subject,
+    stream_id_of,
+    whole_log,
+)
 
 ALICE, BOB = "alice@example.org", "bob@example.org"
 
@@ -33,7 +40,7 @@ def directory(client: MemoryClient) -> set[tuple[uuid.UUID, uuid.UUID, int]]:
 
 
 def test_the_directory_holds_ids_only() -> None:
-    assert [c.name for c in node_directory.c] == ["node_id", "event_id", "ordinal"]
+    assert [c.name for c in node_directory.c] == ["stream_id", "node_id", "event_id", "ordinal"]
 
 
 def test_forget_leaves_only_what_the_tombstones_say(client: MemoryClient) -> None:
@@ -103,3 +110,20 @@ def test_the_migration_gives_existing_nodes_their_entries(client: MemoryClient) 
 
     assert directory(client) == expected
     assert all(client.get_node(n, include_superseded=True) for n in alice.node_ids)
+
+
+def test_the_migration_keys_existing_entries_by_their_nodes_stream(client: MemoryClient) -> None:
+    # pj0015: the entries of a store keyed by node id alone get their node's stream.
+    alice, bob = seed_subject(client, ALICE), seed_subject(client, BOB)
+    streams = {n: stream_id_of(client, s.user_id) for s in (alice, bob) for n in s.node_ids}
+    with engine(client).begin() as conn:
+        config = _config(conn, migration_locations(), table_metadatas())
+        command.downgrade(config, "pj0014")  # the directory keyed by node id alone
+        columns = [c["name"] for c in sa.inspect(conn).get_columns(node_directory.name)]
+        assert "stream_id" not in columns
+        command.upgrade(config, "heads")
+
+    rows = raw_rows(client, sa.select(node_directory))
+    keyed = {r.node_id: r.stream_id for r in rows}
+    assert {n: keyed[n] for n in streams} == streams
+    assert all(client.get_node(n, include_superseded=True) for n in streams)

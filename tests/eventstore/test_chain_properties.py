@@ -53,7 +53,7 @@ from eventstore import (
     create_backend,
 )
 from eventstore.model import ExpectedVersion
-from eventstore.schema import events, streams
+from eventstore.schema import events, stream_directory, streams
 
 SUBJECTS = ("alice", "bob", "carol")
 EVENT_TYPES = ("memory.stored", "memory.corrected", "node.reinforced")
@@ -560,10 +560,34 @@ def test_a_stream_moved_to_another_subject_is_detected(sqlite_store: EventStore)
     ]
     with sqlite_store.backend.write_connection() as conn, conn.begin():
         for event, subject_key in moves:
+            for table in (streams, stream_directory):
+                conn.execute(
+                    table.update()
+                    .where(table.c.stream_id == event.stream.stream_id)
+                    .values(subject_key=subject_key)
+                )
+    assert [e.data for e in sqlite_store.read_stream("default", "alice")] == [{"who": "b"}]
+    assert not sqlite_store.verify().ok, "alice now reads bob's events and the chain verifies"
+
+
+def test_a_directory_entry_moved_to_another_subject_is_detected(sqlite_store: EventStore) -> None:
+    # A subject's stream is looked up in the directory: moving only its entries there
+    # leaves every stream row and hash as it was, and alice's reads return bob's events.
+    [alice] = sqlite_store.append("default", "alice", [NewEvent("memory.stored", {"who": "a"})])
+    [bob] = sqlite_store.append("default", "bob", [NewEvent("memory.stored", {"who": "b"})])
+    moves = [
+        (alice, bytes(32)),  # out of the way of the unique (namespace, subject) key
+        (bob, alice.stream.subject_key),
+        (alice, bob.stream.subject_key),
+    ]
+    with sqlite_store.backend.write_connection() as conn, conn.begin():
+        for event, subject_key in moves:
             conn.execute(
-                streams.update()
-                .where(streams.c.stream_id == event.stream.stream_id)
+                stream_directory.update()
+                .where(stream_directory.c.stream_id == event.stream.stream_id)
                 .values(subject_key=subject_key)
             )
     assert [e.data for e in sqlite_store.read_stream("default", "alice")] == [{"who": "b"}]
-    assert not sqlite_store.verify().ok, "alice now reads bob's events and the chain verifies"
+    brk = sqlite_store.verify().first_break
+    assert brk is not None
+    assert brk.reason == "stream directory does not match the stream"

@@ -22,13 +22,20 @@ memory_settings = pytest.fixture(params=WITH_CITUS)(settings_of_backend)
 
 USER = "alice"
 FACTS = ("I keep basil on the kitchen windowsill.", "My favourite colour is green.")
-# The state token statement: the stream row, and with it the restriction and both
-# followers' checkpoints (the vector state's and the detector's, "followed").
-TOKEN = re.compile(r"^\s*SELECT\b.*\bFROM \(SELECT streams\.", re.S)
+# The state token statement: the subject's stream from the directory, and with it the
+# restriction and both followers' checkpoints (the vector state's and the detector's,
+# "followed").
+TOKEN = re.compile(r"^\s*SELECT\b.*\bFROM \(SELECT stream_directory\.", re.S)
 CONTROL = re.compile(r"^\s*(BEGIN|COMMIT|ROLLBACK)\b", re.I)
 TOKEN_PARTS = ("subject_restrictions", "projection_checkpoints AS followed", "erasure_requests")
-# The token's second statement: the last event, the subject's embedder, the backfill mark.
-STREAM_STATE_PARTS = ("FROM events", "FROM subject_embedders", "FROM memory_graph_backfills")
+# The token's second statement: the stream's head, its last event, the subject's embedder,
+# the backfill mark.
+STREAM_STATE_PARTS = (
+    "FROM streams",
+    "FROM events",
+    "FROM subject_embedders",
+    "FROM memory_graph_backfills",
+)
 
 
 def _warm(memory: MemoryClient) -> None:
