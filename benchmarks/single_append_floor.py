@@ -48,7 +48,7 @@ from eventstore.batch import seal_batch
 from eventstore.codec import WrappedKey
 from eventstore.crypto import AeadKey
 from eventstore.model import NewEvent, StreamRef
-from eventstore.transaction import _LATEST_LOCKED
+from eventstore.transaction import _BY_ID_LOCKED
 from oblivio_bench.eventsourcing_system import EventsourcingSession, EventsourcingSystem
 from oblivio_bench.eventstore import DEFAULT_SERVER_URL, append_parameters
 from oblivio_bench.report import load_average
@@ -67,15 +67,23 @@ class OwnStatements:
     def __init__(self, oblivio: OblivioSession, names: list[str]) -> None:
         store = oblivio.store
         self.engine = store.backend.engine
-        self.lock_sql, self.lock_constants = _compile(_LATEST_LOCKED, self.engine.dialect)
-        self.subjects = [store.codec.subject_key(NAMESPACE, name) for name in names]
-        columns = [column.name for column in _LATEST_LOCKED.selected_columns]
+        self.lock_sql, self.lock_constants = _compile(_BY_ID_LOCKED, self.engine.dialect)
+        # Each stream's id, as a process that appended to it before knows it (the
+        # product's lock then skips the stream directory's read, as here).
+        self.stream_ids: dict[str, int] = {}
+        for name in names:
+            head = store.head(NAMESPACE, name)
+            if head is None:
+                raise RuntimeError("a floor stream is missing")
+            self.stream_ids[name] = head.stream.stream_id
+        self.names = names
+        columns = [column.name for column in _BY_ID_LOCKED.selected_columns]
         self.at = {name: columns.index(name) for name in columns}
 
     @contextmanager
-    def locked(self, subject_key: bytes) -> Iterator[tuple[Connection, Any, Sequence[Any]]]:
+    def locked(self, name: str) -> Iterator[tuple[Connection, Any, Sequence[Any]]]:
         """A transaction holding the stream's row lock: its connection, cursor and row."""
-        params = {"namespace": NAMESPACE, "subject_key": subject_key}
+        params = {"stream_id": self.stream_ids[name]}
         with (
             self.engine.connect() as conn,
             conn.begin(),
@@ -88,7 +96,7 @@ class OwnStatements:
             yield conn, cursor, row
 
     def append(self, i: int) -> None:
-        with self.locked(self.subjects[i % len(self.subjects)]) as (_, cursor, row):
+        with self.locked(self.names[i % len(self.names)]) as (_, cursor, row):
             stream_id, version = row[self.at["stream_id"]], row[self.at["version"]]
             cursor.execute(_APPEND, append_parameters(_append_params(stream_id, version)))
             if not cursor.fetchall():
@@ -100,14 +108,15 @@ class DesignWork(OwnStatements):
 
     def __init__(self, oblivio: OblivioSession, names: list[str]) -> None:
         super().__init__(oblivio, names)
-        self.names, self.store = names, oblivio.store
+        self.store = oblivio.store
         self.payloads = payload_pool()
 
     def append(self, i: int) -> None:
         codec, at = self.store.codec, self.at
-        subject_key = codec.subject_key(NAMESPACE, self.names[i % len(self.names)])
+        name = self.names[i % len(self.names)]
+        subject_key = codec.subject_key(NAMESPACE, name)
         encoded = codec.encode_all([NewEvent(EVENT_TYPE, self.payloads[i % len(self.payloads)])])
-        with self.locked(subject_key) as (conn, _, row):
+        with self.locked(name) as (conn, _, row):
             key = WrappedKey(row[at["dek_id"]], row[at["kek_version"]], row[at["wrapped_key"]])
             stream_id, generation = row[at["stream_id"]], row[at["generation"]]
             ref = StreamRef(stream_id, NAMESPACE, subject_key, generation)
