@@ -117,7 +117,7 @@ def floor_server(
     env = {**bench.server_env(), "PYTHONPATH": str(Path(tree).resolve())}
     log_path = workdir / "floor.log"
     with log_path.open("wb") as log:
-        process = subprocess.Popen(  # noqa: S603 (our own script and paths)
+        process = subprocess.Popen(
             args, cwd=workdir, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env
         )
     try:
