@@ -21,6 +21,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Header, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from appdata import apikeys
 from appdata.apikeys import Principal
@@ -46,34 +47,66 @@ Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 
 
 def authenticated(request: Request, credentials: HTTPAuthorizationCredentials | None) -> Principal:
-    """The principal of the request's API key; 401 without a valid one."""
+    """The principal of the request's API key; 401 without a valid one (blocks on a
+    key not in the cache: for callers off the event loop, such as the console's
+    sign-in)."""
+    token = presented_token(request, credentials)
+    return admitted(request, known_principal(request, token) or stored_principal(request, token))
+
+
+async def principal(request: Request, credentials: Credentials) -> Principal:
+    """``authenticated`` as a dependency: solved once per request, then shared by the
+    admission check and the tenant.
+
+    Async, so a key in the cache (nearly every request) is admitted on the event
+    loop; only a key not in it is read from the store, in the thread pool.  A sync
+    dependency would cost every request a hand-off to the thread pool and back.
+    """
+    token = presented_token(request, credentials)
+    found = known_principal(request, token)
+    if found is None:
+        found = await run_in_threadpool(stored_principal, request, token)
+    return admitted(request, found)
+
+
+def presented_token(request: Request, credentials: HTTPAuthorizationCredentials | None) -> str:
+    """The bearer token; 401 without one, 429 while the client's address is throttled."""
     if credentials is None:
         raise HTTPException(401, "missing bearer API key", {"WWW-Authenticate": "Bearer"})
     throttle: FailedAuthThrottle = request.app.state.auth_throttle
-    address = request.client.host if request.client else "unknown"
-    wait = throttle.retry_after(address)
+    wait = throttle.retry_after(_address(request))
     if wait:
         raise HTTPException(429, "too many failed authentications", {"Retry-After": str(wait)})
-    memory, token = context(request), credentials.credentials
-    now = memory.clock()
-    found = memory.api_keys.lookup(token)
-    if found is None:
-        found = apikeys.authenticate_token(memory.store, token, now)
-        if found is not None:
-            memory.api_keys.remember(token, found)
-    if found is None or found.expired(now):
-        throttle.failed(address)
+    return credentials.credentials
+
+
+def known_principal(request: Request, token: str) -> Principal | None:
+    """The principal the in-memory key cache holds for ``token`` (never blocks)."""
+    return context(request).api_keys.lookup(token)
+
+
+def stored_principal(request: Request, token: str) -> Principal | None:
+    """The principal of ``token`` read from the store (blocks), then cached."""
+    memory = context(request)
+    found = apikeys.authenticate_token(memory.store, token, memory.clock())
+    if found is not None:
+        memory.api_keys.remember(token, found)
+    return found
+
+
+def admitted(request: Request, found: Principal | None) -> Principal:
+    """``found`` if it is a live key; else the failure is counted and answered 401."""
+    if found is None or found.expired(context(request).clock()):
+        throttle: FailedAuthThrottle = request.app.state.auth_throttle
+        throttle.failed(_address(request))
         raise HTTPException(
             401, "invalid, revoked or expired API key", {"WWW-Authenticate": "Bearer"}
         )
     return found
 
 
-def principal(request: Request, credentials: Credentials) -> Principal:
-    """``authenticated`` as a dependency: solved once per request, then shared by the
-    admission check and the tenant (the key lookup blocks: one hand-off to the
-    thread pool)."""
-    return authenticated(request, credentials)
+def _address(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
 
 
 Authenticated = Annotated[Principal, Depends(principal)]

@@ -16,7 +16,7 @@ from oblivio.http.auth import (
     acting_user,
     required_user,
 )
-from oblivio.http.encoding import JSON, retrieve_json
+from oblivio.http.encoding import JSON, model_response, retrieve_json
 from oblivio.http.errors import api_router
 from oblivio.memory import commands, ingest, queries, updates
 from oblivio.memory.records import Correction
@@ -38,7 +38,7 @@ def found(value: T | None) -> T:
 @router.post(
     "/events", status_code=201, response_model=s.StoreResponse, openapi_extra=OPERATOR_NAMES_USER
 )
-def store_event(body: s.StoreRequest, ctx: Ctx, who: Member) -> s.StoreResponse:
+def store_event(body: s.StoreRequest, ctx: Ctx, who: Member) -> Response:
     """Store a memory for a user and derive its nodes."""
     user = required_user(who, body.user_id)
     stored = commands.store_memory(
@@ -54,7 +54,8 @@ def store_event(body: s.StoreRequest, ctx: Ctx, who: Member) -> s.StoreResponse:
         request_id=body.request_id,
         occurred_at=body.occurred_at,
     )
-    return s.StoreResponse(event_id=stored.event_id, node_ids=list(stored.node_ids))
+    answer = s.StoreResponse(event_id=stored.event_id, node_ids=list(stored.node_ids))
+    return model_response(answer, 201)  # written here: see encoding.py
 
 
 @router.post(
@@ -63,30 +64,32 @@ def store_event(body: s.StoreRequest, ctx: Ctx, who: Member) -> s.StoreResponse:
     response_model=s.StoreBatchResponse,
     openapi_extra=OPERATOR_NAMES_USER,
 )
-def store_events(body: s.StoreBatchRequest, ctx: Ctx, who: Member) -> s.StoreBatchResponse:
+def store_events(body: s.StoreBatchRequest, ctx: Ctx, who: Member) -> Response:
     """Store several memories of one user atomically: every memory is validated
     first, and one invalid memory writes nothing (docs/memory.md, ``store_many``)."""
     user = required_user(who, body.user_id)
     stored = commands.store_many(
         ctx, [m.model_dump(exclude_unset=True) for m in body.memories], user_id=user
     )
-    return s.StoreBatchResponse(
+    answer = s.StoreBatchResponse(
         results=[s.StoreResponse(event_id=m.event_id, node_ids=list(m.node_ids)) for m in stored]
     )
+    return model_response(answer, 201)  # written here: see encoding.py
 
 
 @router.post(
     "/ingest", status_code=201, response_model=s.IngestResponse, openapi_extra=OPERATOR_NAMES_USER
 )
-def ingest_messages(body: s.IngestRequest, ctx: Ctx, who: Member) -> s.IngestResponse:
+def ingest_messages(body: s.IngestRequest, ctx: Ctx, who: Member) -> Response:
     """Store raw messages; their claims are extracted asynchronously (docs/ingest.md)."""
     user = required_user(who, body.user_id)
     results = ingest.ingest_batch(
         ctx, body.entries(), user_id=user, wait_for_extraction=body.wait_for_extraction
     )
-    return s.IngestResponse(
+    answer = s.IngestResponse(
         results=[s.IngestedOut.model_validate(r, from_attributes=True) for r in results]
     )
+    return model_response(answer, 201)  # written here: see encoding.py
 
 
 @router.get("/events", response_model=list[s.EventOut], openapi_extra=OPERATOR_NAMES_USER)

@@ -8,6 +8,11 @@ append.  Both must agree with what the store holds.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from typing import Any
+
+import anyio.to_thread
+import pytest
 
 from tests.http.conftest import World
 
@@ -35,3 +40,25 @@ def test_a_replayed_store_answers_with_the_earlier_nodes(world: World) -> None:
     assert again.status_code == 201, again.text
     assert again.json() == first.json()
     assert again.json()["node_ids"] == stored_node_ids(world, first.json()["event_id"])
+
+
+def test_a_store_hands_off_to_the_thread_pool_once(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the store blocks: a key the cache holds is admitted on the event loop, and
+    the answer is written in the store's own thread.  Each further hand-off to the
+    thread pool and back was a fixed cost of every request on the event loop."""
+    headers = world.headers("user")
+    first = world.client.post("/v1/events", json={"content": "I moved to Lisbon"}, headers=headers)
+    assert first.status_code == 201, first.text  # the key is in the cache from here on
+    handed_off: list[str] = []
+    hand_off = anyio.to_thread.run_sync
+
+    async def counted(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        handed_off.append(repr(func))
+        return await hand_off(func, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
+    again = world.client.post("/v1/events", json={"content": "I moved to Porto"}, headers=headers)
+    assert again.status_code == 201, again.text
+    assert len(handed_off) == 1, handed_off
