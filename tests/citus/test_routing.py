@@ -13,6 +13,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
+from eventstore.backends import create_backend
+from eventstore.reader import EventReads
 from eventstore.store import _STREAM_BACKWARDS, _STREAM_FORWARDS
 from eventstore.transaction import _BY_ID_LOCKED
 from projections.storage.vector_reads import _stream_state
@@ -46,3 +48,11 @@ def test_an_appends_lock_of_its_stream_row_reads_one_shard(citus_url: str) -> No
     # The stream row and its data key, locked by id: on the stream's shard, where the
     # append then moves the head and inserts the events (tests/citus/test_one_phase.py).
     assert tasks(citus_url, _BY_ID_LOCKED) == ["Task Count: 1"]
+
+
+def test_the_streams_and_keys_read_after_a_page_read_one_shard(citus_url: str) -> None:
+    # Every read of events ends with its streams' rows and data keys, by the ids the
+    # page held: one stream's (read_stream's) must go to that stream's shard only.
+    reads = EventReads(create_backend(citus_url), codec=None)  # type: ignore[arg-type]
+    query = reads._streams_of.params(stream_ids=[7])
+    assert tasks(citus_url, query) == ["Task Count: 1"]
