@@ -6,6 +6,7 @@ with it) reads every shard, or has every shard's rows copied to the coordinator.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import psycopg
@@ -18,13 +19,14 @@ from eventstore.reader import EventReads
 from eventstore.store import _STREAM_BACKWARDS, _STREAM_FORWARDS
 from eventstore.transaction import _BY_ID_LOCKED
 from projections.storage.vector_reads import _stream_state
+from projections.storage.vector_store import _EVENT_NODE_VECTORS
 
 pytestmark = pytest.mark.citus
 
 
-def tasks(url: str, query: sa.Select[Any]) -> list[str]:
+def tasks(url: str, query: sa.Select[Any], **more: Any) -> list[str]:
     """The ``Task Count`` lines of the statement's plan on the cluster."""
-    values = {"stream_id": 7, "version": 1, "limit": 100}
+    values = {"stream_id": 7, "version": 1, "limit": 100, **more}
     sql = query.params(values).compile(
         dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True}
     )
@@ -56,3 +58,15 @@ def test_the_streams_and_keys_read_after_a_page_read_one_shard(citus_url: str) -
     reads = EventReads(create_backend(citus_url), codec=None)  # type: ignore[arg-type]
     query = reads._streams_of.params(stream_ids=[7])
     assert tasks(citus_url, query) == ["Task Count: 1"]
+
+
+@pytest.mark.parametrize("of_embedder", [False, True])
+def test_the_new_events_nodes_with_their_vectors_read_one_shard(
+    citus_url: str, of_embedder: bool
+) -> None:
+    # What a consistent retrieve right after a store reads to apply the new events:
+    # with the vector found by the node's stream (correlated), Citus planned it over
+    # every shard, 32 tasks on each such retrieve.
+    query = _EVENT_NODE_VECTORS[of_embedder]
+    ids = [uuid.UUID(int=1), uuid.UUID(int=2)]
+    assert tasks(citus_url, query, event_ids=ids, embedder="e") == ["Task Count: 1"]
