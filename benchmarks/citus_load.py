@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -73,22 +74,23 @@ def canary() -> str:
 def write(config: dict[str, str], writer: int, subjects: list[str], acks: str, stop: str) -> None:
     """Store memories round-robin over ``subjects`` until ``stop`` exists; log each ack."""
     client = MemoryClient(settings=settings_of(config))
-    failures = 0
+    failures: Counter[str] = Counter()  # by the error's first line: what each failure was
     with open(acks, "a") as out:
         n = 0
         while not os.path.exists(stop):
             subject = subjects[(writer + n) % len(subjects)]
             try:
                 event_id = client.store(f"note {writer}-{n}", user_id=subject)
-            except Exception:  # the cluster is down or restarting: not acknowledged
-                failures += 1
+            except Exception as e:  # the cluster is down or restarting: not acknowledged
+                first_line = str(e).partition("\n")[0][:120]
+                failures[f"{type(e).__name__}: {first_line}"] += 1
                 time.sleep(RETRY_PAUSE)
                 continue
             out.write(f"{event_id} {subject} {time.time():.3f}\n")
             out.flush()  # acknowledged: the call returned
             n += 1
     client.close()
-    Path(acks + ".failures").write_text(str(failures))
+    Path(acks + ".failures").write_text(json.dumps(failures))
 
 
 def forget_all(config: dict[str, str], subjects: list[str], every: float, acks: str) -> None:
@@ -418,8 +420,14 @@ def _check(load: Load, client: MemoryClient) -> dict[str, Any]:
         "acknowledged": len(acked),
         "found": sum(1 for e in acked if e in found and found[e].data is not None),
         "lost": len(set(acked) - set(found)),
-        "write_failures": sum(
-            int(Path(load.acks(w) + ".failures").read_text()) for w in range(load.writers)
+        "write_failures": dict(
+            sum(
+                (
+                    Counter(json.loads(Path(load.acks(w) + ".failures").read_text()))
+                    for w in range(load.writers)
+                ),
+                Counter(),
+            )
         ),
         "chains_verify": store.verify().ok,
         "log_events": len(fresh),

@@ -73,8 +73,11 @@ def _event_node_vectors(of_embedder: bool) -> sa.Select[Any]:
     never analysed, a person who just grew), which reads every vector of the
     person after each write.
     """
+    # The vector's stream is the parameter, not the node's column (the same value):
+    # Citus routes a statement to one shard only when every table in it is pinned to
+    # the stream id given; correlated with the node's column, it read every shard.
     vector = sa.select(vectors.c.embedding).where(
-        vectors.c.stream_id == nodes.c.stream_id, vectors.c.node_id == nodes.c.node_id
+        vectors.c.stream_id == sa.bindparam("stream_id"), vectors.c.node_id == nodes.c.node_id
     )
     if of_embedder:
         vector = vector.where(vectors.c.embedder == sa.bindparam("embedder"))

@@ -1,14 +1,13 @@
 """The failed-COMMIT-PREPARED guard asks the workers over connections it keeps.
 
-Under continuous writes of new subjects and erasures nearly every log page has
-2PC records above the reader (each new stream generation and each erasure leaves
-one; an append to an existing stream touches one shard and leaves none), so
-the horizon asks the workers they name whether each part is still prepared
-(tests/citus/test_failed_commit_prepared.py shows why it must).  Each process
-keeps one connection per worker for it: a new one per ask cost the worker a
-backend's start on every page.  These tests watch the workers'
-``pg_stat_activity``: one backend per worker serves page after page, a dropped
-one is replaced, and a worker that cannot be reached fails the read
+Under continuous writes log pages have 2PC records above the reader (every
+append that creates a subject's stream generation leaves one: the directory on
+the coordinator and the stream's shard), so the horizon asks the workers they name whether
+each part is still prepared (tests/citus/test_failed_commit_prepared.py shows
+why it must).  Each process keeps one connection per worker for it: a new one
+per ask cost the worker a backend's start on every page.  These tests watch the
+workers' ``pg_stat_activity``: one backend per worker serves page after page,
+a dropped one is replaced, and a worker that cannot be reached fails the read
 with the retryable error instead of letting it pass.
 """
 
@@ -31,17 +30,15 @@ from tests.citus.test_failed_commit_prepared import recovery_paused
 pytestmark = pytest.mark.citus
 
 NAMESPACE = "ns"
-# Subjects per write: enough that their streams land on both workers (each of the
-# 32 shards on one of two workers: all 16 on one worker has odds of 2 in 65,536).
-SUBJECTS_PER_WRITE = 16
-_writes = itertools.count()
+SUBJECTS_PER_ROUND = 8
+_rounds = itertools.count()
 
 
 def new_subjects() -> list[str]:
-    """Subjects nothing was appended to yet: creating a stream generation writes the
-    coordinator's directory and the stream's shard, so each leaves a 2PC record."""
-    n = next(_writes)
-    return [f"person-{n}-{k}" for k in range(SUBJECTS_PER_WRITE)]
+    """Subjects never written: an append to an existing stream commits on its one
+    shard, without 2PC records; creating a stream leaves one on its worker."""
+    n = next(_rounds)
+    return [f"person-{n}-{i}" for i in range(SUBJECTS_PER_ROUND)]
 
 
 def guard_backends(worker: Node, database: str) -> set[int]:
@@ -65,18 +62,16 @@ def worker_of(citus: CitusCluster, url: str, stream_id: int) -> Node:
     return next(w for w in citus.workers if w.port == row[0])
 
 
-def write_and_read(
-    store: EventStore, after: LogCursor, subjects: list[str] | None = None
-) -> LogCursor:
-    """A first append to each of ``subjects`` (new ones by default: 2PC records on
-    both workers), then the log read up to them: the pages' horizons ask the
-    workers about those records."""
-    for subject in new_subjects() if subjects is None else subjects:
+def write_and_read(store: EventStore, after: LogCursor) -> tuple[LogCursor, list[str]]:
+    """An append to new subjects (2PC records on both workers), then the log read up
+    to them: the pages' horizons ask both workers about those records; the subjects."""
+    subjects = new_subjects()
+    for subject in subjects:
         store.append(NAMESPACE, subject, [NewEvent("noted", {})])
     while True:
         page = store.read_all(after, 3)
         if not page.events:
-            return after
+            return after, subjects
         after = page.next_cursor
 
 
@@ -96,8 +91,7 @@ def test_one_kept_connection_per_worker_serves_every_page(
     # Backends of stores other tests of this process left open are not this store's.
     before = {w.port: guard_backends(w, database) for w in citus.workers}
     with recovery_paused(citus_url), a_store(citus_url, keyring) as store:
-        subjects = new_subjects()
-        cursor = write_and_read(store, START, subjects)
+        cursor, subjects = write_and_read(store, START)
         streams = [store.read_stream(NAMESPACE, s)[0].stream.stream_id for s in subjects]
         assert {worker_of(citus, citus_url, s).port for s in streams} == {
             w.port for w in citus.workers
@@ -105,7 +99,7 @@ def test_one_kept_connection_per_worker_serves_every_page(
         kept = {w.port: guard_backends(w, database) - before[w.port] for w in citus.workers}
         assert all(len(pids) == 1 for pids in kept.values()), kept
         for _ in range(4):
-            cursor = write_and_read(store, cursor)
+            cursor, _ = write_and_read(store, cursor)
             now = {w.port: guard_backends(w, database) - before[w.port] for w in citus.workers}
             assert now == kept  # the same backend on each worker, page after page
     closed = {w.port: guard_backends(w, database) - before[w.port] for w in citus.workers}
@@ -139,7 +133,7 @@ def guarded(citus: CitusCluster, citus_url: str, keyring: KeyringFile) -> Iterat
     worker = citus.workers[0]
     others = guard_backends(worker, database)
     with recovery_paused(citus_url), a_store(citus_url, keyring) as store:
-        yield Guarded(store, worker, database, others, write_and_read(store, START))
+        yield Guarded(store, worker, database, others, write_and_read(store, START)[0])
 
 
 def test_a_dropped_connection_is_opened_again(guarded: Guarded) -> None:
@@ -147,7 +141,7 @@ def test_a_dropped_connection_is_opened_again(guarded: Guarded) -> None:
     guarded.terminate(first)
     before = len(guarded.store.read_all(START, 1000).events)
     write_and_read(guarded.store, guarded.cursor)  # no error: the stale one is replaced
-    assert len(guarded.store.read_all(START, 1000).events) == before + SUBJECTS_PER_WRITE
+    assert len(guarded.store.read_all(START, 1000).events) == before + SUBJECTS_PER_ROUND
     assert guarded.kept() != first
 
 
@@ -164,7 +158,7 @@ def test_a_worker_that_does_not_answer_fails_the_read(guarded: Guarded) -> None:
                 store.read_all(guarded.cursor, 100)
         finally:
             admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true'.encode())
-    assert len(store.read_all(guarded.cursor, 100).events) == SUBJECTS_PER_WRITE  # answered again
+    assert len(store.read_all(guarded.cursor, 100).events) == SUBJECTS_PER_ROUND  # answered again
 
 
 def test_a_name_that_reaches_another_node_is_not_asked(citus: CitusCluster, citus_url: str) -> None:

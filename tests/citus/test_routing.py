@@ -6,6 +6,7 @@ with it) reads every shard, or has every shard's rows copied to the coordinator.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import psycopg
@@ -13,16 +14,19 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
+from eventstore.backends import create_backend
+from eventstore.reader import EventReads
 from eventstore.store import _STREAM_BACKWARDS, _STREAM_FORWARDS
 from eventstore.transaction import _BY_ID_LOCKED
 from projections.storage.vector_reads import _stream_state
+from projections.storage.vector_store import _EVENT_NODE_VECTORS
 
 pytestmark = pytest.mark.citus
 
 
-def tasks(url: str, query: sa.Select[Any]) -> list[str]:
+def tasks(url: str, query: sa.Select[Any], **more: Any) -> list[str]:
     """The ``Task Count`` lines of the statement's plan on the cluster."""
-    values = {"stream_id": 7, "version": 1, "limit": 100}
+    values = {"stream_id": 7, "version": 1, "limit": 100, **more}
     sql = query.params(values).compile(
         dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True}
     )
@@ -46,3 +50,23 @@ def test_an_appends_lock_of_its_stream_row_reads_one_shard(citus_url: str) -> No
     # The stream row and its data key, locked by id: on the stream's shard, where the
     # append then moves the head and inserts the events (tests/citus/test_one_phase.py).
     assert tasks(citus_url, _BY_ID_LOCKED) == ["Task Count: 1"]
+
+
+def test_the_streams_and_keys_read_after_a_page_read_one_shard(citus_url: str) -> None:
+    # Every read of events ends with its streams' rows and data keys, by the ids the
+    # page held: one stream's (read_stream's) must go to that stream's shard only.
+    reads = EventReads(create_backend(citus_url), codec=None)  # type: ignore[arg-type]
+    query = reads._streams_of.params(stream_ids=[7])
+    assert tasks(citus_url, query) == ["Task Count: 1"]
+
+
+@pytest.mark.parametrize("of_embedder", [False, True])
+def test_the_new_events_nodes_with_their_vectors_read_one_shard(
+    citus_url: str, of_embedder: bool
+) -> None:
+    # What a consistent retrieve right after a store reads to apply the new events:
+    # with the vector found by the node's stream (correlated), Citus planned it over
+    # every shard, 32 tasks on each such retrieve.
+    query = _EVENT_NODE_VECTORS[of_embedder]
+    ids = [uuid.UUID(int=1), uuid.UUID(int=2)]
+    assert tasks(citus_url, query, event_ids=ids, embedder="e") == ["Task Count: 1"]
