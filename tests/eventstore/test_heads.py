@@ -33,9 +33,13 @@ def test_a_later_head_of_the_generation_is_not_replaced_by_an_earlier_one() -> N
     heads = StreamHeads()
     heads.put(head(1, 5))
     heads.put(head(1, 4))  # another thread's append that finished last
-    assert heads.get("default", b"s" * 32).version == 5  # type: ignore[union-attr]
+    kept = heads.get("default", b"s" * 32)
+    assert kept is not None
+    assert kept.version == 5
     heads.put(head(2, 1))  # a new generation replaces it whatever its version
-    assert heads.get("default", b"s" * 32).ref.stream_id == 2  # type: ignore[union-attr]
+    replaced = heads.get("default", b"s" * 32)
+    assert replaced is not None
+    assert replaced.ref.stream_id == 2
 
 
 def test_a_miss_drops_only_the_head_it_missed_at() -> None:
