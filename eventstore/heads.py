@@ -1,22 +1,26 @@
 """The stream heads this process remembers, so that an append needs no lock first.
 
 An append seals its batch at the head its process last saw for the subject
-(version, chain hash, the cipher of its unwrapped data key) and writes it with the head's
-conditional move (``Backend.append``): if another writer moved the head, or
-the generation was closed, its key destroyed or its processing restricted
-since, the condition writes nothing and the append reads the head again under
-the stream's lock (``EventStore.append_each``).  A remembered head is never
+(version, chain hash, the data key as wrapped in the stream's key row) and writes
+it with the head's conditional move (``Backend.append``): if another writer moved
+the head, or the generation was closed, its key destroyed or its processing
+restricted since, the condition writes nothing and the append reads the head again
+under the stream's lock (``EventStore.append_each``).  A remembered head is never
 trusted for anything else: no read decrypts with it, and a write it seals is
 accepted only by a stream row that still says the same.
 
-Data keys.  An entry holds an unwrapped data key for as long as it stays:
-until the subject's next append misses (a forget closes the generation and
-destroys its key, so the next append at it misses), until this process
-erases the stream (dropped at once, see ``Transaction.destroy_data_key``),
-or until it is evicted, least recently used first, beyond ``max_subjects``, or
-the store closes.
-No read path goes through it, so a destroyed key held here cannot make any
-read return content: its only use, sealing, is refused by the stream row.
+Data keys.  An entry holds its data key only wrapped, under the KEK version that
+wrapped it then; each append unwraps it for itself (``EventCodec.unwrap``, a few
+microseconds) and lets the unwrapped key go when it returns.  No unwrapped key of
+any person is kept here, so none outlives the append that used it, whoever destroys
+the key and whenever.  The wrapped copy opens nothing without the key provider: it
+is exactly as dead as a backup's wrapped copy once its KEK version is retired
+(docs/erasure.md, residual copies), and an append that finds its KEK version
+retired since (a rotation re-wrapped the key row) unwraps nothing and takes the
+stream's lock, which reads the key as it is wrapped now.  An entry stays until the
+subject's next append misses, until this process erases the stream (dropped at
+once, see ``Transaction.destroy_data_key``), until it is evicted, least recently
+used first, beyond ``max_subjects``, or until the store closes.
 """
 
 from __future__ import annotations
@@ -77,7 +81,7 @@ class StreamHeads:
                     del self._heads[key]
 
     def clear(self) -> None:
-        """Forget every head (the store is closing: its keys leave with it)."""
+        """Forget every head (the store is closing)."""
         with self._lock:
             self._heads.clear()
 

@@ -18,7 +18,7 @@ from eventstore.backends.port import Backend
 from eventstore.batch import encode_batch
 from eventstore.codec import DEFAULT_MAX_EVENT_BYTES, EventCodec, SubjectCipher
 from eventstore.crypto import GENESIS_HASH
-from eventstore.errors import ConflictError
+from eventstore.errors import ConflictError, KeyUnavailableError
 from eventstore.heads import StreamHeads
 from eventstore.ids import check_namespace, check_subject
 from eventstore.integrity import select_streams, verify_streams
@@ -232,18 +232,10 @@ class EventStore:
         subject_key = self.codec.subject_key(subject.namespace, check_subject(subject.subject))
         head = self.heads.get(subject.namespace, subject_key)
         if head is not None:
-            encoded = encode_batch(self.codec, events_of(head.ref), ANY)
-            try:
-                with self.backend.append_connection() as conn:
-                    placed, derived = append_at(
-                        self.backend, conn, self.codec, head, encoded, self.clock(), derive
-                    )
-            except (HeadMovedError, ConflictError):
-                self.heads.drop(head)
-            else:
-                last = placed[-1]
-                self.heads.put(AppendHead(head.ref, last.version, last.chain_hash, head.cipher))
-                return [(event, False) for event in placed], derived
+            at_head = self._append_at_remembered(head, events_of, derive)
+            if at_head is not None:
+                return at_head
+            self.heads.drop(head)
         with self.transaction() as tx:
             stream = tx.lock_stream(subject, create=True)
             appended = tx.append_each(stream, events_of(stream.ref), derive)
@@ -251,6 +243,33 @@ class EventStore:
         if at is not None:  # remembered once committed
             self.heads.put(at)
         return appended
+
+    def _append_at_remembered(
+        self,
+        head: AppendHead,
+        events_of: Callable[[StreamRef], Sequence[NewEvent]],
+        derive: Derive[T],
+    ) -> tuple[list[tuple[RecordedEvent, bool]], T | None] | None:
+        """:meth:`append_each`'s append at the head this process remembers, or ``None``
+        when it wrote nothing (the head was not there, or its KEK version was retired).
+
+        The data key is unwrapped here for this append alone: only its wrapped form
+        is remembered (:mod:`eventstore.heads`)."""
+        encoded = encode_batch(self.codec, events_of(head.ref), ANY)
+        try:
+            cipher = SubjectCipher(self.codec.unwrap(head.wrapped_key), head.ref.stream_id)
+        except KeyUnavailableError:  # wrapped under a KEK retired since: the key row's is new
+            return None
+        try:
+            with self.backend.append_connection() as conn:
+                placed, derived = append_at(
+                    self.backend, conn, self.codec, head, cipher, encoded, self.clock(), derive
+                )
+        except (HeadMovedError, ConflictError):
+            return None
+        last = placed[-1]
+        self.heads.put(AppendHead(head.ref, last.version, last.chain_hash, head.wrapped_key))
+        return [(event, False) for event in placed], derived
 
     def append(
         self,

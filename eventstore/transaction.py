@@ -90,16 +90,18 @@ def append_at(
     conn: Connection,
     codec: EventCodec,
     at: AppendHead,
+    cipher: SubjectCipher,
     encoded: Sequence[EncodedEvent],
     now: datetime,
     derive: Derive[T],
 ) -> tuple[list[RecordedEvent], T]:
-    """Seal ``encoded`` at the head ``at`` and append it with what ``derive`` gives,
-    in the backend's one append; the events placed and what ``derive`` returned.
+    """Seal ``encoded`` at the head ``at`` with ``cipher`` (its data key's, unwrapped
+    for this append) and append it with what ``derive`` gives, in the backend's one
+    append; the events placed and what ``derive`` returned.
     Raises :class:`HeadMovedError` when the head was not there (nothing written)."""
     batch = seal_batch(
         codec,
-        at.cipher.aead,
+        cipher.aead,
         at.ref,
         (at.version, at.chain_hash),
         encoded,
@@ -107,7 +109,7 @@ def append_at(
         past_restriction=_passes_restriction(encoded),
     )
     unplaced = recorded_events(batch, [_UNPLACED] * len(encoded))
-    rows, derived = derive(at.cipher, unplaced)
+    rows, derived = derive(cipher, unplaced)
     placements = backend.append(conn, batch, rows)
     if placements is None:
         raise HeadMovedError()
@@ -120,13 +122,14 @@ def append_at(
 
 @dataclass(frozen=True)
 class AppendHead:
-    """Where a stream generation's head stands, with the cipher of its unwrapped data
-    key: what an append seals a batch at (and derives its rows with)."""
+    """Where a stream generation's head stands, with its data key as the stream's key
+    row held it: wrapped under a KEK version, so that it opens nothing without the key
+    provider (an append unwraps it for itself alone, see :mod:`eventstore.heads`)."""
 
     ref: StreamRef
     version: int
     chain_hash: bytes
-    cipher: SubjectCipher
+    wrapped_key: WrappedKey
 
 
 # Appends racing a forget may find their stream generation closed after they
@@ -439,11 +442,11 @@ class Transaction:
         return SubjectCipher(self._data_key(stream), stream.ref.stream_id)
 
     def head_of(self, stream: LockedStream) -> AppendHead | None:
-        """Where a stream this transaction holds stands now, with its data key (``None``
-        once the key is destroyed): what its next append may be sealed at."""
+        """Where a stream this transaction holds stands now, with its wrapped data key
+        (``None`` once the key is destroyed): what its next append may be sealed at."""
         if stream.wrapped_key is None or stream.closed_at is not None:
             return None
-        return AppendHead(stream.ref, stream.version, stream.chain_hash, self.locked_cipher(stream))
+        return AppendHead(stream.ref, stream.version, stream.chain_hash, stream.wrapped_key)
 
     def insert_unless_present(self, table: sa.Table) -> Insert:
         """``INSERT`` into ``table`` skipping rows whose unique key exists (for tables
@@ -546,22 +549,27 @@ class Transaction:
     def _write(
         self, stream: LockedStream, encoded: Sequence[EncodedEvent], derive: Derive[T]
     ) -> tuple[list[RecordedEvent], T]:
-        at = AppendHead(stream.ref, stream.version, stream.chain_hash, self.locked_cipher(stream))
+        at = AppendHead(stream.ref, stream.version, stream.chain_hash, self._wrapped_key(stream))
+        cipher = self.locked_cipher(stream)
         try:
             placed, derived = append_at(
-                self.backend, self.connection, self.codec, at, encoded, self.clock(), derive
+                self.backend, self.connection, self.codec, at, cipher, encoded, self.clock(), derive
             )
         except HeadMovedError as e:  # the stream row lock makes this unreachable
             raise OperationalError("stream head moved during the append; retry") from e
         stream.version, stream.chain_hash = placed[-1].version, placed[-1].chain_hash
         return placed, derived
 
-    def _data_key(self, stream: LockedStream) -> bytes:
+    def _wrapped_key(self, stream: LockedStream) -> WrappedKey:
         if stream.wrapped_key is None:
             raise KeyUnavailableError("the data key of this stream was destroyed")
-        key = self._unwrapped.get(stream.wrapped_key)
+        return stream.wrapped_key
+
+    def _data_key(self, stream: LockedStream) -> bytes:
+        wrapped = self._wrapped_key(stream)
+        key = self._unwrapped.get(wrapped)
         if key is None:
-            key = self._unwrapped[stream.wrapped_key] = self.codec.unwrap(stream.wrapped_key)
+            key = self._unwrapped[wrapped] = self.codec.unwrap(wrapped)
         return key
 
     # -- erasure primitives ---------------------------------------------------
@@ -622,7 +630,7 @@ class Transaction:
         ).first()
         if row is None:
             raise KeyUnavailableError("the data key of this stream is already destroyed")
-        # Its unwrapped copy leaves this process's remembered heads now (the stream
+        # Its wrapped copy leaves this process's remembered heads now (the stream
         # row refuses any append sealed with it anyway: see eventstore.heads).
         self.heads.drop_stream(stream_id)
         now = self.clock()

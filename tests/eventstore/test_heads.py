@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 
-from eventstore.codec import SubjectCipher
+from eventstore.codec import WrappedKey
 from eventstore.heads import StreamHeads
 from eventstore.model import StreamRef
 from eventstore.transaction import AppendHead
@@ -14,7 +15,7 @@ from oblivio import MemoryClient
 
 def head(stream_id: int, version: int, subject: bytes = b"s" * 32) -> AppendHead:
     ref = StreamRef(stream_id, "default", subject, 1)
-    return AppendHead(ref, version, b"h" * 32, SubjectCipher(b"k" * 32, stream_id))
+    return AppendHead(ref, version, b"h" * 32, WrappedKey(uuid.uuid4(), 1, b"w" * 60))
 
 
 def test_the_least_recently_used_head_leaves_first_beyond_the_bound() -> None:
@@ -53,7 +54,7 @@ def test_a_miss_drops_only_the_head_it_missed_at() -> None:
     assert heads.get("default", b"s" * 32) is None
 
 
-def test_closing_the_store_forgets_every_remembered_key(tmp_path: Path) -> None:
+def test_closing_the_store_forgets_every_remembered_head(tmp_path: Path) -> None:
     with MemoryClient(tmp_path / "memory") as client:
         client.store("Alice likes tea", user_id="alice")
         heads = client.context.store.heads

@@ -186,4 +186,4 @@ def test_a_forget_in_this_process_drops_the_remembered_key_at_once(reopen: Opene
     fresh = store.heads.get(memory.context.namespace, key)
     assert fresh is not None
     assert fresh.ref.generation == remembered.ref.generation + 1
-    assert fresh.cipher.aead is not remembered.cipher.aead
+    assert fresh.wrapped_key.dek_id != remembered.wrapped_key.dek_id
