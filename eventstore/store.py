@@ -226,7 +226,9 @@ class EventStore:
         moved it, a forget or restriction since, a caller-chosen event id stored
         already), nothing was written, and the append is made again under the
         stream's lock, which creates the generation, finds earlier appends of
-        caller-chosen ids and refuses a restricted subject as any locked append.
+        caller-chosen ids and refuses a restricted subject as any locked append;
+        its append is the transaction's last statement and goes out with the COMMIT
+        (three waits on PostgreSQL, the missed attempt included).
         """
         check_namespace(subject.namespace)
         subject_key = self.codec.subject_key(subject.namespace, check_subject(subject.subject))
@@ -238,7 +240,7 @@ class EventStore:
             self.heads.drop(head)
         with self.transaction() as tx:
             stream = tx.lock_stream(subject, create=True)
-            appended = tx.append_each(stream, events_of(stream.ref), derive)
+            appended = tx.append_each(stream, events_of(stream.ref), derive, last=True)
             at = tx.head_of(stream)
         if at is not None:  # remembered once committed
             self.heads.put(at)

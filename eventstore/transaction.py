@@ -94,10 +94,13 @@ def append_at(
     encoded: Sequence[EncodedEvent],
     now: datetime,
     derive: Derive[T],
+    *,
+    last: bool = False,
 ) -> tuple[list[RecordedEvent], T]:
     """Seal ``encoded`` at the head ``at`` with ``cipher`` (its data key's, unwrapped
     for this append) and append it with what ``derive`` gives, in the backend's one
-    append; the events placed and what ``derive`` returned.
+    append (``last``: the transaction ends with it, see ``Backend.append``); the
+    events placed and what ``derive`` returned.
     Raises :class:`HeadMovedError` when the head was not there (nothing written)."""
     batch = seal_batch(
         codec,
@@ -110,7 +113,7 @@ def append_at(
     )
     unplaced = recorded_events(batch, [_UNPLACED] * len(encoded))
     rows, derived = derive(cipher, unplaced)
-    placements = backend.append(conn, batch, rows)
+    placements = backend.append(conn, batch, rows, last=last)
     if placements is None:
         raise HeadMovedError()
     placed = [
@@ -378,6 +381,8 @@ class Transaction:
         stream: LockedStream,
         new_events: Sequence[NewEvent],
         derive: Derive[T],
+        *,
+        last: bool = False,
     ) -> tuple[list[tuple[RecordedEvent, bool]], T | None]:
         """Append to a locked stream, each event on its own idempotency: one whose
         caller-chosen id is in the log already must repeat it exactly
@@ -387,6 +392,9 @@ class Transaction:
         ``derive`` gives the rows the appended events derive (the inline projection's),
         written by the append itself (see :data:`Derive`).  What it returns comes
         back beside the events; ``None`` when nothing was appended.
+
+        ``last``: nothing but the commit follows in this transaction, which may then
+        go out with the append (one wait for both on PostgreSQL, see ``Backend.append``).
 
         The whole batch is validated before anything is written.
         """
@@ -403,7 +411,7 @@ class Transaction:
         derived = None
         if fresh:
             self._refuse_if_restricted(stream, fresh)
-            written, derived = self._write(stream, fresh, derive)
+            written, derived = self._write(stream, fresh, derive, last=last)
         placed = iter(written)
         appended = [
             (earlier[e.event_id], True) if e.event_id in earlier else (next(placed), False)
@@ -547,13 +555,26 @@ class Transaction:
             raise DuplicateEventError()
 
     def _write(
-        self, stream: LockedStream, encoded: Sequence[EncodedEvent], derive: Derive[T]
+        self,
+        stream: LockedStream,
+        encoded: Sequence[EncodedEvent],
+        derive: Derive[T],
+        *,
+        last: bool = False,
     ) -> tuple[list[RecordedEvent], T]:
         at = AppendHead(stream.ref, stream.version, stream.chain_hash, self._wrapped_key(stream))
         cipher = self.locked_cipher(stream)
         try:
             placed, derived = append_at(
-                self.backend, self.connection, self.codec, at, cipher, encoded, self.clock(), derive
+                self.backend,
+                self.connection,
+                self.codec,
+                at,
+                cipher,
+                encoded,
+                self.clock(),
+                derive,
+                last=last,
             )
         except HeadMovedError as e:  # the stream row lock makes this unreachable
             raise OperationalError("stream head moved during the append; retry") from e

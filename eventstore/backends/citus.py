@@ -285,11 +285,18 @@ class CitusBackend(PostgresBackend):
             yield conn
 
     def append(
-        self, conn: Connection, batch: SealedBatch, derived: Sequence[DerivedRows]
+        self,
+        conn: Connection,
+        batch: SealedBatch,
+        derived: Sequence[DerivedRows],
+        *,
+        last: bool = False,
     ) -> list[Placement] | None:
         # The head's UPDATE, the events' multi-row INSERT and each derived part's
         # INSERTs in one pipeline (one wait for all), each routed to the stream's
-        # shard on the connection that holds it: one-phase commit (above).
+        # shard on the connection that holds it: one-phase commit (above).  The
+        # COMMIT stays apart even when ``last``: the rows of a head that did not move
+        # are written here and must be taken back (or rolled back) before it.
         statements = _append_statements(batch)
         with contextlib.ExitStack() as cursors:
             appends = [cursors.enter_context(binary_cursor(conn)) for _ in statements]

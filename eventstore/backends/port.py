@@ -75,10 +75,20 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def append(
-        self, conn: Connection, batch: SealedBatch, derived: Sequence[DerivedRows]
+        self,
+        conn: Connection,
+        batch: SealedBatch,
+        derived: Sequence[DerivedRows],
+        *,
+        last: bool = False,
     ) -> Sequence[Placement] | None:
         """Move the stream head, insert the batch's rows and the ``derived`` rows (the
         inline projection's), or write nothing at all.
+
+        ``last``: nothing follows the append in the transaction of ``conn`` but its
+        commit, which a backend may then send with the append (on a server, one wait
+        for both instead of two) when that commits nothing the append refused; the
+        caller's commit afterwards finds the transaction ended and sends nothing.
 
         Writes only if the stream head is still at ``batch.old_version``, the
         stream is open with its data key alive, and processing of its subject

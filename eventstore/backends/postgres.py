@@ -449,7 +449,12 @@ class PostgresBackend(Backend):
         return column == sa.any_(sa.bindparam(name, type_=ARRAY(column.type)))
 
     def append(
-        self, conn: Connection, batch: SealedBatch, derived: Sequence[DerivedRows]
+        self,
+        conn: Connection,
+        batch: SealedBatch,
+        derived: Sequence[DerivedRows],
+        *,
+        last: bool = False,
     ) -> list[Placement] | None:
         sql, params = _append_statement(batch, derived, conn.dialect)
         # psycopg's cursor in binary mode: the arrays of ids, ciphertexts and
@@ -458,7 +463,13 @@ class PostgresBackend(Backend):
         # connection and shape; psycopg prepares the shapes that recur (every
         # store's) after a few uses, and a batch of a size seen once is never.
         with binary_cursor(conn) as cursor:
-            cursor.execute(sql, params)
+            if last:
+                # The COMMIT in the same pipeline: a head found elsewhere made the
+                # statement write nothing, so committing with it is always safe.
+                with _committing_after(conn):
+                    cursor.execute(sql, params)
+            else:
+                cursor.execute(sql, params)
             rows = cursor.fetchall()
         if not rows:
             return None
@@ -572,6 +583,26 @@ def _bind_processors(
     """Each of ``columns`` of ``table`` with its bind processor, if it has one (UTC
     datetimes made naive, as UTCDateTime writes them)."""
     return tuple((c, table.c[c].type.bind_processor(dialect)) for c in columns)
+
+
+@contextmanager
+def _committing_after(conn: Connection) -> Iterator[None]:
+    """The block's statements, then the writes owed to the COMMIT
+    (``PostgresBackend.write_at_commit``) and the COMMIT itself, in one pipeline:
+    one wait for all of them, where the COMMIT alone waited once more.
+
+    An error of a statement skips the rest of the pipeline, COMMIT included: it is
+    raised at the block's end with the transaction still open, which the caller
+    rolls back as before.  The transaction's own commit then finds it ended
+    (psycopg reads the status from libpq) and sends nothing.
+    """
+    driver = _driver(conn)
+    with driver.pipeline():
+        yield
+        with driver.cursor() as cursor:
+            for owed in conn.info.pop(_OWED_AT_COMMIT, []):
+                cursor.execute(owed)
+            cursor.execute(b"COMMIT")
 
 
 @contextmanager

@@ -139,9 +139,15 @@ class SQLiteBackend(Backend):
         return column.in_(sa.bindparam(name, expanding=True))
 
     def append(
-        self, conn: Connection, batch: SealedBatch, derived: Sequence[DerivedRows]
+        self,
+        conn: Connection,
+        batch: SealedBatch,
+        derived: Sequence[DerivedRows],
+        *,
+        last: bool = False,
     ) -> list[Placement] | None:
-        # In the process: nothing to send together, the statements run in turn, the
+        # In the process: nothing to send together (a COMMIT costs no wait either,
+        # so ``last`` changes nothing), the statements run in turn, the
         # derived rows only once the head has moved.  Through the driver's own
         # connection (in the caller's transaction), each statement's SQL built once
         # and the columns' bind processors applied here: SQLAlchemy's execution of a
@@ -157,8 +163,8 @@ class SQLiteBackend(Backend):
             # The caller holds the only write lock, and AUTOINCREMENT gives each
             # new row one more than the largest rowid the table ever had, so the
             # rows of one batch get consecutive positions up to the last one.
-            last = _insert_rows(driver, events, rows, False)
-            placements = [(position, 0) for position in range(last - len(rows) + 1, last + 1)]
+            end = _insert_rows(driver, events, rows, False)
+            placements = [(position, 0) for position in range(end - len(rows) + 1, end + 1)]
         for part in derived:
             if part.rows:
                 _insert_rows(driver, part.table, part.rows, part.unless_present)
