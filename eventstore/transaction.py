@@ -21,6 +21,7 @@ from sqlalchemy.sql.dml import Insert
 
 from eventstore import audit_index, crypto, subject_rights
 from eventstore.audit import AUDIT_NAMESPACE, AUDIT_SUBJECT, AuditEntry
+from eventstore.backends import sent_together
 from eventstore.backends.port import Backend
 from eventstore.batch import DerivedRows, Placement, encode_batch, recorded_events, seal_batch
 from eventstore.codec import EncodedEvent, EventCodec, SubjectCipher, WrappedKey, from_json_bytes
@@ -324,13 +325,23 @@ class Transaction:
             if stream is not None and stream.closed_at is None:
                 return stream
             generation = 1 if stream is None else stream.ref.generation + 1
-            self._create_stream(namespace, subject_key, generation)
+            created = self._create_stream(namespace, subject_key, generation)
+            if created is not None:
+                return created
         raise OperationalError("the stream kept changing generation; retry the append")
 
-    def _create_stream(self, namespace: str, subject_key: bytes, generation: int) -> None:
+    def _create_stream(
+        self, namespace: str, subject_key: bytes, generation: int
+    ) -> LockedStream | None:
         """The one way a stream generation is created: its directory row, its stream row
-        and its data key, unless a concurrent writer created it first (whose stream the
-        caller then locks).  The directory's unique key decides who was first."""
+        and its data key, unless a concurrent writer created it first (``None``: the
+        caller then locks that writer's stream).  The directory's unique key decides
+        who was first.
+
+        The new generation is returned as locked, without reading it back: rows this
+        transaction inserted are seen by no other until it ends, so nobody can lock,
+        append to, close or restrict them before; what they hold is what was inserted.
+        """
         now = self.clock()
         claim = (
             self.backend.insert_unless_present(stream_directory)
@@ -339,28 +350,34 @@ class Transaction:
         )
         stream_id = self.connection.execute(claim).scalar()
         if stream_id is None:
-            return
-        self.connection.execute(
-            streams.insert().values(
-                stream_id=stream_id,
-                namespace=namespace,
-                subject_key=subject_key,
-                generation=generation,
-                version=0,
-                chain_hash=crypto.stream_genesis(namespace, subject_key, generation),
-                created_at=now,
+            return None
+        chain_hash = crypto.stream_genesis(namespace, subject_key, generation)
+        data_key, key = self.codec.new_data_key()
+        with sent_together(self.connection):  # one wait for both on PostgreSQL
+            self.connection.execute(
+                streams.insert().values(
+                    stream_id=stream_id,
+                    namespace=namespace,
+                    subject_key=subject_key,
+                    generation=generation,
+                    version=0,
+                    chain_hash=chain_hash,
+                    created_at=now,
+                )
             )
-        )
-        _, key = self.codec.new_data_key()
-        self.connection.execute(
-            data_keys.insert().values(
-                dek_id=key.dek_id,
-                stream_id=stream_id,
-                kek_version=key.kek_version,
-                wrapped_key=key.wrapped,
-                created_at=now,
+            self.connection.execute(
+                data_keys.insert().values(
+                    dek_id=key.dek_id,
+                    stream_id=stream_id,
+                    kek_version=key.kek_version,
+                    wrapped_key=key.wrapped,
+                    created_at=now,
+                )
             )
-        )
+        self._unwrapped[key] = data_key  # for this transaction only, as any unwrapped key
+        self._latest.put(namespace, subject_key, stream_id)
+        ref = StreamRef(stream_id, namespace, subject_key, generation)
+        return LockedStream(ref, 0, chain_hash, None, key)
 
     # -- appending -----------------------------------------------------------------
 
