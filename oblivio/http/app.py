@@ -27,7 +27,7 @@ from oblivio.http import (
     schemas,
     subject_routes,
 )
-from oblivio.http.auth import Ctx, Operator, context
+from oblivio.http.auth import Operator, context
 from oblivio.http.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from oblivio.http.metrics import Metrics
 from oblivio.http.throttle import FailedAuthThrottle
@@ -76,10 +76,10 @@ def create_app(ctx: MemoryContext, settings: Settings | None = None) -> FastAPI:
             **errors.problem_responses(401, 403, 429, 503),
         },
     )
-    def prometheus_metrics(ctx: Ctx, who: Operator) -> Response:
+    def prometheus_metrics(caller: Operator) -> Response:
         """Prometheus metrics of this process and the store (operator keys only); a
         namespaced key gets its namespace's erasure figures alone."""
-        return Response(metrics.exposition(ctx), media_type=METRICS_CONTENT_TYPE)
+        return Response(metrics.exposition(caller.ctx), media_type=METRICS_CONTENT_TYPE)
 
     @app.get("/v1/health", response_model=schemas.HealthOut, tags=["operations"])
     def health(request: Request) -> schemas.HealthOut:
