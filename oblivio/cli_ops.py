@@ -152,9 +152,10 @@ def _log_config() -> dict[str, Any]:
     # Access lines are JSON and nothing else, one per line, for log shippers;
     # uvicorn's formatter would also prefix the level and copy every record.
     config["formatters"]["json_lines"] = {"format": "%(message)s"}
+    # Written by a thread of its own, not on the event loop: see log_writer.py.
     config["handlers"]["oblivio_access"] = {
         "formatter": "json_lines",
-        "class": "logging.StreamHandler",
+        "class": "oblivio.http.log_writer.LineWriterHandler",
         "stream": "ext://sys.stderr",
     }
     config["loggers"]["oblivio.access"] = {

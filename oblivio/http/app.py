@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
+import random
 import re
 import time
 from typing import Any
@@ -27,7 +27,7 @@ from oblivio.http import (
     schemas,
     subject_routes,
 )
-from oblivio.http.auth import Ctx, Operator, context
+from oblivio.http.auth import Operator, context
 from oblivio.http.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from oblivio.http.metrics import Metrics
 from oblivio.http.throttle import FailedAuthThrottle
@@ -76,10 +76,10 @@ def create_app(ctx: MemoryContext, settings: Settings | None = None) -> FastAPI:
             **errors.problem_responses(401, 403, 429, 503),
         },
     )
-    def prometheus_metrics(ctx: Ctx, who: Operator) -> Response:
+    def prometheus_metrics(caller: Operator) -> Response:
         """Prometheus metrics of this process and the store (operator keys only); a
         namespaced key gets its namespace's erasure figures alone."""
-        return Response(metrics.exposition(ctx), media_type=METRICS_CONTENT_TYPE)
+        return Response(metrics.exposition(caller.ctx), media_type=METRICS_CONTENT_TYPE)
 
     @app.get("/v1/health", response_model=schemas.HealthOut, tags=["operations"])
     def health(request: Request) -> schemas.HealthOut:
@@ -174,19 +174,23 @@ class RequestLog:
             route = getattr(scope.get("route"), "path", "unmatched")
             seconds = time.perf_counter() - started
             final = 500 if status is None else status
-            access_log.info(
-                json.dumps(
-                    {
-                        "request_id": request_id,
-                        "method": scope["method"],
-                        "route": route,
-                        "status": final,
-                        "ms": round(seconds * 1000, 2),
-                    }
-                )
-            )
+            if access_log.isEnabledFor(logging.INFO):  # else no line to build
+                access_log.info(_access_line(request_id, scope["method"], route, final, seconds))
             if self.metrics is not None:
                 self.metrics.observe(scope["method"], route, final, seconds)
+
+
+def _access_line(request_id: str, method: str, route: str, status: int, seconds: float) -> str:
+    """The access log's JSON line.  ``json.dumps``, not orjson: orjson would save about
+    2.6 µs of a request's 1 ms and drop the spaces log searches may match on."""
+    line = {
+        "request_id": request_id,
+        "method": method,
+        "route": route,
+        "status": status,
+        "ms": round(seconds * 1000, 2),
+    }
+    return json.dumps(line)
 
 
 #: The access log's status for a request its client abandoned (nginx's 499).
@@ -258,5 +262,9 @@ def _request_id(scope: Scope) -> str:
     for name, value in scope["headers"]:
         if name == b"x-request-id" and _CALLER_REQUEST_ID.fullmatch(value):
             return bytes(value).decode("ascii")
-    # 128 random bits as 32 hex digits, like uuid4().hex without building a UUID.
-    return os.urandom(16).hex()
+    # 128 random bits as 32 hex digits, like uuid4().hex.  Not os.urandom: its system
+    # call lets go of the GIL, and the event loop then queues behind the thread pool's
+    # stores to take it back (a tenth of the loop's time on POST /v1/events, py-spy).
+    # A request id correlates log lines; it is no secret, so Python's generator (seeded
+    # from the system's, again in each forked worker) serves.
+    return f"{random.getrandbits(128):032x}"

@@ -14,7 +14,6 @@ from eventstore.errors import NotFoundError
 from oblivio.http import schemas as s
 from oblivio.http.auth import (
     Auditor,
-    Ctx,
     Member,
     ProofReader,
     PublicCtx,
@@ -79,21 +78,20 @@ def erasure_response(status: s.ErasureOut) -> JSONResponse:
 def delete_memory(
     user_id: s.UserId,
     event_id: uuid.UUID,
-    ctx: Ctx,
-    who: Member,
+    caller: Member,
     reason: s.Reason = "user_request",
     legal_ground: s.LegalGround = "art17-1-b",
     wait_seconds: Annotated[float, Query(ge=0, le=60, allow_inf_nan=False)] = 0,
 ) -> JSONResponse:
     """Hard-delete one event of a user (GDPR Art. 17); the requesting key is recorded."""
-    user = acting_user(who, user_id)
+    user = acting_user(caller.who, user_id)
     status = compliance.delete_event(
-        ctx,
+        caller.ctx,
         event_id,
         user_id=user,
-        reason=_reason(who, reason),
+        reason=_reason(caller.who, reason),
         legal_ground=legal_ground,
-        actor_id=acting_actor(who),
+        actor_id=acting_actor(caller.who),
         wait=wait_seconds > 0,
         timeout=wait_seconds,
     )
@@ -105,22 +103,20 @@ def delete_memory(
     response_model=s.ErasureOut,
     responses=STILL_ERASING,
 )
-def forget(
-    user_id: s.UserId, ctx: Ctx, who: Member, body: s.ForgetRequest | None = None
-) -> JSONResponse:
+def forget(user_id: s.UserId, caller: Member, body: s.ForgetRequest | None = None) -> JSONResponse:
     """Erase everything of a user; the certificate when it completes within the wait.
 
     The reason is recorded as ``user_request``; a body stating another is refused (403).
     """
     body = body or s.ForgetRequest()
-    user = acting_user(who, user_id)
+    user = acting_user(caller.who, user_id)
     assert user is not None
     status = compliance.forget(
-        ctx,
+        caller.ctx,
         user,
         reason=_forget_reason(body.reason),
         legal_ground=body.legal_ground,
-        actor_id=acting_actor(who),
+        actor_id=acting_actor(caller.who),
         wait=body.wait_seconds > 0,
         timeout=body.wait_seconds,
     )
@@ -133,21 +129,21 @@ def _own_subject(ctx: MemoryContext, who: Principal) -> str:
 
 
 @router.get("/requests/{request_id}", response_model=s.ErasureOut)
-def request_status(request_id: uuid.UUID, ctx: Ctx, who: ProofReader) -> s.ErasureOut:
+def request_status(request_id: uuid.UUID, caller: ProofReader) -> s.ErasureOut:
     """Where an erasure request stands."""
-    status = compliance.erasure_status(ctx, request_id)
-    if who.kind == "user" and status.subject_ref != _own_subject(ctx, who):
+    status = compliance.erasure_status(caller.ctx, request_id)
+    if caller.who.kind == "user" and status.subject_ref != _own_subject(caller.ctx, caller.who):
         raise NotFoundError("erasure request is not available")  # exactly like a missing id
     return s.ErasureOut.of(status)
 
 
 @router.get("/certificates/{certificate_id}")
-def get_certificate(certificate_id: uuid.UUID, ctx: Ctx, who: ProofReader) -> dict[str, Any]:
+def get_certificate(certificate_id: uuid.UUID, caller: ProofReader) -> dict[str, Any]:
     """A forget certificate (JWS JSON serialization)."""
-    certificate = compliance.get_certificate(ctx, certificate_id)
-    if who.kind == "user":
-        payload = compliance.verify_certificate(ctx, certificate)
-        if payload["subject"]["reference"] != _own_subject(ctx, who):
+    certificate = compliance.get_certificate(caller.ctx, certificate_id)
+    if caller.who.kind == "user":
+        payload = compliance.verify_certificate(caller.ctx, certificate)
+        if payload["subject"]["reference"] != _own_subject(caller.ctx, caller.who):
             raise NotFoundError("certificate is not available")  # exactly like a missing id
     return certificate
 
@@ -159,12 +155,14 @@ def keys(ctx: PublicCtx) -> dict[str, Any]:
 
 
 @router.get("/users/{user_id}/export")
-def export_subject(user_id: s.UserId, ctx: Ctx, who: Member) -> dict[str, Any]:
+def export_subject(user_id: s.UserId, caller: Member) -> dict[str, Any]:
     """Everything oblivio holds about a user (Art. 15/20), with a signed manifest."""
-    user = acting_user(who, user_id)
+    user = acting_user(caller.who, user_id)
     assert user is not None
-    reference = dpo.SELF_SERVICE if who.user_id is not None else dpo.API_EXPORT
-    _, exported = dpo.export_for(ctx, user, reference=reference, actor_id=acting_actor(who))
+    reference = dpo.SELF_SERVICE if caller.who.user_id is not None else dpo.API_EXPORT
+    _, exported = dpo.export_for(
+        caller.ctx, user, reference=reference, actor_id=acting_actor(caller.who)
+    )
     return exported
 
 
@@ -179,8 +177,7 @@ def _aware(value: datetime | None) -> datetime | None:
     responses={200: {"content": {"application/x-ndjson": {"schema": {"type": "string"}}}}},
 )
 def export_audit(
-    ctx: Ctx,
-    who: Auditor,
+    caller: Auditor,
     since: s.Instant | None = None,
     until: s.Instant | None = None,
     action: Annotated[
@@ -211,9 +208,9 @@ def export_audit(
         action=action or "", subject=subject_ref or "", actor=actor or ""
     )
     text = compliance.export_audit(
-        ctx,
+        caller.ctx,
         since=_aware(since),
         until=_aware(until),
-        filters=oversight.audit_filters(ctx, wanted),
+        filters=oversight.audit_filters(caller.ctx, wanted),
     )
     return PlainTextResponse(text, media_type="application/x-ndjson")

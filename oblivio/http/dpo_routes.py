@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field, StringConstraints
 from appdata.apikeys import Principal
 from eventstore import subject_rights as rights
 from oblivio.http import schemas as s
-from oblivio.http.auth import Auditor, Ctx, Operator, acting_actor
+from oblivio.http.auth import Auditor, Operator, acting_actor
 from oblivio.http.compliance_routes import STILL_ERASING, erasure_response
 from oblivio.http.errors import api_router
 from oblivio.memory import dpo, inputs
@@ -102,34 +102,34 @@ def _entry(entry: dpo.RegisterEntry) -> RegisterEntryOut:
 
 
 @router.post("/people/lookup", response_model=PersonOut)
-def look_up(body: PersonRequest, ctx: Ctx, who: Operator) -> PersonOut:
+def look_up(body: PersonRequest, caller: Operator) -> PersonOut:
     """A person of the key's namespace: requests of every kind, counts of current
     memories by scope and type, restriction and hold."""
-    person = dpo.look_up(ctx, body.user_id)
+    person = dpo.look_up(caller.ctx, body.user_id)
     fields = asdict(person)
     fields["requests"] = [_entry(r) for r in person.requests]
     return PersonOut(**fields)
 
 
 @router.post("/people/export", response_model=ExportOut)
-def export_for(body: ActionRequest, ctx: Ctx, who: Operator) -> ExportOut:
+def export_for(body: ActionRequest, caller: Operator) -> ExportOut:
     """Serve an access/portability request (Art. 15/20): the signed subject export,
     recorded in the register."""
     entry, exported = dpo.export_for(
-        ctx, body.user_id, reference=body.reference, actor_id=acting_actor(who)
+        caller.ctx, body.user_id, reference=body.reference, actor_id=acting_actor(caller.who)
     )
     return ExportOut(request=_entry(entry), export=exported)
 
 
 @router.post("/people/forget", response_model=s.ErasureOut, responses=STILL_ERASING)
-def forget_for(body: ForgetForRequest, ctx: Ctx, who: Operator) -> JSONResponse:
+def forget_for(body: ForgetForRequest, caller: Operator) -> JSONResponse:
     """Erase a person on their request, with its reference (409 naming the ground when
     the person is under a legal hold: the refusal is in the register)."""
     status = dpo.forget_for(
-        ctx,
+        caller.ctx,
         body.user_id,
         reference=body.reference,
-        actor_id=acting_actor(who),
+        actor_id=acting_actor(caller.who),
         legal_ground=body.legal_ground,
         wait=body.wait_seconds > 0,
         timeout=body.wait_seconds,
@@ -152,35 +152,34 @@ def _for_person(
 
 
 @router.post("/people/restrict", response_model=RegisterEntryOut)
-def restrict(body: RestrictRequest, ctx: Ctx, who: Operator) -> RegisterEntryOut:
+def restrict(body: RestrictRequest, caller: Operator) -> RegisterEntryOut:
     """Restrict processing of a person (Art. 18)."""
-    return _entry(_for_person(dpo.restrict, body, ctx, who, ground=body.ground))
+    return _entry(_for_person(dpo.restrict, body, caller.ctx, caller.who, ground=body.ground))
 
 
 @router.post("/people/lift-restriction", status_code=204)
-def lift_restriction(body: ActionRequest, ctx: Ctx, who: Operator) -> Response:
+def lift_restriction(body: ActionRequest, caller: Operator) -> Response:
     """End a person's restriction of processing."""
-    _for_person(dpo.lift_restriction, body, ctx, who)
+    _for_person(dpo.lift_restriction, body, caller.ctx, caller.who)
     return Response(status_code=204)
 
 
 @router.post("/people/hold", status_code=201)
-def place_hold(body: HoldRequest, ctx: Ctx, who: Operator) -> dict[str, Any]:
+def place_hold(body: HoldRequest, caller: Operator) -> dict[str, Any]:
     """Place a legal hold (Art. 17(3)) on a person's data."""
-    return asdict(_for_person(dpo.place_hold, body, ctx, who, ground=body.ground))
+    return asdict(_for_person(dpo.place_hold, body, caller.ctx, caller.who, ground=body.ground))
 
 
 @router.post("/people/lift-hold", status_code=204)
-def lift_hold(body: ActionRequest, ctx: Ctx, who: Operator) -> Response:
+def lift_hold(body: ActionRequest, caller: Operator) -> Response:
     """Lift a person's legal hold; refused erasures can then be run again."""
-    _for_person(dpo.lift_hold, body, ctx, who)
+    _for_person(dpo.lift_hold, body, caller.ctx, caller.who)
     return Response(status_code=204)
 
 
 @router.get("/requests", response_model=RegisterPageOut)
 def register(
-    ctx: Ctx,
-    who: Auditor,
+    caller: Auditor,
     kind: RequestKind | None = None,
     status: RequestStatus | None = None,
     reference: Reference | None = None,
@@ -190,7 +189,7 @@ def register(
 ) -> RegisterPageOut:
     """The register of data-subject requests of every kind, newest first."""
     found = dpo.register(
-        ctx,
+        caller.ctx,
         kind=kind,
         status=status,
         reference=reference,
@@ -219,28 +218,31 @@ def register(
     },
 )
 def export_register(
-    ctx: Ctx,
-    who: Auditor,
+    caller: Auditor,
     format: Literal["json", "csv"] = "json",
     kind: RequestKind | None = None,
     status: RequestStatus | None = None,
     overdue: bool = False,
 ) -> Response:
     """The whole register (filtered), as JSON or CSV, for an auditor or a regulator."""
-    text = dpo.export_register(ctx, format=format, kind=kind, status=status, overdue_only=overdue)
+    text = dpo.export_register(
+        caller.ctx, format=format, kind=kind, status=status, overdue_only=overdue
+    )
     media = "text/csv" if format == "csv" else "application/json"
     return Response(text, media_type=media)
 
 
 @router.get("/requests/{request_id}", response_model=RegisterEntryOut)
-def request_entry(request_id: uuid.UUID, ctx: Ctx, who: Auditor) -> RegisterEntryOut:
+def request_entry(request_id: uuid.UUID, caller: Auditor) -> RegisterEntryOut:
     """One request of the register."""
-    return _entry(dpo.entry(ctx, request_id))
+    return _entry(dpo.entry(caller.ctx, request_id))
 
 
 @router.post("/requests/{request_id}/extend", response_model=RegisterEntryOut)
-def extend(request_id: uuid.UUID, body: ExtendRequest, ctx: Ctx, who: Operator) -> RegisterEntryOut:
+def extend(request_id: uuid.UUID, body: ExtendRequest, caller: Operator) -> RegisterEntryOut:
     """Extend a request's legal deadline by two further months (Art. 12(3)), once."""
     return _entry(
-        dpo.extend_deadline(ctx, request_id, reason=body.reason, actor_id=acting_actor(who))
+        dpo.extend_deadline(
+            caller.ctx, request_id, reason=body.reason, actor_id=acting_actor(caller.who)
+        )
     )

@@ -11,7 +11,6 @@ from eventstore.errors import InvalidInputError
 from oblivio.http import schemas as s
 from oblivio.http.auth import (
     OPERATOR_NAMES_USER,
-    Ctx,
     Member,
     acting_user,
     required_user,
@@ -38,11 +37,11 @@ def found(value: T | None) -> T:
 @router.post(
     "/events", status_code=201, response_model=s.StoreResponse, openapi_extra=OPERATOR_NAMES_USER
 )
-def store_event(body: s.StoreRequest, ctx: Ctx, who: Member) -> Response:
+def store_event(body: s.StoreRequest, caller: Member) -> Response:
     """Store a memory for a user and derive its nodes."""
-    user = required_user(who, body.user_id)
+    user = required_user(caller.who, body.user_id)
     stored = commands.store_memory(
-        ctx,
+        caller.ctx,
         body.content,
         user_id=user,
         scope=body.scope,
@@ -64,12 +63,12 @@ def store_event(body: s.StoreRequest, ctx: Ctx, who: Member) -> Response:
     response_model=s.StoreBatchResponse,
     openapi_extra=OPERATOR_NAMES_USER,
 )
-def store_events(body: s.StoreBatchRequest, ctx: Ctx, who: Member) -> Response:
+def store_events(body: s.StoreBatchRequest, caller: Member) -> Response:
     """Store several memories of one user atomically: every memory is validated
     first, and one invalid memory writes nothing (docs/memory.md, ``store_many``)."""
-    user = required_user(who, body.user_id)
+    user = required_user(caller.who, body.user_id)
     stored = commands.store_many(
-        ctx, [m.model_dump(exclude_unset=True) for m in body.memories], user_id=user
+        caller.ctx, [m.model_dump(exclude_unset=True) for m in body.memories], user_id=user
     )
     answer = s.StoreBatchResponse(
         results=[s.StoreResponse(event_id=m.event_id, node_ids=list(m.node_ids)) for m in stored]
@@ -80,11 +79,11 @@ def store_events(body: s.StoreBatchRequest, ctx: Ctx, who: Member) -> Response:
 @router.post(
     "/ingest", status_code=201, response_model=s.IngestResponse, openapi_extra=OPERATOR_NAMES_USER
 )
-def ingest_messages(body: s.IngestRequest, ctx: Ctx, who: Member) -> Response:
+def ingest_messages(body: s.IngestRequest, caller: Member) -> Response:
     """Store raw messages; their claims are extracted asynchronously (docs/ingest.md)."""
-    user = required_user(who, body.user_id)
+    user = required_user(caller.who, body.user_id)
     results = ingest.ingest_batch(
-        ctx, body.entries(), user_id=user, wait_for_extraction=body.wait_for_extraction
+        caller.ctx, body.entries(), user_id=user, wait_for_extraction=body.wait_for_extraction
     )
     answer = s.IngestResponse(
         results=[s.IngestedOut.model_validate(r, from_attributes=True) for r in results]
@@ -94,8 +93,7 @@ def ingest_messages(body: s.IngestRequest, ctx: Ctx, who: Member) -> Response:
 
 @router.get("/events", response_model=list[s.EventOut], openapi_extra=OPERATOR_NAMES_USER)
 def list_events(
-    ctx: Ctx,
-    who: Member,
+    caller: Member,
     user_id: s.UserId | None = None,
     after_version: Annotated[int, Query(ge=0, le=MAX_VERSION)] = 0,
     limit: Annotated[int, Query(ge=1, le=queries.MAX_PAGE)] = queries.DEFAULT_PAGE,
@@ -106,8 +104,8 @@ def list_events(
     """A user's stored memories in order, optionally only one scope, session or source
     type; page with ``after_version``."""
     events = queries.get_events(
-        ctx,
-        user_id=required_user(who, user_id),
+        caller.ctx,
+        user_id=required_user(caller.who, user_id),
         after_version=after_version,
         limit=limit,
         scope=scope,
@@ -118,28 +116,25 @@ def list_events(
 
 
 @router.get("/events/{event_id}", response_model=s.EventOut)
-def get_event(
-    event_id: uuid.UUID, ctx: Ctx, who: Member, user_id: s.UserId | None = None
-) -> s.EventOut:
+def get_event(event_id: uuid.UUID, caller: Member, user_id: s.UserId | None = None) -> s.EventOut:
     """One stored memory event (of ``user_id`` only, when named)."""
-    user = acting_user(who, user_id)
-    return s.EventOut.of(found(queries.get_event(ctx, event_id, user_id=user)))
+    user = acting_user(caller.who, user_id)
+    return s.EventOut.of(found(queries.get_event(caller.ctx, event_id, user_id=user)))
 
 
 @router.get("/events/{event_id}/nodes", response_model=list[s.NodeOut])
 def get_event_nodes(
-    event_id: uuid.UUID, ctx: Ctx, who: Member, user_id: s.UserId | None = None
+    event_id: uuid.UUID, caller: Member, user_id: s.UserId | None = None
 ) -> list[s.NodeOut]:
     """The nodes derived from one event (of ``user_id`` only, when named)."""
-    user = acting_user(who, user_id)
-    found(queries.get_event(ctx, event_id, user_id=user))
-    return [s.NodeOut.of(n) for n in queries.get_event_nodes(ctx, event_id, user_id=user)]
+    user = acting_user(caller.who, user_id)
+    found(queries.get_event(caller.ctx, event_id, user_id=user))
+    return [s.NodeOut.of(n) for n in queries.get_event_nodes(caller.ctx, event_id, user_id=user)]
 
 
 @router.get("/nodes", response_model=s.NodePageOut, openapi_extra=OPERATOR_NAMES_USER)
 def list_nodes(
-    ctx: Ctx,
-    who: Member,
+    caller: Member,
     user_id: s.UserId | None = None,
     scopes: Annotated[list[Scope] | None, Query()] = None,
     node_types: Annotated[list[NodeType] | None, Query()] = None,
@@ -168,8 +163,8 @@ def list_nodes(
     value starting with ``text``).
     """
     page = queries.list_nodes(
-        ctx,
-        user_id=required_user(who, user_id),
+        caller.ctx,
+        user_id=required_user(caller.who, user_id),
         scopes=scopes,
         node_types=node_types,
         exclude_node_types=exclude_node_types,
@@ -189,15 +184,17 @@ def list_nodes(
 @router.get("/nodes/{node_id}", response_model=s.NodeOut)
 def get_node(
     node_id: uuid.UUID,
-    ctx: Ctx,
-    who: Member,
+    caller: Member,
     include_superseded: bool = False,
     user_id: s.UserId | None = None,
 ) -> s.NodeOut:
     """One node (of ``user_id`` only, when named); superseded nodes only with
     ``include_superseded=true``."""
     node = queries.get_node(
-        ctx, node_id, user_id=acting_user(who, user_id), include_superseded=include_superseded
+        caller.ctx,
+        node_id,
+        user_id=acting_user(caller.who, user_id),
+        include_superseded=include_superseded,
     )
     return s.NodeOut.of(found(node))
 
@@ -205,15 +202,14 @@ def get_node(
 @router.get("/nodes/{node_id}/assertion-state", response_model=s.AssertionStateOut)
 def get_assertion_state(
     node_id: uuid.UUID,
-    ctx: Ctx,
-    who: Member,
+    caller: Member,
     user_id: s.UserId | None = None,
     as_of: s.AwareInstant | None = None,
 ) -> s.AssertionStateOut:
     """Whether a node is current, contested or superseded, and by which nodes; with
     ``as_of``, as it stood at that moment (404 before it took effect)."""
     state = queries.get_assertion_state(
-        ctx, node_id, user_id=acting_user(who, user_id), as_of=as_of
+        caller.ctx, node_id, user_id=acting_user(caller.who, user_id), as_of=as_of
     )
     return s.AssertionStateOut.of(found(state))
 
@@ -237,7 +233,7 @@ def _answered(response: Response, result: Correction) -> s.CorrectionOut:
 
 @router.post("/supersedences", status_code=201, response_model=list[s.CorrectionOut])
 def supersede(
-    body: s.SupersedeRequest, ctx: Ctx, who: Member, response: Response
+    body: s.SupersedeRequest, caller: Member, response: Response
 ) -> list[s.CorrectionOut]:
     """Retire old nodes in favour of new ones, atomically; an exact retry is a no-op (200)."""
     if body.corrections is not None:
@@ -255,7 +251,7 @@ def supersede(
     else:
         raise InvalidInputError("old_node_id and new_node_id are required")
     results = commands.supersede_many(
-        ctx, entries, user_id=acting_user(who, body.user_id), actor_id=body.actor_id
+        caller.ctx, entries, user_id=acting_user(caller.who, body.user_id), actor_id=body.actor_id
     )
     if all(r.replayed for r in results):
         response.status_code = 200
@@ -263,34 +259,32 @@ def supersede(
 
 
 @router.post("/contradictions", status_code=201, response_model=s.CorrectionOut)
-def contradict(
-    body: s.ContradictRequest, ctx: Ctx, who: Member, response: Response
-) -> s.CorrectionOut:
+def contradict(body: s.ContradictRequest, caller: Member, response: Response) -> s.CorrectionOut:
     """Record that two nodes contradict each other; an exact retry is a no-op (200)."""
     return _answered(
         response,
         commands.contradict(
-            ctx,
+            caller.ctx,
             body.node_id,
             body.other_node_id,
             evidence_id=body.evidence_id,
-            user_id=acting_user(who, body.user_id),
+            user_id=acting_user(caller.who, body.user_id),
             actor_id=body.actor_id,
         ),
     )
 
 
 @router.post("/contradictions/resolutions", status_code=201, response_model=s.CorrectionOut)
-def resolve(body: s.ResolveRequest, ctx: Ctx, who: Member, response: Response) -> s.CorrectionOut:
+def resolve(body: s.ResolveRequest, caller: Member, response: Response) -> s.CorrectionOut:
     """Settle a contradiction: the loser is superseded by the winner; retries answer 200."""
     return _answered(
         response,
         commands.resolve_contradiction(
-            ctx,
+            caller.ctx,
             body.winner_node_id,
             body.loser_node_id,
             evidence_id=body.evidence_id,
-            user_id=acting_user(who, body.user_id),
+            user_id=acting_user(caller.who, body.user_id),
             actor_id=body.actor_id,
         ),
     )
@@ -300,12 +294,12 @@ def resolve(body: s.ResolveRequest, ctx: Ctx, who: Member, response: Response) -
     "/nodes/{node_id}/likely-update/confirm", status_code=201, response_model=s.CorrectionOut
 )
 def confirm_likely_update(
-    node_id: uuid.UUID, body: s.LikelyUpdateDecisionRequest, ctx: Ctx, who: Member
+    node_id: uuid.UUID, body: s.LikelyUpdateDecisionRequest, caller: Member
 ) -> s.CorrectionOut:
     """Confirm that the newer memory which likely updates this node replaces it: the
     journaled supersede.  422 when no open likely update names the node."""
     result = updates.confirm_likely_update(
-        ctx, node_id, user_id=acting_user(who, body.user_id), actor_id=body.actor_id
+        caller.ctx, node_id, user_id=acting_user(caller.who, body.user_id), actor_id=body.actor_id
     )
     return _correction(result)
 
@@ -314,12 +308,12 @@ def confirm_likely_update(
     "/nodes/{node_id}/likely-update/reject", status_code=201, response_model=s.RejectionOut
 )
 def reject_likely_update(
-    node_id: uuid.UUID, body: s.LikelyUpdateDecisionRequest, ctx: Ctx, who: Member
+    node_id: uuid.UUID, body: s.LikelyUpdateDecisionRequest, caller: Member
 ) -> s.RejectionOut:
     """Reject the likely update of this node: both memories stand as before.  422 when
     no open likely update names the node."""
     result = updates.reject_likely_update(
-        ctx, node_id, user_id=acting_user(who, body.user_id), actor_id=body.actor_id
+        caller.ctx, node_id, user_id=acting_user(caller.who, body.user_id), actor_id=body.actor_id
     )
     return s.RejectionOut(
         event_id=result.event_id,
@@ -331,30 +325,29 @@ def reject_likely_update(
 @router.put("/nodes/{node_id}/reinforce", response_model=s.NodeOut)
 def reinforce(
     node_id: uuid.UUID,
-    ctx: Ctx,
-    who: Member,
+    caller: Member,
     body: Annotated[s.ReinforceRequest | None, Body()] = None,
     idempotency_key: Annotated[uuid.UUID | None, Header()] = None,
     user_id: s.UserId | None = None,
 ) -> s.NodeOut:
     """Confirm a node once per ``Idempotency-Key``; returns the current node."""
     node = commands.reinforce(
-        ctx,
+        caller.ctx,
         node_id,
         evidence_id=None if body is None else body.evidence_id,
-        user_id=acting_user(who, user_id),
+        user_id=acting_user(caller.who, user_id),
         request_id=idempotency_key,
     )
     return s.NodeOut.of(node)
 
 
 @router.post("/retrieve", response_model=s.RetrieveResponse, openapi_extra=OPERATOR_NAMES_USER)
-def retrieve(body: s.RetrieveRequest, ctx: Ctx, who: Member) -> Response:
+def retrieve(body: s.RetrieveRequest, caller: Member) -> Response:
     """The user's nodes ranked for a query, with every score component."""
     result = queries.retrieve(
-        ctx,
+        caller.ctx,
         body.query,
-        user_id=required_user(who, body.user_id),
+        user_id=required_user(caller.who, body.user_id),
         limit=body.limit,
         scopes=body.scopes,
         node_types=body.node_types,
@@ -378,11 +371,11 @@ def retrieve(body: s.RetrieveRequest, ctx: Ctx, who: Member) -> Response:
 @router.post(
     "/triggers", status_code=201, response_model=s.IdOut, openapi_extra=OPERATOR_NAMES_USER
 )
-def add_trigger(body: s.TriggerRequest, ctx: Ctx, who: Member) -> s.IdOut:
+def add_trigger(body: s.TriggerRequest, caller: Member) -> s.IdOut:
     """Add a resonance trigger (keyword or text) with a weight in [0, 10]."""
     trigger_id = commands.add_resonance_trigger(
-        ctx,
-        user_id=required_user(who, body.user_id),
+        caller.ctx,
+        user_id=required_user(caller.who, body.user_id),
         keyword=body.keyword,
         text=body.text,
         weight=body.weight,
@@ -393,22 +386,24 @@ def add_trigger(body: s.TriggerRequest, ctx: Ctx, who: Member) -> s.IdOut:
 
 @router.delete("/triggers/{trigger_id}", status_code=204, openapi_extra=OPERATOR_NAMES_USER)
 def remove_trigger(
-    trigger_id: uuid.UUID, ctx: Ctx, who: Member, user_id: s.UserId | None = None
+    trigger_id: uuid.UUID, caller: Member, user_id: s.UserId | None = None
 ) -> Response:
     """Remove a resonance trigger."""
-    commands.remove_resonance_trigger(ctx, trigger_id, user_id=required_user(who, user_id))
+    commands.remove_resonance_trigger(
+        caller.ctx, trigger_id, user_id=required_user(caller.who, user_id)
+    )
     return Response(status_code=204)
 
 
 @router.post(
     "/attractors", status_code=201, response_model=s.IdOut, openapi_extra=OPERATOR_NAMES_USER
 )
-def add_attractor(body: s.AttractorRequest, ctx: Ctx, who: Member) -> s.IdOut:
+def add_attractor(body: s.AttractorRequest, caller: Member) -> s.IdOut:
     """Add a negative attractor that demotes similar nodes."""
     attractor_id = commands.add_negative_attractor(
-        ctx,
+        caller.ctx,
         body.text,
-        user_id=required_user(who, body.user_id),
+        user_id=required_user(caller.who, body.user_id),
         description=body.description,
         source=body.source,
         severity=body.severity,
@@ -417,14 +412,14 @@ def add_attractor(body: s.AttractorRequest, ctx: Ctx, who: Member) -> s.IdOut:
 
 
 @router.delete("/attractors", status_code=204, openapi_extra=OPERATOR_NAMES_USER)
-def clear_attractors(ctx: Ctx, who: Member, user_id: s.UserId | None = None) -> Response:
+def clear_attractors(caller: Member, user_id: s.UserId | None = None) -> Response:
     """Remove every negative attractor of the user."""
-    commands.clear_negative_attractors(ctx, user_id=required_user(who, user_id))
+    commands.clear_negative_attractors(caller.ctx, user_id=required_user(caller.who, user_id))
     return Response(status_code=204)
 
 
 @router.get("/attractors/count", response_model=s.CountOut, openapi_extra=OPERATOR_NAMES_USER)
-def count_attractors(ctx: Ctx, who: Member, user_id: s.UserId | None = None) -> s.CountOut:
+def count_attractors(caller: Member, user_id: s.UserId | None = None) -> s.CountOut:
     """How many negative attractors apply to the user's retrieval."""
-    count = queries.negative_attractor_count(ctx, user_id=required_user(who, user_id))
+    count = queries.negative_attractor_count(caller.ctx, user_id=required_user(caller.who, user_id))
     return s.CountOut(count=count)

@@ -43,10 +43,21 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(StoreCollector(ctx, lag))
+        # The children of each (method, route, status), found once: ``labels()`` checks
+        # and joins its values under a lock on every call.  As many as the registry holds.
+        self._children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
-        self.requests.labels(method, route, str(status)).inc()
-        self.latency.labels(method, route).observe(seconds)
+        children = self._children.get((method, route, status))
+        if children is None:
+            children = (
+                self.requests.labels(method, route, str(status)),
+                self.latency.labels(method, route),
+            )
+            self._children[method, route, status] = children
+        requests, latency = children
+        requests.inc()
+        latency.observe(seconds)
 
     def exposition(self, caller: MemoryContext) -> bytes:
         """What ``caller`` may see: everything for a cluster-wide caller, else its

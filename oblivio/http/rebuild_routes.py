@@ -21,7 +21,7 @@ from pydantic import (
 )
 from pydantic.config import JsonDict
 
-from oblivio.http.auth import ClusterOperator, Ctx, acting_actor
+from oblivio.http.auth import ClusterOperator, acting_actor
 from oblivio.http.errors import api_router
 from oblivio.http.schemas import Strict, UserId
 from oblivio.memory import vector_rebuilds
@@ -100,10 +100,10 @@ class RebuildOut(BaseModel):
 
 
 @router.post("", status_code=202, response_model=RebuildOut)
-def start_rebuild(body: RebuildRequestIn, ctx: Ctx, who: ClusterOperator) -> RebuildOut:
+def start_rebuild(body: RebuildRequestIn, caller: ClusterOperator) -> RebuildOut:
     """Start re-embedding (audit-logged); the workers do it, blue/green per subject."""
     started = vector_rebuilds.start_vector_rebuild(
-        ctx, embedder=body.embedder, user_id=body.user_id, actor_id=acting_actor(who)
+        caller.ctx, embedder=body.embedder, user_id=body.user_id, actor_id=acting_actor(caller.who)
     )
     return RebuildOut.of(started)
 
@@ -117,6 +117,6 @@ RebuildId = Annotated[
 
 
 @router.get("/{rebuild_id}", response_model=RebuildOut)
-def get_rebuild(rebuild_id: RebuildId, ctx: Ctx, who: ClusterOperator) -> RebuildOut:
+def get_rebuild(rebuild_id: RebuildId, caller: ClusterOperator) -> RebuildOut:
     """A rebuild job's progress: subjects and nodes done of how many."""
-    return RebuildOut.of(vector_rebuilds.vector_rebuild(ctx, rebuild_id))
+    return RebuildOut.of(vector_rebuilds.vector_rebuild(caller.ctx, rebuild_id))

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from starlette.types import Message, Receive, Scope, Send
 
+from oblivio.http import app as app_module
 from oblivio.http.app import RequestLog
 from oblivio.memory import queries
 from tests.http.conftest import ALICE, World
@@ -155,3 +156,24 @@ def test_a_failure_after_the_response_started_is_raised_not_answered_twice(
     assert [m["type"] for m in sent] == ["http.response.start"]
     assert (b"x-request-id", b"req-half") in sent[0]["headers"]
     assert line_for(caplog, "req-half")["status"] == 200
+
+
+def test_no_line_is_built_while_the_access_log_is_off(
+    sqlite_world: World, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator who turns the access log off saves the line's work on every request."""
+    caplog.set_level(logging.WARNING, logger=ACCESS_LOGGER)
+    built: list[str] = []
+    line = app_module._access_line
+
+    def counted(*args: Any) -> str:
+        built.append(line(*args))
+        return built[-1]
+
+    monkeypatch.setattr(app_module, "_access_line", counted)
+    assert sqlite_world.client.get("/v1/health").status_code == 200
+    assert built == []
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+    assert sqlite_world.client.get("/v1/health").status_code == 200
+    assert len(built) == 1
+    assert access_lines(caplog) == [json.loads(built[0])]
