@@ -157,7 +157,7 @@ def open_memory(
     graph = NodeGraphProjection(extractor)
     vectors = VectorProjection(embedders.first, extractor, embedders)
     runner = ProjectionRunner(store, vectors, partitions=settings.partitions, clock=clock)
-    images = IndexImages(store, vectors.name, settings.partitions, settings.retrieval_image_nodes)
+    images = IndexImages(store, vectors.name, settings.retrieval_image_nodes)
     projections = ProjectionRegistry([graph], [(vectors, settings.partitions)], [images])
     policy = ErasurePolicy(deadline=timedelta(hours=settings.erasure_deadline_hours))
     scoring = scoring or ScoringConfig()

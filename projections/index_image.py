@@ -332,14 +332,13 @@ def unseal(cipher: SubjectCipher, bound: bytes, stored: image_store.StoredImage)
 class IndexImages:
     """Reads images for cold loads and writes them on a thread of their own.
 
-    ``projection`` and ``partitions`` name the vector state's checkpoints, as the
-    state token reads them.  Thread-safe.
+    ``projection`` names the vector state, whose stream marks the state token
+    reads.  Thread-safe.
     """
 
-    def __init__(self, store: EventStore, projection: str, partitions: int, min_nodes: int) -> None:
+    def __init__(self, store: EventStore, projection: str, min_nodes: int) -> None:
         self.store = store
         self.projection = projection
-        self.partitions = partitions
         self.min_nodes = min_nodes
         self._writers: dict[int, threading.Thread] = {}
         #: The stream version of each stream's image as this process wrote or read it.
@@ -433,7 +432,6 @@ class IndexImages:
                 stream.ref.namespace,
                 stream.ref.subject_key,
                 self.projection,
-                self.partitions,
             )
             if now is None or not _same_basis(now, token) or now.version < parts.version:
                 return None

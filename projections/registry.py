@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 
 from eventstore import LogCursor, RecordedEvent
 from projections.base import Projection, StreamSource, SubjectCache
-from projections.storage import checkpoints, snapshot_store
+from projections.storage import checkpoints, snapshot_store, stream_marks
 from projections.storage.access_store import AccessStore
 
 
@@ -65,11 +65,13 @@ class ProjectionRegistry:
     # -- asynchronous projections' checkpoints ---------------------------------
 
     def hold(self, conn: Connection, stream_id: int) -> None:
-        """Wait for and lock the stream's checkpoint partition of each asynchronous
-        projection: no runner batch can re-insert rows the caller purges (one that
-        committed before is purged with the rest; the next one sees the purge)."""
+        """Wait for and lock the stream's checkpoint partition and the stream's mark of
+        each asynchronous projection: no runner batch and no read's catch-up can
+        re-insert rows the caller purges (one that committed before is purged with
+        the rest; the next one sees the purge)."""
         for name, partitions in self._partitions.items():
             checkpoints.hold(conn, name, stream_id % partitions)
+            stream_marks.lock(conn, name, [stream_id])
 
     def holds_complete_state(
         self, conn: Connection, name: str, stream_id: int, position: LogCursor
@@ -77,15 +79,17 @@ class ProjectionRegistry:
         """Whether the live rows of ``name`` are the projection of the whole stream up to
         ``position``, as kept incrementally.
 
-        Inline projections always are.  An asynchronous one is once its
-        checkpoint has passed ``position``; its partition is held so no runner
-        batch changes the rows while the caller digests them.
+        Inline projections always are.  An asynchronous one is once the stream's
+        mark has reached ``position``; its partition and the mark are held (as
+        :meth:`hold` holds them) so no runner batch or catch-up changes the rows
+        while the caller digests them.
         """
         partitions = self._partitions.get(name)
         if partitions is None:
             return True
         checkpoints.hold(conn, name, stream_id % partitions)
-        return checkpoints.read(conn, name, stream_id % partitions) >= position
+        # Held, not created: after a forget the stream's mark is gone for good.
+        return stream_marks.held(conn, name, stream_id).cursor >= position
 
     # -- erasure ---------------------------------------------------------------
 
@@ -107,7 +111,8 @@ class ProjectionRegistry:
         records a read, so no replay rebuilds them, and rebuilds leave them
         alone), but they count the subject's nodes.  The stream's snapshots and
         erased parts go too: sealed under the key being destroyed, they are the
-        subject's.
+        subject's.  So do the stream's marks: nothing of it is applied again (its
+        events read back erased), and no applier writes one for it again.
         """
         for projection in self._all:
             projection.purge(conn, stream_id)
@@ -115,6 +120,7 @@ class ProjectionRegistry:
             cache.purge(conn, stream_id)
         AccessStore(conn).purge_stream(stream_id)
         snapshot_store.purge_stream(conn, stream_id)
+        stream_marks.purge_stream(conn, stream_id)
 
     def purge_events(
         self, source: StreamSource, stream_id: int, erased: Sequence[RecordedEvent]

@@ -50,8 +50,17 @@ class FollowedUp(Protocol):
 
 class CatchesUp(Protocol):
     """The asynchronous projection's runner, as a consistent read needs it
-    (``workers.projector.ProjectionRunner``)."""
+    (``workers.projector.ProjectionRunner``): it catches up the reader's own stream."""
 
+    def catch_up_stream(self, stream_id: int, version: int, timeout: float) -> bool: ...
+
+
+class Follower(Protocol):
+    """Another follower a consistent ranked read waits for, by its checkpoints
+    (``workers.updates.LikelyUpdateWorker``: what replaced what is ranked as of
+    the caller's last write)."""
+
+    checkpoint_name: str
     partitions: int
 
     def catch_up(
@@ -62,14 +71,6 @@ class CatchesUp(Protocol):
         *,
         checkpoint: LogCursor | None = None,
     ) -> FollowedUp | None: ...
-
-
-class Follower(CatchesUp, Protocol):
-    """Another follower a consistent ranked read waits for, by its checkpoints
-    (``workers.updates.LikelyUpdateWorker``: what replaced what is ranked as of
-    the caller's last write)."""
-
-    checkpoint_name: str
 
 
 @dataclass
@@ -97,10 +98,10 @@ class RetrievalService:
         head = self.store.head(namespace, user)
         if head is None or head.closed_at is not None:
             return None
-        cursor = self.store.last_cursor(namespace, user)
-        if cursor is not None and not self.runner.catch_up(cursor, head.stream.stream_id, timeout):
+        stream_id = head.stream.stream_id
+        if head.version and not self.runner.catch_up_stream(stream_id, head.version, timeout):
             raise NotCaughtUpError()
-        return head.stream.stream_id
+        return stream_id
 
     # -- retrieval --------------------------------------------------------------------
 
@@ -191,7 +192,6 @@ class RetrievalService:
                 namespace,
                 subject_key,
                 self.projection,
-                self.runner.partitions,
                 followed,
             )
 
@@ -223,13 +223,7 @@ class RetrievalService:
                 token = token.followed_now()
         if token.caught_up:
             return token
-        assert token.last_event is not None  # caught_up says so
-        if not self.runner.catch_up(
-            token.last_event,
-            token.stream_id,
-            timeout,
-            checkpoint=token.vector_mark,  # not caught up: the mark is the checkpoint itself
-        ):
+        if not self.runner.catch_up_stream(token.stream_id, token.version, timeout):
             raise NotCaughtUpError()
         return token.caught_up_now()
 

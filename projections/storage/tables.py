@@ -237,6 +237,24 @@ checkpoints = sa.Table(
     sa.Column("updated_at", UTCDateTime(), nullable=False),
 )
 
+# How far an asynchronous projection has applied each stream: the version (and log
+# cursor) of the stream's last event it applied.  Both ways of applying events go
+# through this row (workers.projector): the runner's pages of a log partition and
+# a consistent read's catch-up of its own stream.  Each locks the row, applies
+# only the events after it and moves it, in one transaction, so an event is applied
+# once whoever gets there first.  Keyed by stream: on Citus the row sits on the
+# stream's shard, so a read's catch-up touches that one shard.  No personal data.
+stream_marks = sa.Table(
+    "projection_stream_marks",
+    metadata,
+    sa.Column("stream_id", StreamId, primary_key=True),
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("commit_group", sa.BigInteger, nullable=False),
+    sa.Column("position", sa.BigInteger, nullable=False),
+    sqlite_with_rowid=False,
+)
+
 # Structured claims (from ingest()): one row per claim node, beside its row in
 # memory_nodes.  ``match_key`` is a keyed hash of what a later correction
 # must share with the claim to retire it (resolved subject, predicate class,

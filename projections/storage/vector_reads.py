@@ -18,11 +18,11 @@ never served.  Why each part is enough:
   transaction that tombstones (or removes) the event and purges its rows.
 * ``rebuilds`` – a rebuild job re-derives the subject's rows after an erasure
   and marks itself done in the same transaction.
-* ``vector_mark`` – the vector state is written after commit by the runner.
-  Once the partition's checkpoint has passed the stream's last event, the
-  stream's vectors cannot change until one of the parts above changes, so the
-  mark is that event's cursor; until then it is the checkpoint itself, which
-  moves with every batch the runner applies.
+* ``vector_mark`` – the vector state is written after commit, by the runner or
+  a consistent read's catch-up, each moving the stream's mark (the version of
+  its last event applied, ``projection_stream_marks``) in the transaction that
+  writes the stream's vectors.  Once it equals ``version`` the stream's vectors
+  cannot change until one of the parts above changes.
 * ``embedder`` – the embedder whose vectors serve the subject: a re-embedding
   job switches it (and the store's, when the job ends) in the transaction
   that completes the subject's new vectors.
@@ -57,7 +57,12 @@ from eventstore.reader import LATEST_STREAM_ID
 from eventstore.schema import erasure_requests, events, rebuild_jobs, streams, subject_restrictions
 from projections.storage import Fetch
 from projections.storage.embedder_store import current_embedder
-from projections.storage.tables import checkpoints, graph_backfills, subject_embedders
+from projections.storage.tables import (
+    checkpoints,
+    graph_backfills,
+    stream_marks,
+    subject_embedders,
+)
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,8 @@ class StateToken:
     key_destroyed_at: datetime | None
     erasures: int
     rebuilds: int
-    vector_mark: LogCursor | None
+    #: The version of the stream's last event the vector state applied (0: none).
+    vector_mark: int
     #: The serving embedder's name (``None``: the store records none yet).
     embedder: str | None
     #: Whether the stream's graph waits for a rebuild from the log.
@@ -91,7 +97,7 @@ class StateToken:
     @property
     def caught_up(self) -> bool:
         """Whether the vector state has applied the stream's last event."""
-        return self.last_event is None or self.vector_mark == self.last_event
+        return self.last_event is None or self.vector_mark >= self.version
 
     @property
     def followed(self) -> bool:
@@ -106,7 +112,7 @@ class StateToken:
         said so): what reading it again would give unless something else changed
         meanwhile.  Rows read after that are then newer than this token, which
         (as above) costs at most one reload, never a stale answer."""
-        return dataclasses.replace(self, vector_mark=self.last_event)
+        return dataclasses.replace(self, vector_mark=self.version)
 
     def followed_now(self) -> StateToken:
         """This token once its follower has passed its last event without appending
@@ -118,12 +124,12 @@ class StateToken:
 def _build_token_statement() -> sa.Select[tuple[object, ...]]:
     """The token's first statement: the subject's latest stream generation (from the
     stream directory) and what is kept beside it, not on its shard (requests, jobs,
-    checkpoints, restrictions).
+    the other follower's checkpoint, restrictions).
 
-    Parameters: ``namespace``, ``subject_key``, ``projection`` (the vector
-    state's checkpoint name) and ``partitions`` (how its checkpoints split
-    streams), ``follower`` and ``follower_partitions`` (the same for the other
-    follower whose checkpoint is read; a ``None`` name reads none).
+    Parameters: ``namespace``, ``subject_key``, ``follower`` and
+    ``follower_partitions`` (the checkpoint name of the other follower whose
+    checkpoint is read, a ``None`` name reads none, and how its checkpoints split
+    streams).
     """
     stream = LATEST_STREAM_ID.subquery("stream")
     of_subject = sa.and_(
@@ -141,10 +147,6 @@ def _build_token_statement() -> sa.Select[tuple[object, ...]]:
             rebuild_jobs.c.status == "done",
         )
     )
-    checkpoint = sa.and_(
-        checkpoints.c.name == sa.bindparam("projection"),
-        checkpoints.c.partition == stream.c.stream_id % sa.bindparam("partitions"),
-    )
     followed = checkpoints.alias("followed")
     follower_checkpoint = sa.and_(
         followed.c.name == sa.bindparam("follower"),
@@ -158,24 +160,22 @@ def _build_token_statement() -> sa.Select[tuple[object, ...]]:
         stream,
         erasures.scalar_subquery().label("erasures"),
         rebuilds.scalar_subquery().label("rebuilds"),
-        checkpoints.c.commit_group.label("checkpoint_group"),
-        checkpoints.c.position.label("checkpoint_position"),
         current_embedder().label("current_embedder"),
         followed.c.commit_group.label("follower_group"),
         followed.c.position.label("follower_position"),
         subject_restrictions.c.restricted_at,
     ).select_from(
-        stream.outerjoin(checkpoints, checkpoint)
-        .outerjoin(followed, follower_checkpoint)
-        .outerjoin(subject_restrictions, restriction)
+        stream.outerjoin(followed, follower_checkpoint).outerjoin(subject_restrictions, restriction)
     )
 
 
 def _build_stream_state() -> sa.Select[tuple[object, ...]]:
     """The token's second statement: what lies with the stream's rows (its head, its
-    last event, its own embedder, its backfill mark), each by the stream id it is given.
+    last event, its own embedder, its backfill mark, the vector state's mark), each by
+    the stream id it is given.
 
-    Parameter ``stream_id`` (the first statement's).  On Citus this is routed to the
+    Parameters ``stream_id`` (the first statement's) and ``projection`` (the vector
+    state's name, whose mark is read).  On Citus this is routed to the
     stream's one shard; joined into the first statement it had every shard's rows of
     these tables copied to the coordinator per read.
     """
@@ -192,6 +192,12 @@ def _build_stream_state() -> sa.Select[tuple[object, ...]]:
         .scalar_subquery()
         .label("embedder"),
         sa.exists().where(graph_backfills.c.stream_id == stream_id).label("marked"),
+        sa.select(stream_marks.c.version)
+        .where(
+            stream_marks.c.stream_id == stream_id, stream_marks.c.name == sa.bindparam("projection")
+        )
+        .scalar_subquery()
+        .label("vector_mark"),
     ).where(streams.c.stream_id == stream_id)
 
 
@@ -205,7 +211,6 @@ def state_token(
     namespace: str,
     subject_key: bytes,
     projection: str,
-    partitions: int,
     follower: tuple[str, int] | None = None,
 ) -> StateToken | None:
     """The token of the subject's latest stream; ``None`` if it never wrote.
@@ -221,8 +226,6 @@ def state_token(
     params = {
         "namespace": namespace,
         "subject_key": subject_key,
-        "projection": projection,
-        "partitions": partitions,
         "follower": follower_name,
         "follower_partitions": follower_partitions,
     }
@@ -234,8 +237,6 @@ def state_token(
         stream_id,
         erasures,
         rebuilds,
-        checkpoint_group,
-        checkpoint_position,
         current,
         follower_group,
         follower_position,
@@ -243,10 +244,12 @@ def state_token(
     ) = rows[0]
     # Read after the first statement: at least as new, which (as for the rows the
     # token validates) can only cost a reload.
-    heads = fetch(conn, _stream_state, {"stream_id": stream_id})
+    heads = fetch(conn, _stream_state, {"stream_id": stream_id, "projection": projection})
     if not heads:  # on a cluster: a generation committed on the coordinator, not yet on its shard
         return None
-    [(version, closed_at, key_destroyed_at, last_group, last_position, embedder, marked)] = heads
+    [(version, closed_at, key_destroyed_at, last_group, last_position, embedder, marked, mark)] = (
+        heads
+    )
     last = _cursor(last_group, last_position)
     return StateToken(
         stream_id=stream_id,
@@ -255,7 +258,7 @@ def state_token(
         key_destroyed_at=key_destroyed_at,
         erasures=erasures,
         rebuilds=rebuilds,
-        vector_mark=_vector_mark(_cursor(checkpoint_group, checkpoint_position), last),
+        vector_mark=mark or 0,
         embedder=current if embedder is None else embedder,
         graph_marked=bool(marked),
         last_event=last,
@@ -266,9 +269,3 @@ def state_token(
 
 def _cursor(group: int | None, position: int | None) -> LogCursor | None:
     return None if group is None or position is None else LogCursor(group, position)
-
-
-def _vector_mark(checkpoint: LogCursor | None, last: LogCursor | None) -> LogCursor | None:
-    if last is not None and checkpoint is not None and checkpoint >= last:
-        return last  # caught up: later batches of other streams must not invalidate
-    return checkpoint

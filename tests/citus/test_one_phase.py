@@ -41,6 +41,13 @@ def two_phase_records(url: str) -> int:
     return int(count)
 
 
+def client_settings(citus_url: str, tmp_path: Path) -> Settings:
+    """A client's settings on the cluster's database, its keyring in ``tmp_path``."""
+    return Settings(
+        data_dir=tmp_path, database_url=citus_url, keyring_path=tmp_path / "keyring.json"
+    )
+
+
 @pytest.fixture
 def citus_store(citus_url: str, tmp_path: Path) -> Iterator[EventStore]:
     store = EventStore(create_backend(citus_url), KeyringFile(tmp_path / "keyring.json"))
@@ -90,9 +97,7 @@ def test_a_store_to_an_existing_subject_writes_no_two_phase_commit(
 ) -> None:
     # store(): the append and the node graph's rows (source event, nodes, their
     # directory entries), all keyed by stream and on the stream's shard.
-    settings = Settings(
-        data_dir=tmp_path, database_url=citus_url, keyring_path=tmp_path / "keyring.json"
-    )
+    settings = client_settings(citus_url, tmp_path)
     with MemoryClient(settings=settings) as client, recovery_paused(citus_url):
         for user in ("alice", "bob", "carol"):
             client.store(f"{user} keeps basil on the windowsill", user_id=user)
@@ -105,14 +110,32 @@ def test_a_store_to_an_existing_subject_writes_no_two_phase_commit(
         assert client.get_node(node.id) is not None  # found by id alone, on its shard
 
 
+def test_a_consistent_retrieve_right_after_a_store_writes_no_two_phase_commit(
+    citus_url: str, tmp_path: Path
+) -> None:
+    # The read's catch-up writes the new memory's vector and the stream's mark, both on
+    # the stream's shard.  Before, it did a page of the vector state's log partition and
+    # moved the partition's checkpoint on the coordinator: two-phase commit each time.
+    settings = client_settings(citus_url, tmp_path)
+    with MemoryClient(settings=settings) as client:
+        for user in ("alice", "bob"):
+            client.store(f"{user} keeps basil on the windowsill", user_id=user)
+            client.retrieve("basil", user_id=user)
+        with recovery_paused(citus_url):
+            before = two_phase_records(citus_url)
+            for user in ("alice", "bob"):
+                client.store(f"{user} moved to Lisbon", user_id=user)
+                found = client.retrieve("Lisbon", user_id=user)
+                assert found.nodes[0].content == f"{user} moved to Lisbon"
+            assert two_phase_records(citus_url) == before
+
+
 def test_an_append_refused_by_its_heads_condition_writes_nothing_even_if_committed(
     citus_url: str, tmp_path: Path
 ) -> None:
     # The INSERT does not come FROM the moved head: rows sent beside a head that stayed
     # (here: a restricted subject's; then a stale head) must not survive a commit.
-    settings = Settings(
-        data_dir=tmp_path, database_url=citus_url, keyring_path=tmp_path / "keyring.json"
-    )
+    settings = client_settings(citus_url, tmp_path)
     with MemoryClient(settings=settings) as client:
         client.store("I drink green tea.", user_id="alice")
         stale = sealed_at_head(client, "alice", past_restriction=False)

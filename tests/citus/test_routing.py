@@ -18,6 +18,7 @@ from eventstore.backends import create_backend
 from eventstore.reader import EventReads
 from eventstore.store import _STREAM_BACKWARDS, _STREAM_FORWARDS
 from eventstore.transaction import _BY_ID_LOCKED
+from projections.storage.stream_marks import _lock_statement
 from projections.storage.vector_reads import _stream_state
 from projections.storage.vector_store import _EVENT_NODE_VECTORS
 
@@ -27,9 +28,12 @@ pytestmark = pytest.mark.citus
 def tasks(url: str, query: sa.Select[Any], **more: Any) -> list[str]:
     """The ``Task Count`` lines of the statement's plan on the cluster."""
     values = {"stream_id": 7, "version": 1, "limit": 100, **more}
-    sql = query.params(values).compile(
-        dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True}
-    )
+    return statement_tasks(url, query.params(values))
+
+
+def statement_tasks(url: str, statement: Any) -> list[str]:
+    """The ``Task Count`` lines of the plan of ``statement``, its values given."""
+    sql = statement.compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True})
     with psycopg.connect(url, autocommit=True) as conn:
         plan = [row[0] for row in conn.execute(f"EXPLAIN {sql}".encode())]
     return [line.strip() for line in plan if "Task Count" in line]
@@ -43,7 +47,7 @@ def test_a_page_of_a_subjects_stream_reads_one_shard(citus_url: str, query: Any)
 def test_the_state_tokens_stream_part_reads_one_shard(citus_url: str) -> None:
     # The last event, the subject's embedder and its backfill mark: before, joined
     # into the token's one statement, every shard's rows of all three on every retrieve.
-    assert tasks(citus_url, _stream_state) == ["Task Count: 1"]
+    assert tasks(citus_url, _stream_state, projection="vector_state") == ["Task Count: 1"]
 
 
 def test_an_appends_lock_of_its_stream_row_reads_one_shard(citus_url: str) -> None:
@@ -70,3 +74,15 @@ def test_the_new_events_nodes_with_their_vectors_read_one_shard(
     query = _EVENT_NODE_VECTORS[of_embedder]
     ids = [uuid.UUID(int=1), uuid.UUID(int=2)]
     assert tasks(citus_url, query, event_ids=ids, embedder="e") == ["Task Count: 1"]
+
+
+def test_a_reads_catch_up_of_its_stream_reads_and_locks_one_shard(citus_url: str) -> None:
+    # A consistent read right after a store: the stream's mark locked (an upsert), its
+    # new events read by version.  Before, a page of the vector state's log partition
+    # (stream id modulo 8), which Citus cannot route: every shard, twice a catch-up.
+    lock = _lock_statement(True).values(
+        [{"stream_id": 7, "name": "vector_state", "version": 0, "commit_group": 0, "position": 0}]
+    )
+    assert statement_tasks(citus_url, lock) == ["Task Count: 1"]
+    reads = EventReads(create_backend(citus_url), codec=None)  # type: ignore[arg-type]
+    assert tasks(citus_url, reads._of_stream_up_to, after=1, up_to=3) == ["Task Count: 1"]

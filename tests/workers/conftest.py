@@ -2,4 +2,4 @@
 
 from __future__ import annotations
 
-from tests.memory.conftest import fresh_memory, fresh_settings  # noqa: F401 (fixtures)
+from tests.memory.conftest import fresh_memory, fresh_settings, pg_settings  # noqa: F401 (fixtures)
