@@ -21,7 +21,6 @@ from sqlalchemy.sql.dml import Insert
 
 from eventstore import audit_index, crypto, subject_rights
 from eventstore.audit import AUDIT_NAMESPACE, AUDIT_SUBJECT, AuditEntry
-from eventstore.backends import sent_together
 from eventstore.backends.port import Backend
 from eventstore.batch import DerivedRows, Placement, encode_batch, recorded_events, seal_batch
 from eventstore.codec import EncodedEvent, EventCodec, SubjectCipher, WrappedKey, from_json_bytes
@@ -179,6 +178,10 @@ def _stream_from_row(row: Sequence[Any]) -> LockedStream:
 
 # Only the stream row is locked (the key row is on the nullable side of the join).
 _BY_ID_LOCKED = STREAM_BY_ID.with_for_update(of=streams)
+
+# A new stream generation's rows (``Transaction._create_stream``), built once.
+_INSERT_STREAM = streams.insert()
+_INSERT_DATA_KEY = data_keys.insert()
 
 
 def _passes_restriction(encoded: Sequence[EncodedEvent]) -> bool:
@@ -353,27 +356,26 @@ class Transaction:
             return None
         chain_hash = crypto.stream_genesis(namespace, subject_key, generation)
         data_key, key = self.codec.new_data_key()
-        with sent_together(self.connection):  # one wait for both on PostgreSQL
-            self.connection.execute(
-                streams.insert().values(
-                    stream_id=stream_id,
-                    namespace=namespace,
-                    subject_key=subject_key,
-                    generation=generation,
-                    version=0,
-                    chain_hash=chain_hash,
-                    created_at=now,
-                )
-            )
-            self.connection.execute(
-                data_keys.insert().values(
-                    dek_id=key.dek_id,
-                    stream_id=stream_id,
-                    kek_version=key.kek_version,
-                    wrapped_key=key.wrapped,
-                    created_at=now,
-                )
-            )
+        # Sent with the transaction's next statement (on PostgreSQL the append's
+        # pipeline, when the append follows): nothing reads them before.
+        new_stream = {
+            "stream_id": stream_id,
+            "namespace": namespace,
+            "subject_key": subject_key,
+            "generation": generation,
+            "version": 0,
+            "chain_hash": chain_hash,
+            "created_at": now,
+        }
+        self.backend.insert_before_next(self.connection, _INSERT_STREAM, new_stream)
+        new_key = {
+            "dek_id": key.dek_id,
+            "stream_id": stream_id,
+            "kek_version": key.kek_version,
+            "wrapped_key": key.wrapped,
+            "created_at": now,
+        }
+        self.backend.insert_before_next(self.connection, _INSERT_DATA_KEY, new_key)
         self._unwrapped[key] = data_key  # for this transaction only, as any unwrapped key
         self._latest.put(namespace, subject_key, stream_id)
         ref = StreamRef(stream_id, namespace, subject_key, generation)

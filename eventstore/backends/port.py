@@ -69,6 +69,15 @@ class Backend(abc.ABC):
         """
         conn.execute(statement, params)
 
+    def insert_before_next(self, conn: Connection, insert: Insert, row: Mapping[str, Any]) -> None:
+        """Insert ``row`` with ``insert`` (built once) in the transaction of ``conn``,
+        at the latest with its next statement, or its COMMIT if none follows.
+
+        Nothing before that statement may depend on it: on a server database it goes
+        out with that statement (in one simple query, or in the append's pipeline),
+        one wait for both."""
+        conn.execute(insert, [dict(row)])
+
     @abc.abstractmethod
     def insert_unless_present(self, table: sa.Table) -> Insert:
         """``INSERT`` into ``table`` that skips rows whose unique key exists already."""

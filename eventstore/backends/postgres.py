@@ -285,11 +285,13 @@ def _committing_owed(plain: Callable[[Any], None]) -> Callable[[Any], None]:
 
     def do_commit(connection: PoolProxiedConnection) -> None:
         owed: list[bytes] = connection.info.pop(_OWED_AT_COMMIT, [])
+        unsent: tuple[bytes, ...] = connection.info.get(_UNSENT_BEGIN, ())
         driver = connection.driver_connection
         if driver is not None:
-            # A BEGIN still owed (no statement ran) is sent only for owed writes.
+            # A BEGIN still owed (no statement ran) is sent only for owed writes,
+            # those owed to the next statement (``write_before_next``) included.
             begin = _begin_with(connection, driver)
-            if owed:
+            if owed or unsent not in ((), _BEGIN, _BEGIN_NOT_DURABLE):
                 _exec_simple(driver, begin + b"".join(owed) + b"COMMIT")
         plain(connection)
 
@@ -297,13 +299,22 @@ def _committing_owed(plain: Callable[[Any], None]) -> Callable[[Any], None]:
 
 
 def _begin_with(conn: Connection | PoolProxiedConnection, driver: psycopg.Connection[Any]) -> bytes:
-    """The statements still owed before the transaction's first one (``b""`` if none),
-    each followed by ``;``.  BEGIN only if no transaction is open: a caller that
-    went to the driver directly has already made psycopg open one."""
+    """The statements still owed before the transaction's next one (``b""`` if none),
+    each followed by ``;``, as one simple query takes them (see ``_owed``)."""
+    return b"".join(s + b"; " for s in _owed(conn, driver))
+
+
+def _owed(
+    conn: Connection | PoolProxiedConnection, driver: psycopg.Connection[Any]
+) -> tuple[bytes, ...]:
+    """The statements still owed before the transaction's next one, taken: its BEGIN
+    (only if no transaction is open: a caller that went to the driver directly has
+    already made psycopg open one), then writes owed to the next statement
+    (``PostgresBackend.write_before_next``)."""
     owed: tuple[bytes, ...] = conn.info.pop(_UNSENT_BEGIN, ())
     if driver.pgconn.transaction_status != pq.TransactionStatus.IDLE:
         owed = tuple(s for s in owed if s != b"BEGIN")
-    return b"".join(s + b"; " for s in owed)
+    return owed
 
 
 def _driver(conn: Connection) -> psycopg.Connection[Any]:
@@ -417,11 +428,37 @@ class PostgresBackend(Backend):
     def write_at_commit(self, conn: Connection, statement: Any, params: dict[str, Any]) -> None:
         # Bound into the SQL text, as for a transaction's first read (``_first_fetch``):
         # a simple query takes no parameters.
-        sql, constants = self._driver_sql.get(statement) or self._compiled(statement)
-        driver = _driver(conn)
+        conn.info.setdefault(_OWED_AT_COMMIT, []).append(
+            self._bound(conn, _driver(conn), statement, params) + b"; "
+        )
+
+    def insert_before_next(self, conn: Connection, insert: Insert, row: Mapping[str, Any]) -> None:
+        # Owed like a BEGIN not sent yet (``_UNSENT_BEGIN``), so every way a next
+        # statement goes out takes it first: in the same simple query as a hot
+        # read, in the append's pipeline, with the COMMIT, or just before.  Bound
+        # into the SQL text (a simple query takes no parameters), after the
+        # columns' bind processors (UTC datetimes made naive).
+        driver = conn.connection.driver_connection
+        assert driver is not None  # a live pooled connection
+        sql, processors = _insert_of(insert, row, conn.dialect)
+        values = dict(row)
+        for name, process in processors:
+            values[name] = process(values[name])
         with psycopg.ClientCursor(driver) as cursor:
-            bound = cursor.mogrify(sql, constants | params).encode(driver.info.encoding)
-        conn.info.setdefault(_OWED_AT_COMMIT, []).append(bound + b"; ")
+            bound = cursor.mogrify(sql, values).encode(driver.info.encoding)
+        conn.info[_UNSENT_BEGIN] = (*conn.info.get(_UNSENT_BEGIN, ()), bound)
+
+    def _bound(
+        self,
+        conn: Connection,
+        driver: psycopg.Connection[Any],
+        statement: Any,
+        params: dict[str, Any],
+    ) -> bytes:
+        """``statement`` (built once) with ``params`` bound into its SQL text."""
+        sql, constants = self._driver_sql.get(statement) or self._compiled(statement)
+        with psycopg.ClientCursor(driver) as cursor:
+            return cursor.mogrify(sql, constants | params).encode(driver.info.encoding)
 
     def _compiled(self, statement: sa.ClauseElement) -> tuple[str, dict[str, Any]]:
         compiled = self._driver_sql[statement] = _compile(statement, self.engine.dialect)
@@ -462,15 +499,17 @@ class PostgresBackend(Backend):
         # Not prepared up front: preparing costs a wait of its own, once per
         # connection and shape; psycopg prepares the shapes that recur (every
         # store's) after a few uses, and a batch of a size seen once is never.
-        with binary_cursor(conn) as cursor:
-            if last:
-                # The COMMIT in the same pipeline: a head found elsewhere made the
-                # statement write nothing, so committing with it is always safe.
-                with _committing_after(conn):
-                    cursor.execute(sql, params)
-            else:
+        if last:
+            # The COMMIT in the same pipeline: a head found elsewhere made the
+            # statement write nothing, so committing with it is always safe.
+            with _committing_after(conn) as cursor:
                 cursor.execute(sql, params)
             rows = cursor.fetchall()
+            cursor.close()
+        else:
+            with binary_cursor(conn) as cursor:
+                cursor.execute(sql, params)
+                rows = cursor.fetchall()
         if not rows:
             return None
         return [(position, group) for position, group, _ in sorted(rows, key=lambda r: r[2])]
@@ -586,23 +625,30 @@ def _bind_processors(
 
 
 @contextmanager
-def _committing_after(conn: Connection) -> Iterator[None]:
-    """The block's statements, then the writes owed to the COMMIT
-    (``PostgresBackend.write_at_commit``) and the COMMIT itself, in one pipeline:
-    one wait for all of them, where the COMMIT alone waited once more.
+def _committing_after(conn: Connection) -> Iterator[psycopg.Cursor[Any]]:
+    """A binary cursor for the block's statements, sent in one pipeline after what the
+    transaction still owes before them (its BEGIN, writes owed to the next statement)
+    and before the writes owed to the COMMIT (``PostgresBackend.write_at_commit``) and
+    the COMMIT itself: one wait for all of them, where the COMMIT alone waited once
+    more.  The cursor's rows are there once the block has ended.
 
     An error of a statement skips the rest of the pipeline, COMMIT included: it is
     raised at the block's end with the transaction still open, which the caller
     rolls back as before.  The transaction's own commit then finds it ended
     (psycopg reads the status from libpq) and sends nothing.
     """
-    driver = _driver(conn)
-    with driver.pipeline():
-        yield
-        with driver.cursor() as cursor:
-            for owed in conn.info.pop(_OWED_AT_COMMIT, []):
-                cursor.execute(owed)
-            cursor.execute(b"COMMIT")
+    driver = conn.connection.driver_connection
+    assert driver is not None  # a live pooled connection
+    cursor = driver.cursor(binary=True)
+    with _invalidated_if_broken(conn, driver), driver.pipeline():
+        with driver.cursor() as owed:
+            for statement in _owed(conn, driver):
+                owed.execute(statement)
+        yield cursor
+        with driver.cursor() as commit:
+            for statement in conn.info.pop(_OWED_AT_COMMIT, []):
+                commit.execute(statement)
+            commit.execute(b"COMMIT")
 
 
 @contextmanager
@@ -632,15 +678,22 @@ _Processors = tuple[tuple[str, Callable[[Any], Any]], ...]
 _insert_sql: dict[tuple[Insert, frozenset[str]], tuple[str, _Processors]] = {}
 
 
+def _insert_of(
+    insert: Insert, row: Mapping[str, Any], dialect: sa.Dialect
+) -> tuple[str, _Processors]:
+    """``insert`` (built once) of rows with ``row``'s keys, as the driver runs it."""
+    key = (insert, frozenset(row))
+    compiled = _insert_sql.get(key)
+    if compiled is None:
+        compiled = _insert_sql[key] = _compile_insert(insert, list(row), dialect)
+    return compiled
+
+
 def insert_rows(conn: Connection, insert: Insert, rows: Sequence[Mapping[str, Any]]) -> None:
     """See :func:`eventstore.backends.insert_rows`; in the caller's pipeline, if any."""
     if not rows:
         return
-    key = (insert, frozenset(rows[0]))
-    compiled = _insert_sql.get(key)
-    if compiled is None:
-        compiled = _insert_sql[key] = _compile_insert(insert, list(rows[0]), conn.dialect)
-    sql, processors = compiled
+    sql, processors = _insert_of(insert, rows[0], conn.dialect)
     values = [dict(row) for row in rows]
     for row in values:
         for name, process in processors:

@@ -95,6 +95,12 @@ class SQLiteBackend(Backend):
         # hundreds of ms with 8 threads).  Reentrant, so a thread that already
         # writes is never blocked by itself.
         self._writer = threading.RLock()
+        # The connection appends at a remembered head run on (``append_connection``),
+        # kept checked out while the store is open: taking one from the pool and
+        # giving it back (SQLAlchemy's checkout, its reset on return, a new
+        # ``Connection``) cost about 20 µs of CPU a store, some 6 % of one.  Used
+        # only by the thread holding ``_writer``.
+        self._appending: Connection | None = None
 
     @contextmanager
     def write_connection(self, *, durable: bool = True) -> Iterator[Connection]:
@@ -177,7 +183,8 @@ class SQLiteBackend(Backend):
         # moved, and the append's condition tells which.  Begun and ended on the
         # driver's connection, as ``append`` writes (SQLAlchemy's transaction
         # bookkeeping cost as much CPU as the append's statements).
-        with self._writer, self.translate_errors(), self.engine.connect() as conn:
+        with self._writer, self.translate_errors():
+            conn = self._append_connection()
             driver = conn.connection.driver_connection
             assert driver is not None  # a live pooled connection
             driver.execute("BEGIN IMMEDIATE")
@@ -187,6 +194,21 @@ class SQLiteBackend(Backend):
                 driver.execute("ROLLBACK")
                 raise
             driver.execute("COMMIT")
+
+    def _append_connection(self) -> Connection:
+        """The connection kept for appends (the caller holds ``_writer``), opened anew
+        after it was closed or invalidated."""
+        kept = self._appending
+        if kept is None or kept.closed or kept.invalidated:
+            kept = self._appending = self.engine.connect()
+        return kept
+
+    def dispose(self) -> None:
+        with self._writer:
+            if self._appending is not None:
+                self._appending.close()
+                self._appending = None
+        super().dispose()
 
     @contextmanager
     def translate_errors(self) -> Iterator[None]:
