@@ -31,6 +31,10 @@ _STOP = object()
 #: each line, it cost the loop as much as the writes it took over.  At most a
 #: hundred wakes a second, each line on the stream within about this long.
 GATHER_SECONDS = 0.01
+#: Lines waiting at most; past that, logging waits for the writer (as a
+#: ``StreamHandler`` waits for its stream), so a stream that stopped reading cannot
+#: grow the process without bound.
+MAX_WAITING = 10_000
 
 
 class LineWriterHandler(logging.Handler):
@@ -40,7 +44,7 @@ class LineWriterHandler(logging.Handler):
     def __init__(self, stream: TextIO | None = None) -> None:
         super().__init__()
         self.stream = sys.stderr if stream is None else stream
-        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._queue: queue.Queue[object] = queue.Queue(MAX_WAITING)
         self._writer = threading.Thread(
             target=self._write_lines, name="oblivio-log-writer", daemon=True
         )
