@@ -7,8 +7,8 @@ back: while it waits, no request is read, routed or answered.  Written there, th
 access line cost ``POST /v1/events`` at 8 clients about a fifth of its requests a
 second (docs/benchmarks.md, benchmarks/http_server_ab.py).  This handler leaves the
 loop only formatting the record and putting the line on a queue; its writer thread
-writes whatever lines have gathered in one call (the logging cookbook's "dealing
-with handlers that block", which ``QueueListener`` does one record at a time).
+writes the lines gathered over a few milliseconds in one call (the logging cookbook's
+"dealing with handlers that block", which ``QueueListener`` does one record at a time).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import logging
 import queue
 import sys
 import threading
+import time
 from typing import TextIO
 
 #: Seconds ``flush`` and ``close`` wait for the writer at most: a stuck stream must
@@ -25,6 +26,15 @@ WAIT_SECONDS = 5.0
 
 #: Put on the queue by ``close``: the writer writes what came before, then ends.
 _STOP = object()
+#: Seconds the writer lets lines gather after the first before it writes them.  Every
+#: time the writer wakes it takes the GIL, from the loop as often as not: woken for
+#: each line, it cost the loop as much as the writes it took over.  At most a
+#: hundred wakes a second, each line on the stream within about this long.
+GATHER_SECONDS = 0.01
+#: Lines waiting at most; past that, logging waits for the writer (as a
+#: ``StreamHandler`` waits for its stream), so a stream that stopped reading cannot
+#: grow the process without bound.
+MAX_WAITING = 10_000
 
 
 class LineWriterHandler(logging.Handler):
@@ -34,7 +44,7 @@ class LineWriterHandler(logging.Handler):
     def __init__(self, stream: TextIO | None = None) -> None:
         super().__init__()
         self.stream = sys.stderr if stream is None else stream
-        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._queue: queue.Queue[object] = queue.Queue(MAX_WAITING)
         self._writer = threading.Thread(
             target=self._write_lines, name="oblivio-log-writer", daemon=True
         )
@@ -65,6 +75,7 @@ class LineWriterHandler(logging.Handler):
     def _write_lines(self) -> None:
         while True:
             gathered = [self._queue.get()]  # waits for the next line
+            time.sleep(GATHER_SECONDS)
             while True:
                 try:
                     gathered.append(self._queue.get_nowait())

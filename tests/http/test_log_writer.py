@@ -10,11 +10,13 @@ import io
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from oblivio.cli_ops import _log_config
+from oblivio.http import log_writer
 from oblivio.http.log_writer import LineWriterHandler
 
 
@@ -80,3 +82,35 @@ def test_oblivio_serve_writes_access_lines_through_it() -> None:
     assert logging_config["handlers"][handler]["class"] == (
         f"{LineWriterHandler.__module__}.{LineWriterHandler.__qualname__}"
     )
+
+
+class StalledStream(RecordingStream):
+    """A stream whose reader stopped: every write waits until ``go`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = threading.Event()
+
+    def write(self, text: str) -> int:
+        self.go.wait()
+        return super().write(text)
+
+
+def test_lines_wait_for_a_stalled_stream_up_to_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the bound, logging waits for the writer rather than growing without end."""
+    monkeypatch.setattr(log_writer, "MAX_WAITING", 3)
+    stream = StalledStream()
+    handler = LineWriterHandler(stream)
+    record = logging.makeLogRecord({"msg": "a line"})
+    handler.handle(record)  # taken by the writer, which now waits on the stream
+    time.sleep(log_writer.GATHER_SECONDS * 5)
+    for _ in range(3):
+        handler.handle(record)
+    blocked = threading.Thread(target=handler.handle, args=(record,))
+    blocked.start()
+    blocked.join(0.2)
+    assert blocked.is_alive(), "a fifth line was queued past the bound"
+    stream.go.set()
+    blocked.join(5)
+    handler.close()
+    assert stream.getvalue() == "a line\n" * 5
