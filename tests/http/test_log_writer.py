@@ -10,7 +10,6 @@ import io
 import json
 import logging
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -90,8 +89,10 @@ class StalledStream(RecordingStream):
     def __init__(self) -> None:
         super().__init__()
         self.go = threading.Event()
+        self.entered = threading.Event()  # the writer is inside a write
 
     def write(self, text: str) -> int:
+        self.entered.set()
         self.go.wait()
         return super().write(text)
 
@@ -102,8 +103,8 @@ def test_lines_wait_for_a_stalled_stream_up_to_a_bound(monkeypatch: pytest.Monke
     stream = StalledStream()
     handler = LineWriterHandler(stream)
     record = logging.makeLogRecord({"msg": "a line"})
-    handler.handle(record)  # taken by the writer, which now waits on the stream
-    time.sleep(log_writer.GATHER_SECONDS * 5)
+    handler.handle(record)
+    assert stream.entered.wait(5), "the writer never took the first line"
     for _ in range(3):
         handler.handle(record)
     blocked = threading.Thread(target=handler.handle, args=(record,))
