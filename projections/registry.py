@@ -87,9 +87,16 @@ class ProjectionRegistry:
         partitions = self._partitions.get(name)
         if partitions is None:
             return True
-        checkpoints.hold(conn, name, stream_id % partitions)
+        partition = stream_id % partitions
+        checkpoints.hold(conn, name, partition)
         # Held, not created: after a forget the stream's mark is gone for good.
-        return stream_marks.held(conn, name, stream_id).cursor >= position
+        mark = stream_marks.held(conn, name, stream_id)
+        if mark.version == 0:
+            # Nothing marked: a forgotten stream (its mark purged with its rows; no
+            # applier marks one again), complete once the runner passed its tombstones,
+            # as before the marks.  A live stream's events are marked when applied.
+            return checkpoints.read(conn, name, partition) >= position
+        return mark.cursor >= position
 
     # -- erasure ---------------------------------------------------------------
 
