@@ -213,3 +213,40 @@ def test_upgrade_moves_the_stream_rows_of_an_older_layout_onto_the_shards(
     # New generations continue after the copied ids.
     store.append("default", "person-new", [NewEvent("note", {"n": 100})])
     store.close()
+
+
+def test_upgrade_marks_the_streams_of_a_populated_cluster(citus_url: str, tmp_path: Path) -> None:
+    # pj0016 on a cluster that already holds people: its marks are computed from the
+    # distributed events and the coordinator's checkpoints (a fresh database runs it
+    # before anything is distributed, with no rows to read).
+    settings = client_settings(citus_url, tmp_path)
+    users = ("alice", "bob", "carol")
+    with MemoryClient(settings=settings) as client:
+        for user in users:
+            client.store(f"{user} keeps basil on the windowsill", user_id=user)
+            client.store(f"{user} moved to Lisbon", user_id=user)
+            client.retrieve("basil", user_id=user)  # marks the stream as far as it read
+        while client.context.runner.run_pending():  # the checkpoints cover every event
+            pass
+    engine = sa.create_engine(citus_url.replace("postgresql://", "postgresql+psycopg://"))
+    marks = "SELECT stream_id, name, version FROM projection_stream_marks ORDER BY 1, 2"
+    with engine.begin() as conn:
+        before = conn.execute(sa.text(marks)).all()
+        conn.execute(sa.text("DROP TABLE projection_stream_marks"))
+        conn.execute(
+            sa.text(
+                "UPDATE alembic_version SET version_num = 'pj0015' WHERE version_num = 'pj0016'"
+            )
+        )
+    upgrade_schema(engine)  # what `oblivio db upgrade` runs
+    assert placement(citus_url)["projection_stream_marks"] == "h"
+    with engine.begin() as conn:
+        after = conn.execute(sa.text(marks)).all()
+    engine.dispose()
+    # Every follower with checkpoints gets marks; the vector state's are as they were.
+    assert [row for row in after if row.name in {r.name for r in before}] == before
+    assert len(before) == len(users)
+    with MemoryClient(settings=settings) as client:
+        for user in users:
+            client.store(f"{user} left Lisbon for Porto", user_id=user)
+            assert client.retrieve("Porto", user_id=user).nodes[0].content.endswith("Porto")

@@ -9,6 +9,8 @@ again.  The partitions are the checkpoint rows the projection has.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -17,19 +19,43 @@ from eventstore.migrations.ops import StreamId, column, create_table, drop_table
 revision = "pj0016"
 down_revision = "pj0015"
 
-_COVERED = """
+# Each stream of one checkpoint's partition, marked at its last event the checkpoint
+# covers.  One statement per checkpoint row, its values bound: on Citus a join of the
+# distributed events with the coordinator's checkpoint table is refused ("direct joins
+# between distributed and local tables"), while this reads events alone, joined with
+# themselves on the distribution column.
+_COVERED = sa.text(
+    """
 INSERT INTO projection_stream_marks (stream_id, name, version, commit_group, position)
-SELECT covered.stream_id, covered.name, covered.version, e.commit_group, e.position
-  FROM (SELECT e.stream_id, c.name, max(e.version) AS version
-          FROM events e
-          JOIN projection_checkpoints c
-            ON c.partition = e.stream_id % (SELECT count(*) FROM projection_checkpoints n
-                                             WHERE n.name = c.name)
-         WHERE e.commit_group < c.commit_group
-            OR (e.commit_group = c.commit_group AND e.position <= c.position)
-         GROUP BY e.stream_id, c.name) AS covered
-  JOIN events e ON e.stream_id = covered.stream_id AND e.version = covered.version
+SELECT e.stream_id, :name, e.version, e.commit_group, e.position
+  FROM events e
+  JOIN (SELECT stream_id, max(version) AS version
+          FROM events
+         WHERE stream_id % :parts = :part
+           AND (commit_group < :commit_group
+                OR (commit_group = :commit_group AND position <= :position))
+         GROUP BY stream_id) AS covered
+    ON e.stream_id = covered.stream_id AND e.version = covered.version
 """
+)
+_CHECKPOINTS = sa.text("SELECT name, partition, commit_group, position FROM projection_checkpoints")
+
+
+def _mark_covered() -> None:
+    conn = op.get_bind()
+    checkpoints = conn.execute(_CHECKPOINTS).all()
+    parts = Counter(name for name, *_ in checkpoints)
+    for name, part, commit_group, position in checkpoints:
+        conn.execute(
+            _COVERED,
+            {
+                "name": name,
+                "parts": parts[name],
+                "part": part,
+                "commit_group": commit_group,
+                "position": position,
+            },
+        )
 
 
 def upgrade() -> None:
@@ -43,7 +69,7 @@ def upgrade() -> None:
         key=["stream_id", "name"],
         sqlite_with_rowid=False,
     )
-    op.execute(_COVERED)
+    _mark_covered()
 
 
 def downgrade() -> None:
