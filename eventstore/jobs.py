@@ -97,12 +97,18 @@ def retry_or_fail(
     error: str,
     run_after: datetime,
     now: datetime,
+    *,
+    spent: bool = True,
 ) -> str | None:
-    """After a failed attempt: requeue with backoff, or fail for good; the new status."""
+    """After a failed attempt: requeue with backoff, or fail for good; the new status.
+
+    ``spent=False`` gives the attempt back (the job is requeued whatever its count):
+    for an attempt the database could not complete, which says nothing about the job.
+    """
     job = QUEUE.held(conn, (job_id,), worker)
     if job is None:
         return None
-    failed = job.attempts >= job.max_attempts
+    failed = spent and job.attempts >= job.max_attempts
     QUEUE.release(
         conn,
         (job_id,),
@@ -111,6 +117,7 @@ def retry_or_fail(
         failed=failed,
         run_after=run_after,
         finished_at=now if failed else None,
+        attempts=job.attempts if spent else job.attempts - 1,
     )
     return "failed" if failed else "queued"
 

@@ -24,6 +24,7 @@ from typing import Any
 from eventstore import AuditEntry, EventStore, Transaction
 from eventstore import erasure as requests
 from eventstore import jobs as job_queue
+from eventstore.errors import OperationalError
 from projections.base import Projection, compose_digests, replay
 from projections.proofs import Proof, prove_part, take_snapshot
 from projections.registry import ProjectionRegistry
@@ -125,6 +126,11 @@ class RebuildWorker(JobWorker):
                 f"{type(error).__name__}: {error}",
                 now + self.policy.backoff(job.attempts),
                 now,
+                # A lost connection, a restarting node, a serialisation failure: the
+                # database could not complete the attempt, which says nothing about
+                # the job.  Counted, five of them in the 30 s of backoff failed the
+                # erasure for good during a short outage, with nothing to retry it.
+                spent=not isinstance(error, OperationalError),
             )
             if status == "failed":
                 mark_request_failed(tx, job.request_id, f"rebuild of {job.projection} failed")

@@ -4,7 +4,7 @@ watched; failing and abandoned rebuild jobs surface in the request's status."""
 from __future__ import annotations
 
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -12,6 +12,7 @@ import pytest
 from eventstore import Transaction
 from eventstore import jobs as job_queue
 from eventstore.erasure import get_request
+from eventstore.errors import OperationalError
 from oblivio import MemoryClient
 from oblivio.memory.compliance import verify_audit_export
 from projections.base import Projection
@@ -166,6 +167,44 @@ def test_backoff_delays_the_next_attempt(client: MemoryClient) -> None:
     queued = client.erasure_status(request_id).jobs
     assert {(j.status, j.attempts) for j in queued} == {("queued", 1)}
     assert run_jobs(client) == 0, "a job ran before its backoff elapsed"
+
+
+class UnreachableDatabaseWorker(RebuildWorker):
+    def _rebuild(
+        self, tx: Transaction, projection: Projection, stream_id: int | None
+    ) -> dict[str, str]:
+        raise OperationalError("the connection to the database was lost")
+
+
+def test_attempts_the_database_could_not_complete_never_fail_the_request(
+    client: MemoryClient,
+) -> None:
+    # An outage longer than the backoff (a failover, a node restarting) must not end
+    # an erasure uncertified for good: only the job's own failures count.
+    seed_subject(client, ALICE)
+    policy = ErasurePolicy(max_attempts=2, backoff_base=timedelta(minutes=1))
+    request_id = eraser_for(client, policy).forget(
+        client.context.namespace, ALICE, legal_ground="art17-1-b"
+    )
+    ctx, waited = client.context, [timedelta(0)]
+
+    def clock() -> datetime:
+        return ctx.clock() + waited[0]
+
+    unreachable = UnreachableDatabaseWorker(
+        ctx.store, ctx.projections, ctx.certifier, policy, clock
+    )
+    for _ in range(2 * policy.max_attempts):
+        assert unreachable.run_pending() == 2  # both jobs, each once its backoff passed
+        waited[0] += timedelta(minutes=5)
+    status = client.erasure_status(request_id)
+    assert status.status == "rebuilding"
+    assert {(j.status, j.attempts) for j in status.jobs} == {("queued", 0)}
+    assert all("connection to the database was lost" in (j.last_error or "") for j in status.jobs)
+    # The database answers again: the erasure completes, with its one certificate.
+    worker = RebuildWorker(ctx.store, ctx.projections, ctx.certifier, policy, clock)
+    assert worker.run_pending() == 2
+    completed(client.erasure_status(request_id))
 
 
 def test_lease_reaper_fails_jobs_abandoned_on_their_last_attempt(client: MemoryClient) -> None:
