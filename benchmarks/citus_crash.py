@@ -1,6 +1,7 @@
 """kill -9 rounds on a Citus cluster under load: nothing acknowledged is lost.
 
     python benchmarks/citus_crash.py [--rounds 3] [--writers 4] [--forgets 12] [--load 4]
+        [--down 0]
 
 Starts a durable coordinator and two workers (fsync on; ``oblivio_bench.citus``),
 migrates a database there, seeds ``--forgets`` subjects whose memories hold
@@ -11,8 +12,10 @@ seeded subjects one by one (``MemoryClient.forget``), the real ``oblivio worker`
 (projections, erasure rebuilds, certificates) and a follower reading the whole
 log.  Then ``--rounds`` times the coordinator, and ``--rounds`` times a worker
 (the two in turn), is killed with SIGKILL after ``--load`` seconds of load and
-restarted (crash recovery); each round waits until writes are acknowledged
-again.  Nothing is restarted but the node: the writers, the worker and the
+restarted (crash recovery), after ``--down`` seconds of outage (default 0: at
+once; an outage longer than the erasure jobs' backoff, about 30 s, checks that
+attempts a node's absence failed are retried, not counted); each round waits
+until writes are acknowledged again.  Nothing is restarted but the node: the writers, the worker and the
 follower retry their calls.
 
 Afterwards it prints a table of the rounds and the checks: every acknowledged
@@ -40,6 +43,7 @@ def main() -> None:
     parser.add_argument("--writers", type=int, default=4)
     parser.add_argument("--forgets", type=int, default=12)
     parser.add_argument("--load", type=float, default=4.0, help="seconds of load before a kill")
+    parser.add_argument("--down", type=float, default=0.0, help="seconds a killed node stays down")
     args = parser.parse_args()
     started = time.monotonic()
     rows = []
@@ -64,6 +68,7 @@ def main() -> None:
             before = load.acknowledged()
             cluster.kill_node(node)
             killed = time.monotonic()
+            time.sleep(args.down)  # the outage itself, not a wait for a condition
             restart(cluster, node)
             restarted = time.monotonic() - killed
             resumed = load.wait_for_acks(10)
@@ -76,7 +81,7 @@ def main() -> None:
         canaries = scan_nodes(cluster, "crash", load.needles)
         drop_slots(cluster, "crash")
 
-    print("| round | killed | acknowledged before | restart s | next 10 acks s |")
+    print("| round | killed | acknowledged before | down + restart s | next 10 acks s |")
     print("|---|---|---|---|---|")
     for number, name, before, restarted, resumed in rows:
         print(f"| {number} | {name} | {before} | {restarted:.1f} | {resumed:.1f} |")
