@@ -15,8 +15,8 @@ log.  Then ``--rounds`` times the coordinator, and ``--rounds`` times a worker
 restarted (crash recovery), after ``--down`` seconds of outage (default 0: at
 once; an outage longer than the erasure jobs' backoff, about 30 s, checks that
 attempts a node's absence failed are retried, not counted); each round waits
-until writes are acknowledged again.  Nothing is restarted but the node: the writers, the worker and the
-follower retry their calls.
+until writes are acknowledged again.  Nothing is restarted but the node: the
+writers, the worker and the follower retry their calls.
 
 Afterwards it prints a table of the rounds and the checks: every acknowledged
 write is in the log and decrypts (0 lost), every chain verifies, the follower
