@@ -1,6 +1,6 @@
 """Each single-subject operation on the cluster against its floor, in one run.
 
-    python benchmarks/citus_floors.py [--rounds 5] [--ops 100] [--subjects 16]
+    python benchmarks/citus_floors.py [--rounds 5] [--ops 100] [--subjects 16] [--batch-shapes]
 
 The issue's target for the cluster is a cost of at most 1.5x the single server
 for the operations of one subject.  On one machine, where the coordinator, the
@@ -35,6 +35,11 @@ floor writes to a database of its own, so that its events (copies of oblivio's
 ciphertexts under other ids) never meet oblivio's readers.  The script also
 counts the two-phase commits each cluster database recorded during the rounds
 (``pg_dist_transaction``, its recovery paused): a one-shard operation records none.
+
+``--batch-shapes`` then times the floor's batch on the cluster in three shapes, rounds
+alternating: the backend's (the head's UPDATE and one multi-row ``VALUES`` insert),
+one single-row INSERT per event in the same pipeline, and the events as arrays
+inserted FROM unnest (the single server's form), with the two-phase commits of each.
 """
 
 from __future__ import annotations
@@ -238,6 +243,59 @@ def _version(conn: psycopg.Connection[Any], stream_id: int) -> int:
     return int(row[0])
 
 
+# -- the batch's other shapes on the cluster ---------------------------------------------
+
+# The batch's events as arrays, inserted FROM unnest: the single server's form.
+_UNNEST = """INSERT INTO events (commit_group, event_id, stream_id, version, type, schema_version,
+                    recorded_at, payload, digest, chain_hash)
+SELECT pg_current_xact_id()::text::bigint, e.event_id, %(stream_id)s, e.version, e.type,
+       e.schema_version, %(recorded_at)s, e.payload, e.digest, e.chain_hash
+FROM unnest(%(event_id)s::uuid[], %(version)s::bigint[], %(type)s::text[],
+            %(schema_version)s::int[], %(payload)s::bytea[], %(digest)s::bytea[],
+            %(chain_hash)s::bytea[])
+     AS e(event_id, version, type, schema_version, payload, digest, chain_hash)
+RETURNING position, commit_group, version"""
+_ROW_COLUMNS = ("event_id", "version", "type", "schema_version", "payload", "digest", "chain_hash")
+BATCH_SHAPES = ("values", "rows", "unnest")
+
+
+def batch_shape(shape: str, statements: list[Statement]) -> list[Statement]:
+    """The cluster's batch append (the head's UPDATE and one multi-row ``VALUES`` insert:
+    ``values``) with its events sent otherwise: one INSERT per event in the same
+    pipeline (``rows``), or arrays inserted FROM unnest (``unnest``)."""
+    head, (_, values) = statements
+    if shape == "values":
+        return statements
+    count = sum(1 for name in values if name.startswith("event_id"))
+    shared = {"stream_id": values["stream_id"], "recorded_at": values["recorded_at"]}
+    if shape == "rows":
+        rows = [shared | {f"{c}0": values[f"{c}{i}"] for c in _ROW_COLUMNS} for i in range(count)]
+        return [head, (citus_backend._insert_events(1), rows)]
+    arrays = {c: [values[f"{c}{i}"] for i in range(count)] for c in _ROW_COLUMNS}
+    return [head, (_UNNEST, shared | arrays)]
+
+
+def measure_batch_shapes(
+    floor: Floor, taken: Taken, url: str, rounds: int, batches: int
+) -> dict[str, tuple[list[float], int]]:
+    """ms per batch of each shape on the cluster, rounds alternating, and the two-phase
+    commits each recorded in all."""
+    ms: dict[str, list[float]] = {shape: [] for shape in BATCH_SHAPES}
+    prepared = dict.fromkeys(BATCH_SHAPES, 0)
+    for round_no in range(1, rounds + 1):
+        for shape in BATCH_SHAPES:
+            ops = floor.plan(taken, batches, locked=True)
+            for op in ops:
+                op.statements = batch_shape(shape, op.statements)
+            before = two_phase_commits(url)
+            ms[shape].append(timed([functools.partial(floor.run, op) for op in ops]))
+            prepared[shape] += two_phase_commits(url) - before
+            print(
+                f"round {round_no}: batch shape {shape:<6} {ms[shape][-1]:8.3f} ms/op", flush=True
+            )
+    return {shape: (ms[shape], prepared[shape]) for shape in BATCH_SHAPES}
+
+
 # -- oblivio itself ---------------------------------------------------------------------
 
 
@@ -356,6 +414,11 @@ def main() -> None:
     )
     parser.add_argument("--subjects", type=int, default=16)
     parser.add_argument("--server-url", default=DEFAULT_SERVER_URL)
+    parser.add_argument(
+        "--batch-shapes",
+        action="store_true",
+        help="then time the cluster's batch sent in other shapes (the floor's statements)",
+    )
     args = parser.parse_args()
     labels = ["product", "floor"]
     with ExitStack() as stack:
@@ -376,10 +439,20 @@ def main() -> None:
         ms = measure(places, args.rounds, args.ops)
         load_end = os.getloadavg()[0]
         prepared = {label: two_phase_commits(url) - before[label] for label, url in urls.items()}
+        shapes = {}
+        if args.batch_shapes:
+            floor, taken = places[0].floor, places[0].taken["batch"]
+            batches = count_for("batch", args.ops)
+            shapes = measure_batch_shapes(floor, taken, urls["floor"], args.rounds, batches)
         for place in places:
             place.floor.close()
             place.product.client.close()
     report(ms, args, (load, load_end), prepared)
+    for shape, (values, records) in shapes.items():
+        print(
+            f"cluster batch as {shape:<6} median {statistics.median(values):8.3f} ms;"
+            f" two-phase commits {records} of {len(values) * count_for('batch', args.ops)}"
+        )
 
 
 def report(
@@ -394,15 +467,26 @@ def report(
         f" {load[1]:.1f}; two-phase commits during the rounds: oblivio {prepared['product']},"
         f" floor {prepared['floor']}"
     )
-    print(f"{'operation':<8} {'':<8} {'cluster ms':>11} {'server ms':>10} {'cost':>7}")
+    print(
+        f"{'operation':<9} {'':<8} {'cluster ms':>10} {'server ms':>10} {'cost':>6}"
+        f"   oblivio over its floor: {'cluster':>7} {'server':>7}"
+    )
     for op in OPS:
         for kind in ("oblivio", "floor"):
             cluster, server = ms[(op, kind, "cluster")], ms[(op, kind, "server")]
-            cost = statistics.median(c / s for c, s in zip(cluster, server, strict=True))
-            print(
-                f"{op:<8} {kind:<8} {statistics.median(cluster):11.3f}"
-                f" {statistics.median(server):10.3f} {cost:6.2f}x"
+            line = (
+                f"{op:<9} {kind:<8} {statistics.median(cluster):10.3f}"
+                f" {statistics.median(server):10.3f} {paired(cluster, server):5.2f}x"
             )
+            if kind == "oblivio":
+                over = [paired(ms[(op, "oblivio", p)], ms[(op, "floor", p)]) for p in PLACES]
+                line += f"{'':>27}{over[0]:6.2f}x {over[1]:6.2f}x"
+            print(line)
+
+
+def paired(values: Sequence[float], baseline: Sequence[float]) -> float:
+    """The median of the rounds' ratios."""
+    return statistics.median(v / b for v, b in zip(values, baseline, strict=True))
 
 
 if __name__ == "__main__":
