@@ -1,4 +1,4 @@
-"""How often a store waits for the coordinator.
+"""How an append is sent to the cluster: its statements' plans, and its waits.
 
 On the cluster an append is several statements in one transaction
 (``CitusBackend.append``): at the head the process remembers, the transaction's
@@ -10,10 +10,14 @@ taken back first).  The single server's is one autocommitted statement
 
 from __future__ import annotations
 
+import uuid
+from datetime import datetime
 from pathlib import Path
 
+import psycopg
 import pytest
 
+from eventstore.backends.citus import _insert_events
 from oblivio import MemoryClient
 from tests.citus.test_one_phase import client_settings
 from tests.memory._support import round_trips
@@ -25,6 +29,24 @@ def stored_contents(client: MemoryClient, user: str) -> list[str]:
     """What the subject's stream holds, in version order."""
     log, namespace = client.context.store, client.context.namespace
     return [str(e.data["content"]) for e in log.read_stream(namespace, user) if e.data]
+
+
+def test_a_batchs_multi_row_insert_is_one_task_on_the_streams_shard(citus_url: str) -> None:
+    # Its rows all name the stream: Citus routes it to that shard as one task, on the
+    # connection that holds the stream's lock (one-phase commit).  The same rows
+    # inserted FROM unnest (the single server's form) are pulled to the coordinator and
+    # copied into the shard over another connection: two-phase commit.
+    rows = 3
+    values: dict[str, object] = {"stream_id": 7, "recorded_at": datetime(2026, 1, 1)}
+    for i in range(rows):
+        values |= {
+            f"event_id{i}": uuid.uuid4(), f"version{i}": i + 1, f"type{i}": "note",
+            f"schema_version{i}": 1, f"payload{i}": b"p", f"digest{i}": b"d",
+            f"chain_hash{i}": b"c",
+        }  # fmt: skip
+    with psycopg.connect(citus_url) as conn:
+        plan = [row[0] for row in conn.execute(f"EXPLAIN {_insert_events(rows)}", values)]
+    assert [line.strip() for line in plan if "Task Count" in line] == ["Task Count: 1"]
 
 
 def test_a_store_at_the_remembered_head_waits_twice_on_the_cluster(
