@@ -280,9 +280,22 @@ class CitusBackend(PostgresBackend):
 
     @contextmanager
     def append_connection(self) -> Iterator[Connection]:
-        # Several statements (see ``append``): a transaction of their own.
-        with self.write_connection() as conn, conn.begin():
-            yield conn
+        # Several statements (see ``append``): a transaction of their own, begun in
+        # the append's pipeline and ended here, on a connection of the autocommit
+        # pool (durable, as the server's one-statement append).  There psycopg sends
+        # no BEGIN of its own, so the append's goes out with its statements: on a
+        # connection in a transaction, the BEGIN went out alone before the pipeline
+        # (psycopg's own waits for its answer), one round trip more for every store
+        # at a remembered head.
+        with self.translate_errors(), self._autocommit.connect() as conn:
+            driver = _driver_of(conn)
+            try:
+                yield conn
+            except BaseException:
+                if not driver.closed:  # a lost connection has no transaction left
+                    driver.rollback()
+                raise
+            driver.commit()
 
     def append(
         self,
@@ -298,10 +311,13 @@ class CitusBackend(PostgresBackend):
         # COMMIT stays apart even when ``last``: the rows of a head that did not move
         # are written here and must be taken back (or rolled back) before it.
         statements = _append_statements(batch)
+        driver = _driver_of(conn)
         with contextlib.ExitStack() as cursors:
             appends = [cursors.enter_context(binary_cursor(conn)) for _ in statements]
             try:
                 with pipelined(conn):
+                    if driver.autocommit:  # ``append_connection``'s: the append begins
+                        driver.execute(b"BEGIN")
                     for cursor, (sql, params) in zip(appends, statements, strict=True):
                         cursor.execute(sql, params)
                     for part in derived:
@@ -368,6 +384,12 @@ class CitusBackend(PostgresBackend):
     def dispose(self) -> None:
         self._prepared.close()
         super().dispose()
+
+
+def _driver_of(conn: Connection) -> psycopg.Connection[Any]:
+    driver: psycopg.Connection[Any] | None = conn.connection.driver_connection
+    assert driver is not None  # a live pooled connection
+    return driver
 
 
 @functools.cache
