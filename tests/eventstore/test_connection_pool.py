@@ -63,3 +63,24 @@ def test_an_autocommit_connection_of_the_main_pool_opens_no_transaction(
         driver = conn.connection.driver_connection
         assert driver is not None
         assert driver.pgconn.transaction_status == pq.TransactionStatus.IDLE
+
+
+@pytest.mark.parametrize("broken_off", [False, True])
+def test_an_autocommit_connection_comes_back_outside_any_transaction(
+    backend: Backend, broken_off: bool
+) -> None:
+    """The statement reads' and appends' pool does not roll back every connection it
+    takes back (they are in autocommit); one that a statement left inside a transaction
+    of its own, open or failed, is rolled back before anyone borrows it again."""
+    with backend.statement_reads() as conn:
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        driver.execute("BEGIN")
+        if broken_off:
+            with pytest.raises(Exception, match="division by zero"):
+                driver.execute("SELECT 1 / 0")
+        assert driver.pgconn.transaction_status != pq.TransactionStatus.IDLE
+    with backend.statement_reads() as again:
+        assert again.connection.driver_connection is driver  # the same one, lent again
+        assert driver.pgconn.transaction_status == pq.TransactionStatus.IDLE
+        assert again.exec_driver_sql("SELECT 2").scalar() == 2
