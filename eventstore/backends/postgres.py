@@ -351,7 +351,7 @@ class _KeptConnection:
     """One connection of a pool kept checked out, lent to one borrower at a time.
 
     It is not lent again once invalidated (a failed statement found it broken),
-    once older than the pool's recycle age (as the pool would not lend it), in a
+    once kept longer than the pool's recycle age (the pool would not lend it), in a
     forked child (which must not use, nor close, its parent's session), nor after
     :meth:`close`.  A connection given back that is not idle outside a
     transaction, or while another is kept, goes back to its pool.
