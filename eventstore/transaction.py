@@ -8,7 +8,6 @@ the audit entry).  Either all of it commits or none of it does.
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -50,6 +49,7 @@ from eventstore.reader import (
     STREAM_WITH_KEY,
     EventReads,
     latest_stream_params,
+    recorded_event,
     subject_cipher,
 )
 from eventstore.rewrap import rewrap_batch
@@ -116,11 +116,31 @@ def append_at(
     placements = backend.append(conn, batch, rows, last=last)
     if placements is None:
         raise HeadMovedError()
-    placed = [
-        dataclasses.replace(event, position=position, commit_group=group)
-        for event, (position, group) in zip(unplaced, placements, strict=True)
-    ]
+    placed = [_placed(event, at) for event, at in zip(unplaced, placements, strict=True)]
     return placed, derived
+
+
+def _placed(event: RecordedEvent, at: Placement) -> RecordedEvent:
+    """``event`` at its place in the log, ``(position, commit_group)``: built as reads
+    build events, once per appended event (``dataclasses.replace`` lists the
+    dataclass's fields and looks each one up by name first)."""
+    position, group = at
+    return recorded_event(
+        event.event_id,
+        event.stream,
+        event.version,
+        position,
+        group,
+        event.type,
+        event.schema_version,
+        event.recorded_at,
+        event.data,
+        event.metadata,
+        event.digest,
+        event.chain_hash,
+        event.erasure,
+        event.erasure_request_id,
+    )
 
 
 @dataclass(frozen=True)

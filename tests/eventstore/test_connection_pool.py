@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from psycopg import pq
 
 from eventstore import create_backend
+from eventstore.backends import postgres
 from eventstore.backends.port import Backend
 
 pytestmark = pytest.mark.postgres
@@ -63,3 +64,41 @@ def test_an_autocommit_connection_of_the_main_pool_opens_no_transaction(
         driver = conn.connection.driver_connection
         assert driver is not None
         assert driver.pgconn.transaction_status == pq.TransactionStatus.IDLE
+
+
+@pytest.mark.parametrize("broken_off", [False, True])
+def test_an_autocommit_connection_comes_back_outside_any_transaction(
+    backend: Backend, broken_off: bool
+) -> None:
+    """The statement reads' and appends' pool does not roll back every connection it
+    takes back (they are in autocommit); one that a statement left inside a transaction
+    of its own, open or failed, is rolled back before anyone borrows it again."""
+    with backend.statement_reads() as conn:
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        driver.execute("BEGIN")
+        if broken_off:
+            with pytest.raises(Exception, match="division by zero"):
+                driver.execute("SELECT 1 / 0")
+        assert driver.pgconn.transaction_status != pq.TransactionStatus.IDLE
+    with backend.statement_reads() as again:
+        assert again.connection.driver_connection is driver  # the same one, lent again
+        assert driver.pgconn.transaction_status == pq.TransactionStatus.IDLE
+        assert again.exec_driver_sql("SELECT 2").scalar() == 2
+
+
+def test_the_appends_keep_one_connection_lent_to_one_append_at_a_time(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An append at a remembered head gets the kept connection when it is free and one
+    from the pool when it is lent; the kept one is not lent past the pool's recycle age."""
+    with backend.append_connection() as first, backend.append_connection() as second:
+        assert second is not first  # the kept one was lent (or none kept yet)
+    with backend.append_connection() as kept:
+        assert kept in (first, second)  # one of the two was kept
+    with backend.append_connection() as again:
+        assert again is kept
+    monkeypatch.setattr(postgres, "_RECYCLE_SECONDS", -1.0)
+    with backend.append_connection() as fresh:
+        assert fresh is not kept
+        assert kept.closed  # gone back to the pool, which recycles it

@@ -130,6 +130,8 @@ def test_partially_replayed_batch_conflicts_and_writes_nothing(store: EventStore
         ("default", "", stored("a"), MalformedIdError),
         ("default", "x" * 300, stored("a"), MalformedIdError),
         ("default", "al\x00ice", stored("a"), MalformedIdError),
+        ("default", "alice\x1f", stored("a"), MalformedIdError),  # the last C0 control
+        ("default", "\x7falice", stored("a"), MalformedIdError),  # DEL
         ("default", "alice", NewEvent("bad type!", {}), MalformedIdError),
         ("default", "alice", stored("\ud800 lone surrogate"), InvalidEncodingError),
         ("default", "alice", NewEvent("memory.stored", {"x": float("nan")}), InvalidInputError),

@@ -12,7 +12,16 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from eventstore import EventStore, NewEvent, OperationalError, create_backend
+from eventstore import (
+    EventStore,
+    NewEvent,
+    OperationalError,
+    RecordedEvent,
+    StreamRef,
+    Subject,
+    create_backend,
+)
+from eventstore.batch import DerivedRows
 from eventstore.keys import KeyringFile
 
 pytestmark = pytest.mark.postgres
@@ -65,3 +74,30 @@ def test_an_append_after_the_server_dropped_its_connection_gets_a_fresh_one(
         pg_store.append("default", "bob", [NewEvent("memory.stored", {"n": 2})])
     pg_store.append("default", "bob", [NewEvent("memory.stored", {"n": 3})])
     assert [e.data for e in pg_store.read_stream("default", "bob")] == [{"n": 1}, {"n": 3}]
+
+
+def test_an_append_at_a_remembered_head_after_the_server_dropped_its_connection(
+    pg_store: EventStore, postgres_url: str
+) -> None:
+    """The appends at a remembered head keep one connection between them: once the server
+    dropped it, one append fails, and the next one gets a fresh connection."""
+    subject = Subject("default", "cid")
+    contents = iter(range(1, 5))
+
+    def events_of(_stream: StreamRef) -> list[NewEvent]:
+        return [NewEvent("memory.stored", {"n": next(contents)})]
+
+    def nothing(_cipher: object, _appended: list[RecordedEvent]) -> tuple[list[DerivedRows], None]:
+        return [], None
+
+    pg_store.append_each(subject, events_of, nothing)  # the stream, under its lock
+    pg_store.append_each(subject, events_of, nothing)  # at the remembered head: kept
+    assert terminate_other_sessions(postgres_url) >= 1
+    with pytest.raises(OperationalError):
+        pg_store.append_each(subject, events_of, nothing)
+    pg_store.append_each(subject, events_of, nothing)
+    assert [e.data for e in pg_store.read_stream("default", "cid")] == [
+        {"n": 1},
+        {"n": 2},
+        {"n": 4},
+    ]

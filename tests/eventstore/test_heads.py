@@ -6,6 +6,8 @@ import os
 import uuid
 from pathlib import Path
 
+from eventstore import EventStore, NewEvent, RecordedEvent, Subject
+from eventstore.batch import DerivedRows
 from eventstore.codec import WrappedKey
 from eventstore.heads import StreamHeads
 from eventstore.model import StreamRef
@@ -60,3 +62,26 @@ def test_closing_the_store_forgets_every_remembered_head(tmp_path: Path) -> None
         heads = client.context.store.heads
         assert len(heads) == 1
     assert len(heads) == 0
+
+
+def test_an_append_at_the_remembered_head_returns_the_events_as_stored(store: EventStore) -> None:
+    """What ``append_each`` returns for an append at a remembered head (no lock) is what
+    a read finds: every field, its place in the log included."""
+    subject = Subject("default", "alice")
+
+    def events_of(_stream: StreamRef) -> list[NewEvent]:
+        return [NewEvent("memory.stored", {"content": "Alice likes tea"})]
+
+    def nothing(_cipher: object, appended: list[RecordedEvent]) -> tuple[list[DerivedRows], int]:
+        return [], len(appended)
+
+    store.append_each(subject, events_of, nothing)  # the stream's first: under its lock
+    assert len(store.heads) == 1
+    appended, derived = store.append_each(subject, events_of, nothing)
+    assert derived == 1
+    [(returned, replayed)] = appended
+    assert not replayed
+    [read] = store.read_stream("default", "alice", from_version=2)
+    assert returned == read
+    assert returned.cursor == read.cursor
+    assert returned.cursor > store.read_stream("default", "alice")[0].cursor

@@ -6,6 +6,7 @@ import dataclasses
 import tempfile
 import threading
 import uuid
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
@@ -139,9 +140,20 @@ def current(client: MemoryClient, node: Node, user_id: str = "alice") -> Node:
     return found
 
 
+# Every driver connection a pool has lent: those ``round_trips`` traces when the calling
+# thread opens a cursor on one that was checked out before the call and kept since.
+_checked_out: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
+sa.event.listen(
+    Pool,
+    "checkout",
+    lambda driver, *_: _checked_out.add(driver) if isinstance(driver, psycopg.Connection) else None,
+)
+
+
 def round_trips(call: Callable[[], object]) -> int:
     """How many times ``call`` waited for PostgreSQL: the bursts of messages the calling
-    thread sent, as libpq's trace of each connection it checked out shows them.
+    thread sent, as libpq's trace of each connection it checked out or opened a cursor
+    on (a connection kept checked out, the appends', is not checked out again) shows them.
 
     One trace file per connection, so that two connections' lines never interleave;
     connections other threads check out meanwhile (the access-count writer's) are
@@ -162,9 +174,18 @@ def round_trips(call: Callable[[], object]) -> int:
         # Every pool's checkouts (the store's two engines, whatever they are named);
         # the calling thread's alone are traced.
         sa.event.listen(Pool, "checkout", traced)
+        cursor = psycopg.Connection.cursor
+
+        def traced_cursor(driver: psycopg.Connection[Any], *args: Any, **kwargs: Any) -> Any:
+            if driver in _checked_out:  # not one still being set up (traced at its checkout)
+                traced(driver)
+            return cursor(driver, *args, **kwargs)
+
+        psycopg.Connection.cursor = traced_cursor  # type: ignore[assignment,method-assign]
         try:
             call()
         finally:
+            psycopg.Connection.cursor = cursor  # type: ignore[method-assign]
             sa.event.remove(Pool, "checkout", traced)
             for driver, _ in traces.values():
                 driver.pgconn.untrace()
