@@ -9,8 +9,6 @@ judged.  Real followers, both backends (a race on PostgreSQL).
 
 from __future__ import annotations
 
-import threading
-import time
 import uuid
 from collections import Counter
 
@@ -27,6 +25,7 @@ from projections import events as ev
 from projections.storage import stream_marks
 from projections.storage.tables import stream_marks as stream_marks_table
 from tests.memory._support import events_of_type, stream
+from tests.workers._support import running
 from workers.updates import LikelyUpdateWorker
 
 OLD = "I paddle a green kayak on the lake."
@@ -171,30 +170,14 @@ def test_reads_racing_the_detector_record_each_decision_once(pg_settings: Settin
     for user in users:
         _with_history(memory, user)
     judged = _judging(memory.context.updates)
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            while not stop.is_set():
-                if not memory.context.updates.run_pending():
-                    time.sleep(0.002)
-        except BaseException as e:  # reported by the test
-            errors.append(e)
-
-    detector = threading.Thread(target=run)
-    detector.start()
     stored: list[uuid.UUID] = []
-    try:
+    with running(memory.context.updates) as errors:
         for round_ in range(3):
             for user in users:
                 stored.append(
                     memory.store(f"I sold kayak number {round_} and swim now.", user_id=user)
                 )
                 memory.retrieve("kayak", user_id=user)
-    finally:
-        stop.set()
-        detector.join(timeout=60)
     memory.context.updates.run_pending()
     assert errors == []
     assert set(judged) == set(stored)
