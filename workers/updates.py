@@ -17,7 +17,8 @@ What is judged of each stream is the detector's mark (``projection_stream_marks`
 under its own name, as the vector state's runner keeps its own): both ways in,
 a partition's page (:meth:`LikelyUpdateWorker.follow_page`) and a consistent
 read's catch-up of its own stream (:meth:`LikelyUpdateWorker.catch_up_stream`,
-by stream id: on Citus one shard, committed one-phase), skip the events at or
+by stream id: on Citus its one shard, committed one-phase unless it appends a
+decision, whose append checks other shards), skip the events at or
 before a stream's mark and record through :meth:`LikelyUpdateWorker._record_marked`,
 which locks the marks, drops a decision another already recorded and moves the
 marks, in one transaction: a decision is recorded once, whoever reaches the
