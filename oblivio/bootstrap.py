@@ -139,6 +139,7 @@ def open_memory(
     from workers.rebuild import RebuildWorker
     from workers.reembed import VectorRebuilder
     from workers.snapshots import SnapshotBuilder, SnapshotPolicy
+    from workers.updates import NAME as LIKELY_UPDATES
     from workers.updates import LikelyUpdateWorker
 
     base_meta = inputs.meta(default_meta)
@@ -158,7 +159,9 @@ def open_memory(
     vectors = VectorProjection(embedders.first, extractor, embedders)
     runner = ProjectionRunner(store, vectors, partitions=settings.partitions, clock=clock)
     images = IndexImages(store, vectors.name, settings.retrieval_image_nodes)
-    projections = ProjectionRegistry([graph], [(vectors, settings.partitions)], [images])
+    projections = ProjectionRegistry(
+        [graph], [(vectors, settings.partitions)], [images], [LIKELY_UPDATES]
+    )
     policy = ErasurePolicy(deadline=timedelta(hours=settings.erasure_deadline_hours))
     scoring = scoring or ScoringConfig()
     access = AccessLog(store)

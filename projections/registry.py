@@ -35,10 +35,14 @@ class ProjectionRegistry:
         inline: Sequence[Projection],
         asynchronous: Sequence[tuple[Projection, int]] = (),
         caches: Sequence[SubjectCache] = (),
+        marked_followers: Sequence[str] = (),
     ) -> None:
         self._all = [*inline, *(p for p, _ in asynchronous)]
         #: Derived state that is no projection, purged with any erasure of its stream.
         self._caches = list(caches)
+        #: Names of log followers that are no projection but keep per-stream marks (the
+        #: likely-update detector, which appends its decisions to the stream).
+        self._marked_followers = list(marked_followers)
         #: name → partitions of its checkpoints, for asynchronous projections only.
         self._partitions = {p.name: partitions for p, partitions in asynchronous}
         names = [p.name for p in self._all]
@@ -68,9 +72,13 @@ class ProjectionRegistry:
         """Wait for and lock the stream's checkpoint partition and the stream's mark of
         each asynchronous projection: no runner batch and no read's catch-up can
         re-insert rows the caller purges (one that committed before is purged with
-        the rest; the next one sees the purge)."""
+        the rest; the next one sees the purge).  The stream's marks of the other
+        followers that keep some are held too: one that waited for this sees the
+        stream erased, and does not mark a forgotten stream again."""
         for name, partitions in self._partitions.items():
             checkpoints.hold(conn, name, stream_id % partitions)
+            stream_marks.lock(conn, name, [stream_id])
+        for name in self._marked_followers:
             stream_marks.lock(conn, name, [stream_id])
 
     def holds_complete_state(

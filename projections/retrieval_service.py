@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from eventstore import EventStore, LogCursor, RecordedEvent
+from eventstore import EventStore, RecordedEvent
 from projections.access import AccessLog
 from projections.embedders import Embedder
 from projections.errors import NotCaughtUpError, ProcessingRestrictedError
@@ -56,20 +56,15 @@ class CatchesUp(Protocol):
 
 
 class Follower(Protocol):
-    """Another follower a consistent ranked read waits for, by its checkpoints
+    """Another follower a consistent ranked read waits for, by its marks of each stream
     (``workers.updates.LikelyUpdateWorker``: what replaced what is ranked as of
     the caller's last write)."""
 
-    checkpoint_name: str
-    partitions: int
+    @property
+    def name(self) -> str: ...
 
-    def catch_up(
-        self,
-        cursor: LogCursor,
-        stream_id: int,
-        timeout: float,
-        *,
-        checkpoint: LogCursor | None = None,
+    def catch_up_stream(
+        self, stream_id: int, version: int, timeout: float, *, judged: int
     ) -> FollowedUp | None: ...
 
 
@@ -183,8 +178,8 @@ class RetrievalService:
         self, namespace: str, user: str, follower: Follower | None = None
     ) -> StateToken | None:
         subject_key = self.store.subject_key(namespace, user)
-        followed = None if follower is None else (follower.checkpoint_name, follower.partitions)
-        # One statement: it needs no transaction around it.
+        followed = None if follower is None else follower.name
+        # Statements that need no common snapshot: no transaction around them.
         with self.store.reading(snapshot=False) as view:
             return state_token(
                 view.connection,
@@ -209,9 +204,10 @@ class RetrievalService:
         if token is None or not token.readable:
             return token
         if follower is not None and not token.followed:
-            assert token.last_event is not None  # followed says so
-            stream_id, mark = token.stream_id, token.follower_mark
-            followed = follower.catch_up(token.last_event, stream_id, timeout, checkpoint=mark)
+            judged = token.follower_mark or 0
+            followed = follower.catch_up_stream(
+                token.stream_id, token.version, timeout, judged=judged
+            )
             if followed is None:
                 raise NotCaughtUpError()
             if followed.may_have_appended:

@@ -1,14 +1,15 @@
 """Per-stream marks of asynchronous projections: how far each stream is applied.
 
 One row per (stream, projection): the version and log cursor of the stream's
-last event the projection applied (no row: none yet).  Whoever applies events of
-a stream, the runner's page of a log partition or a consistent read's catch-up of
-its own stream (workers.projector), first locks the stream's row (:func:`lock`),
-applies only the events after it and moves it (:func:`advance`) in the same
-transaction: an event is applied exactly once, whoever reaches it first, and
-the other skips it.  The lock is an upsert, so it also holds a row that did not
-exist yet: an erasure that holds it (:func:`lock` as well) keeps every applier of
-the stream out until it commits.
+last event the projection applied (no row: none yet).  The likely-update
+detector (workers.updates) keeps its own marks, of what it judged, the same way.
+Whoever applies events of a stream, the runner's page of a log partition or a
+consistent read's catch-up of its own stream (workers.projector), first locks
+the stream's row (:func:`lock`), applies only the events after it and moves it
+(:func:`advance`) in the same transaction: an event is applied exactly once,
+whoever reaches it first, and the other skips it.  The lock is an upsert, so it
+also holds a row that did not exist yet: an erasure that holds it (:func:`lock` as
+well) keeps every applier of the stream out until it commits.
 
 Keyed by stream id: on Citus the row sits on the stream's shard beside its events
 and vectors, so a read's catch-up of one stream touches one shard and commits
@@ -27,6 +28,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from eventstore import START, LogCursor
+from eventstore.schema import streams
 from projections.storage import Fetch, WriteAtCommit
 from projections.storage.tables import stream_marks
 
@@ -142,6 +144,37 @@ def held(conn: Connection, name: str, stream_id: int) -> StreamMark:
     creates a missing row to hold)."""
     row = conn.execute(_HELD, {"stream_id": stream_id, "name": name}).first()
     return NOTHING_APPLIED if row is None else StreamMark(row[0], LogCursor(row[1], row[2]))
+
+
+def versions(conn: Connection, name: str, stream_ids: Collection[int]) -> dict[int, int]:
+    """The marked versions of those of ``stream_ids`` that have a mark (not locked: what
+    a follower skips before it does slow work, checked again under :func:`lock`)."""
+    query = sa.select(stream_marks.c.stream_id, stream_marks.c.version).where(
+        stream_marks.c.name == name, stream_marks.c.stream_id.in_(sorted(stream_ids))
+    )
+    return {row.stream_id: row.version for row in conn.execute(query)}
+
+
+def closed_among(conn: Connection, stream_ids: Collection[int]) -> set[int]:
+    """Those of ``stream_ids`` whose generation is closed (forgotten): a mark locked
+    at version 0 may be a row :func:`lock` just made again for a stream a forget
+    purged while the caller waited, which the caller then drops (:func:`drop`)."""
+    if not stream_ids:
+        return set()
+    query = sa.select(streams.c.stream_id).where(
+        streams.c.stream_id.in_(sorted(stream_ids)), streams.c.closed_at.is_not(None)
+    )
+    return set(conn.execute(query).scalars())
+
+
+def drop(conn: Connection, name: str, stream_ids: Collection[int]) -> None:
+    """Remove the marks ``name`` keeps of ``stream_ids`` (held by the caller)."""
+    if stream_ids:
+        conn.execute(
+            stream_marks.delete().where(
+                stream_marks.c.name == name, stream_marks.c.stream_id.in_(sorted(stream_ids))
+            )
+        )
 
 
 def purge_stream(conn: Connection, stream_id: int) -> None:

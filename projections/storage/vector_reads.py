@@ -30,12 +30,13 @@ never served.  Why each part is enough:
   the log (``memory_graph_backfills``); the rebuild, which appends nothing,
   drops the mark in its transaction (oblivio.memory.backfills).
 
-Two more parts ride along, read in the first statement so that a ranked read
-asks them without a statement of its own, but are not compared (they do not
-change what the cached index holds): whether processing of the subject is
-restricted now (Art. 18, ``subject_restrictions``), and the checkpoint of
-another follower a consistent read waits for (the likely-update detector)
-for the stream's partition.
+Two more parts ride along, so that a ranked read asks them without a statement
+of its own, but are not compared (they do not change what the cached index
+holds): whether processing of the subject is restricted now (Art. 18,
+``subject_restrictions``, in the first statement), and the stream's mark of
+another follower a consistent read waits for (the likely-update detector: the
+version of the stream's last event it judged, in the second statement, on the
+stream's shard beside the vector state's mark).
 
 All of these already exist and are written anyway; the token adds no write
 to the ``store()`` path.  The token must be read *before* the rows it
@@ -52,13 +53,11 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from eventstore import LogCursor
 from eventstore.reader import LATEST_STREAM_ID
-from eventstore.schema import erasure_requests, events, rebuild_jobs, streams, subject_restrictions
+from eventstore.schema import erasure_requests, rebuild_jobs, streams, subject_restrictions
 from projections.storage import Fetch
 from projections.storage.embedder_store import current_embedder
 from projections.storage.tables import (
-    checkpoints,
     graph_backfills,
     stream_marks,
     subject_embedders,
@@ -81,13 +80,11 @@ class StateToken:
     embedder: str | None
     #: Whether the stream's graph waits for a rebuild from the log.
     graph_marked: bool
-    #: The cursor of the stream's last event: what a consistent read waits for.
-    last_event: LogCursor | None = field(compare=False)
     #: Whether processing of the subject is restricted now (GDPR Art. 18).
     restricted: bool = field(default=False, compare=False)
-    #: The checkpoint, for the stream's partition, of the follower named when the
-    #: token was read (``None``: none named, or it has no checkpoint there).
-    follower_mark: LogCursor | None = field(default=None, compare=False)
+    #: The version of the stream's last event the follower named when the token was
+    #: read has judged (0: none; ``None``: no follower named).
+    follower_mark: int | None = field(default=None, compare=False)
 
     @property
     def readable(self) -> bool:
@@ -96,16 +93,17 @@ class StateToken:
 
     @property
     def caught_up(self) -> bool:
-        """Whether the vector state has applied the stream's last event."""
-        return self.last_event is None or self.vector_mark >= self.version
+        """Whether the vector state has applied the stream's last event (true without
+        events)."""
+        return self.vector_mark >= self.version
 
     @property
     def followed(self) -> bool:
         """Whether the follower named when the token was read has passed the stream's
         last event (true without events; false when no follower was named)."""
-        if self.last_event is None:
-            return True
-        return self.follower_mark is not None and self.follower_mark >= self.last_event
+        return self.version == 0 or (
+            self.follower_mark is not None and self.follower_mark >= self.version
+        )
 
     def caught_up_now(self) -> StateToken:
         """This token once the vector state has applied its last event (the runner
@@ -118,18 +116,15 @@ class StateToken:
         """This token once its follower has passed its last event without appending
         anything (the follower said so): what reading it again would give unless
         something else changed meanwhile (as for :meth:`caught_up_now`)."""
-        return dataclasses.replace(self, follower_mark=self.last_event)
+        return dataclasses.replace(self, follower_mark=self.version)
 
 
 def _build_token_statement() -> sa.Select[tuple[object, ...]]:
     """The token's first statement: the subject's latest stream generation (from the
     stream directory) and what is kept beside it, not on its shard (requests, jobs,
-    the other follower's checkpoint, restrictions).
+    restrictions).
 
-    Parameters: ``namespace``, ``subject_key``, ``follower`` and
-    ``follower_partitions`` (the checkpoint name of the other follower whose
-    checkpoint is read, a ``None`` name reads none, and how its checkpoints split
-    streams).
+    Parameters: ``namespace`` and ``subject_key``.
     """
     stream = LATEST_STREAM_ID.subquery("stream")
     of_subject = sa.and_(
@@ -147,11 +142,6 @@ def _build_token_statement() -> sa.Select[tuple[object, ...]]:
             rebuild_jobs.c.status == "done",
         )
     )
-    followed = checkpoints.alias("followed")
-    follower_checkpoint = sa.and_(
-        followed.c.name == sa.bindparam("follower"),
-        followed.c.partition == stream.c.stream_id % sa.bindparam("follower_partitions"),
-    )
     restriction = sa.and_(
         subject_restrictions.c.namespace == sa.bindparam("namespace"),
         subject_restrictions.c.subject_key == sa.bindparam("subject_key"),
@@ -161,43 +151,41 @@ def _build_token_statement() -> sa.Select[tuple[object, ...]]:
         erasures.scalar_subquery().label("erasures"),
         rebuilds.scalar_subquery().label("rebuilds"),
         current_embedder().label("current_embedder"),
-        followed.c.commit_group.label("follower_group"),
-        followed.c.position.label("follower_position"),
         subject_restrictions.c.restricted_at,
-    ).select_from(
-        stream.outerjoin(followed, follower_checkpoint).outerjoin(subject_restrictions, restriction)
-    )
+    ).select_from(stream.outerjoin(subject_restrictions, restriction))
 
 
 def _build_stream_state() -> sa.Select[tuple[object, ...]]:
     """The token's second statement: what lies with the stream's rows (its head, its
-    last event, its own embedder, its backfill mark, the vector state's mark), each by
-    the stream id it is given.
+    own embedder, its backfill mark, the vector state's mark and the other follower's),
+    each by the stream id it is given.
 
-    Parameters ``stream_id`` (the first statement's) and ``projection`` (the vector
-    state's name, whose mark is read).  On Citus this is routed to the
+    Parameters ``stream_id`` (the first statement's), ``projection`` (the vector
+    state's name, whose mark is read) and ``follower`` (the other follower's name,
+    ``None`` for none).  On Citus this is routed to the
     stream's one shard; joined into the first statement it had every shard's rows of
     these tables copied to the coordinator per read.
     """
     stream_id = sa.bindparam("stream_id", type_=sa.BigInteger())
-    last_event = events.c.stream_id == stream_id, events.c.version == streams.c.version
+
+    def mark_of(name: str) -> sa.ScalarSelect[int]:
+        return (
+            sa.select(stream_marks.c.version)
+            .where(stream_marks.c.stream_id == stream_id, stream_marks.c.name == sa.bindparam(name))
+            .scalar_subquery()
+        )
+
     return sa.select(
         streams.c.version,
         streams.c.closed_at,
         streams.c.key_destroyed_at,
-        sa.select(events.c.commit_group).where(*last_event).scalar_subquery().label("last_group"),
-        sa.select(events.c.position).where(*last_event).scalar_subquery().label("last_position"),
         sa.select(subject_embedders.c.embedder)
         .where(subject_embedders.c.stream_id == stream_id)
         .scalar_subquery()
         .label("embedder"),
         sa.exists().where(graph_backfills.c.stream_id == stream_id).label("marked"),
-        sa.select(stream_marks.c.version)
-        .where(
-            stream_marks.c.stream_id == stream_id, stream_marks.c.name == sa.bindparam("projection")
-        )
-        .scalar_subquery()
-        .label("vector_mark"),
+        mark_of("projection").label("vector_mark"),
+        mark_of("follower").label("follower_mark"),
     ).where(streams.c.stream_id == stream_id)
 
 
@@ -211,46 +199,28 @@ def state_token(
     namespace: str,
     subject_key: bytes,
     projection: str,
-    follower: tuple[str, int] | None = None,
+    follower: str | None = None,
 ) -> StateToken | None:
     """The token of the subject's latest stream; ``None`` if it never wrote.
-    ``follower`` (a checkpoint name and its partitions) names the other follower
-    whose checkpoint the token carries.
+    ``follower`` names the other follower whose mark of the stream the token carries.
 
     Both statements run through ``fetch`` (``eventstore.Backend.fetch``): built and
     compiled once, they skip SQLAlchemy's execution (its cache key of these
     statements alone cost more CPU than the server took to answer them), and
     every retrieve reads them.
     """
-    follower_name, follower_partitions = (None, 1) if follower is None else follower
-    params = {
-        "namespace": namespace,
-        "subject_key": subject_key,
-        "follower": follower_name,
-        "follower_partitions": follower_partitions,
-    }
-    rows = fetch(conn, token_statement, params)
+    rows = fetch(conn, token_statement, {"namespace": namespace, "subject_key": subject_key})
     if not rows:
         return None
     # The first statement's columns, in its order.
-    (
-        stream_id,
-        erasures,
-        rebuilds,
-        current,
-        follower_group,
-        follower_position,
-        restricted_at,
-    ) = rows[0]
+    [(stream_id, erasures, rebuilds, current, restricted_at)] = rows
     # Read after the first statement: at least as new, which (as for the rows the
     # token validates) can only cost a reload.
-    heads = fetch(conn, _stream_state, {"stream_id": stream_id, "projection": projection})
+    params = {"stream_id": stream_id, "projection": projection, "follower": follower}
+    heads = fetch(conn, _stream_state, params)
     if not heads:  # on a cluster: a generation committed on the coordinator, not yet on its shard
         return None
-    [(version, closed_at, key_destroyed_at, last_group, last_position, embedder, marked, mark)] = (
-        heads
-    )
-    last = _cursor(last_group, last_position)
+    [(version, closed_at, key_destroyed_at, embedder, marked, mark, follower_mark)] = heads
     return StateToken(
         stream_id=stream_id,
         version=version,
@@ -261,11 +231,6 @@ def state_token(
         vector_mark=mark or 0,
         embedder=current if embedder is None else embedder,
         graph_marked=bool(marked),
-        last_event=last,
         restricted=restricted_at is not None,
-        follower_mark=_cursor(follower_group, follower_position),
+        follower_mark=None if follower is None else follower_mark or 0,
     )
-
-
-def _cursor(group: int | None, position: int | None) -> LogCursor | None:
-    return None if group is None or position is None else LogCursor(group, position)

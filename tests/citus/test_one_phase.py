@@ -216,9 +216,9 @@ def test_upgrade_moves_the_stream_rows_of_an_older_layout_onto_the_shards(
 
 
 def test_upgrade_marks_the_streams_of_a_populated_cluster(citus_url: str, tmp_path: Path) -> None:
-    # pj0016 on a cluster that already holds people: its marks are computed from the
-    # distributed events and the coordinator's checkpoints (a fresh database runs it
-    # before anything is distributed, with no rows to read).
+    # pj0016 and pj0017 on a cluster that already holds people: their marks are
+    # computed from the distributed events and the coordinator's checkpoints (a fresh
+    # database runs them before anything is distributed, with no rows to read).
     settings = client_settings(citus_url, tmp_path)
     users = ("alice", "bob", "carol")
     with MemoryClient(settings=settings) as client:
@@ -226,7 +226,8 @@ def test_upgrade_marks_the_streams_of_a_populated_cluster(citus_url: str, tmp_pa
             client.store(f"{user} keeps basil on the windowsill", user_id=user)
             client.store(f"{user} moved to Lisbon", user_id=user)
             client.retrieve("basil", user_id=user)  # marks the stream as far as it read
-        while client.context.runner.run_pending():  # the checkpoints cover every event
+        # The checkpoints cover every event.
+        while client.context.runner.run_pending() or client.context.updates.run_pending():
             pass
     engine = sa.create_engine(citus_url.replace("postgresql://", "postgresql+psycopg://"))
     marks = "SELECT stream_id, name, version FROM projection_stream_marks ORDER BY 1, 2"
@@ -235,7 +236,7 @@ def test_upgrade_marks_the_streams_of_a_populated_cluster(citus_url: str, tmp_pa
         conn.execute(sa.text("DROP TABLE projection_stream_marks"))
         conn.execute(
             sa.text(
-                "UPDATE alembic_version SET version_num = 'pj0015' WHERE version_num = 'pj0016'"
+                "UPDATE alembic_version SET version_num = 'pj0015' WHERE version_num = 'pj0017'"
             )
         )
     upgrade_schema(engine)  # what `oblivio db upgrade` runs
@@ -243,9 +244,10 @@ def test_upgrade_marks_the_streams_of_a_populated_cluster(citus_url: str, tmp_pa
     with engine.begin() as conn:
         after = conn.execute(sa.text(marks)).all()
     engine.dispose()
-    # Every follower with checkpoints gets marks; the vector state's are as they were.
+    # Every follower with checkpoints gets marks; the vector state's and the detector's
+    # are as they were.
     assert [row for row in after if row.name in {r.name for r in before}] == before
-    assert len(before) == len(users)
+    assert len(before) == 2 * len(users)
     with MemoryClient(settings=settings) as client:
         for user in users:
             client.store(f"{user} left Lisbon for Porto", user_id=user)

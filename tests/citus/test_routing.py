@@ -47,7 +47,10 @@ def test_a_page_of_a_subjects_stream_reads_one_shard(citus_url: str, query: Any)
 def test_the_state_tokens_stream_part_reads_one_shard(citus_url: str) -> None:
     # The last event, the subject's embedder and its backfill mark: before, joined
     # into the token's one statement, every shard's rows of all three on every retrieve.
-    assert tasks(citus_url, _stream_state, projection="vector_state") == ["Task Count: 1"]
+    # Both followers' marks of the stream too (the detector's, before, was its partition's
+    # checkpoint, read on the coordinator).
+    names = {"projection": "vector_state", "follower": "likely_updates"}
+    assert tasks(citus_url, _stream_state, **names) == ["Task Count: 1"]
 
 
 def test_an_appends_lock_of_its_stream_row_reads_one_shard(citus_url: str) -> None:

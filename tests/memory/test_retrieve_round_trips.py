@@ -7,21 +7,28 @@ a round trip whatever the machine's load, so the count is pinned here: a
 change that adds one shows up as a failure, not as noise in a benchmark.
 
 Right after a store: the state token (two statements, no transaction: the
-stream row with what the coordinator holds beside it, then the stream's last
-event, embedder and backfill mark by stream id, which Citus routes to the one
-shard of the stream); the detector's page (its events and their streams) and its
-transaction (the checkpoint moved in one statement that goes out with BEGIN and
-the non-durable setting, COMMIT); the token again only if the detector may have
-appended (its page judged a memory, or another process did a page of it: not
-here); the vector state's catch-up of the caller's stream (the bound on its lock
-waits, sent with BEGIN and the setting; the stream's mark locked; its new events and
-their stream, whose read unwraps the data key the catch-up seals with; the
+stream row with what the coordinator holds beside it, then the stream's head,
+embedder, backfill mark and both followers' marks by stream id, which Citus
+routes to the one shard of the stream); the detector's catch-up of the caller's
+stream (its events since the detector's mark and their stream with its key, by
+stream id, no transaction; then its transaction: the bound on its lock waits,
+sent with BEGIN and the non-durable setting; the mark locked; its advance sent
+with the COMMIT); the token again only if the detector may have appended (it
+judged a memory: not here); the vector state's catch-up of the caller's stream
+(the bound on its lock waits, sent with BEGIN and the setting; the stream's mark
+locked; its new events and their stream, whose read unwraps the data key the
+catch-up seals with; the
 embedders, the vectors, the mark's advance sent with the COMMIT); the new events read
 and applied to the cached index in one view (the events by the stream's id, sent
 with the view's BEGIN; their stream with its data key; the new nodes; COMMIT).
-17 waits.
+18 waits.
 
-It was 16 while the vector state was caught up by a page of the stream's log
+It was 17 while the detector was waited for by a page of its log partition (the
+page's events and their streams; the checkpoint moved in the statement sent with
+BEGIN; COMMIT): on Citus that page read every shard.  Its mark is locked in a
+statement of its own after the bound on lock waits, as the vector state's is.
+
+It was 16 while the vector state too was caught up by a page of the stream's log
 partition: the claim of the partition's checkpoint (``FOR UPDATE SKIP LOCKED``)
 went out with BEGIN and needed no bound, a busy partition being skipped and looked
 at again until the timeout.  A stream's mark is waited for instead (on Citus the
@@ -58,7 +65,7 @@ from oblivio.settings import Settings
 from tests.memory._support import round_trips, statements
 from tests.memory.conftest import sqlite_settings
 
-AFTER_A_STORE = 17
+AFTER_A_STORE = 18
 WARM = 2
 #: Rounds before the count: enough for every statement's fifth use on each connection.
 WARM_UP = 10
@@ -93,8 +100,10 @@ def test_a_consistent_retrieve_waits_as_often_as_pinned(pg_settings: Settings) -
 #: the vector batch and the view take the data key from their events' read; 19 since
 #: the vector state catches up the caller's stream (the mark's upsert where the claim
 #: was; the stream's events read in the catch-up's transaction, where the partition's
-#: page was read on a connection of its own, with a BEGIN of its own).
-SQLITE_AFTER_A_STORE = 19
+#: page was read on a connection of its own, with a BEGIN of its own); 20 since the
+#: detector judges the caller's stream too (its events and key read without a BEGIN,
+#: where the partition's page was read; the mark's upsert beside its checkpoint's move).
+SQLITE_AFTER_A_STORE = 20
 SQLITE_WARM = 3
 
 

@@ -8,8 +8,6 @@ whoever reaches it first, and the read touches nothing but its own stream
 
 from __future__ import annotations
 
-import threading
-import time
 import uuid
 from collections import Counter
 
@@ -30,6 +28,7 @@ from tests.memory.test_projection_runners import (
     _count,
     _memory_event_ids,
 )
+from tests.workers._support import running
 
 USERS = ["alice", "bob", "carol"]
 
@@ -92,29 +91,13 @@ def test_the_runner_skips_what_a_reads_catch_up_applied(fresh_memory: MemoryClie
 def test_reads_racing_the_runner_apply_every_event_exactly_once(pg_settings: Settings) -> None:
     memory = MemoryClient(settings=pg_settings)
     applied = _counting(memory)
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            while not stop.is_set():
-                if not memory.context.runner.run_pending():
-                    time.sleep(0.002)
-        except BaseException as e:  # reported by the test
-            errors.append(e)
-
-    runner = threading.Thread(target=run)
-    runner.start()
-    try:
+    with running(memory.context.runner) as errors:
         for round_ in range(4):
             for user in USERS:
                 memory.store(f"{user} fact {round_}", user_id=user)
                 memory.add_resonance_trigger(user_id=user, keyword=f"fact {round_}")
                 found = memory.retrieve(f"fact {round_}", user_id=user)
                 assert f"{user} fact {round_}" in [n.content for n in found.nodes]
-    finally:
-        stop.set()
-        runner.join(timeout=60)
     memory.context.runner.run_pending()
     assert errors == []
     assert {k: n for k, n in Counter(applied).items() if n != 1} == {}
